@@ -1,0 +1,22 @@
+//! The tamper-evident audit log of transform traffic.
+pub mod log;
+pub mod verify;
+
+use sha2::{Digest, Sha256};
+
+/// The `prev` of the first record.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+pub fn sha256_hex(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
+
+/// A record's hash: SHA-256 over the previous hash and the record's canonical
+/// JSON (sorted keys, no whitespace), the `hash` field left out.
+pub fn record_hash(prev: &str, record_without_hash: &serde_json::Value) -> String {
+    let mut h = Sha256::new();
+    h.update(prev.as_bytes());
+    // serde_json's Map is a BTreeMap here (no preserve_order): keys come out sorted.
+    h.update(record_without_hash.to_string().as_bytes());
+    hex::encode(h.finalize())
+}

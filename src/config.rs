@@ -1,0 +1,402 @@
+//! One typed configuration, read from TOML. Every key has a default that works
+//! on a developer's machine; validation names the bad key and says why.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer};
+
+use crate::transform::policy::SECTION_CATALOGUE;
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub server: ServerConfig,
+    pub runtime: RuntimeConfig,
+    pub policy: PolicyConfig,
+    pub audit: AuditConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address to listen on. Loopback unless a token is set.
+    pub listen: SocketAddr,
+    /// Bearer token required in the WebSocket upgrade; env AHP_BRIDGE_TOKEN also sets it.
+    pub token: Option<String>,
+    /// Origins a browser may connect from; requests with any other Origin get 403.
+    pub allowed_origins: Vec<String>,
+    pub max_frame_bytes: usize,
+    pub max_json_depth: usize,
+    /// Actions kept for `reconnect` replay.
+    pub replay_buffer: usize,
+    /// Messages queued for one client before it is dropped as too slow.
+    pub outbound_queue: usize,
+    /// Subscriptions one connection may hold.
+    pub max_subscriptions: usize,
+    #[serde(deserialize_with = "duration")]
+    pub client_grace: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8421)),
+            token: None,
+            allowed_origins: Vec::new(),
+            max_frame_bytes: 4 * 1024 * 1024,
+            max_json_depth: 128,
+            replay_buffer: 4096,
+            outbound_queue: 1024,
+            max_subscriptions: 256,
+            client_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RuntimeConfig {
+    /// argv of the Copilot CLI in server mode; argv[0] is looked up in the
+    /// project-local install (.runtime/) first, then PATH.
+    pub command: Vec<String>,
+    /// Connect to a running runtime over TCP instead of spawning one.
+    pub connect: Option<String>,
+    /// Extra environment for the spawned runtime.
+    pub env: BTreeMap<String, String>,
+    /// The model sessions use.
+    pub model: String,
+    /// Further models to advertise in the root state.
+    pub models: Vec<String>,
+    pub provider: Option<ProviderConfig>,
+    /// Deadline of every call the bridge makes to the runtime.
+    #[serde(deserialize_with = "duration")]
+    pub call_timeout: Duration,
+    /// Working directory for sessions that name none.
+    pub working_directory: Option<PathBuf>,
+    /// Largest frame accepted from the runtime.
+    pub max_frame_bytes: usize,
+}
+
+impl Default for RuntimeConfig {
+    fn default() -> Self {
+        Self {
+            command: [
+                "copilot",
+                "--headless",
+                "--stdio",
+                "--no-auto-update",
+                "--no-auto-login",
+            ]
+            .map(String::from)
+            .to_vec(),
+            connect: None,
+            env: BTreeMap::new(),
+            model: "gpt-4.1".into(),
+            models: Vec::new(),
+            provider: None,
+            call_timeout: Duration::from_secs(60),
+            working_directory: None,
+            max_frame_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// A bring-your-own-key model provider, passed to `session.create`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub base_url: String,
+    pub api_key: Option<String>,
+    pub api_key_env: Option<String>,
+}
+
+impl ProviderConfig {
+    pub fn resolved_api_key(&self) -> Option<String> {
+        self.api_key.clone().or_else(|| {
+            self.api_key_env
+                .as_ref()
+                .and_then(|v| std::env::var(v).ok())
+        })
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PolicyConfig {
+    /// Sections no client may transform.
+    pub restricted: Vec<String>,
+    #[serde(deserialize_with = "duration")]
+    pub transform_timeout: Duration,
+    /// A client answer with more sections than this is refused whole.
+    pub max_sections: usize,
+    /// A client answer larger than this (serialized) is refused whole.
+    pub max_response_bytes: usize,
+    /// Operator overrides, fixed for every session.
+    pub overrides: BTreeMap<String, OverrideConfig>,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        Self {
+            restricted: vec!["safety".into()],
+            transform_timeout: Duration::from_secs(5),
+            max_sections: 32,
+            max_response_bytes: 256 * 1024,
+            overrides: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OverrideConfig {
+    pub action: OverrideAction,
+    #[serde(default)]
+    pub content: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OverrideAction {
+    Append,
+    Prepend,
+    Replace,
+    Remove,
+}
+
+impl OverrideAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Append => "append",
+            Self::Prepend => "prepend",
+            Self::Replace => "replace",
+            Self::Remove => "remove",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuditConfig {
+    /// JSON Lines file; no audit log when unset.
+    pub path: Option<PathBuf>,
+    /// Store section content too, not only hashes.
+    pub include_content: bool,
+    pub fsync: FsyncPolicy,
+}
+
+impl Default for AuditConfig {
+    fn default() -> Self {
+        Self {
+            path: None,
+            include_content: false,
+            fsync: FsyncPolicy::Batch,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FsyncPolicy {
+    /// fsync after every record.
+    Always,
+    /// fsync at most every 100 ms, from a background flusher.
+    Batch,
+    /// Leave it to the OS.
+    Never,
+}
+
+fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    humantime::parse_duration(&s)
+        .map_err(|e| serde::de::Error::custom(format!("{s:?} is not a duration like \"5s\": {e}")))
+}
+
+/// A config problem, naming the key.
+#[derive(Debug, thiserror::Error)]
+#[error("config {key}: {reason}")]
+pub struct ConfigError {
+    pub key: String,
+    pub reason: String,
+}
+
+fn bad(key: &str, reason: impl Into<String>) -> ConfigError {
+    ConfigError {
+        key: key.into(),
+        reason: reason.into(),
+    }
+}
+
+impl Config {
+    /// Reads and validates a file; the env token fills in a missing `[server] token`.
+    pub fn load(path: &Path) -> anyhow::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
+        let mut cfg = Self::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        cfg.apply_env();
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn parse(text: &str) -> Result<Self, String> {
+        toml::from_str(text).map_err(|e| e.to_string().trim().replace('\n', " "))
+    }
+
+    pub fn apply_env(&mut self) {
+        if self.server.token.is_none() {
+            self.server.token = std::env::var("AHP_BRIDGE_TOKEN")
+                .ok()
+                .filter(|t| !t.is_empty());
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let s = &self.server;
+        if s.token.is_none() && !s.listen.ip().is_loopback() {
+            return Err(bad(
+                "server.listen",
+                format!(
+                    "{} is not a loopback address and no token is set; set [server] token (or env AHP_BRIDGE_TOKEN), or listen on 127.0.0.1",
+                    s.listen
+                ),
+            ));
+        }
+        if matches!(&s.token, Some(t) if t.len() < 16) {
+            return Err(bad("server.token", "must be at least 16 characters"));
+        }
+        if s.max_frame_bytes < 1024 {
+            return Err(bad("server.max_frame_bytes", "must be at least 1024"));
+        }
+        if s.max_json_depth == 0 {
+            return Err(bad("server.max_json_depth", "must be at least 1"));
+        }
+        if s.replay_buffer == 0 {
+            return Err(bad("server.replay_buffer", "must be at least 1"));
+        }
+        if s.outbound_queue < 16 {
+            return Err(bad("server.outbound_queue", "must be at least 16"));
+        }
+        let r = &self.runtime;
+        if r.connect.is_none() && r.command.is_empty() {
+            return Err(bad(
+                "runtime.command",
+                "must name a program (or set runtime.connect)",
+            ));
+        }
+        if let Some(addr) = &r.connect {
+            if addr.parse::<SocketAddr>().is_err() {
+                return Err(bad(
+                    "runtime.connect",
+                    format!("{addr:?} is not host:port, e.g. \"127.0.0.1:3000\""),
+                ));
+            }
+        }
+        if r.model.trim().is_empty() {
+            return Err(bad("runtime.model", "must not be empty"));
+        }
+        if let Some(p) = &r.provider {
+            if p.kind.trim().is_empty() {
+                return Err(bad(
+                    "runtime.provider.type",
+                    "must not be empty (e.g. \"openai\")",
+                ));
+            }
+            if !(p.base_url.starts_with("http://") || p.base_url.starts_with("https://")) {
+                return Err(bad(
+                    "runtime.provider.base_url",
+                    "must be an http:// or https:// URL",
+                ));
+            }
+            if p.api_key.is_some() && p.api_key_env.is_some() {
+                return Err(bad(
+                    "runtime.provider",
+                    "set api_key or api_key_env, not both",
+                ));
+            }
+        }
+        let p = &self.policy;
+        for id in &p.restricted {
+            if !SECTION_CATALOGUE.iter().any(|s| s.id == id) {
+                return Err(bad(
+                    "policy.restricted",
+                    format!("{id:?} is not a known section id"),
+                ));
+            }
+        }
+        if p.transform_timeout.is_zero() {
+            return Err(bad("policy.transform_timeout", "must be more than 0"));
+        }
+        if p.max_sections == 0 {
+            return Err(bad("policy.max_sections", "must be at least 1"));
+        }
+        for (id, o) in &p.overrides {
+            let key = format!("policy.overrides.{id}");
+            if !SECTION_CATALOGUE.iter().any(|s| s.id == id) {
+                return Err(bad(&key, "not a known section id"));
+            }
+            match (o.action, &o.content) {
+                (OverrideAction::Remove, Some(_)) => {
+                    return Err(bad(&key, "action \"remove\" takes no content"))
+                }
+                (OverrideAction::Remove, None) => {}
+                (_, None) => {
+                    return Err(bad(
+                        &key,
+                        format!("action {:?} needs content", o.action.as_str()),
+                    ))
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid_and_loopback() {
+        let c = Config::parse("").unwrap();
+        c.validate().unwrap();
+        assert!(c.server.listen.ip().is_loopback());
+        assert_eq!(c.policy.restricted, vec!["safety"]);
+        assert_eq!(c.policy.transform_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn bad_keys_are_named() {
+        let e = Config::parse("[server]\nlisten = \"0.0.0.0:1\"")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.key, "server.listen");
+        assert!(e.reason.contains("token"));
+        let e = Config::parse("[server]\nbogus = 1").unwrap_err();
+        assert!(e.contains("bogus"), "{e}");
+        let e = Config::parse("[policy]\ntransform_timeout = \"soon\"").unwrap_err();
+        assert!(e.contains("transform_timeout") || e.contains("soon"), "{e}");
+        let e = Config::parse("[policy.overrides.tone]\naction = \"append\"")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.key, "policy.overrides.tone");
+        let e = Config::parse("[policy]\nrestricted = [\"nope\"]")
+            .unwrap()
+            .validate()
+            .unwrap_err();
+        assert_eq!(e.key, "policy.restricted");
+    }
+
+    #[test]
+    fn durations_parse() {
+        let c = Config::parse("[server]\nclient_grace = \"250ms\"").unwrap();
+        assert_eq!(c.server.client_grace, Duration::from_millis(250));
+    }
+}

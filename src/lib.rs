@@ -1,0 +1,18 @@
+//! ahp-copilot-bridge: an AHP host in front of the GitHub Copilot agent runtime.
+//!
+//! Data flow: clients speak AHP over WebSocket to the north side ([`ahp`]);
+//! the south side ([`runtime`]) speaks Content-Length JSON-RPC to the Copilot
+//! CLI; [`bridge`] ties one AHP session to one runtime session; [`transform`]
+//! routes the runtime's `systemMessage.transform` calls to opted-in clients;
+//! [`audit`] writes the hash-chained record of every such call.
+
+pub mod ahp;
+pub mod app;
+pub mod audit;
+pub mod bridge;
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod jsonrpc;
+pub mod runtime;
+pub mod transform;

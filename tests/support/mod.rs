@@ -1,0 +1,102 @@
+//! Test support: start the bridge in-process, connect the official `ahp`
+//! client over a real WebSocket, and a raw socket for what the client cannot send.
+#![allow(dead_code)]
+
+pub mod raw;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ahp::{Client, ClientConfig, ClientEventStream, SubscriptionEvent};
+use ahp_copilot_bridge::app::{self, Agent, Running};
+use ahp_copilot_bridge::config::Config;
+use serde_json::{json, Value};
+
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+pub fn test_config() -> Config {
+    let mut cfg = Config::default();
+    cfg.server.listen = "127.0.0.1:0".parse().unwrap();
+    cfg
+}
+
+pub async fn start_host(cfg: Config) -> Running {
+    app::start(Arc::new(cfg), Agent::None)
+        .await
+        .expect("host starts")
+}
+
+pub async fn client(r: &Running) -> Client {
+    let url = format!("ws://{}", r.addr);
+    let t = ahp_ws::WebSocketTransport::connect(&url)
+        .await
+        .expect("ws connect");
+    Client::connect(t, ClientConfig::default())
+        .await
+        .expect("client")
+}
+
+pub async fn initialized(r: &Running, client_id: &str) -> Client {
+    let c = client(r).await;
+    c.initialize(
+        client_id.into(),
+        vec!["1.0.0".into()],
+        vec!["ahp-root://".into()],
+    )
+    .await
+    .expect("initialize");
+    c
+}
+
+/// `subscribe` answered as raw JSON, so extension fields are visible.
+pub async fn raw_subscribe(c: &Client, uri: &str) -> Value {
+    c.request::<_, Value>("subscribe", json!({"channel": uri}))
+        .await
+        .expect("subscribe")
+}
+
+/// `dispatchAction` with a raw action (the typed API would drop extension fields).
+pub async fn dispatch_raw(c: &Client, channel: &str, seq: i64, action: Value) {
+    c.notify(
+        "dispatchAction",
+        json!({"channel": channel, "clientSeq": seq, "action": action}),
+    )
+    .await
+    .expect("dispatch");
+}
+
+pub async fn create_session(c: &Client, uri: &str, active_client: Option<Value>) {
+    let mut p = json!({"channel": uri, "provider": "copilot"});
+    if let Some(a) = active_client {
+        p["activeClient"] = a;
+    }
+    c.request::<_, Value>("createSession", p)
+        .await
+        .expect("createSession");
+}
+
+/// Waits for the first event that `pick` accepts, up to the deadline.
+pub async fn wait_event<T>(
+    events: &mut ClientEventStream,
+    mut pick: impl FnMut(&SubscriptionEvent) -> Option<T>,
+) -> T {
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            let ev = events.recv().await.expect("client event stream ended");
+            if let Some(t) = pick(&ev.event) {
+                return t;
+            }
+        }
+    })
+    .await
+    .expect("event within the deadline")
+}
+
+/// Polls `cond` until true or the deadline: for facts with no event to wait on.
+pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < DEADLINE, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}

@@ -1,0 +1,83 @@
+//! A raw WebSocket client for frames the official client never sends.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub struct Raw {
+    pub ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+}
+
+/// What the server did next.
+#[derive(Debug)]
+pub enum Next {
+    Json(Value),
+    Closed(Option<(u16, String)>),
+}
+
+impl Raw {
+    pub async fn connect(url: &str) -> Raw {
+        let (ws, _) = tokio_tungstenite::connect_async(url)
+            .await
+            .expect("raw connect");
+        Raw { ws }
+    }
+    pub async fn send_text(&mut self, text: impl Into<String>) {
+        self.ws
+            .send(Message::text(text.into()))
+            .await
+            .expect("send");
+    }
+    pub async fn send_binary(&mut self, data: Vec<u8>) {
+        self.ws.send(Message::binary(data)).await.expect("send");
+    }
+    pub async fn next(&mut self) -> Next {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                match self.ws.next().await {
+                    None | Some(Err(_)) => return Next::Closed(None),
+                    Some(Ok(Message::Text(t))) => {
+                        return Next::Json(
+                            serde_json::from_str(t.as_str()).expect("json from server"),
+                        )
+                    }
+                    Some(Ok(Message::Close(f))) => {
+                        return Next::Closed(f.map(|f| (u16::from(f.code), f.reason.to_string())))
+                    }
+                    Some(Ok(_)) => continue,
+                }
+            }
+        })
+        .await
+        .expect("server answered within 10s")
+    }
+    /// The answer to request `id`, skipping notifications.
+    pub async fn answer(&mut self, id: Value) -> Value {
+        loop {
+            match self.next().await {
+                Next::Json(v) if v.get("id") == Some(&id) => return v,
+                Next::Json(_) => continue,
+                Next::Closed(c) => panic!("closed while waiting for answer {id}: {c:?}"),
+            }
+        }
+    }
+    pub async fn call(&mut self, id: Value, method: &str, params: Value) -> Value {
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        self.send_text(msg.to_string()).await;
+        self.answer(id).await
+    }
+    pub async fn ping_ok(&mut self) -> bool {
+        let a = self
+            .call(
+                json!("ping-check"),
+                "ping",
+                json!({"channel": "ahp-root://"}),
+            )
+            .await;
+        a.get("result").is_some()
+    }
+}
