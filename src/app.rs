@@ -7,7 +7,24 @@ use tokio_util::sync::CancellationToken;
 
 use crate::ahp::host::{Backend, Host, NullBackend};
 use crate::ahp::server;
+use crate::audit::log::AuditLog;
+use crate::bridge::Bridge;
 use crate::config::Config;
+use crate::transform::router::Router;
+
+/// The bridge to the Copilot runtime, with its router and audit log.
+pub fn copilot_backend(host: &Arc<Host>, cfg: &Config) -> anyhow::Result<Arc<dyn Backend>> {
+    let audit = match &cfg.audit.path {
+        Some(p) => {
+            let (log, rec) = AuditLog::open(p, cfg.audit.fsync)?;
+            tracing::info!(path = %p.display(), records = rec.records, torn = ?rec.torn_bytes, "audit log open");
+            Some(log)
+        }
+        None => None,
+    };
+    let router = Arc::new(Router::new(Arc::downgrade(host), cfg, audit));
+    Ok(Bridge::new(host, router))
+}
 
 /// A running host.
 pub struct Running {
@@ -23,6 +40,8 @@ pub type BackendFactory = Box<dyn FnOnce(&Arc<Host>) -> Arc<dyn Backend> + Send>
 pub enum Agent {
     /// No agent: sessions are ready at once, turns do nothing (tests of the host alone).
     None,
+    /// The Copilot runtime, as `[runtime]` configures it (the product).
+    Copilot,
     /// A backend built once the host exists.
     Custom(BackendFactory),
 }
@@ -33,6 +52,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     let host = Host::new(cfg.clone());
     let backend: Arc<dyn Backend> = match agent {
         Agent::None => Arc::new(NullBackend(Arc::downgrade(&host))),
+        Agent::Copilot => copilot_backend(&host, &cfg)?,
         Agent::Custom(make) => make(&host),
     };
     host.set_backend(backend);

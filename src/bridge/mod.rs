@@ -1,1 +1,773 @@
+//! The bridge: one runtime session per AHP session. It implements the host's
+//! [`Backend`] seam (north to south) and the runtime's [`RuntimeHandler`]
+//! (south to north).
 
+pub mod session;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+use tracing::{debug, info, warn};
+
+use self::session::{path_of_uri, Binding};
+use crate::ahp::host::{Backend, Host};
+use crate::config::Config;
+use crate::jsonrpc::RpcError;
+use crate::runtime::client::{ReplyFuture, RuntimeConn, RuntimeHandler};
+use crate::runtime::events::TurnMapper;
+use crate::runtime::process;
+use crate::transform::overrides::system_message;
+use crate::transform::router::Router;
+
+struct Live {
+    conn: Arc<RuntimeConn>,
+    _child: Option<tokio::process::Child>,
+    generation: u64,
+}
+
+struct Turn {
+    mapper: TurnMapper,
+    started: Instant,
+    chat: String,
+}
+
+struct Ctl {
+    runtime_id: String,
+    /// The binding of the live runtime session; None: create or resume first.
+    bound: Option<Binding>,
+    /// Which runtime process the binding lives in.
+    generation: u64,
+    /// The runtime session exists (on disk at least): resume, not create.
+    created: bool,
+    turn: Option<Turn>,
+    /// The runtime is between `session.send` and `session.idle`.
+    busy: bool,
+    idle: Arc<Notify>,
+    permissions: HashMap<String, String>,
+    client_tools: HashMap<String, (String, String)>,
+    /// Serializes turn starts and re-binds of this session.
+    gate: Arc<tokio::sync::Mutex<()>>,
+}
+
+pub struct Bridge {
+    me: Weak<Bridge>,
+    host: Weak<Host>,
+    cfg: Arc<Config>,
+    router: Arc<Router>,
+    runtime: tokio::sync::Mutex<Option<Live>>,
+    generation: AtomicU64,
+    sessions: Mutex<HashMap<String, Ctl>>,
+    by_runtime: Mutex<HashMap<String, String>>,
+}
+
+fn ms(d: Duration) -> i64 {
+    d.as_millis() as i64
+}
+
+impl Bridge {
+    pub fn new(host: &Arc<Host>, router: Arc<Router>) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            me: me.clone(),
+            host: Arc::downgrade(host),
+            cfg: host.config().clone(),
+            router,
+            runtime: tokio::sync::Mutex::new(None),
+            generation: AtomicU64::new(0),
+            sessions: Mutex::new(HashMap::new()),
+            by_runtime: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn host(&self) -> Option<Arc<Host>> {
+        self.host.upgrade()
+    }
+
+    fn sessions(&self) -> std::sync::MutexGuard<'_, HashMap<String, Ctl>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn ahp_of(&self, runtime_id: &str) -> Option<String> {
+        self.by_runtime
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(runtime_id)
+            .cloned()
+    }
+
+    /// Applies host actions on a chat; a refused one is a bug worth a warning.
+    fn emit(&self, chat: &str, actions: Vec<Value>) {
+        let Some(host) = self.host() else { return };
+        for a in actions {
+            if let Err(e) = host.server_action(chat, a.clone()) {
+                warn!(chat, action = %a["type"], "host refused a bridge action: {e}");
+            }
+        }
+    }
+
+    // ── the runtime process ──────────────────────────────────────────────
+
+    /// The live runtime, started (or restarted) on demand.
+    pub async fn runtime(&self) -> anyhow::Result<(Arc<RuntimeConn>, u64)> {
+        let mut g = self.runtime.lock().await;
+        if let Some(l) = g.as_ref() {
+            if !l.conn.closed.is_cancelled() {
+                return Ok((l.conn.clone(), l.generation));
+            }
+        }
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        let handler: Arc<dyn RuntimeHandler> = Arc::new(Handler {
+            bridge: self.me.clone(),
+        });
+        let rt = process::start(&self.cfg.runtime, handler).await?;
+        let conn = rt.conn.clone();
+        let me = self.me.clone();
+        let closed = conn.closed.clone();
+        tokio::spawn(async move {
+            closed.cancelled().await;
+            if let Some(b) = me.upgrade() {
+                b.runtime_lost(generation);
+            }
+        });
+        *g = Some(Live {
+            conn: conn.clone(),
+            _child: rt.child,
+            generation,
+        });
+        Ok((conn, generation))
+    }
+
+    /// The runtime went away: running turns end with an error now, every
+    /// session resumes on its next turn, and a new runtime is started.
+    fn runtime_lost(&self, generation: u64) {
+        warn!(generation, "the runtime exited or stopped answering");
+        let mut ended = Vec::new();
+        for ctl in self.sessions().values_mut() {
+            if ctl.generation != generation {
+                continue;
+            }
+            ctl.bound = None;
+            ctl.busy = false;
+            ctl.idle.notify_waiters();
+            ctl.permissions.clear();
+            ctl.client_tools.clear();
+            if let Some(mut t) = ctl.turn.take() {
+                let d = ms(t.started.elapsed());
+                ended.push((
+                    t.chat.clone(),
+                    t.mapper.error(
+                        "runtime",
+                        "the agent runtime exited during the turn; send the message again",
+                        d,
+                    ),
+                ));
+            }
+        }
+        for (chat, actions) in ended {
+            self.emit(&chat, actions);
+        }
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            let mut backoff = Duration::from_millis(200);
+            loop {
+                tokio::time::sleep(backoff).await;
+                let Some(b) = me.upgrade() else { return };
+                match b.runtime().await {
+                    Ok(_) => return,
+                    Err(e) => {
+                        warn!("runtime restart failed: {e:#}; retrying in {backoff:?}");
+                        backoff = (backoff * 2).min(Duration::from_secs(30));
+                    }
+                }
+            }
+        });
+    }
+
+    // ── sessions ─────────────────────────────────────────────────────────
+
+    fn session_params(&self, uri: &str, runtime_id: &str, binding: &Binding) -> Value {
+        let host = self.host();
+        let wd = host
+            .as_ref()
+            .and_then(|h| h.working_directory(uri))
+            .map(|u| path_of_uri(&u))
+            .or_else(|| {
+                self.cfg
+                    .runtime
+                    .working_directory
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+            })
+            .or_else(|| {
+                std::env::current_dir()
+                    .ok()
+                    .map(|p| p.display().to_string())
+            })
+            .unwrap_or_else(|| "/".into());
+        let mut p = json!({
+            "sessionId": runtime_id, "model": self.cfg.runtime.model, "clientName": "ahp-copilot-bridge",
+            "streaming": true, "workingDirectory": wd, "requestPermission": true, "requestUserInput": true,
+            "tools": binding.runtime_tools(),
+        });
+        if let Some(pr) = &self.cfg.runtime.provider {
+            let mut prov = json!({"type": pr.kind, "baseUrl": pr.base_url});
+            if let Some(k) = pr.resolved_api_key() {
+                prov["apiKey"] = json!(k);
+            }
+            p["provider"] = prov;
+        }
+        if let Some(sm) = system_message(&binding.registered, &self.cfg.policy.overrides) {
+            p["systemMessage"] = sm;
+        }
+        p
+    }
+
+    /// Creates, resumes or re-binds the runtime session so that it matches the
+    /// AHP state now. Registration is fixed at create/resume, so a change of
+    /// opt-ins, owners or tools means destroy + resume (history is kept).
+    async fn ensure_bound(&self, uri: &str) -> anyhow::Result<(Arc<RuntimeConn>, String)> {
+        let (conn, generation) = self.runtime().await?;
+        let host = self.host().ok_or_else(|| anyhow::anyhow!("host gone"))?;
+        let want = Binding::derive(&self.router.policy, &host.active_clients(uri));
+        let (runtime_id, bound, created) = {
+            let s = self.sessions();
+            let c = s
+                .get(uri)
+                .ok_or_else(|| anyhow::anyhow!("session {uri} is gone"))?;
+            let live = c.generation == generation;
+            (
+                c.runtime_id.clone(),
+                c.bound.clone().filter(|_| live),
+                c.created,
+            )
+        };
+        if bound.as_ref() == Some(&want) {
+            return Ok((conn, runtime_id));
+        }
+        let params = self.session_params(uri, &runtime_id, &want);
+        let method = if created {
+            "session.resume"
+        } else {
+            "session.create"
+        };
+        if bound.is_some() {
+            info!(session = uri, registered = ?want.registered, owners = ?want.owners, "opt-ins, owners or tools changed; re-binding the runtime session");
+            if let Err(e) = conn
+                .call("session.destroy", json!({"sessionId": runtime_id}))
+                .await
+            {
+                debug!("session.destroy before re-bind: {e}");
+            }
+        }
+        conn.call(method, params)
+            .await
+            .map_err(|e| anyhow::anyhow!("{method}: {e}"))?;
+        debug!(session = uri, %runtime_id, method, registered = ?want.registered, "runtime session bound");
+        if let Some(c) = self.sessions().get_mut(uri) {
+            c.bound = Some(want);
+            c.created = true;
+            c.generation = generation;
+        }
+        Ok((conn, runtime_id))
+    }
+
+    async fn create(self: Arc<Self>, uri: String) {
+        let runtime_id = uuid::Uuid::new_v4().to_string();
+        self.by_runtime
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(runtime_id.clone(), uri.clone());
+        self.sessions().insert(
+            uri.clone(),
+            Ctl {
+                runtime_id,
+                bound: None,
+                generation: 0,
+                created: false,
+                turn: None,
+                busy: false,
+                idle: Arc::new(Notify::new()),
+                permissions: HashMap::new(),
+                client_tools: HashMap::new(),
+                gate: Arc::new(tokio::sync::Mutex::new(())),
+            },
+        );
+        let action = match self.ensure_bound(&uri).await {
+            Ok(_) => json!({"type": "session/ready"}),
+            Err(e) => {
+                warn!(session = %uri, "runtime session not created: {e:#}");
+                json!({"type": "session/creationFailed", "error": {"errorType": "runtime", "message": format!("{e:#}")}})
+            }
+        };
+        if let Some(h) = self.host() {
+            let _ = h.server_action(&uri, action);
+        }
+    }
+
+    async fn start_turn(
+        self: Arc<Self>,
+        uri: String,
+        chat: String,
+        turn_id: String,
+        prompt: String,
+    ) {
+        let gate = match self.sessions().get(&uri) {
+            Some(c) => c.gate.clone(),
+            None => return,
+        };
+        let _g = gate.lock().await;
+        // A cancelled turn's tail (its session.idle) must not end this one.
+        let idle = self
+            .sessions()
+            .get(&uri)
+            .filter(|c| c.busy)
+            .map(|c| c.idle.clone());
+        if let Some(idle) = idle {
+            let _ = tokio::time::timeout(Duration::from_secs(10), idle.notified()).await;
+        }
+        if let Some(c) = self.sessions().get_mut(&uri) {
+            c.turn = Some(Turn {
+                mapper: TurnMapper::new(&turn_id),
+                started: Instant::now(),
+                chat: chat.clone(),
+            });
+        }
+        let sent = async {
+            let (conn, runtime_id) = self.ensure_bound(&uri).await?;
+            if let Some(c) = self.sessions().get_mut(&uri) {
+                c.busy = true;
+            }
+            conn.call(
+                "session.send",
+                json!({"sessionId": runtime_id, "prompt": prompt}),
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("session.send: {e}"))
+        }
+        .await;
+        if let Err(e) = sent {
+            warn!(session = %uri, "turn not started: {e:#}");
+            self.end_turn_with_error(&uri, "runtime", &format!("{e:#}"));
+        }
+    }
+
+    fn end_turn_with_error(&self, uri: &str, kind: &str, message: &str) {
+        let out = self.sessions().get_mut(uri).and_then(|c| {
+            c.busy = false;
+            c.turn.take().map(|mut t| {
+                let d = ms(t.started.elapsed());
+                (t.chat.clone(), t.mapper.error(kind, message, d))
+            })
+        });
+        if let Some((chat, actions)) = out {
+            self.emit(&chat, actions);
+        }
+    }
+
+    async fn call_runtime(&self, method: &str, params: Value) {
+        match self.runtime().await {
+            Ok((conn, _)) => {
+                if let Err(e) = conn.call(method, params).await {
+                    warn!(method, "runtime call failed: {e}");
+                }
+            }
+            Err(e) => warn!(method, "no runtime: {e:#}"),
+        }
+    }
+
+    // ── runtime -> AHP ───────────────────────────────────────────────────
+
+    fn on_event(&self, runtime_id: &str, ty: &str, data: &Value) {
+        let Some(uri) = self.ahp_of(runtime_id) else {
+            debug!(runtime_id, ty, "event for an unknown runtime session");
+            return;
+        };
+        match ty {
+            "permission.requested" => return self.on_permission(&uri, runtime_id, data),
+            "external_tool.requested" => return self.on_external_tool(&uri, runtime_id, data),
+            "session.warning" => {
+                info!(session = %uri, warning = %data["warningType"], "runtime warning")
+            }
+            _ => {}
+        }
+        let out = {
+            let mut s = self.sessions();
+            let Some(c) = s.get_mut(&uri) else { return };
+            if ty == "session.idle" {
+                c.busy = false;
+                c.idle.notify_waiters();
+            }
+            let Some(t) = c.turn.as_mut() else {
+                debug!(session = %uri, ty, "event outside a turn");
+                return;
+            };
+            let actions = t.mapper.map(ty, data, ms(t.started.elapsed()));
+            let chat = t.chat.clone();
+            if t.mapper.ended {
+                c.turn = None;
+            }
+            (chat, actions)
+        };
+        self.emit(&out.0, out.1);
+    }
+
+    fn on_permission(&self, uri: &str, runtime_id: &str, data: &Value) {
+        let request_id = data["requestId"].as_str().unwrap_or_default().to_owned();
+        let req = &data["permissionRequest"];
+        let kind = req["kind"].as_str().unwrap_or("unknown");
+        let tool_name = req["toolName"].as_str().unwrap_or(kind).to_owned();
+        // A client's own tool: the owning client decides by running it.
+        let own_tool = kind == "custom-tool"
+            && self
+                .sessions()
+                .get(uri)
+                .and_then(|c| c.bound.as_ref().map(|b| b.tool_owner(&tool_name).is_some()))
+                == Some(true);
+        if own_tool {
+            let me = self.me.upgrade();
+            let params = json!({"sessionId": runtime_id, "requestId": request_id, "result": {"kind": "approve-once"}});
+            tokio::spawn(async move {
+                if let Some(b) = me {
+                    b.call_runtime("session.permissions.handlePendingPermissionRequest", params)
+                        .await;
+                }
+            });
+            return;
+        }
+        let tool_call_id = req["toolCallId"]
+            .as_str()
+            .map(String::from)
+            .unwrap_or_else(|| request_id.clone());
+        let detail = req["intention"]
+            .as_str()
+            .or(req["fullCommandText"].as_str())
+            .unwrap_or("")
+            .to_owned();
+        let input = req
+            .get("fullCommandText")
+            .or(req.get("args"))
+            .cloned()
+            .unwrap_or(Value::Null);
+        let out = {
+            let mut s = self.sessions();
+            let Some(c) = s.get_mut(uri) else { return };
+            c.permissions
+                .insert(tool_call_id.clone(), request_id.clone());
+            c.turn.as_mut().map(|t| {
+                (
+                    t.chat.clone(),
+                    t.mapper.open_tool(
+                        &tool_call_id,
+                        &tool_name,
+                        &input,
+                        None,
+                        None,
+                        &format!("Allow {kind}: {detail}"),
+                    ),
+                )
+            })
+        };
+        match out {
+            Some((chat, actions)) => self.emit(&chat, actions),
+            None => {
+                // No turn to ask in: deny rather than leave the runtime waiting.
+                let me = self.me.upgrade();
+                let params = json!({"sessionId": runtime_id, "requestId": request_id, "result": {"kind": "reject"}});
+                tokio::spawn(async move {
+                    if let Some(b) = me {
+                        b.call_runtime(
+                            "session.permissions.handlePendingPermissionRequest",
+                            params,
+                        )
+                        .await;
+                    }
+                });
+            }
+        }
+    }
+
+    fn on_external_tool(&self, uri: &str, runtime_id: &str, data: &Value) {
+        let s_ = |k: &str| data[k].as_str().unwrap_or_default().to_owned();
+        let (request_id, tool_call_id, name) = (s_("requestId"), s_("toolCallId"), s_("toolName"));
+        let host = self.host();
+        let owner = self.sessions().get(uri).and_then(|c| {
+            c.bound
+                .as_ref()
+                .and_then(|b| b.tool_owner(&name).map(String::from))
+        });
+        let present = owner.as_ref().is_some_and(|o| {
+            host.as_ref()
+                .is_some_and(|h| h.active_clients(uri).iter().any(|c| &c.client_id == o))
+        });
+        let contributor = owner
+            .as_ref()
+            .map(|o| json!({"kind": "client", "clientId": o}));
+        let out = {
+            let mut s = self.sessions();
+            let Some(c) = s.get_mut(uri) else { return };
+            if present {
+                c.client_tools.insert(
+                    tool_call_id.clone(),
+                    (request_id.clone(), owner.clone().unwrap_or_default()),
+                );
+            }
+            c.turn.as_mut().map(|t| {
+                let mut a = t.mapper.open_tool(
+                    &tool_call_id,
+                    &name,
+                    &data["arguments"],
+                    contributor.clone(),
+                    Some("not-needed"),
+                    &format!("Running {name}"),
+                );
+                if !present {
+                    a.extend(t.mapper.complete_tool(
+                        &tool_call_id,
+                        false,
+                        "the client that provides this tool is gone",
+                        &name,
+                    ));
+                }
+                (t.chat.clone(), a)
+            })
+        };
+        if let (Some(h), Some(o), true) = (&host, &owner, present) {
+            h.set_tool_owner(uri, &tool_call_id, o);
+        }
+        if let Some((chat, actions)) = out {
+            self.emit(&chat, actions);
+        }
+        if !present {
+            let me = self.me.upgrade();
+            let params = json!({"sessionId": runtime_id, "requestId": request_id,
+                "result": {"textResultForLlm": format!("Tool {name} is unavailable: the client that provides it is gone."), "resultType": "failure", "error": "client gone"}});
+            tokio::spawn(async move {
+                if let Some(b) = me {
+                    b.call_runtime("session.tools.handlePendingToolCall", params)
+                        .await;
+                }
+            });
+        }
+    }
+
+    /// The owner completed its tool call in AHP: answer the runtime.
+    fn on_client_tool_complete(&self, uri: &str, action: &Value) {
+        let id = action["toolCallId"].as_str().unwrap_or_default();
+        let (runtime_id, request) = {
+            let mut s = self.sessions();
+            let Some(c) = s.get_mut(uri) else { return };
+            if let Some(t) = c.turn.as_mut() {
+                t.mapper.mark_completed(id);
+            }
+            (c.runtime_id.clone(), c.client_tools.remove(id))
+        };
+        let Some((request_id, _)) = request else {
+            return;
+        };
+        let result = &action["result"];
+        let success = result["success"].as_bool().unwrap_or(false);
+        let text: String = result["content"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| c["text"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            })
+            .unwrap_or_default();
+        let mut r = json!({"textResultForLlm": text, "resultType": if success { "success" } else { "failure" }});
+        if !success {
+            r["error"] = result
+                .get("error")
+                .cloned()
+                .unwrap_or(json!("the tool failed"));
+        }
+        let params = json!({"sessionId": runtime_id, "requestId": request_id, "result": r});
+        let me = self.me.upgrade();
+        tokio::spawn(async move {
+            if let Some(b) = me {
+                b.call_runtime("session.tools.handlePendingToolCall", params)
+                    .await;
+            }
+        });
+    }
+
+    fn on_confirmed(&self, uri: &str, action: &Value) {
+        let id = action["toolCallId"].as_str().unwrap_or_default();
+        let Some((runtime_id, request_id)) = self
+            .sessions()
+            .get_mut(uri)
+            .and_then(|c| c.permissions.remove(id).map(|r| (c.runtime_id.clone(), r)))
+        else {
+            return;
+        };
+        let approved = action["approved"].as_bool().unwrap_or(false);
+        let kind = if approved { "approve-once" } else { "reject" };
+        let params =
+            json!({"sessionId": runtime_id, "requestId": request_id, "result": {"kind": kind}});
+        let me = self.me.upgrade();
+        tokio::spawn(async move {
+            if let Some(b) = me {
+                b.call_runtime("session.permissions.handlePendingPermissionRequest", params)
+                    .await;
+            }
+        });
+    }
+
+    /// A client left the session: its in-flight tool calls fail now.
+    fn on_client_removed(&self, uri: &str, client_id: &str) {
+        let gone: Vec<(String, String)> = {
+            let s = self.sessions();
+            let Some(c) = s.get(uri) else { return };
+            c.client_tools
+                .iter()
+                .filter(|(_, (_, o))| o == client_id)
+                .map(|(id, (r, _))| (id.clone(), r.clone()))
+                .collect()
+        };
+        for (tool_call_id, _) in gone {
+            let failed = json!({"toolCallId": tool_call_id, "result": {"success": false, "content": [{"type": "text", "text": "the client that provides this tool left"}], "error": "client gone"}});
+            self.on_client_tool_complete(uri, &failed);
+            let out = self.sessions().get_mut(uri).and_then(|c| {
+                c.turn.as_mut().map(|t| {
+                    (t.chat.clone(), {
+                        let mut m = TurnMapper::new(t.mapper.turn_id.clone());
+                        m.complete_tool(
+                            &tool_call_id,
+                            false,
+                            "the client that provides this tool left",
+                            "tool",
+                        )
+                    })
+                })
+            });
+            if let Some((chat, a)) = out {
+                self.emit(&chat, a);
+            }
+        }
+    }
+}
+
+impl Backend for Bridge {
+    fn session_created(&self, session: &str) {
+        if let Some(me) = self.me.upgrade() {
+            tokio::spawn(me.create(session.to_owned()));
+        }
+    }
+
+    fn session_disposed(&self, session: &str) {
+        let Some(c) = self.sessions().remove(session) else {
+            return;
+        };
+        self.by_runtime
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&c.runtime_id);
+        if c.bound.is_some() {
+            let me = self.me.upgrade();
+            tokio::spawn(async move {
+                if let Some(b) = me {
+                    b.call_runtime("session.destroy", json!({"sessionId": c.runtime_id}))
+                        .await;
+                }
+            });
+        }
+    }
+
+    fn client_action(&self, session: &str, channel: &str, action: &Value, _client_id: &str) {
+        match action["type"].as_str().unwrap_or_default() {
+            "chat/turnStarted" => {
+                let (turn, text) = (
+                    action["turnId"].as_str().unwrap_or_default(),
+                    action
+                        .pointer("/message/text")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                );
+                if let Some(me) = self.me.upgrade() {
+                    tokio::spawn(me.start_turn(
+                        session.to_owned(),
+                        channel.to_owned(),
+                        turn.to_owned(),
+                        text.to_owned(),
+                    ));
+                }
+            }
+            "chat/turnCancelled" => {
+                let runtime_id = self.sessions().get_mut(session).map(|c| {
+                    c.turn = None;
+                    c.permissions.clear();
+                    c.runtime_id.clone()
+                });
+                if let (Some(id), Some(me)) = (runtime_id, self.me.upgrade()) {
+                    tokio::spawn(async move {
+                        me.call_runtime("session.abort", json!({"sessionId": id}))
+                            .await
+                    });
+                }
+            }
+            "chat/toolCallConfirmed" => self.on_confirmed(session, action),
+            "chat/toolCallComplete" => self.on_client_tool_complete(session, action),
+            "session/activeClientRemoved" => {
+                self.on_client_removed(session, action["clientId"].as_str().unwrap_or_default())
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Receives what the runtime sends on its own.
+struct Handler {
+    bridge: Weak<Bridge>,
+}
+
+impl RuntimeHandler for Handler {
+    fn notification(&self, method: &str, params: Value) {
+        let Some(b) = self.bridge.upgrade() else {
+            return;
+        };
+        if method == "session.event" {
+            let sid = params["sessionId"].as_str().unwrap_or_default();
+            let ty = params
+                .pointer("/event/type")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            b.on_event(sid, ty, &params["event"]["data"]);
+        } else {
+            debug!(method, "runtime notification ignored");
+        }
+    }
+
+    fn request(&self, method: String, params: Value) -> ReplyFuture {
+        let bridge = self.bridge.clone();
+        Box::pin(async move {
+            let Some(b) = bridge.upgrade() else {
+                return Err(RpcError::new(
+                    crate::jsonrpc::INTERNAL_ERROR,
+                    "bridge shutting down",
+                ));
+            };
+            let sid = params["sessionId"].as_str().unwrap_or_default().to_owned();
+            match method.as_str() {
+                "systemMessage.transform" => {
+                    let Some(uri) = b.ahp_of(&sid) else {
+                        // Unknown session: give the runtime its text back.
+                        return Ok(json!({"sections": params["sections"]}));
+                    };
+                    // Belt and braces: whatever happens inside, the runtime gets an answer.
+                    let limit = b.router.timeout() + Duration::from_millis(500);
+                    match tokio::time::timeout(limit, b.router.handle(&uri, &sid, &params)).await {
+                        Ok(v) => Ok(v),
+                        Err(_) => Ok(json!({"sections": params["sections"]})),
+                    }
+                }
+                "userInput.request" => Ok(json!({"noResponse": true})),
+                "hooks.invoke" => Ok(json!({"output": {}})),
+                other => Err(RpcError::method_not_found(other)),
+            }
+        })
+    }
+}

@@ -1,1 +1,2 @@
-
+//! The offline demo's pieces; the scripted model also serves the tests.
+pub mod model;

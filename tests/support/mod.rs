@@ -2,6 +2,7 @@
 //! client over a real WebSocket, and a raw socket for what the client cannot send.
 #![allow(dead_code)]
 
+pub mod e2e;
 pub mod raw;
 
 use std::sync::Arc;

@@ -1,0 +1,220 @@
+//! A scripted OpenAI-compatible chat-completions server on loopback, for the
+//! demo and the tests: it streams SSE chunks from a queue of scripted replies
+//! and records every request, so tests can assert what the model received.
+//! Minimal HTTP/1.1 (one request per connection, `Connection: close`): the
+//! runtime is its only client.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Notify;
+use tracing::debug;
+
+/// One scripted answer to one chat-completions request.
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// Streamed text, split into chunks of a few characters.
+    Text(String),
+    /// Text streamed slowly: one chunk per `delay` (for cancellation).
+    Slow {
+        chunks: Vec<String>,
+        delay: Duration,
+    },
+    /// A call of the named tool with JSON arguments.
+    ToolCall { name: String, arguments: Value },
+    /// An HTTP error status.
+    Status(u16),
+}
+
+#[derive(Default)]
+struct Inner {
+    script: VecDeque<Reply>,
+    requests: Vec<Value>,
+}
+
+#[derive(Clone)]
+pub struct ScriptedModel {
+    pub addr: SocketAddr,
+    inner: Arc<Mutex<Inner>>,
+    arrived: Arc<Notify>,
+}
+
+pub const DEFAULT_REPLY: &str = "Hello from the scripted model.";
+
+impl ScriptedModel {
+    pub async fn start() -> std::io::Result<Self> {
+        let listener = TcpListener::bind("127.0.0.1:0").await?;
+        let m = Self {
+            addr: listener.local_addr()?,
+            inner: Arc::default(),
+            arrived: Arc::new(Notify::new()),
+        };
+        let me = m.clone();
+        tokio::spawn(async move {
+            while let Ok((s, _)) = listener.accept().await {
+                let me = me.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = me.serve(s).await {
+                        debug!("scripted model connection: {e}");
+                    }
+                });
+            }
+        });
+        Ok(m)
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("http://{}/v1", self.addr)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn push(&self, r: Reply) {
+        self.lock().script.push_back(r);
+    }
+
+    /// Every chat-completions request body received so far.
+    pub fn requests(&self) -> Vec<Value> {
+        self.lock().requests.clone()
+    }
+
+    /// Waits until at least `n` requests arrived, up to `deadline`.
+    pub async fn wait_requests(&self, n: usize, deadline: Duration) -> Option<Vec<Value>> {
+        tokio::time::timeout(deadline, async {
+            loop {
+                let notified = self.arrived.notified();
+                let r = self.requests();
+                if r.len() >= n {
+                    return r;
+                }
+                notified.await;
+            }
+        })
+        .await
+        .ok()
+    }
+
+    /// The system prompt of a request.
+    pub fn system_prompt(request: &Value) -> Option<String> {
+        request["messages"]
+            .as_array()?
+            .iter()
+            .find(|m| m["role"] == "system")
+            .and_then(|m| m["content"].as_str().map(String::from))
+    }
+
+    async fn serve(&self, s: TcpStream) -> std::io::Result<()> {
+        let mut r = BufReader::new(s);
+        let mut line = String::new();
+        r.read_line(&mut line).await?;
+        let mut parts = line.split_whitespace();
+        let (method, path) = (
+            parts.next().unwrap_or("").to_owned(),
+            parts.next().unwrap_or("").to_owned(),
+        );
+        let mut len = 0usize;
+        loop {
+            let mut h = String::new();
+            if r.read_line(&mut h).await? == 0 || h == "\r\n" || h == "\n" {
+                break;
+            }
+            if let Some((k, v)) = h.split_once(':') {
+                if k.trim().eq_ignore_ascii_case("content-length") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+        }
+        let mut body = vec![0u8; len.min(64 * 1024 * 1024)];
+        r.read_exact(&mut body).await?;
+        let mut s = r.into_inner();
+        if method == "GET" && path.ends_with("/models") {
+            let b = json!({"object": "list", "data": [{"id": "gpt-4.1", "object": "model", "owned_by": "scripted"}]}).to_string();
+            return respond(&mut s, 200, "application/json", b.as_bytes()).await;
+        }
+        if !(method == "POST" && path.ends_with("/chat/completions")) {
+            return respond(&mut s, 404, "text/plain", b"not found").await;
+        }
+        let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let model = req["model"].as_str().unwrap_or("gpt-4.1").to_owned();
+        let reply = {
+            let mut g = self.lock();
+            g.requests.push(req);
+            g.script.pop_front()
+        };
+        self.arrived.notify_waiters();
+        let reply = reply.unwrap_or_else(|| Reply::Text(DEFAULT_REPLY.into()));
+        debug!(?reply, "scripted model answers");
+        let (chunks, delay, finish) = match reply {
+            Reply::Status(code) => {
+                return respond(
+                    &mut s,
+                    code,
+                    "application/json",
+                    json!({"error": {"message": format!("scripted failure {code}")}})
+                        .to_string()
+                        .as_bytes(),
+                )
+                .await;
+            }
+            Reply::Text(t) => (split(&t), Duration::ZERO, "stop"),
+            Reply::Slow { chunks, delay } => (chunks, delay, "stop"),
+            Reply::ToolCall { name, arguments } => {
+                let delta = json!({"role": "assistant", "tool_calls": [{"index": 0, "id": format!("call_{}", uuid::Uuid::new_v4().simple()), "type": "function", "function": {"name": name, "arguments": arguments.to_string()}}]});
+                s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n").await?;
+                sse(&mut s, &chunk(&model, delta, None)).await?;
+                sse(&mut s, &chunk(&model, json!({}), Some("tool_calls"))).await?;
+                return finish_stream(&mut s, &model).await;
+            }
+        };
+        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n").await?;
+        for (i, c) in chunks.iter().enumerate() {
+            let mut delta = json!({"content": c});
+            if i == 0 {
+                delta["role"] = json!("assistant");
+            }
+            sse(&mut s, &chunk(&model, delta, None)).await?;
+            if !delay.is_zero() {
+                tokio::time::sleep(delay).await;
+            }
+        }
+        sse(&mut s, &chunk(&model, json!({}), Some(finish))).await?;
+        finish_stream(&mut s, &model).await
+    }
+}
+
+fn split(t: &str) -> Vec<String> {
+    let chars: Vec<char> = t.chars().collect();
+    chars.chunks(8).map(|c| c.iter().collect()).collect()
+}
+
+fn chunk(model: &str, delta: Value, finish: Option<&str>) -> Value {
+    json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": model,
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
+}
+
+async fn sse(s: &mut TcpStream, v: &Value) -> std::io::Result<()> {
+    s.write_all(format!("data: {v}\n\n").as_bytes()).await?;
+    s.flush().await
+}
+
+async fn finish_stream(s: &mut TcpStream, model: &str) -> std::io::Result<()> {
+    let usage = json!({"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": model, "choices": [],
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}});
+    sse(s, &usage).await?;
+    s.write_all(b"data: [DONE]\n\n").await?;
+    s.shutdown().await
+}
+
+async fn respond(s: &mut TcpStream, code: u16, ctype: &str, body: &[u8]) -> std::io::Result<()> {
+    let head = format!("HTTP/1.1 {code} X\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
+    s.write_all(head.as_bytes()).await?;
+    s.write_all(body).await?;
+    s.shutdown().await
+}

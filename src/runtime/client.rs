@@ -1,0 +1,163 @@
+//! One connection to the runtime: frames in and out, our calls with a
+//! deadline, its notifications delivered in order, and its requests always
+//! answered (unsupported ones with -32601), so nothing stays pending.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::mpsc;
+use tokio_util::codec::{FramedRead, FramedWrite};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use super::codec::ContentLengthCodec;
+use crate::jsonrpc::{self, CallError, Incoming, Peer, RpcError};
+
+pub const PROTOCOL_VERSION: u64 = 3;
+
+pub type ReplyFuture = Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send>>;
+
+/// What the bridge does with what the runtime sends on its own.
+pub trait RuntimeHandler: Send + Sync + 'static {
+    /// A notification, in arrival order (`session.event` and friends).
+    fn notification(&self, method: &str, params: Value);
+    /// A request from the runtime; the answer goes back whatever it is.
+    fn request(&self, method: String, params: Value) -> ReplyFuture;
+}
+
+pub struct RuntimeConn {
+    pub peer: Arc<Peer>,
+    /// Cancelled when the connection ends (EOF, bad frame, write failure).
+    pub closed: CancellationToken,
+    call_timeout: Duration,
+}
+
+impl RuntimeConn {
+    pub fn start<R, W>(
+        reader: R,
+        writer: W,
+        handler: Arc<dyn RuntimeHandler>,
+        call_timeout: Duration,
+        max_frame: usize,
+    ) -> Arc<Self>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (tx, mut rx) = mpsc::unbounded_channel::<String>();
+        let closed = CancellationToken::new();
+        let peer = Peer::new(move |v| tx.send(v.to_string()).is_ok());
+        let mut sink = FramedWrite::new(writer, ContentLengthCodec::new(max_frame));
+        let c = closed.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    m = rx.recv() => match m {
+                        Some(text) => if let Err(e) = sink.send(text).await {
+                            warn!("runtime write failed: {e}");
+                            break;
+                        },
+                        None => break,
+                    },
+                    _ = c.cancelled() => break,
+                }
+            }
+            c.cancel();
+        });
+        let mut stream = FramedRead::new(reader, ContentLengthCodec::new(max_frame));
+        let (p, c) = (peer.clone(), closed.clone());
+        tokio::spawn(async move {
+            loop {
+                let frame = tokio::select! {
+                    f = stream.next() => f,
+                    _ = c.cancelled() => break,
+                };
+                let bytes = match frame {
+                    None => {
+                        debug!("runtime closed its output");
+                        break;
+                    }
+                    Some(Err(e)) => {
+                        warn!("runtime sent a bad frame: {e}; dropping the connection");
+                        break;
+                    }
+                    Some(Ok(b)) => b,
+                };
+                let text = String::from_utf8_lossy(&bytes);
+                match jsonrpc::parse(&text) {
+                    Ok(Incoming::Response { id, result }) => {
+                        if !p.complete(&id, result) {
+                            debug!(%id, "runtime answered a call nobody waits for");
+                        }
+                    }
+                    Ok(Incoming::Notification { method, params }) => {
+                        handler.notification(&method, params)
+                    }
+                    Ok(Incoming::Request { id, method, params }) => {
+                        let (h, p) = (handler.clone(), p.clone());
+                        tokio::spawn(async move {
+                            let result = h.request(method, params).await;
+                            p.send_raw(jsonrpc::response(&id, result));
+                        });
+                    }
+                    Ok(Incoming::OrphanError(e)) => warn!("runtime reported an error: {e}"),
+                    Err(m) => {
+                        warn!(
+                            "runtime sent a message that is not JSON-RPC: {}",
+                            m.error.message
+                        );
+                        if let Some(id) = m.id {
+                            p.send_raw(jsonrpc::error_response(Some(&id), m.error));
+                        }
+                    }
+                }
+            }
+            c.cancel();
+            p.close();
+        });
+        Arc::new(Self {
+            peer,
+            closed,
+            call_timeout,
+        })
+    }
+
+    pub async fn call(&self, method: &str, params: Value) -> Result<Value, CallError> {
+        self.peer.call(method, params, self.call_timeout).await
+    }
+
+    /// `connect` (with the token), falling back to `ping` on older runtimes;
+    /// refuses any protocol version but 3. Returns the runtime's version.
+    pub async fn handshake(&self, token: Option<&str>) -> anyhow::Result<String> {
+        let params = match token {
+            Some(t) => json!({"token": t}),
+            None => json!({}),
+        };
+        let reply = match self.call("connect", params).await {
+            Ok(v) => v,
+            Err(CallError::Rpc(e)) if e.code == jsonrpc::METHOD_NOT_FOUND => self
+                .call("ping", json!({"message": "ahp-copilot-bridge"}))
+                .await
+                .map_err(|e| anyhow::anyhow!("runtime ping failed: {e}"))?,
+            Err(e) => anyhow::bail!("runtime connect failed: {e}"),
+        };
+        let version = reply["protocolVersion"].as_u64();
+        if version != Some(PROTOCOL_VERSION) {
+            anyhow::bail!(
+                "runtime speaks protocol version {}, this bridge speaks only {PROTOCOL_VERSION}; install the pinned CLI (scripts/install-runtime.sh)",
+                version.map_or("(none)".into(), |v| v.to_string())
+            );
+        }
+        Ok(reply["version"].as_str().unwrap_or("unknown").to_string())
+    }
+
+    pub fn close(&self) {
+        self.closed.cancel();
+        self.peer.close();
+    }
+}

@@ -1,0 +1,310 @@
+//! Runtime `session.event`s to AHP chat actions: a pure mapping. The mapper
+//! remembers, per turn, which response parts and tool calls it has opened so
+//! that streamed deltas and final messages never duplicate each other.
+
+use std::collections::HashSet;
+
+use serde_json::{json, Value};
+
+/// Per-turn memory of the mapping.
+#[derive(Debug, Default)]
+pub struct TurnMapper {
+    pub turn_id: String,
+    parts: HashSet<String>,
+    streamed: HashSet<String>,
+    tools: HashSet<String>,
+    completed: HashSet<String>,
+    pub ended: bool,
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+impl TurnMapper {
+    pub fn new(turn_id: impl Into<String>) -> Self {
+        Self {
+            turn_id: turn_id.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Whether a tool call is already open (the bridge opens client tool calls
+    /// and permission prompts itself).
+    pub fn has_tool(&self, id: &str) -> bool {
+        self.tools.contains(id)
+    }
+
+    /// Opens a tool call: `chat/toolCallStart` then `chat/toolCallReady`;
+    /// without `confirmed` it waits for the client's confirmation.
+    pub fn open_tool(
+        &mut self,
+        id: &str,
+        name: &str,
+        input: &Value,
+        contributor: Option<Value>,
+        confirmed: Option<&str>,
+        message: &str,
+    ) -> Vec<Value> {
+        if !self.tools.insert(id.to_owned()) {
+            return vec![];
+        }
+        let mut start = json!({"type": "chat/toolCallStart", "turnId": self.turn_id, "toolCallId": id, "toolName": name, "displayName": name});
+        let mut ready = json!({"type": "chat/toolCallReady", "turnId": self.turn_id, "toolCallId": id, "invocationMessage": message, "toolInput": text(input)});
+        if let Some(c) = contributor {
+            start["contributor"] = c.clone();
+            ready["contributor"] = c;
+        }
+        if let Some(c) = confirmed {
+            ready["confirmed"] = json!(c);
+        }
+        vec![start, ready]
+    }
+
+    /// Ends a tool call unless it already ended.
+    pub fn complete_tool(
+        &mut self,
+        id: &str,
+        success: bool,
+        output: &str,
+        name: &str,
+    ) -> Vec<Value> {
+        if !self.completed.insert(id.to_owned()) {
+            return vec![];
+        }
+        let past = if success {
+            format!("Ran {name}")
+        } else {
+            format!("{name} failed")
+        };
+        vec![
+            json!({"type": "chat/toolCallComplete", "turnId": self.turn_id, "toolCallId": id,
+            "result": {"success": success, "pastTenseMessage": past, "content": [{"type": "text", "text": output}]}}),
+        ]
+    }
+
+    /// Marks a tool call as completed by its client (the runtime's own
+    /// completion event for it must not complete it again).
+    pub fn mark_completed(&mut self, id: &str) {
+        self.completed.insert(id.to_owned());
+    }
+
+    fn part(&mut self, kind: &str, id: &str, content: &str) -> Option<Value> {
+        self.parts.insert(id.to_owned()).then(|| {
+            json!({"type": "chat/responsePart", "turnId": self.turn_id, "part": {"kind": kind, "id": id, "content": content}})
+        })
+    }
+
+    /// Ends the turn with an error (once).
+    pub fn error(&mut self, error_type: &str, message: &str, duration_ms: i64) -> Vec<Value> {
+        if std::mem::replace(&mut self.ended, true) {
+            return vec![];
+        }
+        vec![
+            json!({"type": "chat/error", "turnId": self.turn_id, "duration": duration_ms,
+            "part": {"error": {"errorType": error_type, "message": message}}}),
+        ]
+    }
+
+    /// Maps one runtime event. Unknown types map to nothing.
+    pub fn map(&mut self, ty: &str, data: &Value, duration_ms: i64) -> Vec<Value> {
+        let s = |k: &str| {
+            data.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        let mut out = Vec::new();
+        match ty {
+            "assistant.message_delta" | "assistant.reasoning_delta" => {
+                let reasoning = ty == "assistant.reasoning_delta";
+                let id = if reasoning {
+                    s("reasoningId")
+                } else {
+                    s("messageId")
+                };
+                let delta = s("deltaContent");
+                let (kind, action) = if reasoning {
+                    ("reasoning", "chat/reasoning")
+                } else {
+                    ("markdown", "chat/delta")
+                };
+                out.extend(self.part(kind, &id, ""));
+                self.streamed.insert(id.clone());
+                out.push(
+                    json!({"type": action, "turnId": self.turn_id, "partId": id, "content": delta}),
+                );
+            }
+            "assistant.message" | "assistant.reasoning" => {
+                let reasoning = ty == "assistant.reasoning";
+                let id = if reasoning {
+                    s("reasoningId")
+                } else {
+                    s("messageId")
+                };
+                let content = s("content");
+                if !self.streamed.contains(&id) && !content.is_empty() {
+                    out.extend(self.part(
+                        if reasoning { "reasoning" } else { "markdown" },
+                        &id,
+                        &content,
+                    ));
+                }
+            }
+            "assistant.usage" => {
+                let mut usage = json!({});
+                for (from, to) in [
+                    ("inputTokens", "inputTokens"),
+                    ("outputTokens", "outputTokens"),
+                    ("cacheReadTokens", "cacheReadTokens"),
+                ] {
+                    if let Some(n) = data.get(from).and_then(Value::as_i64) {
+                        usage[to] = json!(n);
+                    }
+                }
+                if let Some(m) = data.get("model").and_then(Value::as_str) {
+                    usage["model"] = json!(m);
+                }
+                out.push(json!({"type": "chat/usage", "turnId": self.turn_id, "usage": usage}));
+            }
+            "tool.execution_start" => {
+                let (id, name) = (s("toolCallId"), s("toolName"));
+                let input = data.get("arguments").cloned().unwrap_or(Value::Null);
+                out.extend(self.open_tool(
+                    &id,
+                    &name,
+                    &input,
+                    None,
+                    Some("not-needed"),
+                    &format!("Running {name}"),
+                ));
+            }
+            "tool.execution_complete" => {
+                let id = s("toolCallId");
+                let success = data
+                    .get("success")
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false);
+                let result = data
+                    .pointer("/result/content")
+                    .map(text)
+                    .unwrap_or_default();
+                let name = data
+                    .get("toolName")
+                    .and_then(Value::as_str)
+                    .unwrap_or("tool")
+                    .to_owned();
+                out.extend(self.complete_tool(&id, success, &result, &name));
+            }
+            "session.error" => {
+                let kind = data
+                    .get("errorType")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error");
+                out.extend(self.error(kind, &s("message"), duration_ms));
+            }
+            "session.idle" => {
+                if !std::mem::replace(&mut self.ended, true) {
+                    out.push(json!({"type": "chat/turnComplete", "turnId": self.turn_id, "duration": duration_ms}));
+                }
+            }
+            _ => {}
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ahp_types::actions::StateAction;
+
+    fn types(v: &[Value]) -> Vec<String> {
+        v.iter()
+            .map(|a| a["type"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn table() {
+        // (event type, data, expected action types)
+        let table: Vec<(&str, Value, Vec<&str>)> = vec![
+            (
+                "assistant.message_delta",
+                json!({"messageId": "m1", "deltaContent": "He"}),
+                vec!["chat/responsePart", "chat/delta"],
+            ),
+            (
+                "assistant.message_delta",
+                json!({"messageId": "m1", "deltaContent": "llo"}),
+                vec!["chat/delta"],
+            ),
+            (
+                "assistant.message",
+                json!({"messageId": "m1", "content": "Hello"}),
+                vec![],
+            ),
+            (
+                "assistant.message",
+                json!({"messageId": "m2", "content": "Whole"}),
+                vec!["chat/responsePart"],
+            ),
+            (
+                "assistant.reasoning_delta",
+                json!({"reasoningId": "r1", "deltaContent": "hmm"}),
+                vec!["chat/responsePart", "chat/reasoning"],
+            ),
+            (
+                "assistant.usage",
+                json!({"model": "gpt-4.1", "inputTokens": 10, "outputTokens": 2}),
+                vec!["chat/usage"],
+            ),
+            (
+                "tool.execution_start",
+                json!({"toolCallId": "c1", "toolName": "view", "arguments": {"path": "."}}),
+                vec!["chat/toolCallStart", "chat/toolCallReady"],
+            ),
+            (
+                "tool.execution_complete",
+                json!({"toolCallId": "c1", "success": true, "result": {"content": "ok"}}),
+                vec!["chat/toolCallComplete"],
+            ),
+            (
+                "tool.execution_complete",
+                json!({"toolCallId": "c1", "success": true}),
+                vec![],
+            ),
+            ("some.future.event", json!({}), vec![]),
+            (
+                "session.error",
+                json!({"errorType": "model", "message": "500"}),
+                vec!["chat/error"],
+            ),
+            ("session.idle", json!({}), vec![]),
+        ];
+        let mut m = TurnMapper::new("t1");
+        for (ty, data, want) in table {
+            let got = m.map(ty, &data, 5);
+            assert_eq!(types(&got), want, "{ty} {data}");
+            // Every action is a valid AHP action.
+            for a in got {
+                serde_json::from_value::<StateAction>(a.clone())
+                    .unwrap_or_else(|e| panic!("{a}: {e}"));
+            }
+        }
+    }
+
+    #[test]
+    fn idle_completes_a_turn_once() {
+        let mut m = TurnMapper::new("t");
+        assert_eq!(
+            types(&m.map("session.idle", &json!({}), 1)),
+            vec!["chat/turnComplete"]
+        );
+        assert!(m.map("session.idle", &json!({}), 1).is_empty());
+    }
+}

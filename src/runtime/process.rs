@@ -1,0 +1,114 @@
+//! Starting the runtime: spawn the CLI with its own environment, or connect
+//! to a running one over TCP with a connection token.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tracing::{debug, info};
+
+use super::client::{RuntimeConn, RuntimeHandler};
+use crate::config::RuntimeConfig;
+
+/// A live runtime: the connection and, when we spawned it, the child process.
+pub struct Runtime {
+    pub conn: Arc<RuntimeConn>,
+    pub child: Option<Child>,
+    pub version: String,
+}
+
+/// argv[0] is looked up in the project-local install first (the native binary
+/// of `@github/copilot`, then its loader), then on PATH.
+pub fn resolve_program(argv0: &str) -> PathBuf {
+    if argv0.contains('/') {
+        return PathBuf::from(argv0);
+    }
+    let roots = [
+        std::env::var_os("AHP_BRIDGE_RUNTIME_DIR").map(PathBuf::from),
+        Some(PathBuf::from(".runtime")),
+        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join(".runtime")),
+    ];
+    let native = format!("{argv0}-{}-{}", std::env::consts::OS, arch());
+    for root in roots.into_iter().flatten() {
+        for name in [native.as_str(), argv0] {
+            let p = root.join("node_modules/.bin").join(name);
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    PathBuf::from(argv0)
+}
+
+fn arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "x64",
+        "aarch64" => "arm64",
+        a => a,
+    }
+}
+
+pub async fn start(
+    cfg: &RuntimeConfig,
+    handler: Arc<dyn RuntimeHandler>,
+) -> anyhow::Result<Runtime> {
+    let token = std::env::var("COPILOT_CONNECTION_TOKEN").ok();
+    if let Some(addr) = &cfg.connect {
+        let stream = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot connect to the runtime at {addr}: {e}"))?;
+        let (r, w) = stream.into_split();
+        let conn = RuntimeConn::start(r, w, handler, cfg.call_timeout, cfg.max_frame_bytes);
+        let version = conn.handshake(token.as_deref()).await?;
+        info!(%addr, %version, "connected to the runtime over TCP");
+        return Ok(Runtime {
+            conn,
+            child: None,
+            version,
+        });
+    }
+    let program = resolve_program(&cfg.command[0]);
+    let mut cmd = Command::new(&program);
+    cmd.args(&cfg.command[1..])
+        .envs(&cfg.env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start the runtime {}: {e} (run scripts/install-runtime.sh, or set [runtime] command)", program.display()))?;
+    let stdin = child.stdin.take().expect("piped stdin");
+    let stdout = child.stdout.take().expect("piped stdout");
+    if let Some(stderr) = child.stderr.take() {
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                debug!(target: "runtime", "{line}");
+            }
+        });
+    }
+    let conn = RuntimeConn::start(
+        stdout,
+        stdin,
+        handler,
+        cfg.call_timeout,
+        cfg.max_frame_bytes,
+    );
+    let version = match tokio::time::timeout(cfg.call_timeout, conn.handshake(None)).await {
+        Ok(v) => v?,
+        Err(_) => anyhow::bail!(
+            "runtime {} did not answer the handshake within {:?}",
+            program.display(),
+            cfg.call_timeout
+        ),
+    };
+    info!(program = %program.display(), pid = child.id(), %version, "runtime started");
+    Ok(Runtime {
+        conn,
+        child: Some(child),
+        version,
+    })
+}
