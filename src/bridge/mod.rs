@@ -41,8 +41,9 @@ struct Ctl {
     bound: Option<Binding>,
     /// Which runtime process the binding lives in.
     generation: u64,
-    /// The runtime session exists (on disk at least): resume, not create.
-    created: bool,
+    /// The runtime has persisted the session (it has had a turn): re-binding
+    /// resumes it. Before that there is nothing to resume: create it again.
+    persisted: bool,
     turn: Option<Turn>,
     /// The runtime is between `session.send` and `session.idle`.
     busy: bool,
@@ -232,7 +233,7 @@ impl Bridge {
         let (conn, generation) = self.runtime().await?;
         let host = self.host().ok_or_else(|| anyhow::anyhow!("host gone"))?;
         let want = Binding::derive(&self.router.policy, &host.active_clients(uri));
-        let (runtime_id, bound, created) = {
+        let (runtime_id, bound, persisted) = {
             let s = self.sessions();
             let c = s
                 .get(uri)
@@ -241,14 +242,14 @@ impl Bridge {
             (
                 c.runtime_id.clone(),
                 c.bound.clone().filter(|_| live),
-                c.created,
+                c.persisted,
             )
         };
         if bound.as_ref() == Some(&want) {
             return Ok((conn, runtime_id));
         }
         let params = self.session_params(uri, &runtime_id, &want);
-        let method = if created {
+        let method = if persisted {
             "session.resume"
         } else {
             "session.create"
@@ -268,7 +269,6 @@ impl Bridge {
         debug!(session = uri, %runtime_id, method, registered = ?want.registered, "runtime session bound");
         if let Some(c) = self.sessions().get_mut(uri) {
             c.bound = Some(want);
-            c.created = true;
             c.generation = generation;
         }
         Ok((conn, runtime_id))
@@ -286,7 +286,7 @@ impl Bridge {
                 runtime_id,
                 bound: None,
                 generation: 0,
-                created: false,
+                persisted: false,
                 turn: None,
                 busy: false,
                 idle: Arc::new(Notify::new()),

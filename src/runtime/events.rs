@@ -207,10 +207,8 @@ impl TurnMapper {
                     .unwrap_or("error");
                 out.extend(self.error(kind, &s("message"), duration_ms));
             }
-            "session.idle" => {
-                if !std::mem::replace(&mut self.ended, true) {
-                    out.push(json!({"type": "chat/turnComplete", "turnId": self.turn_id, "duration": duration_ms}));
-                }
+            "session.idle" if !std::mem::replace(&mut self.ended, true) => {
+                out.push(json!({"type": "chat/turnComplete", "turnId": self.turn_id, "duration": duration_ms}));
             }
             _ => {}
         }

@@ -1,0 +1,296 @@
+//! The transform bridge end to end: the official ahp client answers
+//! `systemMessageTransform`, the REAL runtime renders, the scripted model
+//! receives; assertions are on what the model received and on the audit log.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ahp::Client;
+use ahp_copilot_bridge::audit::{sha256_hex, verify::verify_text};
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_types::messages::JsonRpcError;
+use serde_json::{json, Value};
+use support::e2e::*;
+use support::*;
+
+type Seen = Arc<Mutex<Vec<Value>>>;
+
+/// Installs a transform handler; `mode` decides the answer. Returns what the client was asked.
+fn answer_transforms(c: &Client, mode: &'static str) -> Seen {
+    let seen: Seen = Arc::default();
+    let s = seen.clone();
+    c.set_server_request_handler(move |method, params: Value| {
+        let s = s.clone();
+        async move {
+            assert_eq!(method, "systemMessageTransform");
+            s.lock().unwrap().push(params.clone());
+            let mut out = serde_json::Map::new();
+            for (id, sec) in params["sections"].as_object().unwrap() {
+                let c = sec["content"].as_str().unwrap();
+                out.insert(
+                    id.clone(),
+                    json!({"content": format!("{c}\nMARKER-{id}-REWRITTEN")}),
+                );
+            }
+            match mode {
+                "rewrite" => Ok(json!({"sections": out})),
+                "extra" => {
+                    out.insert("not_asked".into(), json!({"content": "sneaky"}));
+                    Ok(json!({"sections": out}))
+                }
+                "hang" => {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    Ok(json!({"sections": out}))
+                }
+                "error" => Err(JsonRpcError {
+                    code: -32000,
+                    message: "no".into(),
+                    data: None,
+                }),
+                "malformed" => Ok(json!({"nope": 1})),
+                "oversize" => {
+                    Ok(json!({"sections": {"tone": {"content": "x".repeat(300 * 1024)}}}))
+                }
+                _ => unreachable!(),
+            }
+        }
+    });
+    seen
+}
+
+fn asked_ids(seen: &Seen) -> Vec<String> {
+    seen.lock()
+        .unwrap()
+        .iter()
+        .flat_map(|p| {
+            p["sections"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn client_entry(id: &str, sections: &[&str]) -> Value {
+    json!({"clientId": id, "tools": [], "systemMessageTransform": {"sections": sections}})
+}
+
+fn audit_records(st: &Stack) -> Vec<Value> {
+    let text = std::fs::read_to_string(st.dir.path().join("audit.jsonl")).unwrap_or_default();
+    verify_text(&text).expect("audit chain holds");
+    text.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn last_system_prompt(st: &Stack) -> String {
+    ScriptedModel::system_prompt(st.model.requests().last().unwrap()).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opted_in_section_is_rewritten_and_restricted_never_sent() {
+    let st = start_stack(|_| {}).await;
+    let c = initialized(&st.bridge, "ide").await;
+    let seen = answer_transforms(&c, "rewrite");
+    ready_session(
+        &c,
+        "ahp-session:/x1",
+        Some(client_entry("ide", &["tone", "safety", "bogus"])),
+    )
+    .await;
+    let end = run_turn(&c, "x1", "t1", "hello").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    let ids = asked_ids(&seen);
+    assert_eq!(
+        ids,
+        vec!["tone".to_string()],
+        "only the effective opt-in is asked"
+    );
+    let prompt = last_system_prompt(&st);
+    assert!(
+        prompt.contains("MARKER-tone-REWRITTEN"),
+        "the model received the rewrite"
+    );
+    assert!(
+        !prompt.contains("MARKER-safety"),
+        "restricted section untouched"
+    );
+    // The audit hashes are those of what the client was sent and what the model got.
+    let recs = audit_records(&st);
+    let tone = recs
+        .iter()
+        .flat_map(|r| r["sections"].as_array().unwrap().clone())
+        .find(|s| s["id"] == "tone")
+        .unwrap();
+    let before = seen.lock().unwrap()[0]["sections"]["tone"]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let after = format!("{before}\nMARKER-tone-REWRITTEN");
+    assert_eq!(tone["sha256Before"], sha256_hex(before.as_bytes()));
+    assert_eq!(tone["sha256After"], sha256_hex(after.as_bytes()));
+    assert_eq!(tone["decision"], "transformed");
+    assert!(
+        prompt.contains(&after),
+        "the model received exactly the audited text"
+    );
+    assert!(
+        tone.get("contentBefore").is_none(),
+        "no content in the audit unless asked"
+    );
+    // `audit verify` on the real file, and on tampered copies.
+    let bin = env!("CARGO_BIN_EXE_ahp-copilot-bridge");
+    let path = st.dir.path().join("audit.jsonl");
+    let out = std::process::Command::new(bin)
+        .args(["audit", "verify"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    let bad = st.dir.path().join("bad.jsonl");
+    std::fs::write(&bad, text.replacen("\"lenBefore\"", "\"lenBefore \"", 1)).unwrap();
+    let out = std::process::Command::new(bin)
+        .args(["audit", "verify"])
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("record 1"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_clients_fall_back_to_the_original_within_the_timeout() {
+    let st = start_stack(|c| c.policy.transform_timeout = Duration::from_millis(1500)).await;
+    for (i, mode, outcome) in [
+        (1, "hang", "timeout"),
+        (2, "error", "error"),
+        (3, "malformed", "malformed"),
+        (4, "oversize", "oversize"),
+    ] {
+        let c = initialized(&st.bridge, &format!("c{i}")).await;
+        let seen = answer_transforms(&c, mode);
+        let uri = format!("ahp-session:/f{i}");
+        ready_session(&c, &uri, Some(client_entry(&format!("c{i}"), &["tone"]))).await;
+        let started = Instant::now();
+        let end = run_turn(&c, &format!("f{i}"), "t1", "hello").await;
+        assert_eq!(end.kind, "complete", "{mode}: {end:?}");
+        assert!(
+            started.elapsed() < Duration::from_millis(1500) + Duration::from_secs(5),
+            "{mode}: took {:?}",
+            started.elapsed()
+        );
+        assert!(!asked_ids(&seen).is_empty(), "{mode}: the client was asked");
+        let prompt = last_system_prompt(&st);
+        assert!(
+            !prompt.contains("MARKER-") && !prompt.contains("xxxxxxxxxx"),
+            "{mode}: the model got the original"
+        );
+        let rec = audit_records(&st)
+            .into_iter()
+            .rev()
+            .find(|r| r["session"] == uri.as_str())
+            .unwrap();
+        assert_eq!(rec["owners"][0]["outcome"], outcome, "{mode}: {rec}");
+        let tone = &rec["sections"][0];
+        assert_eq!(tone["sha256Before"], tone["sha256After"], "{mode}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extra_ids_are_ignored_and_recorded() {
+    let st = start_stack(|_| {}).await;
+    let c = initialized(&st.bridge, "ide").await;
+    answer_transforms(&c, "extra");
+    ready_session(&c, "ahp-session:/x2", Some(client_entry("ide", &["tone"]))).await;
+    assert_eq!(run_turn(&c, "x2", "t1", "hi").await.kind, "complete");
+    assert!(!last_system_prompt(&st).contains("sneaky"));
+    let rec = audit_records(&st)
+        .into_iter()
+        .find(|r| {
+            r["owners"][0]["ignored"]
+                .as_array()
+                .is_some_and(|a| !a.is_empty())
+        })
+        .unwrap();
+    assert_eq!(rec["owners"][0]["ignored"], json!(["not_asked"]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clients_each_get_only_their_sections() {
+    let st = start_stack(|_| {}).await;
+    let a = initialized(&st.bridge, "a").await;
+    let b = initialized(&st.bridge, "b").await;
+    let seen_a = answer_transforms(&a, "rewrite");
+    let seen_b = answer_transforms(&b, "rewrite");
+    ready_session(&a, "ahp-session:/two", Some(client_entry("a", &["tone"]))).await;
+    // b joins as a second active client with an overlapping opt-in.
+    dispatch_raw(&b, "ahp-session:/two", 1, json!({"type": "session/activeClientSet", "activeClient": client_entry("b", &["tone", "last_instructions"])})).await;
+    eventually("b active", || {
+        st.bridge.host.active_clients("ahp-session:/two").len() == 2
+    })
+    .await;
+    let end = run_turn(&a, "two", "t1", "hi").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    assert_eq!(asked_ids(&seen_a), vec!["tone".to_string()]);
+    assert_eq!(asked_ids(&seen_b), vec!["last_instructions".to_string()]);
+    let p = last_system_prompt(&st);
+    assert!(
+        p.contains("MARKER-tone-REWRITTEN") && p.contains("MARKER-last_instructions-REWRITTEN")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opting_in_later_is_asked_next_turn_and_opting_out_stops_it() {
+    let st = start_stack(|_| {}).await;
+    let c = initialized(&st.bridge, "ide").await;
+    let seen = answer_transforms(&c, "rewrite");
+    ready_session(&c, "ahp-session:/late", Some(client_entry("ide", &[]))).await;
+    assert_eq!(run_turn(&c, "late", "t1", "one").await.kind, "complete");
+    assert!(asked_ids(&seen).is_empty());
+    let plain = last_system_prompt(&st);
+    dispatch_raw(
+        &c,
+        "ahp-session:/late",
+        1,
+        json!({"type": "session/activeClientSet", "activeClient": client_entry("ide", &["tone"])}),
+    )
+    .await;
+    eventually("opt-in applied", || {
+        st.bridge.host.active_clients("ahp-session:/late")[0].opt_in == ["tone"]
+    })
+    .await;
+    assert_eq!(run_turn(&c, "late", "t2", "two").await.kind, "complete");
+    assert_eq!(asked_ids(&seen), vec!["tone".to_string()]);
+    assert!(last_system_prompt(&st).contains("MARKER-tone-REWRITTEN"));
+    let all = st.model.requests().last().unwrap()["messages"].to_string();
+    assert!(all.contains("one"), "history kept across the re-bind");
+    dispatch_raw(
+        &c,
+        "ahp-session:/late",
+        2,
+        json!({"type": "session/activeClientSet", "activeClient": client_entry("ide", &[])}),
+    )
+    .await;
+    eventually("opt-out applied", || {
+        st.bridge.host.active_clients("ahp-session:/late")[0]
+            .opt_in
+            .is_empty()
+    })
+    .await;
+    assert_eq!(run_turn(&c, "late", "t3", "three").await.kind, "complete");
+    assert_eq!(asked_ids(&seen).len(), 1, "not asked after opting out");
+    assert_eq!(
+        last_system_prompt(&st),
+        plain,
+        "back to the runtime's own prompt, byte for byte"
+    );
+}
