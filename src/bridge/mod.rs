@@ -391,6 +391,14 @@ impl Bridge {
             "session.warning" => {
                 info!(session = %uri, warning = %data["warningType"], "runtime warning")
             }
+            // A client's own tool is opened by external_tool.requested, with its owner.
+            "tool.execution_start"
+                if self
+                    .client_tool_owner(&uri, data["toolName"].as_str().unwrap_or_default())
+                    .is_some() =>
+            {
+                return
+            }
             _ => {}
         }
         let out = {
@@ -412,6 +420,14 @@ impl Bridge {
             (chat, actions)
         };
         self.emit(&out.0, out.1);
+    }
+
+    fn client_tool_owner(&self, uri: &str, name: &str) -> Option<String> {
+        self.sessions().get(uri).and_then(|c| {
+            c.bound
+                .as_ref()
+                .and_then(|b| b.tool_owner(name).map(String::from))
+        })
     }
 
     fn on_permission(&self, uri: &str, runtime_id: &str, data: &Value) {
@@ -505,6 +521,10 @@ impl Bridge {
         let contributor = owner
             .as_ref()
             .map(|o| json!({"kind": "client", "clientId": o}));
+        // Record the owner before the call is announced, so its completion is accepted.
+        if let (Some(h), Some(o), true) = (&host, &owner, present) {
+            h.set_tool_owner(uri, &tool_call_id, o);
+        }
         let out = {
             let mut s = self.sessions();
             let Some(c) = s.get_mut(uri) else { return };
@@ -534,9 +554,6 @@ impl Bridge {
                 (t.chat.clone(), a)
             })
         };
-        if let (Some(h), Some(o), true) = (&host, &owner, present) {
-            h.set_tool_owner(uri, &tool_call_id, o);
-        }
         if let Some((chat, actions)) = out {
             self.emit(&chat, actions);
         }
