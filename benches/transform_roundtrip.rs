@@ -69,8 +69,9 @@ async fn main() {
     .collect();
     let direct_params = json!({"channel": "ahp-session:/bench", "sections": {"tone": {"content": sections["tone"]}, "guidelines": {"content": sections["guidelines"]}}});
     let peer = r.host.client_peer("bench").unwrap();
-    // Warm up both paths.
-    for _ in 0..200 {
+    // One round: the direct call, then the same request through the router.
+    let round = || async {
+        let t0 = Instant::now();
         peer.call(
             "systemMessageTransform",
             direct_params.clone(),
@@ -78,26 +79,24 @@ async fn main() {
         )
         .await
         .unwrap();
-        router.route("ahp-session:/bench", "rt", &sections).await;
+        let direct = t0.elapsed();
+        let t0 = Instant::now();
+        let out = router.route("ahp-session:/bench", "rt", &sections).await;
+        let routed = t0.elapsed();
+        assert!(out["tone"].ends_with("(house style)"));
+        (direct, routed)
+    };
+    for _ in 0..200 {
+        round().await; // warm-up
     }
     let (mut base, mut bridged) = (
         Vec::with_capacity(iterations),
         Vec::with_capacity(iterations),
     );
     for _ in 0..iterations {
-        let t0 = Instant::now();
-        peer.call(
-            "systemMessageTransform",
-            direct_params.clone(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
-        base.push(t0.elapsed());
-        let t0 = Instant::now();
-        let out = router.route("ahp-session:/bench", "rt", &sections).await;
-        bridged.push(t0.elapsed());
-        assert!(out["tone"].ends_with("(house style)"));
+        let (d, r) = round().await;
+        base.push(d);
+        bridged.push(r);
     }
     let (b50, b99, r50, r99) = (
         pct(&mut base, 0.5),

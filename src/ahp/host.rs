@@ -837,10 +837,9 @@ impl Host {
         let mut st = self.lock();
         let session = match kind {
             ChannelKind::Session => {
-                let s = st
-                    .sessions
-                    .get(channel)
-                    .ok_or_else(|| format!("no session {channel}"))?;
+                if !st.sessions.contains_key(channel) {
+                    return Err(format!("no session {channel}"));
+                }
                 match &typed {
                     StateAction::SessionActiveClientSet(a)
                         if a.active_client.client_id != client_id =>
@@ -854,7 +853,6 @@ impl Host {
                     }
                     _ => {}
                 }
-                let _ = s;
                 Some(channel.to_owned())
             }
             ChannelKind::Chat => {
@@ -886,14 +884,6 @@ impl Host {
     }
 
     // ── queries for the bridge ───────────────────────────────────────────
-
-    pub fn session_exists(&self, session: &str) -> bool {
-        self.lock().sessions.contains_key(session)
-    }
-
-    pub fn chat_of(&self, session: &str) -> Option<String> {
-        self.lock().sessions.get(session).map(|s| s.chat.clone())
-    }
 
     pub fn working_directory(&self, session: &str) -> Option<String> {
         let st = self.lock();
@@ -938,22 +928,6 @@ impl Host {
             s.tool_owners
                 .insert(tool_call_id.to_owned(), client_id.to_owned());
         }
-    }
-
-    /// The active turn id of a chat, if a turn is running.
-    pub fn active_turn(&self, chat: &str) -> Option<String> {
-        self.lock()
-            .chats
-            .get(chat)?
-            .0
-            .active_turn
-            .as_ref()
-            .map(|t| t.id.clone())
-    }
-
-    /// Number of connections (for tests and metrics).
-    pub fn connection_count(&self) -> usize {
-        self.lock().conns.len()
     }
 }
 

@@ -120,10 +120,6 @@ impl AuditLog {
             }
         }
     }
-
-    pub fn records(&self) -> u64 {
-        self.head.lock().unwrap_or_else(|e| e.into_inner()).seq
-    }
 }
 
 impl Drop for AuditLog {

@@ -443,14 +443,8 @@ impl Bridge {
                 .and_then(|c| c.bound.as_ref().map(|b| b.tool_owner(&tool_name).is_some()))
                 == Some(true);
         if own_tool {
-            let me = self.me.upgrade();
             let params = json!({"sessionId": runtime_id, "requestId": request_id, "result": {"kind": "approve-once"}});
-            tokio::spawn(async move {
-                if let Some(b) = me {
-                    b.call_runtime("session.permissions.handlePendingPermissionRequest", params)
-                        .await;
-                }
-            });
+            self.spawn_call("session.permissions.handlePendingPermissionRequest", params);
             return;
         }
         let tool_call_id = req["toolCallId"]
@@ -490,17 +484,8 @@ impl Bridge {
             Some((chat, actions)) => self.emit(&chat, actions),
             None => {
                 // No turn to ask in: deny rather than leave the runtime waiting.
-                let me = self.me.upgrade();
                 let params = json!({"sessionId": runtime_id, "requestId": request_id, "result": {"kind": "reject"}});
-                tokio::spawn(async move {
-                    if let Some(b) = me {
-                        b.call_runtime(
-                            "session.permissions.handlePendingPermissionRequest",
-                            params,
-                        )
-                        .await;
-                    }
-                });
+                self.spawn_call("session.permissions.handlePendingPermissionRequest", params);
             }
         }
     }
@@ -558,15 +543,14 @@ impl Bridge {
             self.emit(&chat, actions);
         }
         if !present {
-            let me = self.me.upgrade();
-            let params = json!({"sessionId": runtime_id, "requestId": request_id,
-                "result": {"textResultForLlm": format!("Tool {name} is unavailable: the client that provides it is gone."), "resultType": "failure", "error": "client gone"}});
-            tokio::spawn(async move {
-                if let Some(b) = me {
-                    b.call_runtime("session.tools.handlePendingToolCall", params)
-                        .await;
-                }
-            });
+            let text = format!("Tool {name} is unavailable: the client that provides it is gone.");
+            self.answer_tool(
+                runtime_id,
+                &request_id,
+                false,
+                &text,
+                Some(json!("client gone")),
+            );
         }
     }
 
@@ -585,7 +569,6 @@ impl Bridge {
             return;
         };
         let result = &action["result"];
-        let success = result["success"].as_bool().unwrap_or(false);
         let text: String = result["content"]
             .as_array()
             .map(|a| {
@@ -595,21 +578,14 @@ impl Bridge {
                     .join("\n")
             })
             .unwrap_or_default();
-        let mut r = json!({"textResultForLlm": text, "resultType": if success { "success" } else { "failure" }});
-        if !success {
-            r["error"] = result
-                .get("error")
-                .cloned()
-                .unwrap_or(json!("the tool failed"));
-        }
-        let params = json!({"sessionId": runtime_id, "requestId": request_id, "result": r});
-        let me = self.me.upgrade();
-        tokio::spawn(async move {
-            if let Some(b) = me {
-                b.call_runtime("session.tools.handlePendingToolCall", params)
-                    .await;
-            }
-        });
+        let success = result["success"].as_bool().unwrap_or(false);
+        self.answer_tool(
+            &runtime_id,
+            &request_id,
+            success,
+            &text,
+            result.get("error").cloned(),
+        );
     }
 
     fn on_confirmed(&self, uri: &str, action: &Value) {
@@ -625,46 +601,76 @@ impl Bridge {
         let kind = if approved { "approve-once" } else { "reject" };
         let params =
             json!({"sessionId": runtime_id, "requestId": request_id, "result": {"kind": kind}});
+        self.spawn_call("session.permissions.handlePendingPermissionRequest", params);
+    }
+
+    /// A client left the session: its in-flight tool calls fail now, in AHP
+    /// and towards the runtime.
+    fn on_client_removed(&self, uri: &str, client_id: &str) {
+        const WHY: &str = "the client that provides this tool left";
+        let (runtime_id, chat, actions, requests) = {
+            let mut s = self.sessions();
+            let Some(c) = s.get_mut(uri) else { return };
+            let gone: Vec<String> = c
+                .client_tools
+                .iter()
+                .filter(|(_, (_, o))| o == client_id)
+                .map(|(id, _)| id.clone())
+                .collect();
+            let requests: Vec<String> = gone
+                .iter()
+                .filter_map(|id| c.client_tools.remove(id).map(|(r, _)| r))
+                .collect();
+            let (chat, actions) = match c.turn.as_mut() {
+                Some(t) => (
+                    Some(t.chat.clone()),
+                    gone.iter()
+                        .flat_map(|id| t.mapper.complete_tool(id, false, WHY, "tool"))
+                        .collect(),
+                ),
+                None => (None, Vec::new()),
+            };
+            (c.runtime_id.clone(), chat, actions, requests)
+        };
+        if let Some(chat) = chat {
+            self.emit(&chat, actions);
+        }
+        for request_id in requests {
+            self.answer_tool(
+                &runtime_id,
+                &request_id,
+                false,
+                WHY,
+                Some(json!("client gone")),
+            );
+        }
+    }
+
+    /// Calls the runtime in the background: an answer it must get, that nobody here waits on.
+    fn spawn_call(&self, method: &'static str, params: Value) {
         let me = self.me.upgrade();
         tokio::spawn(async move {
             if let Some(b) = me {
-                b.call_runtime("session.permissions.handlePendingPermissionRequest", params)
-                    .await;
+                b.call_runtime(method, params).await;
             }
         });
     }
 
-    /// A client left the session: its in-flight tool calls fail now.
-    fn on_client_removed(&self, uri: &str, client_id: &str) {
-        let gone: Vec<(String, String)> = {
-            let s = self.sessions();
-            let Some(c) = s.get(uri) else { return };
-            c.client_tools
-                .iter()
-                .filter(|(_, (_, o))| o == client_id)
-                .map(|(id, (r, _))| (id.clone(), r.clone()))
-                .collect()
-        };
-        for (tool_call_id, _) in gone {
-            let failed = json!({"toolCallId": tool_call_id, "result": {"success": false, "content": [{"type": "text", "text": "the client that provides this tool left"}], "error": "client gone"}});
-            self.on_client_tool_complete(uri, &failed);
-            let out = self.sessions().get_mut(uri).and_then(|c| {
-                c.turn.as_mut().map(|t| {
-                    (t.chat.clone(), {
-                        let mut m = TurnMapper::new(t.mapper.turn_id.clone());
-                        m.complete_tool(
-                            &tool_call_id,
-                            false,
-                            "the client that provides this tool left",
-                            "tool",
-                        )
-                    })
-                })
-            });
-            if let Some((chat, a)) = out {
-                self.emit(&chat, a);
-            }
+    /// Answers the runtime's pending external tool call.
+    fn answer_tool(
+        &self,
+        runtime_id: &str,
+        request_id: &str,
+        success: bool,
+        text: &str,
+        error: Option<Value>,
+    ) {
+        let mut result = json!({"textResultForLlm": text, "resultType": if success { "success" } else { "failure" }});
+        if !success {
+            result["error"] = error.unwrap_or_else(|| json!("the tool failed"));
         }
+        let params = json!({"sessionId": runtime_id, "requestId": request_id, "result": result});
+        self.spawn_call("session.tools.handlePendingToolCall", params);
     }
 }
 
@@ -684,13 +690,7 @@ impl Backend for Bridge {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&c.runtime_id);
         if c.bound.is_some() {
-            let me = self.me.upgrade();
-            tokio::spawn(async move {
-                if let Some(b) = me {
-                    b.call_runtime("session.destroy", json!({"sessionId": c.runtime_id}))
-                        .await;
-                }
-            });
+            self.spawn_call("session.destroy", json!({"sessionId": c.runtime_id}));
         }
     }
 
@@ -719,11 +719,8 @@ impl Backend for Bridge {
                     c.permissions.clear();
                     c.runtime_id.clone()
                 });
-                if let (Some(id), Some(me)) = (runtime_id, self.me.upgrade()) {
-                    tokio::spawn(async move {
-                        me.call_runtime("session.abort", json!({"sessionId": id}))
-                            .await
-                    });
+                if let Some(id) = runtime_id {
+                    self.spawn_call("session.abort", json!({"sessionId": id}));
                 }
             }
             "chat/toolCallConfirmed" => self.on_confirmed(session, action),

@@ -211,10 +211,7 @@ impl Router {
             .map(|(id, before)| {
                 let after = &merged[id];
                 let decision = match (section_owner.get(id.as_str()), passthrough.get(id)) {
-                    (Some((_, o)), _) if before != after => {
-                        let _ = o;
-                        "transformed".to_string()
-                    }
+                    (Some(_), _) if before != after => "transformed".to_string(),
                     (Some((_, o)), _) => o.as_str().to_string(),
                     (None, Some(reason)) => format!("passthrough:{reason}"),
                     (None, None) => "passthrough:deadline".to_string(),
