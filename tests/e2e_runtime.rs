@@ -46,7 +46,6 @@ async fn model_failure_is_a_chat_error_and_the_next_turn_works() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "known gap (issue 3): the runtime asks, the client completes, but the turn does not end yet"]
 async fn client_tool_round_trip() {
     use ahp::SubscriptionEvent;
     use ahp_types::actions::StateAction;
@@ -92,4 +91,66 @@ async fn client_tool_round_trip() {
         last.contains("SUNNY-21C"),
         "the model received the tool result"
     );
+}
+
+/// A shell command the runtime asks permission for: it leaves a file behind
+/// when it runs.
+fn shell_call() -> Reply {
+    Reply::ToolCall {
+        name: "bash".into(),
+        arguments: serde_json::json!({"command": "echo $((40+2))-ran > ran.txt", "description": "Write a file"}),
+    }
+}
+
+/// Runs one turn whose shell call the client answers with `approved`;
+/// returns how it ended, the model's requests, and whether the command ran.
+async fn permission_turn(approved: bool) -> (TurnEnd, Vec<serde_json::Value>, bool) {
+    use ahp_types::actions::StateAction;
+    use serde_json::json;
+    let st = start_stack(|_| {}).await;
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/perm", None).await;
+    st.model.push(shell_call());
+    st.model.push(Reply::Text("Done.".into()));
+    let chat = "ahp-chat:/perm";
+    let (_, mut sub) = c.subscribe(chat.into()).await.unwrap();
+    dispatch_raw(&c, chat, 1, json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": "run it", "origin": {"kind": "user"}}})).await;
+    // The runtime announces the call, then asks: the call awaits confirmation.
+    let ready = wait_action(&mut sub, |a| match a {
+        StateAction::ChatToolCallReady(r) if r.confirmed.is_none() => Some(r.clone()),
+        _ => None,
+    })
+    .await;
+    let snap = raw_subscribe(&c, chat).await;
+    assert!(
+        snap.to_string().contains("pending-confirmation"),
+        "the chat state shows the pending call: {snap}"
+    );
+    assert!(
+        !st.dir.path().join("ran.txt").exists(),
+        "nothing runs before the answer"
+    );
+    dispatch_raw(&c, chat, 2, json!({"type": "chat/toolCallConfirmed", "turnId": "t1", "toolCallId": ready.tool_call_id, "approved": approved})).await;
+    let end = wait_turn_end(&mut sub, "t1").await;
+    let ran = std::fs::read_to_string(st.dir.path().join("ran.txt")).ok();
+    if let Some(out) = &ran {
+        assert_eq!(out.trim(), "42-ran");
+    }
+    (end, st.model.requests(), ran.is_some())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permission_approved_runs_the_tool() {
+    let (end, reqs, ran) = permission_turn(true).await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    assert!(ran, "the approved command ran");
+    assert_eq!(reqs.len(), 2, "the model got the tool's result");
+    assert_eq!(end.text, "Done.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permission_denied_does_not_run_the_tool() {
+    let (end, _, ran) = permission_turn(false).await;
+    assert!(!ran, "the denied command did not run");
+    assert_ne!(end.kind, "error", "a denial is not a failure: {end:?}");
 }

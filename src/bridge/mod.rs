@@ -381,6 +381,7 @@ impl Bridge {
     // ── runtime -> AHP ───────────────────────────────────────────────────
 
     fn on_event(&self, runtime_id: &str, ty: &str, data: &Value) {
+        debug!(runtime_id, ty, data = %data, "runtime event");
         let Some(uri) = self.ahp_of(runtime_id) else {
             debug!(runtime_id, ty, "event for an unknown runtime session");
             return;
@@ -469,12 +470,10 @@ impl Bridge {
             c.turn.as_mut().map(|t| {
                 (
                     t.chat.clone(),
-                    t.mapper.open_tool(
+                    t.mapper.ask_confirmation(
                         &tool_call_id,
                         &tool_name,
                         &input,
-                        None,
-                        None,
                         &format!("Allow {kind}: {detail}"),
                     ),
                 )
@@ -590,14 +589,18 @@ impl Bridge {
 
     fn on_confirmed(&self, uri: &str, action: &Value) {
         let id = action["toolCallId"].as_str().unwrap_or_default();
-        let Some((runtime_id, request_id)) = self
-            .sessions()
-            .get_mut(uri)
-            .and_then(|c| c.permissions.remove(id).map(|r| (c.runtime_id.clone(), r)))
-        else {
+        let approved = action["approved"].as_bool().unwrap_or(false);
+        let Some((runtime_id, request_id)) = self.sessions().get_mut(uri).and_then(|c| {
+            if !approved {
+                // A denied call is cancelled in AHP: the runtime's failure event must not complete it.
+                if let Some(t) = c.turn.as_mut() {
+                    t.mapper.mark_completed(id);
+                }
+            }
+            c.permissions.remove(id).map(|r| (c.runtime_id.clone(), r))
+        }) else {
             return;
         };
-        let approved = action["approved"].as_bool().unwrap_or(false);
         let kind = if approved { "approve-once" } else { "reject" };
         let params =
             json!({"sessionId": runtime_id, "requestId": request_id, "result": {"kind": kind}});

@@ -65,6 +65,27 @@ impl TurnMapper {
         vec![start, ready]
     }
 
+    /// Asks the client to confirm a tool call. The runtime announces its own
+    /// tools (`tool.execution_start`) before asking permission, so an open call
+    /// goes back to pending confirmation with one `chat/toolCallReady`.
+    pub fn ask_confirmation(
+        &mut self,
+        id: &str,
+        name: &str,
+        input: &Value,
+        message: &str,
+    ) -> Vec<Value> {
+        if self.completed.contains(id) {
+            return vec![];
+        }
+        if !self.tools.contains(id) {
+            return self.open_tool(id, name, input, None, None, message);
+        }
+        vec![
+            json!({"type": "chat/toolCallReady", "turnId": self.turn_id, "toolCallId": id, "invocationMessage": message, "toolInput": text(input)}),
+        ]
+    }
+
     /// Ends a tool call unless it already ended.
     pub fn complete_tool(
         &mut self,
@@ -304,5 +325,59 @@ mod tests {
             vec!["chat/turnComplete"]
         );
         assert!(m.map("session.idle", &json!({}), 1).is_empty());
+    }
+
+    /// Applies actions with the official reducer, failing on any the state refuses.
+    fn apply(chat: &mut ahp_types::state::ChatState, actions: Vec<Value>) {
+        use ahp::reducers::{apply_action_to_chat, ReduceOutcome};
+        for a in actions {
+            let typed: StateAction = serde_json::from_value(a.clone()).unwrap();
+            assert_eq!(
+                apply_action_to_chat(chat, &typed),
+                ReduceOutcome::Applied,
+                "{a}"
+            );
+        }
+    }
+
+    fn tool_status(chat: &ahp_types::state::ChatState, id: &str) -> String {
+        let v = serde_json::to_value(chat).unwrap();
+        let parts = v["activeTurn"]["responseParts"].as_array().unwrap().clone();
+        let tc = parts
+            .iter()
+            .find(|p| p["toolCall"]["toolCallId"] == id)
+            .unwrap_or_else(|| panic!("no tool call {id} in {v}"));
+        tc["toolCall"]["status"].as_str().unwrap().to_owned()
+    }
+
+    #[test]
+    fn a_running_runtime_tool_goes_back_to_pending_confirmation() {
+        let mut chat: ahp_types::state::ChatState = serde_json::from_value(json!({
+            "resource": "ahp-chat:/x", "title": "Chat", "status": 1,
+            "modifiedAt": "2026-01-01T00:00:00Z", "turns": []}))
+        .unwrap();
+        apply(
+            &mut chat,
+            vec![
+                json!({"type": "chat/turnStarted", "turnId": "t", "startedAt": "2026-01-01T00:00:00Z",
+                "message": {"text": "go", "origin": {"kind": "user"}}}),
+            ],
+        );
+        let mut m = TurnMapper::new("t");
+        let start = json!({"toolCallId": "c", "toolName": "bash", "arguments": {"command": "ls"}});
+        apply(&mut chat, m.map("tool.execution_start", &start, 1));
+        assert_eq!(tool_status(&chat, "c"), "running");
+        let ask = m.ask_confirmation("c", "bash", &json!("ls"), "Allow shell: ls");
+        assert_eq!(types(&ask), vec!["chat/toolCallReady"]);
+        apply(&mut chat, ask);
+        assert_eq!(tool_status(&chat, "c"), "pending-confirmation");
+        // A permission for a call never announced opens it, pending.
+        let fresh = m.ask_confirmation("d", "write", &json!({}), "Allow write");
+        assert_eq!(
+            types(&fresh),
+            vec!["chat/toolCallStart", "chat/toolCallReady"]
+        );
+        apply(&mut chat, fresh);
+        assert_eq!(tool_status(&chat, "d"), "pending-confirmation");
     }
 }

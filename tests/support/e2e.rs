@@ -114,3 +114,25 @@ pub async fn wait_turn_end(sub: &mut ahp::SessionSubscription, turn_id: &str) ->
     .await
     .expect("turn ended within 90s")
 }
+
+/// Waits on a subscription for the first action `pick` accepts.
+pub async fn wait_action<T>(
+    sub: &mut ahp::SessionSubscription,
+    mut pick: impl FnMut(&StateAction) -> Option<T>,
+) -> T {
+    tokio::time::timeout(DEADLINE * 3, async {
+        loop {
+            match sub.recv().await {
+                Some(SubscriptionEvent::Action(env)) => {
+                    if let Some(t) = pick(&env.action) {
+                        return t;
+                    }
+                }
+                Some(_) => {}
+                None => panic!("subscription ended"),
+            }
+        }
+    })
+    .await
+    .expect("action within the deadline")
+}

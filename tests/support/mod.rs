@@ -15,7 +15,19 @@ use serde_json::{json, Value};
 
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
+/// Bridge logs in tests, only when `AHP_BRIDGE_LOG` asks for them
+/// (e.g. `AHP_BRIDGE_LOG=debug cargo test -- --nocapture`).
+pub fn init_test_logs() {
+    if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("AHP_BRIDGE_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_test_writer()
+            .try_init();
+    }
+}
+
 pub fn test_config() -> Config {
+    init_test_logs();
     let mut cfg = Config::default();
     cfg.server.listen = "127.0.0.1:0".parse().unwrap();
     cfg
