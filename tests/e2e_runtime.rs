@@ -154,3 +154,94 @@ async fn permission_denied_does_not_run_the_tool() {
     assert!(!ran, "the denied command did not run");
     assert_ne!(end.kind, "error", "a denial is not a failure: {end:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_cancelled_mid_stream_stops_and_the_next_turn_works() {
+    use ahp_types::actions::StateAction;
+    use serde_json::json;
+    use std::time::Duration;
+    let st = start_stack(|_| {}).await;
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/cancel", None).await;
+    // 30 s of streaming unless the runtime stops reading.
+    st.model.push(Reply::Slow {
+        chunks: vec!["tick ".to_owned(); 600],
+        delay: Duration::from_millis(50),
+    });
+    let chat = "ahp-chat:/cancel";
+    let (_, mut sub) = c.subscribe(chat.into()).await.unwrap();
+    dispatch_raw(&c, chat, 1, json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": "count", "origin": {"kind": "user"}}})).await;
+    wait_action(&mut sub, |a| {
+        matches!(a, StateAction::ChatDelta(_)).then_some(())
+    })
+    .await;
+    dispatch_raw(
+        &c,
+        chat,
+        2,
+        json!({"type": "chat/turnCancelled", "turnId": "t1", "duration": 10}),
+    )
+    .await;
+    let end = wait_turn_end(&mut sub, "t1").await;
+    assert_eq!(end.kind, "cancelled", "{end:?}");
+    // The runtime really stopped: it hung up on the model's stream.
+    eventually("the runtime abandons the model's stream", || {
+        st.model.abandoned() >= 1
+    })
+    .await;
+    st.model.push(Reply::Text("After cancel.".into()));
+    let end = run_turn(&c, "cancel", "t2", "again").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    assert_eq!(end.text, "After cancel.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_asks_the_user_and_gets_the_answer() {
+    use ahp_types::actions::StateAction;
+    use serde_json::json;
+    let st = start_stack(|_| {}).await;
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/ask", None).await;
+    st.model.push(Reply::ToolCall {
+        name: "ask_user".into(),
+        arguments: json!({"question": "Which colour?", "choices": ["red", "blue"]}),
+    });
+    st.model.push(Reply::Text("Blue it is.".into()));
+    let chat = "ahp-chat:/ask";
+    let (_, mut sub) = c.subscribe(chat.into()).await.unwrap();
+    dispatch_raw(&c, chat, 1, json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": "pick one", "origin": {"kind": "user"}}})).await;
+    let request = wait_action(&mut sub, |a| match a {
+        StateAction::ChatInputRequested(r) => Some(r.request.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(request.message.as_deref(), Some("Which colour?"));
+    let session = raw_subscribe(&c, "ahp-session:/ask").await;
+    assert_eq!(
+        session["snapshot"]["state"]["inputNeeded"][0]["id"], request.id,
+        "the question is visible on the session: {session}"
+    );
+    let question = serde_json::to_value(&request.questions.as_ref().unwrap()[0]).unwrap();
+    assert_eq!(question["options"][1]["id"], "blue", "{question}");
+    dispatch_raw(&c, chat, 2, json!({"type": "chat/inputCompleted", "requestId": request.id, "response": "accept",
+        "answers": {question["id"].as_str().unwrap(): {"state": "submitted", "value": {"kind": "selected", "value": "blue"}}}})).await;
+    let end = wait_turn_end(&mut sub, "t1").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    let reqs = st.model.requests();
+    assert_eq!(reqs.len(), 2);
+    let tool_result = reqs[1]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "tool")
+        .expect("the model got the tool result")
+        .to_string();
+    assert!(tool_result.contains("blue"), "{tool_result}");
+    let session = raw_subscribe(&c, "ahp-session:/ask").await;
+    assert!(
+        session["snapshot"]["state"]["inputNeeded"]
+            .as_array()
+            .map_or(true, |a| a.is_empty()),
+        "answered questions leave the session: {session}"
+    );
+}

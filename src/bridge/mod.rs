@@ -2,6 +2,7 @@
 //! [`Backend`] seam (north to south) and the runtime's [`RuntimeHandler`]
 //! (south to north).
 
+pub mod input;
 pub mod session;
 
 use std::collections::HashMap;
@@ -50,8 +51,16 @@ struct Ctl {
     idle: Arc<Notify>,
     permissions: HashMap<String, String>,
     client_tools: HashMap<String, (String, String)>,
+    /// The runtime's questions awaiting a client's answer, by AHP request id;
+    /// dropping one answers the runtime "no response".
+    inputs: HashMap<String, PendingInput>,
     /// Serializes turn starts and re-binds of this session.
     gate: Arc<tokio::sync::Mutex<()>>,
+}
+
+struct PendingInput {
+    answer: tokio::sync::oneshot::Sender<Value>,
+    choices: Vec<String>,
 }
 
 pub struct Bridge {
@@ -155,6 +164,7 @@ impl Bridge {
             ctl.idle.notify_waiters();
             ctl.permissions.clear();
             ctl.client_tools.clear();
+            ctl.inputs.clear();
             if let Some(mut t) = ctl.turn.take() {
                 let d = ms(t.started.elapsed());
                 ended.push((
@@ -292,6 +302,7 @@ impl Bridge {
                 idle: Arc::new(Notify::new()),
                 permissions: HashMap::new(),
                 client_tools: HashMap::new(),
+                inputs: HashMap::new(),
                 gate: Arc::new(tokio::sync::Mutex::new(())),
             },
         );
@@ -444,7 +455,7 @@ impl Bridge {
                 .and_then(|c| c.bound.as_ref().map(|b| b.tool_owner(&tool_name).is_some()))
                 == Some(true);
         if own_tool {
-            let params = json!({"sessionId": runtime_id, "requestId": request_id, "result": {"kind": "approve-once"}});
+            let params = permission_answer(runtime_id, &request_id, true);
             self.spawn_call("session.permissions.handlePendingPermissionRequest", params);
             return;
         }
@@ -483,7 +494,7 @@ impl Bridge {
             Some((chat, actions)) => self.emit(&chat, actions),
             None => {
                 // No turn to ask in: deny rather than leave the runtime waiting.
-                let params = json!({"sessionId": runtime_id, "requestId": request_id, "result": {"kind": "reject"}});
+                let params = permission_answer(runtime_id, &request_id, false);
                 self.spawn_call("session.permissions.handlePendingPermissionRequest", params);
             }
         }
@@ -601,10 +612,99 @@ impl Bridge {
         }) else {
             return;
         };
-        let kind = if approved { "approve-once" } else { "reject" };
-        let params =
-            json!({"sessionId": runtime_id, "requestId": request_id, "result": {"kind": kind}});
+        let params = permission_answer(&runtime_id, &request_id, approved);
         self.spawn_call("session.permissions.handlePendingPermissionRequest", params);
+    }
+
+    /// The runtime asks the user: an AHP input request in the running turn
+    /// (mirrored in the session's `inputNeeded`), answered by the first
+    /// `chat/inputCompleted`. A cancelled turn or a lost runtime drops the
+    /// question, which answers "no response": the runtime never waits forever.
+    async fn ask_user(&self, uri: &str, params: &Value) -> Value {
+        let id = format!("input-{}", uuid::Uuid::new_v4().simple());
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let choices = params["choices"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|c| c.as_str().map(String::from))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let chat = {
+            let mut s = self.sessions();
+            let Some(c) = s.get_mut(uri) else {
+                return input::no_response();
+            };
+            let Some(chat) = c.turn.as_ref().map(|t| t.chat.clone()) else {
+                return input::no_response();
+            };
+            c.inputs.insert(
+                id.clone(),
+                PendingInput {
+                    answer: tx,
+                    choices,
+                },
+            );
+            chat
+        };
+        let request = input::chat_request(&id, params);
+        info!(session = uri, request = %id, "the agent asks the user");
+        self.emit(
+            &chat,
+            vec![json!({"type": "chat/inputRequested", "request": request})],
+        );
+        self.emit(
+            uri,
+            vec![json!({"type": "session/inputNeededSet", "request": {"kind": "chatInput", "id": id, "chat": chat, "request": request}})],
+        );
+        let answer = rx.await.unwrap_or_else(|_| input::no_response());
+        self.emit(
+            uri,
+            vec![json!({"type": "session/inputNeededRemoved", "id": id})],
+        );
+        answer
+    }
+
+    fn on_input_completed(&self, uri: &str, action: &Value) {
+        let id = action["requestId"].as_str().unwrap_or_default();
+        let pending = self
+            .sessions()
+            .get_mut(uri)
+            .and_then(|c| c.inputs.remove(id));
+        if let Some(p) = pending {
+            let _ = p.answer.send(input::runtime_answer(action, &p.choices));
+        }
+    }
+
+    /// The client cancelled the turn: nothing more is mapped into it; what the
+    /// runtime waits on is answered (denied, failed), then the runtime aborts.
+    fn on_cancelled(&self, uri: &str) {
+        const WHY: &str = "the turn was cancelled";
+        let Some((runtime_id, permissions, tools)) = self.sessions().get_mut(uri).map(|c| {
+            c.turn = None;
+            c.inputs.clear();
+            let p: Vec<String> = c.permissions.drain().map(|(_, r)| r).collect();
+            let t: Vec<String> = c.client_tools.drain().map(|(_, (r, _))| r).collect();
+            (c.runtime_id.clone(), p, t)
+        }) else {
+            return;
+        };
+        let Some(me) = self.me.upgrade() else { return };
+        tokio::spawn(async move {
+            for request_id in permissions {
+                let params = permission_answer(&runtime_id, &request_id, false);
+                me.call_runtime("session.permissions.handlePendingPermissionRequest", params)
+                    .await;
+            }
+            for request_id in tools {
+                let params = tool_answer(&runtime_id, &request_id, false, WHY, Some(json!(WHY)));
+                me.call_runtime("session.tools.handlePendingToolCall", params)
+                    .await;
+            }
+            me.call_runtime("session.abort", json!({"sessionId": runtime_id}))
+                .await;
+        });
     }
 
     /// A client left the session: its in-flight tool calls fail now, in AHP
@@ -668,13 +768,30 @@ impl Bridge {
         text: &str,
         error: Option<Value>,
     ) {
-        let mut result = json!({"textResultForLlm": text, "resultType": if success { "success" } else { "failure" }});
-        if !success {
-            result["error"] = error.unwrap_or_else(|| json!("the tool failed"));
-        }
-        let params = json!({"sessionId": runtime_id, "requestId": request_id, "result": result});
+        let params = tool_answer(runtime_id, request_id, success, text, error);
         self.spawn_call("session.tools.handlePendingToolCall", params);
     }
+}
+
+/// Params of `session.tools.handlePendingToolCall`.
+fn tool_answer(
+    runtime_id: &str,
+    request_id: &str,
+    success: bool,
+    text: &str,
+    error: Option<Value>,
+) -> Value {
+    let mut result = json!({"textResultForLlm": text, "resultType": if success { "success" } else { "failure" }});
+    if !success {
+        result["error"] = error.unwrap_or_else(|| json!("the tool failed"));
+    }
+    json!({"sessionId": runtime_id, "requestId": request_id, "result": result})
+}
+
+/// Params of `session.permissions.handlePendingPermissionRequest`.
+fn permission_answer(runtime_id: &str, request_id: &str, approved: bool) -> Value {
+    let kind = if approved { "approve-once" } else { "reject" };
+    json!({"sessionId": runtime_id, "requestId": request_id, "result": {"kind": kind}})
 }
 
 impl Backend for Bridge {
@@ -716,18 +833,10 @@ impl Backend for Bridge {
                     ));
                 }
             }
-            "chat/turnCancelled" => {
-                let runtime_id = self.sessions().get_mut(session).map(|c| {
-                    c.turn = None;
-                    c.permissions.clear();
-                    c.runtime_id.clone()
-                });
-                if let Some(id) = runtime_id {
-                    self.spawn_call("session.abort", json!({"sessionId": id}));
-                }
-            }
+            "chat/turnCancelled" => self.on_cancelled(session),
             "chat/toolCallConfirmed" => self.on_confirmed(session, action),
             "chat/toolCallComplete" => self.on_client_tool_complete(session, action),
+            "chat/inputCompleted" => self.on_input_completed(session, action),
             "session/activeClientRemoved" => {
                 self.on_client_removed(session, action["clientId"].as_str().unwrap_or_default())
             }
@@ -781,7 +890,10 @@ impl RuntimeHandler for Handler {
                         Err(_) => Ok(json!({"sections": params["sections"]})),
                     }
                 }
-                "userInput.request" => Ok(json!({"noResponse": true})),
+                "userInput.request" => match b.ahp_of(&sid) {
+                    Some(uri) => Ok(b.ask_user(&uri, &params).await),
+                    None => Ok(input::no_response()),
+                },
                 "hooks.invoke" => Ok(json!({"output": {}})),
                 other => Err(RpcError::method_not_found(other)),
             }

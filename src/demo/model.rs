@@ -35,6 +35,8 @@ pub enum Reply {
 struct Inner {
     script: VecDeque<Reply>,
     requests: Vec<Value>,
+    /// Streams the caller hung up on before their end (a cancelled turn).
+    abandoned: usize,
 }
 
 #[derive(Clone)]
@@ -86,6 +88,11 @@ impl ScriptedModel {
     }
 
     /// Waits until at least `n` requests arrived, up to `deadline`.
+    /// How many streamed answers the caller stopped reading before the end.
+    pub fn abandoned(&self) -> usize {
+        self.lock().abandoned
+    }
+
     pub async fn wait_requests(&self, n: usize, deadline: Duration) -> Option<Vec<Value>> {
         tokio::time::timeout(deadline, async {
             loop {
@@ -179,7 +186,10 @@ impl ScriptedModel {
             if i == 0 {
                 delta["role"] = json!("assistant");
             }
-            sse(&mut s, &chunk(&model, delta, None)).await?;
+            if let Err(e) = sse(&mut s, &chunk(&model, delta, None)).await {
+                self.lock().abandoned += 1;
+                return Err(e);
+            }
             if !delay.is_zero() {
                 tokio::time::sleep(delay).await;
             }
