@@ -13,7 +13,7 @@ use crate::config::Config;
 use crate::transform::router::Router;
 
 /// The bridge to the Copilot runtime, with its router and audit log.
-pub fn copilot_backend(host: &Arc<Host>, cfg: &Config) -> anyhow::Result<Arc<dyn Backend>> {
+pub fn copilot_backend(host: &Arc<Host>, cfg: &Config) -> anyhow::Result<Arc<Bridge>> {
     let audit = match &cfg.audit.path {
         Some(p) => {
             let (log, rec) = AuditLog::open(p, cfg.audit.fsync)?;
@@ -31,6 +31,8 @@ pub struct Running {
     pub addr: SocketAddr,
     pub host: Arc<Host>,
     pub shutdown: CancellationToken,
+    /// The bridge to the runtime, with [`Agent::Copilot`].
+    pub bridge: Option<Arc<Bridge>>,
 }
 
 /// Builds the backend once the host exists (it needs a handle to the host).
@@ -50,9 +52,14 @@ pub enum Agent {
 pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     cfg.validate()?;
     let host = Host::new(cfg.clone());
+    let mut bridge = None;
     let backend: Arc<dyn Backend> = match agent {
         Agent::None => Arc::new(NullBackend(Arc::downgrade(&host))),
-        Agent::Copilot => copilot_backend(&host, &cfg)?,
+        Agent::Copilot => {
+            let b = copilot_backend(&host, &cfg)?;
+            bridge = Some(b.clone());
+            b
+        }
         Agent::Custom(make) => make(&host),
     };
     host.set_backend(backend);
@@ -64,5 +71,6 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
         addr,
         host,
         shutdown,
+        bridge,
     })
 }

@@ -245,3 +245,45 @@ async fn the_agent_asks_the_user_and_gets_the_answer() {
         "answered questions leave the session: {session}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_runtime_killed_mid_turn_ends_it_with_an_error_and_the_next_turn_works() {
+    use ahp_types::actions::StateAction;
+    use serde_json::json;
+    use std::time::Duration;
+    let st = start_stack(|_| {}).await;
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/kill", None).await;
+    st.model.push(Reply::Text("First.".into()));
+    assert_eq!(run_turn(&c, "kill", "t0", "hello").await.kind, "complete");
+    st.model.push(Reply::Slow {
+        chunks: vec!["tick ".to_owned(); 600],
+        delay: Duration::from_millis(50),
+    });
+    let chat = "ahp-chat:/kill";
+    let (_, mut sub) = c.subscribe(chat.into()).await.unwrap();
+    dispatch_raw(&c, chat, 1, json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": "count", "origin": {"kind": "user"}}})).await;
+    wait_action(&mut sub, |a| {
+        matches!(a, StateAction::ChatDelta(_)).then_some(())
+    })
+    .await;
+    let bridge = st.bridge.bridge.as_ref().unwrap();
+    let pid = bridge.runtime_pid().await.expect("a spawned runtime");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let end = wait_turn_end(&mut sub, "t1").await;
+    assert_eq!(end.kind, "error", "{end:?}");
+    assert!(end.error.unwrap().contains("runtime"));
+    st.model.push(Reply::Text("Back again.".into()));
+    let end = run_turn(&c, "kill", "t2", "still there?").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    assert_eq!(end.text, "Back again.");
+    let new_pid = bridge.runtime_pid().await.expect("a new runtime");
+    assert_ne!(new_pid, pid, "a new runtime process");
+    // The session was resumed, not recreated: the model still sees the first turn.
+    let last = st.model.requests().last().unwrap()["messages"].to_string();
+    assert!(last.contains("First."), "history kept: {last}");
+}

@@ -184,7 +184,7 @@ async fn failing_clients_fall_back_to_the_original_within_the_timeout() {
         let end = run_turn(&c, &format!("f{i}"), "t1", "hello").await;
         assert_eq!(end.kind, "complete", "{mode}: {end:?}");
         assert!(
-            started.elapsed() < Duration::from_millis(1500) + Duration::from_secs(5),
+            started.elapsed() < Duration::from_millis(1500) + Duration::from_secs(1),
             "{mode}: took {:?}",
             started.elapsed()
         );
@@ -254,7 +254,10 @@ async fn opting_in_later_is_asked_next_turn_and_opting_out_stops_it() {
     let c = initialized(&st.bridge, "ide").await;
     let seen = answer_transforms(&c, "rewrite");
     ready_session(&c, "ahp-session:/late", Some(client_entry("ide", &[]))).await;
-    assert_eq!(run_turn(&c, "late", "t1", "one").await.kind, "complete");
+    assert_eq!(
+        run_turn(&c, "late", "t1", "first-turn-PLUM").await.kind,
+        "complete"
+    );
     assert!(asked_ids(&seen).is_empty());
     let plain = last_system_prompt(&st);
     dispatch_raw(
@@ -272,7 +275,10 @@ async fn opting_in_later_is_asked_next_turn_and_opting_out_stops_it() {
     assert_eq!(asked_ids(&seen), vec!["tone".to_string()]);
     assert!(last_system_prompt(&st).contains("MARKER-tone-REWRITTEN"));
     let all = st.model.requests().last().unwrap()["messages"].to_string();
-    assert!(all.contains("one"), "history kept across the re-bind");
+    assert!(
+        all.contains("first-turn-PLUM"),
+        "history kept across the re-bind"
+    );
     dispatch_raw(
         &c,
         "ahp-session:/late",

@@ -26,7 +26,7 @@ use crate::transform::router::Router;
 
 struct Live {
     conn: Arc<RuntimeConn>,
-    _child: Option<tokio::process::Child>,
+    child: Option<tokio::process::Child>,
     generation: u64,
 }
 
@@ -144,10 +144,20 @@ impl Bridge {
         });
         *g = Some(Live {
             conn: conn.clone(),
-            _child: rt.child,
+            child: rt.child,
             generation,
         });
         Ok((conn, generation))
+    }
+
+    /// The spawned runtime's process id (None before it starts, or over TCP):
+    /// for an operator's diagnostics, and for tests that kill it.
+    pub async fn runtime_pid(&self) -> Option<u32> {
+        self.runtime
+            .lock()
+            .await
+            .as_ref()
+            .and_then(|l| l.child.as_ref().and_then(|c| c.id()))
     }
 
     /// The runtime went away: running turns end with an error now, every
@@ -356,7 +366,12 @@ impl Bridge {
                 json!({"sessionId": runtime_id, "prompt": prompt}),
             )
             .await
-            .map_err(|e| anyhow::anyhow!("session.send: {e}"))
+            .map_err(|e| anyhow::anyhow!("session.send: {e}"))?;
+            // From its first message on, the runtime keeps the session on disk.
+            if let Some(c) = self.sessions().get_mut(&uri) {
+                c.persisted = true;
+            }
+            anyhow::Ok(())
         }
         .await;
         if let Err(e) = sent {
