@@ -78,6 +78,12 @@ pub struct RuntimeConfig {
     pub working_directory: Option<PathBuf>,
     /// Largest frame accepted from the runtime.
     pub max_frame_bytes: usize,
+    /// How often the bridge pings the runtime; "0s" turns the check off.
+    #[serde(deserialize_with = "duration")]
+    pub health_interval: Duration,
+    /// A ping unanswered this long means the runtime hangs: it is killed and restarted.
+    #[serde(deserialize_with = "duration")]
+    pub health_timeout: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -100,6 +106,8 @@ impl Default for RuntimeConfig {
             call_timeout: Duration::from_secs(60),
             working_directory: None,
             max_frame_bytes: 64 * 1024 * 1024,
+            health_interval: Duration::from_secs(10),
+            health_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -295,6 +303,12 @@ impl Config {
                     format!("{addr:?} is not host:port, e.g. \"127.0.0.1:3000\""),
                 ));
             }
+        }
+        if !r.health_interval.is_zero() && r.health_timeout.is_zero() {
+            return Err(bad(
+                "runtime.health_timeout",
+                "must be more than 0s while runtime.health_interval is on",
+            ));
         }
         if r.model.trim().is_empty() {
             return Err(bad("runtime.model", "must not be empty"));

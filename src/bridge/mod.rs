@@ -17,7 +17,7 @@ use tracing::{debug, info, warn};
 use self::session::{path_of_uri, Binding};
 use crate::ahp::host::{Backend, Host};
 use crate::config::Config;
-use crate::jsonrpc::RpcError;
+use crate::jsonrpc::{CallError, RpcError};
 use crate::runtime::client::{ReplyFuture, RuntimeConn, RuntimeHandler};
 use crate::runtime::events::TurnMapper;
 use crate::runtime::process;
@@ -142,6 +142,11 @@ impl Bridge {
                 b.runtime_lost(generation);
             }
         });
+        tokio::spawn(watchdog(
+            conn.clone(),
+            self.cfg.runtime.health_interval,
+            self.cfg.runtime.health_timeout,
+        ));
         *g = Some(Live {
             conn: conn.clone(),
             child: rt.child,
@@ -192,6 +197,15 @@ impl Bridge {
         }
         let me = self.me.clone();
         tokio::spawn(async move {
+            // A hung runtime is still running: end it before starting the next.
+            if let Some(b) = me.upgrade() {
+                let mut g = b.runtime.lock().await;
+                if g.as_ref().is_some_and(|l| l.generation == generation) {
+                    if let Some(mut child) = g.take().and_then(|l| l.child) {
+                        let _ = child.start_kill();
+                    }
+                }
+            }
             let mut backoff = Duration::from_millis(200);
             loop {
                 tokio::time::sleep(backoff).await;
@@ -785,6 +799,30 @@ impl Bridge {
     ) {
         let params = tool_answer(runtime_id, request_id, success, text, error);
         self.spawn_call("session.tools.handlePendingToolCall", params);
+    }
+}
+
+/// Pings the runtime every `interval`; one unanswered within `timeout` means
+/// it hangs (alive but deaf), and the connection is closed so that the runtime
+/// is replaced like one that exited. An error answer is still an answer.
+async fn watchdog(conn: Arc<RuntimeConn>, interval: Duration, timeout: Duration) {
+    if interval.is_zero() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = conn.closed.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        match conn.peer.call("ping", json!({}), timeout).await {
+            Ok(_) | Err(CallError::Rpc(_)) => {}
+            Err(CallError::Closed) => return,
+            Err(CallError::Timeout(t)) => {
+                warn!("the runtime did not answer a ping within {t:?}; restarting it");
+                conn.close();
+                return;
+            }
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod e2e;
+pub mod fake_runtime;
 pub mod raw;
 
 use std::sync::Arc;

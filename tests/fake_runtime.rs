@@ -1,0 +1,221 @@
+//! Faults the real runtime cannot be made to show, driven by a fake runtime
+//! on TCP: garbage frames, calls never answered, events for unknown sessions,
+//! requests the bridge does not support, a runtime that stops answering.
+//! The client side is the official `ahp` client over a real WebSocket.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ahp::Client;
+use ahp_copilot_bridge::app::{self, Agent, Running};
+use ahp_copilot_bridge::config::Config;
+use serde_json::{json, Value};
+use support::e2e::{wait_turn_end, TurnEnd};
+use support::fake_runtime::{Answer, FakeConn, FakeRuntime};
+use support::*;
+
+struct Fixture {
+    fake: FakeRuntime,
+    _bridge: Running,
+    client: Client,
+    conn: FakeConn,
+    /// The runtime session id the bridge chose for `ahp-session:/f`.
+    runtime_id: String,
+}
+
+/// A bridge connected to a fake runtime, with one ready session.
+async fn fixture(tune: impl FnOnce(&mut Config)) -> Fixture {
+    let fake = FakeRuntime::start().await;
+    let mut cfg = test_config();
+    cfg.runtime.connect = Some(fake.addr.to_string());
+    cfg.runtime.call_timeout = Duration::from_secs(2);
+    cfg.runtime.health_interval = Duration::ZERO;
+    tune(&mut cfg);
+    let bridge = app::start(Arc::new(cfg), Agent::Copilot).await.unwrap();
+    let client = initialized(&bridge, "ide").await;
+    create_session(&client, "ahp-session:/f", None).await;
+    let mut conn = fake.next_conn().await;
+    let create = conn.call_of("session.create").await;
+    let runtime_id = create["params"]["sessionId"].as_str().unwrap().to_owned();
+    eventually("session ready", || {
+        bridge
+            .host
+            .snapshot("ahp-session:/f")
+            .is_some_and(|s| s["state"]["lifecycle"] == "ready")
+    })
+    .await;
+    Fixture {
+        fake,
+        _bridge: bridge,
+        client,
+        conn,
+        runtime_id,
+    }
+}
+
+impl Fixture {
+    async fn start_turn(&self, turn: &str, text: &str) -> ahp::SessionSubscription {
+        let (_, sub) = self.client.subscribe("ahp-chat:/f".into()).await.unwrap();
+        dispatch_raw(&self.client, "ahp-chat:/f", 1, json!({"type": "chat/turnStarted", "turnId": turn, "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": text, "origin": {"kind": "user"}}})).await;
+        sub
+    }
+
+    /// A whole turn the fake runtime answers with `reply`.
+    async fn turn(&mut self, turn: &str, reply: &str) -> TurnEnd {
+        let mut sub = self.start_turn(turn, "hi").await;
+        let send = self.conn.call_of("session.send").await;
+        let sid = send["params"]["sessionId"].as_str().unwrap().to_owned();
+        self.conn.event(
+            &sid,
+            "assistant.message_delta",
+            json!({"messageId": format!("m-{turn}"), "deltaContent": reply}),
+        );
+        self.conn.event(&sid, "session.idle", json!({}));
+        wait_turn_end(&mut sub, turn).await
+    }
+}
+
+#[tokio::test]
+async fn garbage_bodies_are_survived_and_a_broken_frame_reconnects() {
+    let mut f = fixture(|_| {}).await;
+    // Bodies that are not JSON-RPC: logged and skipped, the connection stays.
+    f.conn.send_raw(b"Content-Length: 9\r\n\r\nnot json!");
+    f.conn
+        .send(&json!({"jsonrpc": "2.0", "id": 5, "nonsense": true}));
+    let bad = f.conn.answer_to(json!(5)).await;
+    assert_eq!(
+        bad["error"]["code"], -32600,
+        "an invalid request is refused: {bad}"
+    );
+    let end = f.turn("t1", "still here").await;
+    assert_eq!((end.kind, end.text.as_str()), ("complete", "still here"));
+    // A frame that cannot be parsed: the stream is lost, so the bridge drops
+    // it and connects again; the session resumes on the next turn.
+    f.conn.send_raw(b"Content-Length: banana\r\n\r\n{}");
+    assert!(
+        f.conn.closed().await,
+        "the bridge drops a connection it cannot parse"
+    );
+    let mut conn2 = f.fake.next_conn().await;
+    conn2.call_of("connect").await;
+    f.conn = conn2;
+    let mut sub = f.start_turn("t2", "again").await;
+    let resume = f.conn.call_of("session.resume").await;
+    assert_eq!(resume["params"]["sessionId"], f.runtime_id.as_str());
+    let send = f.conn.call_of("session.send").await;
+    assert_eq!(send["params"]["sessionId"], f.runtime_id.as_str());
+    f.conn.event(&f.runtime_id, "session.idle", json!({}));
+    assert_eq!(wait_turn_end(&mut sub, "t2").await.kind, "complete");
+}
+
+#[tokio::test]
+async fn a_call_never_answered_ends_the_turn_at_its_deadline() {
+    let f = fixture(|c| c.runtime.call_timeout = Duration::from_millis(500)).await;
+    f.fake.set("session.send", Answer::Ignore);
+    let mut sub = f.start_turn("t1", "hello?").await;
+    let end = wait_turn_end(&mut sub, "t1").await;
+    assert_eq!(end.kind, "error", "{end:?}");
+    let msg = end.error.unwrap();
+    assert!(
+        msg.contains("session.send") && msg.contains("no answer within"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn events_for_an_unknown_session_are_ignored() {
+    let mut f = fixture(|_| {}).await;
+    let mut sub = f.start_turn("t1", "hi").await;
+    f.conn.call_of("session.send").await;
+    f.conn.event(
+        "no-such-session",
+        "assistant.message_delta",
+        json!({"messageId": "x", "deltaContent": "LEAKED"}),
+    );
+    f.conn.event("no-such-session", "session.idle", json!({}));
+    f.conn.event(
+        &f.runtime_id,
+        "assistant.message_delta",
+        json!({"messageId": "m", "deltaContent": "mine"}),
+    );
+    f.conn.event(&f.runtime_id, "session.idle", json!({}));
+    let end = wait_turn_end(&mut sub, "t1").await;
+    assert_eq!((end.kind, end.text.as_str()), ("complete", "mine"));
+}
+
+#[tokio::test]
+async fn every_runtime_request_is_answered() {
+    let mut f = fixture(|_| {}).await;
+    let ask = |id: Value, method: &str, params: Value| json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    // Unsupported: method not found, with number and string ids.
+    f.conn.send(&ask(
+        json!(7),
+        "exitPlanMode.request",
+        json!({"sessionId": f.runtime_id}),
+    ));
+    let a = f.conn.answer_to(json!(7)).await;
+    assert_eq!(a["error"]["code"], -32601, "{a}");
+    f.conn
+        .send(&ask(json!("s-1"), "some.future.request", json!({})));
+    let a = f.conn.answer_to(json!("s-1")).await;
+    assert_eq!(a["error"]["code"], -32601, "{a}");
+    // Supported ones are answered even when nobody can act on them.
+    f.conn.send(&ask(
+        json!(8),
+        "userInput.request",
+        json!({"sessionId": f.runtime_id, "question": "no turn runs"}),
+    ));
+    assert_eq!(
+        f.conn.answer_to(json!(8)).await["result"],
+        json!({"noResponse": true})
+    );
+    f.conn.send(&ask(
+        json!(9),
+        "hooks.invoke",
+        json!({"sessionId": f.runtime_id}),
+    ));
+    assert_eq!(
+        f.conn.answer_to(json!(9)).await["result"],
+        json!({"output": {}})
+    );
+    f.conn.send(&ask(
+        json!(10),
+        "systemMessage.transform",
+        json!({"sessionId": "unknown", "sections": {"tone": {"content": "T"}}}),
+    ));
+    assert_eq!(
+        f.conn.answer_to(json!(10)).await["result"],
+        json!({"sections": {"tone": {"content": "T"}}}),
+        "an unknown session's text comes back unchanged"
+    );
+}
+
+#[tokio::test]
+async fn a_runtime_that_stops_answering_is_replaced() {
+    let mut f = fixture(|c| {
+        c.runtime.health_interval = Duration::from_millis(200);
+        c.runtime.health_timeout = Duration::from_millis(300);
+    })
+    .await;
+    assert_eq!(f.turn("t0", "first").await.kind, "complete");
+    // The runtime goes deaf in the middle of a turn.
+    f.fake.set("ping", Answer::Ignore);
+    let mut sub = f.start_turn("t1", "hello?").await;
+    f.conn.call_of("session.send").await;
+    let end = wait_turn_end(&mut sub, "t1").await;
+    assert_eq!(end.kind, "error", "{end:?}");
+    assert!(f.conn.closed().await, "the deaf connection is dropped");
+    f.fake.set(
+        "ping",
+        Answer::Reply(json!({"message": "pong", "protocolVersion": 3})),
+    );
+    f.conn = f.fake.next_conn().await;
+    let mut sub = f.start_turn("t2", "back?").await;
+    let resume = f.conn.call_of("session.resume").await;
+    assert_eq!(resume["params"]["sessionId"], f.runtime_id.as_str());
+    f.conn.call_of("session.send").await;
+    f.conn.event(&f.runtime_id, "session.idle", json!({}));
+    assert_eq!(wait_turn_end(&mut sub, "t2").await.kind, "complete");
+}

@@ -1,0 +1,201 @@
+//! A fake Copilot runtime on TCP (`[runtime] connect`), for the faults the real
+//! one cannot be made to show. It answers the calls a bridge needs by itself
+//! (unless told to ignore one) and lets the test send anything: events,
+//! requests, garbage bytes.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use super::DEADLINE;
+
+/// What the fake does with one method.
+#[derive(Clone)]
+pub enum Answer {
+    Reply(Value),
+    /// Never answer.
+    Ignore,
+}
+
+type Answers = Arc<Mutex<HashMap<String, Answer>>>;
+
+pub struct FakeRuntime {
+    pub addr: SocketAddr,
+    answers: Answers,
+    conns: tokio::sync::Mutex<mpsc::UnboundedReceiver<FakeConn>>,
+}
+
+/// One connection from the bridge.
+pub struct FakeConn {
+    out: mpsc::UnboundedSender<Vec<u8>>,
+    /// Every message the bridge sent, in order (answered or not).
+    incoming: mpsc::UnboundedReceiver<Value>,
+}
+
+fn default_answer(method: &str, params: &Value) -> Option<Value> {
+    Some(match method {
+        "connect" => json!({"protocolVersion": 3, "version": "fake-1"}),
+        "ping" => json!({"message": "pong", "protocolVersion": 3}),
+        "session.create" | "session.resume" => json!({"sessionId": params["sessionId"]}),
+        "session.send" => json!({"messageId": "m-1"}),
+        "session.destroy" | "session.abort" => json!({"success": true}),
+        "session.permissions.handlePendingPermissionRequest"
+        | "session.tools.handlePendingToolCall" => json!({"success": true}),
+        _ => return None,
+    })
+}
+
+fn frame(body: &str) -> Vec<u8> {
+    format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+}
+
+impl FakeRuntime {
+    pub async fn start() -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let answers: Answers = Arc::default();
+        let (tx, rx) = mpsc::unbounded_channel();
+        let a = answers.clone();
+        tokio::spawn(async move {
+            while let Ok((sock, _)) = listener.accept().await {
+                let (r, mut w) = sock.into_split();
+                let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Vec<u8>>();
+                let (in_tx, in_rx) = mpsc::unbounded_channel();
+                tokio::spawn(async move {
+                    while let Some(b) = out_rx.recv().await {
+                        if w.write_all(&b).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+                let (a, out) = (a.clone(), out_tx.clone());
+                tokio::spawn(async move {
+                    let mut r = BufReader::new(r);
+                    while let Some(msg) = read_frame(&mut r).await {
+                        if let (Some(id), Some(method)) = (msg.get("id"), msg["method"].as_str()) {
+                            let answer = a.lock().unwrap().get(method).cloned();
+                            let reply = match answer {
+                                Some(Answer::Ignore) => None,
+                                Some(Answer::Reply(v)) => Some(v),
+                                None => default_answer(method, &msg["params"]),
+                            };
+                            if let Some(result) = reply {
+                                let resp = json!({"jsonrpc": "2.0", "id": id, "result": result});
+                                let _ = out.send(frame(&resp.to_string()));
+                            }
+                        }
+                        if in_tx.send(msg).is_err() {
+                            break;
+                        }
+                    }
+                });
+                let _ = tx.send(FakeConn {
+                    out: out_tx,
+                    incoming: in_rx,
+                });
+            }
+        });
+        Self {
+            addr,
+            answers,
+            conns: tokio::sync::Mutex::new(rx),
+        }
+    }
+
+    /// From now on, `method` is answered so (on every connection).
+    pub fn set(&self, method: &str, answer: Answer) {
+        self.answers
+            .lock()
+            .unwrap()
+            .insert(method.to_owned(), answer);
+    }
+
+    /// The next connection from the bridge.
+    pub async fn next_conn(&self) -> FakeConn {
+        tokio::time::timeout(DEADLINE, async { self.conns.lock().await.recv().await })
+            .await
+            .expect("the bridge connects within the deadline")
+            .expect("listener alive")
+    }
+}
+
+async fn read_frame<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> Option<Value> {
+    let mut len = None;
+    loop {
+        let mut line = String::new();
+        if r.read_line(&mut line).await.ok()? == 0 {
+            return None;
+        }
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some(v) = line.strip_prefix("Content-Length:") {
+            len = v.trim().parse().ok();
+        }
+    }
+    let mut body = vec![0; len?];
+    r.read_exact(&mut body).await.ok()?;
+    serde_json::from_slice(&body).ok()
+}
+
+impl FakeConn {
+    pub fn send(&self, v: &Value) {
+        let _ = self.out.send(frame(&v.to_string()));
+    }
+
+    pub fn send_raw(&self, bytes: &[u8]) {
+        let _ = self.out.send(bytes.to_vec());
+    }
+
+    /// A `session.event` notification.
+    pub fn event(&self, session_id: &str, ty: &str, data: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": "session.event",
+            "params": {"sessionId": session_id, "event": {"id": uuid_like(), "type": ty, "data": data}}}));
+    }
+
+    /// Waits for the next message `pick` accepts; others are skipped.
+    pub async fn wait(&mut self, what: &str, mut pick: impl FnMut(&Value) -> bool) -> Value {
+        tokio::time::timeout(DEADLINE, async {
+            loop {
+                let m = self.incoming.recv().await.expect("connection open");
+                if pick(&m) {
+                    return m;
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+    }
+
+    /// Waits for the bridge's call of `method`.
+    pub async fn call_of(&mut self, method: &str) -> Value {
+        self.wait(method, |m| m["method"] == method).await
+    }
+
+    /// Waits for the bridge's answer to our request `id`.
+    pub async fn answer_to(&mut self, id: Value) -> Value {
+        self.wait("an answer", |m| m["id"] == id && m.get("method").is_none())
+            .await
+    }
+
+    /// Whether the bridge closed this connection (reads end).
+    pub async fn closed(&mut self) -> bool {
+        tokio::time::timeout(DEADLINE, async {
+            while self.incoming.recv().await.is_some() {}
+        })
+        .await
+        .is_ok()
+    }
+}
+
+fn uuid_like() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!("ev-{}", N.fetch_add(1, Ordering::Relaxed))
+}
