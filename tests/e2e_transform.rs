@@ -300,3 +300,196 @@ async fn opting_in_later_is_asked_next_turn_and_opting_out_stops_it() {
         "back to the runtime's own prompt, byte for byte"
     );
 }
+
+/// Runs `audit verify` on `path`; returns (success, stdout + stderr).
+fn audit_verify(path: &std::path::Path) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ahp-copilot-bridge"))
+        .args(["audit", "verify"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn audit_verify_catches_every_kind_of_tampering_on_a_real_log() {
+    let st = start_stack(|_| {}).await;
+    let c = initialized(&st.bridge, "ide").await;
+    answer_transforms(&c, "rewrite");
+    for i in 1..=3 {
+        let uri = format!("ahp-session:/a{i}");
+        ready_session(&c, &uri, Some(client_entry("ide", &["tone"]))).await;
+        assert_eq!(
+            run_turn(&c, &format!("a{i}"), "t1", "hi").await.kind,
+            "complete"
+        );
+    }
+    let path = st.dir.path().join("audit.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "one record per runtime request");
+    let (ok, out) = audit_verify(&path);
+    assert!(ok && out.contains('3'), "{out}");
+    let join = |ls: &[&str]| ls.iter().map(|l| format!("{l}\n")).collect::<String>();
+    // One byte changed in the middle record (a hash digit).
+    let mut flipped = lines[1].to_owned();
+    let at = flipped.find("\"sha256After\":\"").unwrap() + 15;
+    let b = if &flipped[at..at + 1] == "0" {
+        "1"
+    } else {
+        "0"
+    };
+    flipped.replace_range(at..at + 1, b);
+    let cases = [
+        ("byte", join(&[lines[0], &flipped, lines[2]]), "record 2"),
+        ("removed", join(&[lines[0], lines[2]]), "record 3"),
+        ("swapped", join(&[lines[0], lines[2], lines[1]]), "record 3"),
+        (
+            "cut",
+            format!("{}{}", join(&lines[..2]), &lines[2][..lines[2].len() / 2]),
+            "record 3",
+        ),
+    ];
+    for (what, body, first_bad) in cases {
+        let bad = st.dir.path().join(format!("{what}.jsonl"));
+        std::fs::write(&bad, body).unwrap();
+        let (ok, out) = audit_verify(&bad);
+        assert!(!ok, "{what}: verify must fail: {out}");
+        assert!(out.contains(first_bad), "{what}: {out}");
+    }
+}
+
+/// Replaces the one runtime session id (a UUID after `session-state/`).
+fn without_session_id(prompt: &str) -> String {
+    let at = prompt.find("session-state/").expect("a session folder") + 14;
+    let id = &prompt[at..at + 36];
+    assert!(uuid::Uuid::parse_str(id).is_ok(), "{id}");
+    prompt.replace(id, "<session id>")
+}
+
+/// Answers every runtime request "unsupported"; the direct session below
+/// needs no answers (no transforms, no tools).
+struct Silent;
+impl ahp_copilot_bridge::runtime::client::RuntimeHandler for Silent {
+    fn notification(&self, _: &str, _: Value) {}
+    fn request(
+        &self,
+        method: String,
+        _: Value,
+    ) -> ahp_copilot_bridge::runtime::client::ReplyFuture {
+        Box::pin(async move {
+            Err(ahp_copilot_bridge::jsonrpc::RpcError::method_not_found(
+                &method,
+            ))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_opt_ins_the_prompt_is_byte_identical_to_a_direct_runtime_session() {
+    let st = start_stack(|_| {}).await;
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/plain", Some(client_entry("ide", &[]))).await;
+    assert_eq!(run_turn(&c, "plain", "t1", "hi").await.kind, "complete");
+    let via_bridge = last_system_prompt(&st);
+    // The same runtime, driven directly, with no systemMessage at all.
+    let cfg = st.bridge.host.config().clone();
+    let rt = ahp_copilot_bridge::runtime::process::start(&cfg.runtime, Arc::new(Silent))
+        .await
+        .unwrap();
+    let sid = uuid::Uuid::new_v4().to_string();
+    let wd = st.dir.path().display().to_string();
+    let p = cfg.runtime.provider.as_ref().unwrap();
+    rt.conn
+        .call(
+            "session.create",
+            json!({"sessionId": sid, "model": cfg.runtime.model, "streaming": true,
+                "workingDirectory": wd, "requestPermission": true, "requestUserInput": true,
+                "clientName": "ahp-copilot-bridge", "tools": [],
+                "provider": {"type": p.kind, "baseUrl": p.base_url, "apiKey": p.api_key}}),
+        )
+        .await
+        .unwrap();
+    rt.conn
+        .call("session.send", json!({"sessionId": sid, "prompt": "hi"}))
+        .await
+        .unwrap();
+    let reqs = st
+        .model
+        .wait_requests(2, DEADLINE)
+        .await
+        .expect("the direct session reached the model");
+    let direct = ScriptedModel::system_prompt(&reqs[1]).unwrap();
+    // The prompt names each session's own folder; nothing else may differ.
+    assert!(direct.contains(&sid));
+    let direct = direct.replace(&sid, "<session id>");
+    let via_bridge = without_session_id(&via_bridge);
+    assert_eq!(
+        via_bridge, direct,
+        "the bridge must not change the prompt of a session without opt-ins"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_in_flight_is_not_redirected_when_the_active_client_changes() {
+    let st = start_stack(|_| {}).await;
+    let a = initialized(&st.bridge, "a").await;
+    let b = initialized(&st.bridge, "b").await;
+    // a answers only when the test says so; b answers at once.
+    let (asked_tx, mut asked_rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
+    let go = Arc::new(tokio::sync::Notify::new());
+    let g = go.clone();
+    a.set_server_request_handler(move |_m, params: Value| {
+        let (tx, g) = (asked_tx.clone(), g.clone());
+        async move {
+            let _ = tx.send(params.clone());
+            g.notified().await;
+            let c = params["sections"]["tone"]["content"].as_str().unwrap();
+            Ok(json!({"sections": {"tone": {"content": format!("{c}\nMARKER-A")}}}))
+        }
+    });
+    let seen_b = answer_transforms(&b, "rewrite");
+    ready_session(&a, "ahp-session:/mid", Some(client_entry("a", &["tone"]))).await;
+    let chat = "ahp-chat:/mid";
+    let (_, mut sub) = a.subscribe(chat.into()).await.unwrap();
+    dispatch_raw(&a, chat, 1, json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": "hi", "origin": {"kind": "user"}}})).await;
+    tokio::time::timeout(DEADLINE, asked_rx.recv())
+        .await
+        .expect("a is asked")
+        .unwrap();
+    // While a holds the request: a leaves, b arrives with the same opt-in.
+    dispatch_raw(
+        &a,
+        "ahp-session:/mid",
+        2,
+        json!({"type": "session/activeClientRemoved", "clientId": "a"}),
+    )
+    .await;
+    dispatch_raw(
+        &b,
+        "ahp-session:/mid",
+        1,
+        json!({"type": "session/activeClientSet", "activeClient": client_entry("b", &["tone"])}),
+    )
+    .await;
+    eventually("b is the only active client", || {
+        let ac = st.bridge.host.active_clients("ahp-session:/mid");
+        ac.len() == 1 && ac[0].client_id == "b"
+    })
+    .await;
+    go.notify_one();
+    let end = wait_turn_end(&mut sub, "t1").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    assert!(
+        asked_ids(&seen_b).is_empty(),
+        "b was not asked the request a held"
+    );
+    let rec = audit_records(&st).pop().unwrap();
+    assert_eq!(rec["owners"][0]["clientId"], "a", "{rec}");
+    assert_eq!(rec["owners"].as_array().unwrap().len(), 1, "{rec}");
+}
