@@ -90,8 +90,11 @@ fn main() -> ExitCode {
         Command::Audit {
             command: AuditCommand::Verify { file },
         } => match ahp_copilot_bridge::audit::verify::verify_file(&file) {
-            Ok(n) => {
-                println!("ok: {n} records, chain intact");
+            Ok(v) => {
+                println!("ok: {} records, chain intact", v.records);
+                for line in v.torn_lines {
+                    println!("note: line {line} is a record torn by a crash mid-write; the chain skips it");
+                }
                 Ok(())
             }
             Err(e) => {
