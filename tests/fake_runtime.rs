@@ -27,6 +27,11 @@ struct Fixture {
 
 /// A bridge connected to a fake runtime, with one ready session.
 async fn fixture(tune: impl FnOnce(&mut Config)) -> Fixture {
+    fixture_with(tune, None).await
+}
+
+/// The bridge and the fake runtime, before any session.
+async fn bridge_on_fake(tune: impl FnOnce(&mut Config)) -> (FakeRuntime, Running, Client) {
     let fake = FakeRuntime::start().await;
     let mut cfg = test_config();
     cfg.runtime.connect = Some(fake.addr.to_string());
@@ -35,7 +40,13 @@ async fn fixture(tune: impl FnOnce(&mut Config)) -> Fixture {
     tune(&mut cfg);
     let bridge = app::start(Arc::new(cfg), Agent::Copilot).await.unwrap();
     let client = initialized(&bridge, "ide").await;
-    create_session(&client, "ahp-session:/f", None).await;
+    (fake, bridge, client)
+}
+
+/// As [`fixture`], the session created with `active` as its active client.
+async fn fixture_with(tune: impl FnOnce(&mut Config), active: Option<Value>) -> Fixture {
+    let (fake, bridge, client) = bridge_on_fake(tune).await;
+    create_session(&client, "ahp-session:/f", active).await;
     let mut conn = fake.next_conn().await;
     let create = conn.call_of("session.create").await;
     let runtime_id = create["params"]["sessionId"].as_str().unwrap().to_owned();
@@ -218,4 +229,123 @@ async fn a_runtime_that_stops_answering_is_replaced() {
     f.conn.call_of("session.send").await;
     f.conn.event(&f.runtime_id, "session.idle", json!({}));
     assert_eq!(wait_turn_end(&mut sub, "t2").await.kind, "complete");
+}
+
+/// Waits for the session's creation outcome; returns the error message if it failed.
+async fn creation_outcome(client: &Client, uri: &str) -> Option<String> {
+    use ahp::SubscriptionEvent;
+    use ahp_types::actions::StateAction;
+    let (_, mut sub) = client.subscribe(uri.into()).await.unwrap();
+    let snap = raw_subscribe(client, uri).await;
+    match snap["snapshot"]["state"]["lifecycle"].as_str() {
+        Some("ready") => return None,
+        Some("failed") => {
+            return Some(snap["snapshot"]["state"]["creationError"]["message"].to_string())
+        }
+        _ => {}
+    }
+    tokio::time::timeout(DEADLINE, async {
+        loop {
+            match sub.recv().await {
+                Some(SubscriptionEvent::Action(env)) => match env.action {
+                    StateAction::SessionReady(_) => return None,
+                    StateAction::SessionCreationFailed(f) => return Some(f.error.message),
+                    _ => {}
+                },
+                Some(_) => {}
+                None => panic!("subscription ended"),
+            }
+        }
+    })
+    .await
+    .expect("creation outcome within the deadline")
+}
+
+#[tokio::test]
+async fn another_protocol_version_is_refused_with_a_clear_error() {
+    let (fake, _bridge, client) = bridge_on_fake(|_| {}).await;
+    fake.set(
+        "connect",
+        Answer::Reply(json!({"protocolVersion": 2, "version": "old"})),
+    );
+    create_session(&client, "ahp-session:/old", None).await;
+    let err = creation_outcome(&client, "ahp-session:/old")
+        .await
+        .expect("creation fails");
+    assert!(
+        err.contains("protocol version 2") && err.contains("only 3"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_runtime_without_connect_is_greeted_with_ping() {
+    let (fake, _bridge, client) = bridge_on_fake(|_| {}).await;
+    fake.set(
+        "connect",
+        Answer::Error(-32601, "Method not found: connect"),
+    );
+    create_session(&client, "ahp-session:/ping", None).await;
+    let mut conn = fake.next_conn().await;
+    conn.call_of("ping").await;
+    assert_eq!(creation_outcome(&client, "ahp-session:/ping").await, None);
+}
+
+#[tokio::test]
+async fn a_refused_create_is_creation_failed_with_the_runtimes_message() {
+    let (fake, _bridge, client) = bridge_on_fake(|_| {}).await;
+    fake.set(
+        "session.create",
+        Answer::Error(-32603, "model gpt-9 is not available"),
+    );
+    create_session(&client, "ahp-session:/no", None).await;
+    let err = creation_outcome(&client, "ahp-session:/no")
+        .await
+        .expect("creation fails");
+    assert!(err.contains("model gpt-9 is not available"), "{err}");
+}
+
+#[tokio::test]
+async fn a_client_tool_whose_owner_is_gone_fails_with_a_clear_message() {
+    use ahp_types::actions::StateAction;
+    let tool =
+        json!({"name": "lookup", "description": "Looks up", "inputSchema": {"type": "object"}});
+    let mut f = fixture_with(
+        |c| c.server.client_grace = Duration::from_millis(200),
+        Some(json!({"clientId": "ide", "tools": [tool]})),
+    )
+    .await;
+    let watcher = initialized(&f._bridge, "watcher").await;
+    let (_, mut sub) = watcher.subscribe("ahp-chat:/f".into()).await.unwrap();
+    let _turn = f.start_turn("t1", "look it up").await;
+    f.conn.call_of("session.send").await;
+    f.conn.event(
+        &f.runtime_id,
+        "external_tool.requested",
+        json!({"requestId": "r-1", "toolCallId": "tc-1", "toolName": "lookup", "arguments": {}}),
+    );
+    support::e2e::wait_action(&mut sub, |a| {
+        matches!(a, StateAction::ChatToolCallStart(s) if s.tool_call_id == "tc-1").then_some(())
+    })
+    .await;
+    // The owner goes away and does not come back within its grace.
+    drop(f.client);
+    let answer = f.conn.call_of("session.tools.handlePendingToolCall").await;
+    let p = &answer["params"];
+    assert_eq!(p["requestId"], "r-1");
+    assert_eq!(p["result"]["resultType"], "failure", "{p}");
+    assert!(
+        p["result"]["textResultForLlm"]
+            .as_str()
+            .unwrap()
+            .contains("left"),
+        "{p}"
+    );
+    let done = support::e2e::wait_action(&mut sub, |a| match a {
+        StateAction::ChatToolCallComplete(c) if c.tool_call_id == "tc-1" => Some(c.clone()),
+        _ => None,
+    })
+    .await;
+    let result = serde_json::to_value(&done.result).unwrap();
+    assert_eq!(result["success"], false, "{result}");
 }

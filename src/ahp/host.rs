@@ -49,6 +49,9 @@ pub trait Backend: Send + Sync + 'static {
     fn session_disposed(&self, session: &str);
     /// A client action was applied to `channel` of `session` (already echoed).
     fn client_action(&self, session: &str, channel: &str, action: &Value, client_id: &str);
+    /// An active client left `session`: it removed itself, or its grace
+    /// period ran out after it disconnected.
+    fn active_client_removed(&self, _session: &str, _client_id: &str) {}
 }
 
 /// A backend without an agent: sessions become ready at once, turns do nothing.
@@ -279,10 +282,13 @@ impl Host {
         };
         for s in sessions {
             info!(client_id = %client, session = %s, "grace period over; removing active client");
-            let _ = self.server_action(
+            let removed = self.server_action(
                 &s,
                 json!({"type": "session/activeClientRemoved", "clientId": client}),
             );
+            if let (Ok(_), Some(b)) = (removed, self.backend()) {
+                b.active_client_removed(&s, &client);
+            }
         }
     }
 
@@ -800,6 +806,11 @@ impl Host {
             Ok(session) => {
                 if let (Some(b), Some(s)) = (self.backend(), session) {
                     b.client_action(&s, &channel, &action, &client_id);
+                    if action["type"] == "session/activeClientRemoved" {
+                        if let Some(gone) = action["clientId"].as_str() {
+                            b.active_client_removed(&s, gone);
+                        }
+                    }
                 }
             }
             Err(reason) => {

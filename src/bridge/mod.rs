@@ -867,6 +867,10 @@ impl Backend for Bridge {
         }
     }
 
+    fn active_client_removed(&self, session: &str, client_id: &str) {
+        self.on_client_removed(session, client_id);
+    }
+
     fn client_action(&self, session: &str, channel: &str, action: &Value, _client_id: &str) {
         match action["type"].as_str().unwrap_or_default() {
             "chat/turnStarted" => {
@@ -890,9 +894,6 @@ impl Backend for Bridge {
             "chat/toolCallConfirmed" => self.on_confirmed(session, action),
             "chat/toolCallComplete" => self.on_client_tool_complete(session, action),
             "chat/inputCompleted" => self.on_input_completed(session, action),
-            "session/activeClientRemoved" => {
-                self.on_client_removed(session, action["clientId"].as_str().unwrap_or_default())
-            }
             _ => {}
         }
     }

@@ -18,6 +18,8 @@ use super::DEADLINE;
 #[derive(Clone)]
 pub enum Answer {
     Reply(Value),
+    /// A JSON-RPC error (code, message).
+    Error(i64, &'static str),
     /// Never answer.
     Ignore,
 }
@@ -79,13 +81,16 @@ impl FakeRuntime {
                     while let Some(msg) = read_frame(&mut r).await {
                         if let (Some(id), Some(method)) = (msg.get("id"), msg["method"].as_str()) {
                             let answer = a.lock().unwrap().get(method).cloned();
-                            let reply = match answer {
+                            let ok = |v: Value| json!({"jsonrpc": "2.0", "id": id, "result": v});
+                            let resp = match answer {
                                 Some(Answer::Ignore) => None,
-                                Some(Answer::Reply(v)) => Some(v),
-                                None => default_answer(method, &msg["params"]),
+                                Some(Answer::Error(code, message)) => Some(
+                                    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
+                                ),
+                                Some(Answer::Reply(v)) => Some(ok(v)),
+                                None => default_answer(method, &msg["params"]).map(ok),
                             };
-                            if let Some(result) = reply {
-                                let resp = json!({"jsonrpc": "2.0", "id": id, "result": result});
+                            if let Some(resp) = resp {
                                 let _ = out.send(frame(&resp.to_string()));
                             }
                         }
