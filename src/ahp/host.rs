@@ -287,7 +287,7 @@ impl Host {
                 json!({"type": "session/activeClientRemoved", "clientId": client}),
             );
             if let (Ok(_), Some(b)) = (removed, self.backend()) {
-                b.active_client_removed(&s, &client);
+                b.active_client_removed(&s, client);
             }
         }
     }
