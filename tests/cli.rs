@@ -1,6 +1,10 @@
-//! The binary: config errors name the key and exit non-zero; the example config is valid.
+//! The binary: config errors name the key and exit non-zero; the example
+//! config is valid; `demo` serves a whole conversation and stops on Ctrl-C.
 
-use std::process::Command;
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ahp-copilot-bridge"))
@@ -45,4 +49,51 @@ fn bad_configs_exit_non_zero_naming_the_key() {
             assert!(err.contains(needle), "{args:?} {text}: {err}");
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_serves_a_conversation_and_stops_on_ctrl_c() {
+    let mut child = bin()
+        .args(["demo", "--listen", "127.0.0.1:0"])
+        .env("AHP_BRIDGE_LOG", "warn")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if let Some(addr) = line.strip_prefix("listening on ws://") {
+                let _ = tx.send(addr.to_owned());
+            }
+        }
+    });
+    let addr: std::net::SocketAddr = rx
+        .recv_timeout(support::DEADLINE)
+        .expect("the demo says where it listens")
+        .parse()
+        .unwrap();
+    let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{addr}"))
+        .await
+        .unwrap();
+    let c = ahp::Client::connect(t, ahp::ClientConfig::default())
+        .await
+        .unwrap();
+    c.initialize("demo-test".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .unwrap();
+    support::e2e::ready_session(&c, "ahp-session:/demo", None).await;
+    let end = support::e2e::run_turn(&c, "demo", "t1", "hello").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    assert_eq!(end.text, ahp_copilot_bridge::demo::model::DEFAULT_REPLY);
+    let sent = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = tokio::task::spawn_blocking(move || child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "{status:?}");
 }
