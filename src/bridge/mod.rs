@@ -421,7 +421,8 @@ impl Bridge {
     // ── runtime -> AHP ───────────────────────────────────────────────────
 
     fn on_event(&self, runtime_id: &str, ty: &str, data: &Value) {
-        debug!(runtime_id, ty, data = %data, "runtime event");
+        // Events carry prompt text: their data only at trace.
+        tracing::trace!(runtime_id, ty, data = %data, "runtime event");
         let Some(uri) = self.ahp_of(runtime_id) else {
             debug!(runtime_id, ty, "event for an unknown runtime session");
             return;
