@@ -65,8 +65,7 @@ async fn client_tool_round_trip() {
     });
     st.model.push(Reply::Text("It is sunny in Oslo.".into()));
     let chat = "ahp-chat:/tool";
-    let (_, mut sub) = c.subscribe(chat.into()).await.unwrap();
-    dispatch_raw(&c, chat, 1, json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": "weather?", "origin": {"kind": "user"}}})).await;
+    let mut sub = start_turn(&c, "tool", "t1", "weather?").await;
     // The bridge starts a tool call owned by this client; the client completes it.
     let call_id = tokio::time::timeout(DEADLINE * 3, async {
         loop {
@@ -113,8 +112,7 @@ async fn permission_turn(approved: bool) -> (TurnEnd, Vec<serde_json::Value>, bo
     st.model.push(shell_call());
     st.model.push(Reply::Text("Done.".into()));
     let chat = "ahp-chat:/perm";
-    let (_, mut sub) = c.subscribe(chat.into()).await.unwrap();
-    dispatch_raw(&c, chat, 1, json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": "run it", "origin": {"kind": "user"}}})).await;
+    let mut sub = start_turn(&c, "perm", "t1", "run it").await;
     // The runtime announces the call, then asks: the call awaits confirmation.
     let ready = wait_action(&mut sub, |a| match a {
         StateAction::ChatToolCallReady(r) if r.confirmed.is_none() => Some(r.clone()),
@@ -169,8 +167,7 @@ async fn a_turn_cancelled_mid_stream_stops_and_the_next_turn_works() {
         delay: Duration::from_millis(50),
     });
     let chat = "ahp-chat:/cancel";
-    let (_, mut sub) = c.subscribe(chat.into()).await.unwrap();
-    dispatch_raw(&c, chat, 1, json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": "count", "origin": {"kind": "user"}}})).await;
+    let mut sub = start_turn(&c, "cancel", "t1", "count").await;
     wait_action(&mut sub, |a| {
         matches!(a, StateAction::ChatDelta(_)).then_some(())
     })
@@ -208,8 +205,7 @@ async fn the_agent_asks_the_user_and_gets_the_answer() {
     });
     st.model.push(Reply::Text("Blue it is.".into()));
     let chat = "ahp-chat:/ask";
-    let (_, mut sub) = c.subscribe(chat.into()).await.unwrap();
-    dispatch_raw(&c, chat, 1, json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": "pick one", "origin": {"kind": "user"}}})).await;
+    let mut sub = start_turn(&c, "ask", "t1", "pick one").await;
     let request = wait_action(&mut sub, |a| match a {
         StateAction::ChatInputRequested(r) => Some(r.request.clone()),
         _ => None,
@@ -249,7 +245,6 @@ async fn the_agent_asks_the_user_and_gets_the_answer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runtime_killed_mid_turn_ends_it_with_an_error_and_the_next_turn_works() {
     use ahp_types::actions::StateAction;
-    use serde_json::json;
     use std::time::Duration;
     let st = start_stack(|_| {}).await;
     let c = initialized(&st.bridge, "ide").await;
@@ -260,9 +255,7 @@ async fn the_runtime_killed_mid_turn_ends_it_with_an_error_and_the_next_turn_wor
         chunks: vec!["tick ".to_owned(); 600],
         delay: Duration::from_millis(50),
     });
-    let chat = "ahp-chat:/kill";
-    let (_, mut sub) = c.subscribe(chat.into()).await.unwrap();
-    dispatch_raw(&c, chat, 1, json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": "count", "origin": {"kind": "user"}}})).await;
+    let mut sub = start_turn(&c, "kill", "t1", "count").await;
     wait_action(&mut sub, |a| {
         matches!(a, StateAction::ChatDelta(_)).then_some(())
     })

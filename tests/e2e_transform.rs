@@ -455,9 +455,7 @@ async fn a_request_in_flight_is_not_redirected_when_the_active_client_changes() 
     });
     let seen_b = answer_transforms(&b, "rewrite");
     ready_session(&a, "ahp-session:/mid", Some(client_entry("a", &["tone"]))).await;
-    let chat = "ahp-chat:/mid";
-    let (_, mut sub) = a.subscribe(chat.into()).await.unwrap();
-    dispatch_raw(&a, chat, 1, json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": "hi", "origin": {"kind": "user"}}})).await;
+    let mut sub = start_turn(&a, "mid", "t1", "hi").await;
     tokio::time::timeout(DEADLINE, asked_rx.recv())
         .await
         .expect("a is asked")

@@ -68,9 +68,7 @@ async fn fixture_with(tune: impl FnOnce(&mut Config), active: Option<Value>) -> 
 
 impl Fixture {
     async fn start_turn(&self, turn: &str, text: &str) -> ahp::SessionSubscription {
-        let (_, sub) = self.client.subscribe("ahp-chat:/f".into()).await.unwrap();
-        dispatch_raw(&self.client, "ahp-chat:/f", 1, json!({"type": "chat/turnStarted", "turnId": turn, "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": text, "origin": {"kind": "user"}}})).await;
-        sub
+        support::e2e::start_turn(&self.client, "f", turn, text).await
     }
 
     /// A whole turn the fake runtime answers with `reply`.

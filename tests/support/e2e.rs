@@ -69,11 +69,23 @@ pub struct TurnEnd {
     pub error: Option<String>,
 }
 
+/// Subscribes to the chat of `ahp-session:/{session_id}` and starts a turn;
+/// the subscription sees every action of the turn.
+pub async fn start_turn(
+    c: &Client,
+    session_id: &str,
+    turn_id: &str,
+    prompt: &str,
+) -> ahp::SessionSubscription {
+    let chat = format!("ahp-chat:/{session_id}");
+    let (_, sub) = c.subscribe(chat.clone()).await.unwrap();
+    dispatch_raw(c, &chat, 1, json!({"type": "chat/turnStarted", "turnId": turn_id, "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": prompt, "origin": {"kind": "user"}}})).await;
+    sub
+}
+
 /// Starts a turn and waits for its end on the chat channel.
 pub async fn run_turn(c: &Client, session_id: &str, turn_id: &str, prompt: &str) -> TurnEnd {
-    let chat = format!("ahp-chat:/{session_id}");
-    let (_, mut sub) = c.subscribe(chat.clone()).await.unwrap();
-    dispatch_raw(c, &chat, 1, json!({"type": "chat/turnStarted", "turnId": turn_id, "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": prompt, "origin": {"kind": "user"}}})).await;
+    let mut sub = start_turn(c, session_id, turn_id, prompt).await;
     wait_turn_end(&mut sub, turn_id).await
 }
 
