@@ -80,11 +80,17 @@ async fn client_tool_round_trip() {
     })
     .await
     .expect("tool call started");
+    let session = raw_subscribe(&c, "ahp-session:/tool").await;
+    let needed = &session["snapshot"]["state"]["inputNeeded"][0];
+    assert_eq!(needed["kind"], "toolClientExecution", "{session}");
+    assert_eq!(needed["clientId"], "ide");
+    assert_eq!(needed["toolCall"]["toolCallId"], call_id.as_str());
     dispatch_raw(&c, chat, 2, json!({"type": "chat/toolCallComplete", "turnId": "t1", "toolCallId": call_id,
         "result": {"success": true, "pastTenseMessage": "Looked up", "content": [{"type": "text", "text": "SUNNY-21C"}]}})).await;
     let end = wait_turn_end(&mut sub, "t1").await;
     assert_eq!(end.kind, "complete", "{end:?}");
     assert!(end.text.contains("sunny"), "{end:?}");
+    assert_no_input_needed(&c, "ahp-session:/tool").await;
     let last = st.model.requests().last().unwrap().to_string();
     assert!(
         last.contains("SUNNY-21C"),
@@ -128,8 +134,17 @@ async fn permission_turn(approved: bool) -> (TurnEnd, Vec<serde_json::Value>, bo
         !st.dir.path().join("ran.txt").exists(),
         "nothing runs before the answer"
     );
+    // Clients watching only the session see what it waits on.
+    let session = raw_subscribe(&c, "ahp-session:/perm").await;
+    let needed = &session["snapshot"]["state"]["inputNeeded"][0];
+    assert_eq!(needed["kind"], "toolConfirmation", "{session}");
+    assert_eq!(
+        needed["toolCall"]["toolCallId"],
+        ready.tool_call_id.as_str()
+    );
     dispatch_raw(&c, chat, 2, json!({"type": "chat/toolCallConfirmed", "turnId": "t1", "toolCallId": ready.tool_call_id, "approved": approved})).await;
     let end = wait_turn_end(&mut sub, "t1").await;
+    assert_no_input_needed(&c, "ahp-session:/perm").await;
     let ran = std::fs::read_to_string(st.dir.path().join("ran.txt")).ok();
     if let Some(out) = &ran {
         assert_eq!(out.trim(), "42-ran");
@@ -233,13 +248,7 @@ async fn the_agent_asks_the_user_and_gets_the_answer() {
         .expect("the model got the tool result")
         .to_string();
     assert!(tool_result.contains("blue"), "{tool_result}");
-    let session = raw_subscribe(&c, "ahp-session:/ask").await;
-    assert!(
-        session["snapshot"]["state"]["inputNeeded"]
-            .as_array()
-            .map_or(true, |a| a.is_empty()),
-        "answered questions leave the session: {session}"
-    );
+    assert_no_input_needed(&c, "ahp-session:/ask").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

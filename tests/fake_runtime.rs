@@ -326,6 +326,11 @@ async fn a_client_tool_whose_owner_is_gone_fails_with_a_clear_message() {
         matches!(a, StateAction::ChatToolCallStart(s) if s.tool_call_id == "tc-1").then_some(())
     })
     .await;
+    let session = raw_subscribe(&watcher, "ahp-session:/f").await;
+    assert_eq!(
+        session["snapshot"]["state"]["inputNeeded"][0]["kind"], "toolClientExecution",
+        "{session}"
+    );
     // The owner goes away and does not come back within its grace.
     drop(f.client);
     let answer = f.conn.call_of("session.tools.handlePendingToolCall").await;
@@ -346,4 +351,5 @@ async fn a_client_tool_whose_owner_is_gone_fails_with_a_clear_message() {
     .await;
     let result = serde_json::to_value(&done.result).unwrap();
     assert_eq!(result["success"], false, "{result}");
+    support::e2e::assert_no_input_needed(&watcher, "ahp-session:/f").await;
 }

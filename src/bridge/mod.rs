@@ -5,7 +5,7 @@
 pub mod input;
 pub mod session;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -54,6 +54,9 @@ struct Ctl {
     /// The runtime's questions awaiting a client's answer, by AHP request id;
     /// dropping one answers the runtime "no response".
     inputs: HashMap<String, PendingInput>,
+    /// Tool calls mirrored into the session's `inputNeeded` (confirmations and
+    /// client executions), by tool call id.
+    mirrored: HashSet<String>,
     /// Serializes turn starts and re-binds of this session.
     gate: Arc<tokio::sync::Mutex<()>>,
 }
@@ -170,10 +173,12 @@ impl Bridge {
     fn runtime_lost(&self, generation: u64) {
         warn!(generation, "the runtime exited or stopped answering");
         let mut ended = Vec::new();
-        for ctl in self.sessions().values_mut() {
+        let mut settled = Vec::new();
+        for (uri, ctl) in self.sessions().iter_mut() {
             if ctl.generation != generation {
                 continue;
             }
+            settled.push((uri.clone(), unmirror_all(ctl)));
             ctl.bound = None;
             ctl.busy = false;
             ctl.idle.notify_waiters();
@@ -194,6 +199,9 @@ impl Bridge {
         }
         for (chat, actions) in ended {
             self.emit(&chat, actions);
+        }
+        for (uri, actions) in settled {
+            self.emit(&uri, actions);
         }
         let me = self.me.clone();
         tokio::spawn(async move {
@@ -327,6 +335,7 @@ impl Bridge {
                 permissions: HashMap::new(),
                 client_tools: HashMap::new(),
                 inputs: HashMap::new(),
+                mirrored: HashSet::new(),
                 gate: Arc::new(tokio::sync::Mutex::new(())),
             },
         );
@@ -397,13 +406,15 @@ impl Bridge {
     fn end_turn_with_error(&self, uri: &str, kind: &str, message: &str) {
         let out = self.sessions().get_mut(uri).and_then(|c| {
             c.busy = false;
+            let settled = unmirror_all(c);
             c.turn.take().map(|mut t| {
                 let d = ms(t.started.elapsed());
-                (t.chat.clone(), t.mapper.error(kind, message, d))
+                (t.chat.clone(), t.mapper.error(kind, message, d), settled)
             })
         });
-        if let Some((chat, actions)) = out {
+        if let Some((chat, actions, settled)) = out {
             self.emit(&chat, actions);
+            self.emit(uri, settled);
         }
     }
 
@@ -456,12 +467,59 @@ impl Bridge {
             };
             let actions = t.mapper.map(ty, data, ms(t.started.elapsed()));
             let chat = t.chat.clone();
+            let mut settled = Vec::new();
             if t.mapper.ended {
                 c.turn = None;
+                settled = unmirror_all(c);
             }
-            (chat, actions)
+            (chat, actions, settled)
         };
         self.emit(&out.0, out.1);
+        self.emit(&uri, out.2);
+    }
+
+    /// Mirrors a tool call that waits on a client (its confirmation, or its
+    /// execution by the owning client) into the session's `inputNeeded`, so
+    /// that clients subscribed only to the session see it. The entry carries
+    /// the tool call as the chat state has it now.
+    fn mirror_tool(&self, uri: &str, chat: &str, tool_call_id: &str, executor: Option<&str>) {
+        let Some(host) = self.host() else { return };
+        let Some(state) = host.snapshot(chat).map(|mut s| s["state"].take()) else {
+            return;
+        };
+        let Some((turn_id, tool_call)) = pending_tool_call(&state, tool_call_id) else {
+            return;
+        };
+        let id = mirror_id(tool_call_id);
+        let mut request = json!({"id": id, "chat": chat, "turnId": turn_id, "toolCall": tool_call});
+        match executor {
+            Some(client) => {
+                request["kind"] = json!("toolClientExecution");
+                request["clientId"] = json!(client);
+            }
+            None => request["kind"] = json!("toolConfirmation"),
+        }
+        if let Some(c) = self.sessions().get_mut(uri) {
+            c.mirrored.insert(tool_call_id.to_owned());
+        }
+        self.emit(
+            uri,
+            vec![json!({"type": "session/inputNeededSet", "request": request})],
+        );
+    }
+
+    /// Takes a tool call out of the session's `inputNeeded` (answered, done).
+    fn unmirror_tool(&self, uri: &str, tool_call_id: &str) {
+        let was = self
+            .sessions()
+            .get_mut(uri)
+            .is_some_and(|c| c.mirrored.remove(tool_call_id));
+        if was {
+            self.emit(
+                uri,
+                vec![json!({"type": "session/inputNeededRemoved", "id": mirror_id(tool_call_id)})],
+            );
+        }
     }
 
     fn client_tool_owner(&self, uri: &str, name: &str) -> Option<String> {
@@ -521,7 +579,10 @@ impl Bridge {
             })
         };
         match out {
-            Some((chat, actions)) => self.emit(&chat, actions),
+            Some((chat, actions)) => {
+                self.emit(&chat, actions);
+                self.mirror_tool(uri, &chat, &tool_call_id, None);
+            }
             None => {
                 // No turn to ask in: deny rather than leave the runtime waiting.
                 let params = permission_answer(runtime_id, &request_id, false);
@@ -581,6 +642,9 @@ impl Bridge {
         };
         if let Some((chat, actions)) = out {
             self.emit(&chat, actions);
+            if let (true, Some(o)) = (present, &owner) {
+                self.mirror_tool(uri, &chat, &tool_call_id, Some(o));
+            }
         }
         if !present {
             let text = format!("Tool {name} is unavailable: the client that provides it is gone.");
@@ -605,6 +669,7 @@ impl Bridge {
             }
             (c.runtime_id.clone(), c.client_tools.remove(id))
         };
+        self.unmirror_tool(uri, id);
         let Some((request_id, _)) = request else {
             return;
         };
@@ -642,6 +707,7 @@ impl Bridge {
         }) else {
             return;
         };
+        self.unmirror_tool(uri, id);
         let params = permission_answer(&runtime_id, &request_id, approved);
         self.spawn_call("session.permissions.handlePendingPermissionRequest", params);
     }
@@ -711,15 +777,18 @@ impl Bridge {
     /// runtime waits on is answered (denied, failed), then the runtime aborts.
     fn on_cancelled(&self, uri: &str) {
         const WHY: &str = "the turn was cancelled";
-        let Some((runtime_id, permissions, tools)) = self.sessions().get_mut(uri).map(|c| {
-            c.turn = None;
-            c.inputs.clear();
-            let p: Vec<String> = c.permissions.drain().map(|(_, r)| r).collect();
-            let t: Vec<String> = c.client_tools.drain().map(|(_, (r, _))| r).collect();
-            (c.runtime_id.clone(), p, t)
-        }) else {
+        let Some((runtime_id, permissions, tools, settled)) =
+            self.sessions().get_mut(uri).map(|c| {
+                c.turn = None;
+                c.inputs.clear();
+                let p: Vec<String> = c.permissions.drain().map(|(_, r)| r).collect();
+                let t: Vec<String> = c.client_tools.drain().map(|(_, (r, _))| r).collect();
+                (c.runtime_id.clone(), p, t, unmirror_all(c))
+            })
+        else {
             return;
         };
+        self.emit(uri, settled);
         let Some(me) = self.me.upgrade() else { return };
         tokio::spawn(async move {
             for request_id in permissions {
@@ -741,7 +810,7 @@ impl Bridge {
     /// and towards the runtime.
     fn on_client_removed(&self, uri: &str, client_id: &str) {
         const WHY: &str = "the client that provides this tool left";
-        let (runtime_id, chat, actions, requests) = {
+        let (runtime_id, chat, actions, gone, requests) = {
             let mut s = self.sessions();
             let Some(c) = s.get_mut(uri) else { return };
             let gone: Vec<String> = c
@@ -763,10 +832,13 @@ impl Bridge {
                 ),
                 None => (None, Vec::new()),
             };
-            (c.runtime_id.clone(), chat, actions, requests)
+            (c.runtime_id.clone(), chat, actions, gone, requests)
         };
         if let Some(chat) = chat {
             self.emit(&chat, actions);
+        }
+        for id in &gone {
+            self.unmirror_tool(uri, id);
         }
         for request_id in requests {
             self.answer_tool(
@@ -825,6 +897,28 @@ async fn watchdog(conn: Arc<RuntimeConn>, interval: Duration, timeout: Duration)
             }
         }
     }
+}
+
+fn mirror_id(tool_call_id: &str) -> String {
+    format!("tool-{tool_call_id}")
+}
+
+/// Removal actions for everything a session has mirrored (its turn ended).
+fn unmirror_all(c: &mut Ctl) -> Vec<Value> {
+    c.mirrored
+        .drain()
+        .map(|id| json!({"type": "session/inputNeededRemoved", "id": mirror_id(&id)}))
+        .collect()
+}
+
+/// The active turn's id and the JSON of one of its tool calls, from a chat state.
+fn pending_tool_call(chat_state: &Value, tool_call_id: &str) -> Option<(String, Value)> {
+    let turn = &chat_state["activeTurn"];
+    let part = turn["responseParts"]
+        .as_array()?
+        .iter()
+        .find(|p| p["toolCall"]["toolCallId"] == tool_call_id)?;
+    Some((turn["id"].as_str()?.to_owned(), part["toolCall"].clone()))
 }
 
 /// Params of `session.tools.handlePendingToolCall`.

@@ -148,3 +148,14 @@ pub async fn wait_action<T>(
     .await
     .expect("action within the deadline")
 }
+
+/// The session waits on nothing: its `inputNeeded` is absent or empty.
+pub async fn assert_no_input_needed(c: &Client, session: &str) {
+    let snap = raw_subscribe(c, session).await;
+    assert!(
+        snap["snapshot"]["state"]["inputNeeded"]
+            .as_array()
+            .map_or(true, |a| a.is_empty()),
+        "nothing left in inputNeeded: {snap}"
+    );
+}
