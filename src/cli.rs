@@ -57,11 +57,8 @@ pub async fn demo(listen: SocketAddr) -> anyhow::Result<()> {
     cfg.audit.path = Some(state.join("audit.jsonl"));
     offline_runtime(&mut cfg, &model.base_url(), &state);
     let running = app::start(Arc::new(cfg), Agent::Copilot).await?;
-    eprintln!(
-        "scripted model on {} (answers: {:?})",
-        model.base_url(),
-        crate::demo::model::DEFAULT_REPLY
-    );
+    eprintln!("scripted model on {}", model.base_url());
+    eprintln!("in a turn, {}", crate::demo::model::DEMO_HELP);
     eprintln!("audit log: {}", state.join("audit.jsonl").display());
     eprintln!("listening on ws://{}", running.addr);
     eprintln!(

@@ -86,6 +86,19 @@ async fn demo_serves_a_conversation_and_stops_on_ctrl_c() {
     let end = support::e2e::run_turn(&c, "demo", "t1", "hello").await;
     assert_eq!(end.kind, "complete", "{end:?}");
     assert_eq!(end.text, ahp_copilot_bridge::demo::model::DEFAULT_REPLY);
+    // The demo model calls the runtime's shell on "run: ..."; approve it.
+    let mut sub = support::e2e::start_turn(&c, "demo", "t2", "run: echo demo-$((6*7))").await;
+    let ready = support::e2e::wait_action(&mut sub, |a| match a {
+        ahp_types::actions::StateAction::ChatToolCallReady(r) if r.confirmed.is_none() => {
+            Some(r.tool_call_id.clone())
+        }
+        _ => None,
+    })
+    .await;
+    support::dispatch_raw(&c, "ahp-chat:/demo", 2, serde_json::json!({"type": "chat/toolCallConfirmed", "turnId": "t2", "toolCallId": ready, "approved": true})).await;
+    let end = support::e2e::wait_turn_end(&mut sub, "t2").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    assert!(end.text.contains("demo-42"), "{end:?}");
     let sent = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()

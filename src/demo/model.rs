@@ -87,12 +87,12 @@ impl ScriptedModel {
         self.lock().requests.clone()
     }
 
-    /// Waits until at least `n` requests arrived, up to `deadline`.
     /// How many streamed answers the caller stopped reading before the end.
     pub fn abandoned(&self) -> usize {
         self.lock().abandoned
     }
 
+    /// Waits until at least `n` requests arrived, up to `deadline`.
     pub async fn wait_requests(&self, n: usize, deadline: Duration) -> Option<Vec<Value>> {
         tokio::time::timeout(deadline, async {
             loop {
@@ -149,6 +149,7 @@ impl ScriptedModel {
             return respond(&mut s, 404, "text/plain", b"not found").await;
         }
         let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        let req_copy = req.clone();
         let model = req["model"].as_str().unwrap_or("gpt-4.1").to_owned();
         let reply = {
             let mut g = self.lock();
@@ -156,7 +157,7 @@ impl ScriptedModel {
             g.script.pop_front()
         };
         self.arrived.notify_waiters();
-        let reply = reply.unwrap_or_else(|| Reply::Text(DEFAULT_REPLY.into()));
+        let reply = reply.unwrap_or_else(|| unscripted_reply(&req_copy));
         debug!(?reply, "scripted model answers");
         let (chunks, delay, finish) = match reply {
             Reply::Status(code) => {
@@ -199,6 +200,65 @@ impl ScriptedModel {
     }
 }
 
+/// The prompts the model understands when nothing is scripted (the demo).
+pub const DEMO_HELP: &str = "say 'run: COMMAND' (the agent asks permission to run it), 'ask: QUESTION? A, B' (the agent asks you), or anything else (a greeting)";
+
+/// What the model answers when nothing is scripted: a greeting, or, on
+/// `run: ...` / `ask: ...`, a call of the runtime's shell or ask-user tool;
+/// after a tool ran, its result, quoted.
+pub fn unscripted_reply(request: &Value) -> Reply {
+    let Some(last) = request["messages"].as_array().and_then(|m| m.last()) else {
+        return Reply::Text(DEFAULT_REPLY.into());
+    };
+    if last["role"] == "tool" {
+        let out: String = text_of(&last["content"]).chars().take(400).collect();
+        return Reply::Text(format!("The tool said: {}", out.trim()));
+    }
+    // The runtime puts context (e.g. the time) before what the user typed.
+    let said = text_of(&last["content"]);
+    let said = said.lines().last().unwrap_or_default().trim();
+    if let Some(command) = said.strip_prefix("run:") {
+        return Reply::ToolCall {
+            name: "bash".into(),
+            arguments: json!({"command": command.trim(), "description": "Run the command the user gave"}),
+        };
+    }
+    if let Some(ask) = said.strip_prefix("ask:") {
+        let (question, choices) = match ask.split_once('?') {
+            Some((q, c)) => (
+                format!("{}?", q.trim()),
+                c.split(',')
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .collect::<Vec<_>>(),
+            ),
+            None => (ask.trim().to_owned(), vec![]),
+        };
+        let mut arguments = json!({"question": question});
+        if !choices.is_empty() {
+            arguments["choices"] = json!(choices);
+        }
+        return Reply::ToolCall {
+            name: "ask_user".into(),
+            arguments,
+        };
+    }
+    Reply::Text(DEFAULT_REPLY.into())
+}
+
+/// A message's text: a string, or the text parts of a list.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
 fn split(t: &str) -> Vec<String> {
     let chars: Vec<char> = t.chars().collect();
     chars.chunks(8).map(|c| c.iter().collect()).collect()
@@ -227,4 +287,48 @@ async fn respond(s: &mut TcpStream, code: u16, ctype: &str, body: &[u8]) -> std:
     s.write_all(head.as_bytes()).await?;
     s.write_all(body).await?;
     s.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user(text: &str) -> Value {
+        json!({"messages": [{"role": "system", "content": "sys"},
+            {"role": "user", "content": format!("<current_datetime>now</current_datetime>\n\n{text}")}]})
+    }
+
+    #[test]
+    fn unscripted_replies() {
+        assert!(matches!(unscripted_reply(&user("hello")), Reply::Text(t) if t == DEFAULT_REPLY));
+        match unscripted_reply(&user("run: ls -l")) {
+            Reply::ToolCall { name, arguments } => {
+                assert_eq!(name, "bash");
+                assert_eq!(arguments["command"], "ls -l");
+            }
+            other => panic!("{other:?}"),
+        }
+        match unscripted_reply(&user("ask: Which colour? red, blue")) {
+            Reply::ToolCall { name, arguments } => {
+                assert_eq!(name, "ask_user");
+                assert_eq!(
+                    arguments,
+                    json!({"question": "Which colour?", "choices": ["red", "blue"]})
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        match unscripted_reply(&user("ask: your name")) {
+            Reply::ToolCall { arguments, .. } => {
+                assert_eq!(arguments, json!({"question": "your name"}))
+            }
+            other => panic!("{other:?}"),
+        }
+        let after_tool =
+            json!({"messages": [{"role": "tool", "content": [{"type": "text", "text": "42\n"}]}]});
+        assert!(
+            matches!(unscripted_reply(&after_tool), Reply::Text(t) if t == "The tool said: 42")
+        );
+        assert!(matches!(unscripted_reply(&Value::Null), Reply::Text(_)));
+    }
 }
