@@ -11,16 +11,15 @@ fn bin() -> Command {
 }
 
 #[test]
-fn example_config_is_valid() {
-    let out = bin()
-        .args(["config", "check", "config/bridge.toml"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+fn example_configs_are_valid() {
+    for file in ["config/bridge.toml", "deploy/beside-runtime.toml"] {
+        let out = bin().args(["config", "check", file]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{file}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]
