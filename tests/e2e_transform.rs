@@ -87,6 +87,55 @@ fn audit_records(st: &Stack) -> Vec<Value> {
         .collect()
 }
 
+/// Every section of every audit record: its before-hash is that of the text the
+/// runtime sent (as the client was asked it), and its after-hash that of a text
+/// the model received in a system prompt: the original, or the client's rewrite.
+fn assert_audit_matches(st: &Stack, seen: &[&Seen]) {
+    let asked: Vec<(String, String)> = seen
+        .iter()
+        .flat_map(|s| s.lock().unwrap().clone())
+        .flat_map(|p| {
+            p["sections"]
+                .as_object()
+                .unwrap()
+                .iter()
+                .map(|(id, v)| (id.clone(), v["content"].as_str().unwrap().to_owned()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let prompts: Vec<String> = st
+        .model
+        .requests()
+        .iter()
+        .filter_map(ScriptedModel::system_prompt)
+        .collect();
+    let records = audit_records(st);
+    assert!(!records.is_empty(), "there are audit records to check");
+    for sec in records
+        .iter()
+        .flat_map(|r| r["sections"].as_array().unwrap())
+    {
+        let id = sec["id"].as_str().unwrap();
+        let hash = |t: &str| sha256_hex(t.as_bytes());
+        let before = asked
+            .iter()
+            .find(|(i, c)| i == id && hash(c) == sec["sha256Before"])
+            .map(|(_, c)| c.clone())
+            .unwrap_or_else(|| panic!("{id}: the before-hash is no text the runtime sent: {sec}"));
+        let after = [before.clone(), format!("{before}\nMARKER-{id}-REWRITTEN")]
+            .into_iter()
+            .find(|c| hash(c) == sec["sha256After"])
+            .unwrap_or_else(|| {
+                panic!("{id}: the after-hash is neither original nor rewrite: {sec}")
+            });
+        assert_eq!(sec["lenAfter"], after.len());
+        assert!(
+            prompts.iter().any(|p| p.contains(&after)),
+            "{id}: the model never received the audited text"
+        );
+    }
+}
+
 fn last_system_prompt(st: &Stack) -> String {
     ScriptedModel::system_prompt(st.model.requests().last().unwrap()).unwrap()
 }
@@ -134,6 +183,7 @@ async fn opted_in_section_is_rewritten_and_restricted_never_sent() {
     assert_eq!(tone["sha256Before"], sha256_hex(before.as_bytes()));
     assert_eq!(tone["sha256After"], sha256_hex(after.as_bytes()));
     assert_eq!(tone["decision"], "transformed");
+    assert_audit_matches(&st, &[&seen]);
     assert!(
         prompt.contains(&after),
         "the model received exactly the audited text"
@@ -170,6 +220,7 @@ async fn opted_in_section_is_rewritten_and_restricted_never_sent() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_clients_fall_back_to_the_original_within_the_timeout() {
     let st = start_stack(|c| c.policy.transform_timeout = Duration::from_millis(1500)).await;
+    let mut seens = Vec::new();
     for (i, mode, outcome) in [
         (1, "hang", "timeout"),
         (2, "error", "error"),
@@ -202,14 +253,16 @@ async fn failing_clients_fall_back_to_the_original_within_the_timeout() {
         assert_eq!(rec["owners"][0]["outcome"], outcome, "{mode}: {rec}");
         let tone = &rec["sections"][0];
         assert_eq!(tone["sha256Before"], tone["sha256After"], "{mode}");
+        seens.push(seen);
     }
+    assert_audit_matches(&st, &seens.iter().collect::<Vec<_>>());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn extra_ids_are_ignored_and_recorded() {
     let st = start_stack(|_| {}).await;
     let c = initialized(&st.bridge, "ide").await;
-    answer_transforms(&c, "extra");
+    let seen = answer_transforms(&c, "extra");
     ready_session(&c, "ahp-session:/x2", Some(client_entry("ide", &["tone"]))).await;
     assert_eq!(run_turn(&c, "x2", "t1", "hi").await.kind, "complete");
     assert!(!last_system_prompt(&st).contains("sneaky"));
@@ -222,6 +275,7 @@ async fn extra_ids_are_ignored_and_recorded() {
         })
         .unwrap();
     assert_eq!(rec["owners"][0]["ignored"], json!(["not_asked"]));
+    assert_audit_matches(&st, &[&seen]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,6 +300,7 @@ async fn two_clients_each_get_only_their_sections() {
     assert!(
         p.contains("MARKER-tone-REWRITTEN") && p.contains("MARKER-last_instructions-REWRITTEN")
     );
+    assert_audit_matches(&st, &[&seen_a, &seen_b]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,6 +354,7 @@ async fn opting_in_later_is_asked_next_turn_and_opting_out_stops_it() {
         plain,
         "back to the runtime's own prompt, byte for byte"
     );
+    assert_audit_matches(&st, &[&seen]);
 }
 
 /// Runs `audit verify` on `path`; returns (success, stdout + stderr).
@@ -320,7 +376,7 @@ fn audit_verify(path: &std::path::Path) -> (bool, String) {
 async fn audit_verify_catches_every_kind_of_tampering_on_a_real_log() {
     let st = start_stack(|_| {}).await;
     let c = initialized(&st.bridge, "ide").await;
-    answer_transforms(&c, "rewrite");
+    let seen = answer_transforms(&c, "rewrite");
     for i in 1..=3 {
         let uri = format!("ahp-session:/a{i}");
         ready_session(&c, &uri, Some(client_entry("ide", &["tone"]))).await;
@@ -335,6 +391,7 @@ async fn audit_verify_catches_every_kind_of_tampering_on_a_real_log() {
     assert_eq!(lines.len(), 3, "one record per runtime request");
     let (ok, out) = audit_verify(&path);
     assert!(ok && out.contains('3'), "{out}");
+    assert_audit_matches(&st, &[&seen]);
     let join = |ls: &[&str]| ls.iter().map(|l| format!("{l}\n")).collect::<String>();
     // One byte changed in the middle record (a hash digit).
     let mut flipped = lines[1].to_owned();
@@ -443,14 +500,16 @@ async fn a_request_in_flight_is_not_redirected_when_the_active_client_changes() 
     // a answers only when the test says so; b answers at once.
     let (asked_tx, mut asked_rx) = tokio::sync::mpsc::unbounded_channel::<Value>();
     let go = Arc::new(tokio::sync::Notify::new());
-    let g = go.clone();
+    let seen_a: Seen = Arc::default();
+    let (g, sa) = (go.clone(), seen_a.clone());
     a.set_server_request_handler(move |_m, params: Value| {
         let (tx, g) = (asked_tx.clone(), g.clone());
+        sa.lock().unwrap().push(params.clone());
         async move {
             let _ = tx.send(params.clone());
             g.notified().await;
             let c = params["sections"]["tone"]["content"].as_str().unwrap();
-            Ok(json!({"sections": {"tone": {"content": format!("{c}\nMARKER-A")}}}))
+            Ok(json!({"sections": {"tone": {"content": format!("{c}\nMARKER-tone-REWRITTEN")}}}))
         }
     });
     let seen_b = answer_transforms(&b, "rewrite");
@@ -490,4 +549,7 @@ async fn a_request_in_flight_is_not_redirected_when_the_active_client_changes() 
     let rec = audit_records(&st).pop().unwrap();
     assert_eq!(rec["owners"][0]["clientId"], "a", "{rec}");
     assert_eq!(rec["owners"].as_array().unwrap().len(), 1, "{rec}");
+    assert_eq!(rec["owners"][0]["outcome"], "transformed", "{rec}");
+    assert!(last_system_prompt(&st).contains("MARKER-tone-REWRITTEN"));
+    assert_audit_matches(&st, &[&seen_a, &seen_b]);
 }
