@@ -30,6 +30,26 @@ async fn streamed_turns_complete_and_the_second_sees_the_first() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_500_is_a_chat_error_and_the_next_turn_works() {
+    let st = start_stack(|_| {}).await;
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/e5", None).await;
+    // The runtime retries a 5xx a few times (over ~15 s) before it gives up.
+    for _ in 0..20 {
+        st.model.push(Reply::Status(500));
+    }
+    let end = run_turn(&c, "e5", "t1", "fail please").await;
+    assert_eq!(end.kind, "error", "{end:?}");
+    let left = st.model.clear_script();
+    assert!(left < 20, "the model was asked");
+    eprintln!("the runtime asked the model {} times", 20 - left);
+    st.model.push(Reply::Text("Recovered.".into()));
+    let end = run_turn(&c, "e5", "t2", "again").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    assert_eq!(end.text, "Recovered.");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn model_failure_is_a_chat_error_and_the_next_turn_works() {
     let st = start_stack(|_| {}).await;
     let c = initialized(&st.bridge, "ide").await;

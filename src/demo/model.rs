@@ -82,6 +82,14 @@ impl ScriptedModel {
         self.lock().script.push_back(r);
     }
 
+    /// Drops what is still scripted; returns how many replies were left.
+    pub fn clear_script(&self) -> usize {
+        let mut g = self.lock();
+        let n = g.script.len();
+        g.script.clear();
+        n
+    }
+
     /// Every chat-completions request body received so far.
     pub fn requests(&self) -> Vec<Value> {
         self.lock().requests.clone()
