@@ -72,12 +72,7 @@ async fn demo_serves_a_conversation_and_stops_on_ctrl_c() {
         .expect("the demo says where it listens")
         .parse()
         .unwrap();
-    let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{addr}"))
-        .await
-        .unwrap();
-    let c = ahp::Client::connect(t, ahp::ClientConfig::default())
-        .await
-        .unwrap();
+    let c = support::client_at(addr).await;
     c.initialize("demo-test".into(), vec!["1.0.0".into()], vec![])
         .await
         .unwrap();

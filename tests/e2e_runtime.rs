@@ -67,7 +67,6 @@ async fn model_failure_is_a_chat_error_and_the_next_turn_works() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_tool_round_trip() {
-    use ahp::SubscriptionEvent;
     use ahp_types::actions::StateAction;
     use serde_json::json;
     let st = start_stack(|_| {}).await;
@@ -87,19 +86,13 @@ async fn client_tool_round_trip() {
     let chat = "ahp-chat:/tool";
     let mut sub = start_turn(&c, "tool", "t1", "weather?").await;
     // The bridge starts a tool call owned by this client; the client completes it.
-    let call_id = tokio::time::timeout(DEADLINE * 3, async {
-        loop {
-            if let Some(SubscriptionEvent::Action(env)) = sub.recv().await {
-                if let StateAction::ChatToolCallStart(s) = env.action {
-                    if s.tool_name == "lookup_weather" {
-                        return s.tool_call_id;
-                    }
-                }
-            }
+    let call_id = wait_action(&mut sub, |a| match a {
+        StateAction::ChatToolCallStart(s) if s.tool_name == "lookup_weather" => {
+            Some(s.tool_call_id.clone())
         }
+        _ => None,
     })
-    .await
-    .expect("tool call started");
+    .await;
     let session = raw_subscribe(&c, "ahp-session:/tool").await;
     let needed = &session["snapshot"]["state"]["inputNeeded"][0];
     assert_eq!(needed["kind"], "toolClientExecution", "{session}");

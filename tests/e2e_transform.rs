@@ -192,29 +192,16 @@ async fn opted_in_section_is_rewritten_and_restricted_never_sent() {
         tone.get("contentBefore").is_none(),
         "no content in the audit unless asked"
     );
-    // `audit verify` on the real file, and on tampered copies.
-    let bin = env!("CARGO_BIN_EXE_ahp-copilot-bridge");
+    // `audit verify` on the real file, and on a tampered copy.
     let path = st.dir.path().join("audit.jsonl");
-    let out = std::process::Command::new(bin)
-        .args(["audit", "verify"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ok, out) = audit_verify(&path);
+    assert!(ok, "{out}");
     let text = std::fs::read_to_string(&path).unwrap();
     let bad = st.dir.path().join("bad.jsonl");
     std::fs::write(&bad, text.replacen("\"lenBefore\"", "\"lenBefore \"", 1)).unwrap();
-    let out = std::process::Command::new(bin)
-        .args(["audit", "verify"])
-        .arg(&bad)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("record 1"));
+    let (ok, out) = audit_verify(&bad);
+    assert!(!ok);
+    assert!(out.contains("record 1"), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

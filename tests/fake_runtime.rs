@@ -12,7 +12,7 @@ use ahp::Client;
 use ahp_copilot_bridge::app::{self, Agent, Running};
 use ahp_copilot_bridge::config::Config;
 use serde_json::{json, Value};
-use support::e2e::{wait_turn_end, TurnEnd};
+use support::e2e::{creation_outcome, wait_turn_end, TurnEnd};
 use support::fake_runtime::{Answer, FakeConn, FakeRuntime};
 use support::*;
 
@@ -50,13 +50,7 @@ async fn fixture_with(tune: impl FnOnce(&mut Config), active: Option<Value>) -> 
     let mut conn = fake.next_conn().await;
     let create = conn.call_of("session.create").await;
     let runtime_id = create["params"]["sessionId"].as_str().unwrap().to_owned();
-    eventually("session ready", || {
-        bridge
-            .host
-            .snapshot("ahp-session:/f")
-            .is_some_and(|s| s["state"]["lifecycle"] == "ready")
-    })
-    .await;
+    assert_eq!(creation_outcome(&client, "ahp-session:/f").await, None);
     Fixture {
         fake,
         _bridge: bridge,
@@ -227,36 +221,6 @@ async fn a_runtime_that_stops_answering_is_replaced() {
     f.conn.call_of("session.send").await;
     f.conn.event(&f.runtime_id, "session.idle", json!({}));
     assert_eq!(wait_turn_end(&mut sub, "t2").await.kind, "complete");
-}
-
-/// Waits for the session's creation outcome; returns the error message if it failed.
-async fn creation_outcome(client: &Client, uri: &str) -> Option<String> {
-    use ahp::SubscriptionEvent;
-    use ahp_types::actions::StateAction;
-    let (_, mut sub) = client.subscribe(uri.into()).await.unwrap();
-    let snap = raw_subscribe(client, uri).await;
-    match snap["snapshot"]["state"]["lifecycle"].as_str() {
-        Some("ready") => return None,
-        Some("failed") => {
-            return Some(snap["snapshot"]["state"]["creationError"]["message"].to_string())
-        }
-        _ => {}
-    }
-    tokio::time::timeout(DEADLINE, async {
-        loop {
-            match sub.recv().await {
-                Some(SubscriptionEvent::Action(env)) => match env.action {
-                    StateAction::SessionReady(_) => return None,
-                    StateAction::SessionCreationFailed(f) => return Some(f.error.message),
-                    _ => {}
-                },
-                Some(_) => {}
-                None => panic!("subscription ended"),
-            }
-        }
-    })
-    .await
-    .expect("creation outcome within the deadline")
 }
 
 #[tokio::test]

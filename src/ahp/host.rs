@@ -27,7 +27,7 @@ use tracing::{debug, info, warn};
 use super::dispatch::{channel_kind, client_may_dispatch, needs_tool_owner, ChannelKind};
 use crate::config::Config;
 use crate::jsonrpc::{self, Peer, RpcError, INVALID_PARAMS, INVALID_REQUEST};
-use crate::transform::policy::SECTION_CATALOGUE;
+use crate::transform::policy::{OptIn, SECTION_CATALOGUE};
 
 pub const ROOT_URI: &str = "ahp-root://";
 pub const PROVIDER: &str = "copilot";
@@ -74,6 +74,15 @@ pub struct ActiveClientView {
     pub tools: Vec<Value>,
     /// Raw `systemMessageTransform.sections`, as the client sent them.
     pub opt_in: Vec<String>,
+}
+
+impl From<&ActiveClientView> for OptIn {
+    fn from(c: &ActiveClientView) -> Self {
+        OptIn {
+            client_id: c.client_id.clone(),
+            sections: c.opt_in.clone(),
+        }
+    }
 }
 
 struct Conn {

@@ -5,7 +5,7 @@
 pub mod input;
 pub mod session;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -49,16 +49,57 @@ struct Ctl {
     /// The runtime is between `session.send` and `session.idle`.
     busy: bool,
     idle: Arc<Notify>,
+    /// Permission prompts of the running turn: tool call id -> runtime request
+    /// id. Each is mirrored in the session's `inputNeeded` while pending.
     permissions: HashMap<String, String>,
+    /// Client tool calls of the running turn: tool call id -> (runtime request
+    /// id, owning client). Mirrored like the permissions.
     client_tools: HashMap<String, (String, String)>,
     /// The runtime's questions awaiting a client's answer, by AHP request id;
     /// dropping one answers the runtime "no response".
     inputs: HashMap<String, PendingInput>,
-    /// Tool calls mirrored into the session's `inputNeeded` (confirmations and
-    /// client executions), by tool call id.
-    mirrored: HashSet<String>,
     /// Serializes turn starts and re-binds of this session.
     gate: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Turn {
+    /// Ends the turn with `chat/error`; returns its chat and the actions.
+    fn fail(mut self, kind: &str, message: &str) -> (String, Vec<Value>) {
+        let actions = self.mapper.error(kind, message, ms(self.started.elapsed()));
+        (self.chat, actions)
+    }
+}
+
+/// What a turn left behind when it ended.
+struct Ended {
+    turn: Option<Turn>,
+    /// Runtime request ids of the permissions and client tools still pending.
+    permissions: Vec<String>,
+    tools: Vec<String>,
+    /// Their `inputNeeded` entries, to take out of the session.
+    removals: Vec<Value>,
+}
+
+impl Ctl {
+    /// Ends the turn and takes everything it waited on from clients: the
+    /// pending permissions and client tool calls (each mirrored in the
+    /// session's `inputNeeded` while pending), and the questions (dropping one
+    /// answers the runtime "no response").
+    fn end_turn(&mut self) -> Ended {
+        self.inputs.clear();
+        let removals = self
+            .permissions
+            .keys()
+            .chain(self.client_tools.keys())
+            .map(|id| unmirror(id))
+            .collect();
+        Ended {
+            turn: self.turn.take(),
+            permissions: self.permissions.drain().map(|(_, r)| r).collect(),
+            tools: self.client_tools.drain().map(|(_, (r, _))| r).collect(),
+            removals,
+        }
+    }
 }
 
 struct PendingInput {
@@ -173,35 +214,26 @@ impl Bridge {
     fn runtime_lost(&self, generation: u64) {
         warn!(generation, "the runtime exited or stopped answering");
         let mut ended = Vec::new();
-        let mut settled = Vec::new();
         for (uri, ctl) in self.sessions().iter_mut() {
             if ctl.generation != generation {
                 continue;
             }
-            settled.push((uri.clone(), unmirror_all(ctl)));
             ctl.bound = None;
             ctl.busy = false;
             ctl.idle.notify_waiters();
-            ctl.permissions.clear();
-            ctl.client_tools.clear();
-            ctl.inputs.clear();
-            if let Some(mut t) = ctl.turn.take() {
-                let d = ms(t.started.elapsed());
-                ended.push((
-                    t.chat.clone(),
-                    t.mapper.error(
-                        "runtime",
-                        "the agent runtime exited during the turn; send the message again",
-                        d,
-                    ),
-                ));
+            // What the dead runtime waited on needs no answer.
+            let e = ctl.end_turn();
+            ended.push((uri.clone(), e.removals));
+            if let Some(t) = e.turn {
+                let (chat, actions) = t.fail(
+                    "runtime",
+                    "the agent runtime exited during the turn; send the message again",
+                );
+                ended.push((chat, actions));
             }
         }
-        for (chat, actions) in ended {
-            self.emit(&chat, actions);
-        }
-        for (uri, actions) in settled {
-            self.emit(&uri, actions);
+        for (channel, actions) in ended {
+            self.emit(&channel, actions);
         }
         let me = self.me.clone();
         tokio::spawn(async move {
@@ -335,7 +367,6 @@ impl Bridge {
                 permissions: HashMap::new(),
                 client_tools: HashMap::new(),
                 inputs: HashMap::new(),
-                mirrored: HashSet::new(),
                 gate: Arc::new(tokio::sync::Mutex::new(())),
             },
         );
@@ -404,18 +435,16 @@ impl Bridge {
     }
 
     fn end_turn_with_error(&self, uri: &str, kind: &str, message: &str) {
-        let out = self.sessions().get_mut(uri).and_then(|c| {
+        let Some(e) = self.sessions().get_mut(uri).map(|c| {
             c.busy = false;
-            let settled = unmirror_all(c);
-            c.turn.take().map(|mut t| {
-                let d = ms(t.started.elapsed());
-                (t.chat.clone(), t.mapper.error(kind, message, d), settled)
-            })
-        });
-        if let Some((chat, actions, settled)) = out {
+            c.end_turn()
+        }) else {
+            return;
+        };
+        if let Some((chat, actions)) = e.turn.map(|t| t.fail(kind, message)) {
             self.emit(&chat, actions);
-            self.emit(uri, settled);
         }
+        self.emit(uri, e.removals);
     }
 
     async fn call_runtime(&self, method: &str, params: Value) {
@@ -467,12 +496,12 @@ impl Bridge {
             };
             let actions = t.mapper.map(ty, data, ms(t.started.elapsed()));
             let chat = t.chat.clone();
-            let mut settled = Vec::new();
-            if t.mapper.ended {
-                c.turn = None;
-                settled = unmirror_all(c);
-            }
-            (chat, actions, settled)
+            let removals = if t.mapper.ended {
+                c.end_turn().removals
+            } else {
+                Vec::new()
+            };
+            (chat, actions, removals)
         };
         self.emit(&out.0, out.1);
         self.emit(&uri, out.2);
@@ -499,27 +528,10 @@ impl Bridge {
             }
             None => request["kind"] = json!("toolConfirmation"),
         }
-        if let Some(c) = self.sessions().get_mut(uri) {
-            c.mirrored.insert(tool_call_id.to_owned());
-        }
         self.emit(
             uri,
             vec![json!({"type": "session/inputNeededSet", "request": request})],
         );
-    }
-
-    /// Takes a tool call out of the session's `inputNeeded` (answered, done).
-    fn unmirror_tool(&self, uri: &str, tool_call_id: &str) {
-        let was = self
-            .sessions()
-            .get_mut(uri)
-            .is_some_and(|c| c.mirrored.remove(tool_call_id));
-        if was {
-            self.emit(
-                uri,
-                vec![json!({"type": "session/inputNeededRemoved", "id": mirror_id(tool_call_id)})],
-            );
-        }
     }
 
     fn client_tool_owner(&self, uri: &str, name: &str) -> Option<String> {
@@ -536,13 +548,7 @@ impl Bridge {
         let kind = req["kind"].as_str().unwrap_or("unknown");
         let tool_name = req["toolName"].as_str().unwrap_or(kind).to_owned();
         // A client's own tool: the owning client decides by running it.
-        let own_tool = kind == "custom-tool"
-            && self
-                .sessions()
-                .get(uri)
-                .and_then(|c| c.bound.as_ref().map(|b| b.tool_owner(&tool_name).is_some()))
-                == Some(true);
-        if own_tool {
+        if kind == "custom-tool" && self.client_tool_owner(uri, &tool_name).is_some() {
             let params = permission_answer(runtime_id, &request_id, true);
             self.spawn_call("session.permissions.handlePendingPermissionRequest", params);
             return;
@@ -564,9 +570,7 @@ impl Bridge {
         let out = {
             let mut s = self.sessions();
             let Some(c) = s.get_mut(uri) else { return };
-            c.permissions
-                .insert(tool_call_id.clone(), request_id.clone());
-            c.turn.as_mut().map(|t| {
+            let asked = c.turn.as_mut().map(|t| {
                 (
                     t.chat.clone(),
                     t.mapper.ask_confirmation(
@@ -576,7 +580,12 @@ impl Bridge {
                         &format!("Allow {kind}: {detail}"),
                     ),
                 )
-            })
+            });
+            if asked.is_some() {
+                c.permissions
+                    .insert(tool_call_id.clone(), request_id.clone());
+            }
+            asked
         };
         match out {
             Some((chat, actions)) => {
@@ -595,11 +604,7 @@ impl Bridge {
         let s_ = |k: &str| data[k].as_str().unwrap_or_default().to_owned();
         let (request_id, tool_call_id, name) = (s_("requestId"), s_("toolCallId"), s_("toolName"));
         let host = self.host();
-        let owner = self.sessions().get(uri).and_then(|c| {
-            c.bound
-                .as_ref()
-                .and_then(|b| b.tool_owner(&name).map(String::from))
-        });
+        let owner = self.client_tool_owner(uri, &name);
         let present = owner.as_ref().is_some_and(|o| {
             host.as_ref()
                 .is_some_and(|h| h.active_clients(uri).iter().any(|c| &c.client_id == o))
@@ -669,10 +674,10 @@ impl Bridge {
             }
             (c.runtime_id.clone(), c.client_tools.remove(id))
         };
-        self.unmirror_tool(uri, id);
         let Some((request_id, _)) = request else {
             return;
         };
+        self.emit(uri, vec![unmirror(id)]);
         let result = &action["result"];
         let text: String = result["content"]
             .as_array()
@@ -707,7 +712,7 @@ impl Bridge {
         }) else {
             return;
         };
-        self.unmirror_tool(uri, id);
+        self.emit(uri, vec![unmirror(id)]);
         let params = permission_answer(&runtime_id, &request_id, approved);
         self.spawn_call("session.permissions.handlePendingPermissionRequest", params);
     }
@@ -777,26 +782,22 @@ impl Bridge {
     /// runtime waits on is answered (denied, failed), then the runtime aborts.
     fn on_cancelled(&self, uri: &str) {
         const WHY: &str = "the turn was cancelled";
-        let Some((runtime_id, permissions, tools, settled)) =
-            self.sessions().get_mut(uri).map(|c| {
-                c.turn = None;
-                c.inputs.clear();
-                let p: Vec<String> = c.permissions.drain().map(|(_, r)| r).collect();
-                let t: Vec<String> = c.client_tools.drain().map(|(_, (r, _))| r).collect();
-                (c.runtime_id.clone(), p, t, unmirror_all(c))
-            })
+        let Some((runtime_id, e)) = self
+            .sessions()
+            .get_mut(uri)
+            .map(|c| (c.runtime_id.clone(), c.end_turn()))
         else {
             return;
         };
-        self.emit(uri, settled);
+        self.emit(uri, e.removals);
         let Some(me) = self.me.upgrade() else { return };
         tokio::spawn(async move {
-            for request_id in permissions {
+            for request_id in e.permissions {
                 let params = permission_answer(&runtime_id, &request_id, false);
                 me.call_runtime("session.permissions.handlePendingPermissionRequest", params)
                     .await;
             }
-            for request_id in tools {
+            for request_id in e.tools {
                 let params = tool_answer(&runtime_id, &request_id, false, WHY, Some(json!(WHY)));
                 me.call_runtime("session.tools.handlePendingToolCall", params)
                     .await;
@@ -837,9 +838,7 @@ impl Bridge {
         if let Some(chat) = chat {
             self.emit(&chat, actions);
         }
-        for id in &gone {
-            self.unmirror_tool(uri, id);
-        }
+        self.emit(uri, gone.iter().map(|id| unmirror(id)).collect());
         for request_id in requests {
             self.answer_tool(
                 &runtime_id,
@@ -903,12 +902,9 @@ fn mirror_id(tool_call_id: &str) -> String {
     format!("tool-{tool_call_id}")
 }
 
-/// Removal actions for everything a session has mirrored (its turn ended).
-fn unmirror_all(c: &mut Ctl) -> Vec<Value> {
-    c.mirrored
-        .drain()
-        .map(|id| json!({"type": "session/inputNeededRemoved", "id": mirror_id(&id)}))
-        .collect()
+/// Takes a tool call's entry out of the session's `inputNeeded`.
+fn unmirror(tool_call_id: &str) -> Value {
+    json!({"type": "session/inputNeededRemoved", "id": mirror_id(tool_call_id)})
 }
 
 /// The active turn's id and the JSON of one of its tool calls, from a chat state.

@@ -15,19 +15,13 @@ pub struct Binding {
     /// Section -> owning client, at binding time.
     pub owners: BTreeMap<String, String>,
     /// Tool name -> (owning client, the definition given to the runtime).
-    pub tools: BTreeMap<String, (String, String)>,
+    pub tools: BTreeMap<String, (String, Value)>,
 }
 
 impl Binding {
     /// Derives the binding the runtime session should have now.
     pub fn derive(policy: &Policy, clients: &[ActiveClientView]) -> Self {
-        let opt_ins: Vec<OptIn> = clients
-            .iter()
-            .map(|c| OptIn {
-                client_id: c.client_id.clone(),
-                sections: c.opt_in.clone(),
-            })
-            .collect();
+        let opt_ins: Vec<OptIn> = clients.iter().map(OptIn::from).collect();
         let owners = owners(policy, &opt_ins);
         let mut tools = BTreeMap::new();
         for c in clients {
@@ -38,7 +32,7 @@ impl Binding {
                 // The first client to offer a name owns it.
                 tools
                     .entry(name.to_owned())
-                    .or_insert_with(|| (c.client_id.clone(), runtime_tool(t).to_string()));
+                    .or_insert_with(|| (c.client_id.clone(), runtime_tool(t)));
             }
         }
         Self {
@@ -50,10 +44,7 @@ impl Binding {
 
     /// The `tools` for `session.create`/`resume`.
     pub fn runtime_tools(&self) -> Vec<Value> {
-        self.tools
-            .values()
-            .filter_map(|(_, t)| serde_json::from_str(t).ok())
-            .collect()
+        self.tools.values().map(|(_, t)| t.clone()).collect()
     }
 
     pub fn tool_owner(&self, name: &str) -> Option<&str> {

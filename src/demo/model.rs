@@ -1,6 +1,7 @@
 //! A scripted OpenAI-compatible chat-completions server on loopback, for the
 //! demo and the tests: it streams SSE chunks from a queue of scripted replies
-//! and records every request, so tests can assert what the model received.
+//! (or, with none queued, [`unscripted_reply`]) and records every request, so
+//! tests can assert what the model received.
 //! Minimal HTTP/1.1 (one request per connection, `Connection: close`): the
 //! runtime is its only client.
 
@@ -157,15 +158,17 @@ impl ScriptedModel {
             return respond(&mut s, 404, "text/plain", b"not found").await;
         }
         let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let req_copy = req.clone();
         let model = req["model"].as_str().unwrap_or("gpt-4.1").to_owned();
         let reply = {
             let mut g = self.lock();
+            let reply = g
+                .script
+                .pop_front()
+                .unwrap_or_else(|| unscripted_reply(&req));
             g.requests.push(req);
-            g.script.pop_front()
+            reply
         };
         self.arrived.notify_waiters();
-        let reply = reply.unwrap_or_else(|| unscripted_reply(&req_copy));
         debug!(?reply, "scripted model answers");
         let (chunks, delay, finish) = match reply {
             Reply::Status(code) => {

@@ -6,6 +6,32 @@ use std::collections::HashSet;
 
 use serde_json::{json, Value};
 
+/// How the runtime's two streams (the answer, the reasoning) map to AHP.
+struct Stream {
+    /// The event field naming the part.
+    id_key: &'static str,
+    part_kind: &'static str,
+    delta_action: &'static str,
+}
+
+impl Stream {
+    fn of(reasoning: bool) -> Self {
+        if reasoning {
+            Self {
+                id_key: "reasoningId",
+                part_kind: "reasoning",
+                delta_action: "chat/reasoning",
+            }
+        } else {
+            Self {
+                id_key: "messageId",
+                part_kind: "markdown",
+                delta_action: "chat/delta",
+            }
+        }
+    }
+}
+
 /// Per-turn memory of the mapping.
 #[derive(Debug, Default)]
 pub struct TurnMapper {
@@ -142,49 +168,25 @@ impl TurnMapper {
         let mut out = Vec::new();
         match ty {
             "assistant.message_delta" | "assistant.reasoning_delta" => {
-                let reasoning = ty == "assistant.reasoning_delta";
-                let id = if reasoning {
-                    s("reasoningId")
-                } else {
-                    s("messageId")
-                };
-                let delta = s("deltaContent");
-                let (kind, action) = if reasoning {
-                    ("reasoning", "chat/reasoning")
-                } else {
-                    ("markdown", "chat/delta")
-                };
-                out.extend(self.part(kind, &id, ""));
+                let k = Stream::of(ty == "assistant.reasoning_delta");
+                let id = s(k.id_key);
+                out.extend(self.part(k.part_kind, &id, ""));
                 self.streamed.insert(id.clone());
-                out.push(
-                    json!({"type": action, "turnId": self.turn_id, "partId": id, "content": delta}),
-                );
+                out.push(json!({"type": k.delta_action, "turnId": self.turn_id, "partId": id, "content": s("deltaContent")}));
             }
             "assistant.message" | "assistant.reasoning" => {
-                let reasoning = ty == "assistant.reasoning";
-                let id = if reasoning {
-                    s("reasoningId")
-                } else {
-                    s("messageId")
-                };
+                let k = Stream::of(ty == "assistant.reasoning");
+                let id = s(k.id_key);
                 let content = s("content");
                 if !self.streamed.contains(&id) && !content.is_empty() {
-                    out.extend(self.part(
-                        if reasoning { "reasoning" } else { "markdown" },
-                        &id,
-                        &content,
-                    ));
+                    out.extend(self.part(k.part_kind, &id, &content));
                 }
             }
             "assistant.usage" => {
                 let mut usage = json!({});
-                for (from, to) in [
-                    ("inputTokens", "inputTokens"),
-                    ("outputTokens", "outputTokens"),
-                    ("cacheReadTokens", "cacheReadTokens"),
-                ] {
-                    if let Some(n) = data.get(from).and_then(Value::as_i64) {
-                        usage[to] = json!(n);
+                for key in ["inputTokens", "outputTokens", "cacheReadTokens"] {
+                    if let Some(n) = data.get(key).and_then(Value::as_i64) {
+                        usage[key] = json!(n);
                     }
                 }
                 if let Some(m) = data.get("model").and_then(Value::as_str) {

@@ -113,11 +113,8 @@ impl Router {
         // Snapshot: whoever owns a section now gets this request, nobody else.
         let clients: Vec<OptIn> = host
             .active_clients(ahp_session)
-            .into_iter()
-            .map(|c| OptIn {
-                client_id: c.client_id,
-                sections: c.opt_in,
-            })
+            .iter()
+            .map(OptIn::from)
             .collect();
         let owners = policy::owners(&self.policy, &clients);
         let requested: BTreeSet<String> = original.keys().cloned().collect();

@@ -1,6 +1,7 @@
 //! The real Copilot CLI behind the bridge, pointed at the scripted model.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use ahp::{Client, SubscriptionEvent};
 use ahp_copilot_bridge::app::{self, Agent, Running};
@@ -34,31 +35,29 @@ pub async fn start_stack(tune: impl FnOnce(&mut Config)) -> Stack {
 
 /// Creates a session and waits until it is ready (the runtime session exists).
 pub async fn ready_session(c: &Client, uri: &str, active_client: Option<Value>) {
-    let (_, mut sub) = c.subscribe("ahp-root://".into()).await.unwrap();
     create_session(c, uri, active_client).await;
-    let (_, mut s) = c.subscribe(uri.into()).await.unwrap();
-    let _ = &mut sub;
-    let snap = raw_subscribe(c, uri).await;
-    if snap["snapshot"]["state"]["lifecycle"] == "ready" {
-        return;
+    if let Some(e) = creation_outcome(c, uri).await {
+        panic!("creation failed: {e}");
     }
-    tokio::time::timeout(DEADLINE, async {
-        loop {
-            match s.recv().await {
-                Some(SubscriptionEvent::Action(env)) => match env.action {
-                    StateAction::SessionReady(_) => return,
-                    StateAction::SessionCreationFailed(f) => {
-                        panic!("creation failed: {:?}", f.error)
-                    }
-                    _ => {}
-                },
-                None => panic!("subscription ended"),
-                _ => {}
-            }
-        }
+}
+
+/// Waits for a created session's outcome: None when ready, else the error message.
+pub async fn creation_outcome(c: &Client, uri: &str) -> Option<String> {
+    // Subscribed before the snapshot, so an outcome after it is not missed.
+    let (_, mut sub) = c.subscribe(uri.into()).await.unwrap();
+    let snap = raw_subscribe(c, uri).await;
+    let state = &snap["snapshot"]["state"];
+    match state["lifecycle"].as_str() {
+        Some("ready") => return None,
+        Some("failed") => return state["creationError"]["message"].as_str().map(String::from),
+        _ => {}
+    }
+    wait_action_within(&mut sub, DEADLINE, |a| match a {
+        StateAction::SessionReady(_) => Some(None),
+        StateAction::SessionCreationFailed(f) => Some(Some(f.error.message.clone())),
+        _ => None,
     })
     .await
-    .expect("session ready within the deadline");
 }
 
 /// How a turn ended, and the text streamed in it.
@@ -91,48 +90,38 @@ pub async fn run_turn(c: &Client, session_id: &str, turn_id: &str, prompt: &str)
 
 pub async fn wait_turn_end(sub: &mut ahp::SessionSubscription, turn_id: &str) -> TurnEnd {
     let mut text = String::new();
-    tokio::time::timeout(std::time::Duration::from_secs(90), async {
-        loop {
-            let Some(SubscriptionEvent::Action(env)) = sub.recv().await else {
-                continue;
-            };
-            match env.action {
-                StateAction::ChatDelta(d) if d.turn_id == turn_id => text.push_str(&d.content),
-                StateAction::ChatTurnComplete(d) if d.turn_id == turn_id => {
-                    return TurnEnd {
-                        kind: "complete",
-                        text,
-                        error: None,
-                    }
-                }
-                StateAction::ChatError(e) if e.turn_id == turn_id => {
-                    return TurnEnd {
-                        kind: "error",
-                        text,
-                        error: Some(e.part.error.message),
-                    }
-                }
-                StateAction::ChatTurnCancelled(d) if d.turn_id == turn_id => {
-                    return TurnEnd {
-                        kind: "cancelled",
-                        text,
-                        error: None,
-                    }
-                }
-                _ => {}
-            }
+    let end = |kind, error| Some((kind, error));
+    let (kind, error) = wait_action_within(sub, Duration::from_secs(90), |a| match a {
+        StateAction::ChatDelta(d) if d.turn_id == turn_id => {
+            text.push_str(&d.content);
+            None
         }
+        StateAction::ChatTurnComplete(d) if d.turn_id == turn_id => end("complete", None),
+        StateAction::ChatError(e) if e.turn_id == turn_id => {
+            end("error", Some(e.part.error.message.clone()))
+        }
+        StateAction::ChatTurnCancelled(d) if d.turn_id == turn_id => end("cancelled", None),
+        _ => None,
     })
-    .await
-    .expect("turn ended within 90s")
+    .await;
+    TurnEnd { kind, text, error }
 }
 
 /// Waits on a subscription for the first action `pick` accepts.
 pub async fn wait_action<T>(
     sub: &mut ahp::SessionSubscription,
+    pick: impl FnMut(&StateAction) -> Option<T>,
+) -> T {
+    wait_action_within(sub, DEADLINE * 3, pick).await
+}
+
+/// As [`wait_action`], with its own deadline.
+pub async fn wait_action_within<T>(
+    sub: &mut ahp::SessionSubscription,
+    deadline: Duration,
     mut pick: impl FnMut(&StateAction) -> Option<T>,
 ) -> T {
-    tokio::time::timeout(DEADLINE * 3, async {
+    tokio::time::timeout(deadline, async {
         loop {
             match sub.recv().await {
                 Some(SubscriptionEvent::Action(env)) => {
@@ -146,7 +135,7 @@ pub async fn wait_action<T>(
         }
     })
     .await
-    .expect("action within the deadline")
+    .unwrap_or_else(|_| panic!("no such action within {deadline:?}"))
 }
 
 /// The session waits on nothing: its `inputNeeded` is absent or empty.

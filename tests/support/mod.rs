@@ -41,7 +41,12 @@ pub async fn start_host(cfg: Config) -> Running {
 }
 
 pub async fn client(r: &Running) -> Client {
-    let url = format!("ws://{}", r.addr);
+    client_at(r.addr).await
+}
+
+/// The official client over a WebSocket to `addr`, not yet initialized.
+pub async fn client_at(addr: std::net::SocketAddr) -> Client {
+    let url = format!("ws://{addr}");
     let t = ahp_ws::WebSocketTransport::connect(&url)
         .await
         .expect("ws connect");
