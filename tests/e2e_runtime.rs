@@ -3,7 +3,11 @@
 
 mod support;
 
+use std::time::Duration;
+
 use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
+use ahp_types::actions::StateAction;
+use serde_json::json;
 use support::e2e::*;
 use support::*;
 
@@ -43,10 +47,7 @@ async fn model_500_is_a_chat_error_and_the_next_turn_works() {
     let left = st.model.clear_script();
     assert!(left < 20, "the model was asked");
     eprintln!("the runtime asked the model {} times", 20 - left);
-    st.model.push(Reply::Text("Recovered.".into()));
-    let end = run_turn(&c, "e5", "t2", "again").await;
-    assert_eq!(end.kind, "complete", "{end:?}");
-    assert_eq!(end.text, "Recovered.");
+    assert_next_turn_works(&st, &c, "e5", "t2", "again", "Recovered.").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -59,16 +60,11 @@ async fn model_failure_is_a_chat_error_and_the_next_turn_works() {
     let end = run_turn(&c, "e500", "t1", "fail please").await;
     assert_eq!(end.kind, "error", "{end:?}");
     assert!(end.error.is_some());
-    st.model.push(Reply::Text("Recovered.".into()));
-    let end = run_turn(&c, "e500", "t2", "again").await;
-    assert_eq!(end.kind, "complete", "{end:?}");
-    assert_eq!(end.text, "Recovered.");
+    assert_next_turn_works(&st, &c, "e500", "t2", "again", "Recovered.").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_tool_round_trip() {
-    use ahp_types::actions::StateAction;
-    use serde_json::json;
     let st = start_stack(|_| {}).await;
     let c = initialized(&st.bridge, "ide").await;
     let tool = json!({"name": "lookup_weather", "description": "Weather for a city", "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}}});
@@ -123,8 +119,6 @@ fn shell_call() -> Reply {
 /// Runs one turn whose shell call the client answers with `approved`;
 /// returns how it ended, the model's requests, and whether the command ran.
 async fn permission_turn(approved: bool) -> (TurnEnd, Vec<serde_json::Value>, bool) {
-    use ahp_types::actions::StateAction;
-    use serde_json::json;
     let st = start_stack(|_| {}).await;
     let c = initialized(&st.bridge, "ide").await;
     ready_session(&c, "ahp-session:/perm", None).await;
@@ -183,9 +177,6 @@ async fn permission_denied_does_not_run_the_tool() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_cancelled_mid_stream_stops_and_the_next_turn_works() {
-    use ahp_types::actions::StateAction;
-    use serde_json::json;
-    use std::time::Duration;
     let st = start_stack(|_| {}).await;
     let c = initialized(&st.bridge, "ide").await;
     ready_session(&c, "ahp-session:/cancel", None).await;
@@ -214,16 +205,11 @@ async fn a_turn_cancelled_mid_stream_stops_and_the_next_turn_works() {
         st.model.abandoned() >= 1
     })
     .await;
-    st.model.push(Reply::Text("After cancel.".into()));
-    let end = run_turn(&c, "cancel", "t2", "again").await;
-    assert_eq!(end.kind, "complete", "{end:?}");
-    assert_eq!(end.text, "After cancel.");
+    assert_next_turn_works(&st, &c, "cancel", "t2", "again", "After cancel.").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_agent_asks_the_user_and_gets_the_answer() {
-    use ahp_types::actions::StateAction;
-    use serde_json::json;
     let st = start_stack(|_| {}).await;
     let c = initialized(&st.bridge, "ide").await;
     ready_session(&c, "ahp-session:/ask", None).await;
@@ -266,8 +252,6 @@ async fn the_agent_asks_the_user_and_gets_the_answer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_runtime_killed_mid_turn_ends_it_with_an_error_and_the_next_turn_works() {
-    use ahp_types::actions::StateAction;
-    use std::time::Duration;
     let st = start_stack(|_| {}).await;
     let c = initialized(&st.bridge, "ide").await;
     ready_session(&c, "ahp-session:/kill", None).await;
@@ -292,10 +276,7 @@ async fn the_runtime_killed_mid_turn_ends_it_with_an_error_and_the_next_turn_wor
     let end = wait_turn_end(&mut sub, "t1").await;
     assert_eq!(end.kind, "error", "{end:?}");
     assert!(end.error.unwrap().contains("runtime"));
-    st.model.push(Reply::Text("Back again.".into()));
-    let end = run_turn(&c, "kill", "t2", "still there?").await;
-    assert_eq!(end.kind, "complete", "{end:?}");
-    assert_eq!(end.text, "Back again.");
+    assert_next_turn_works(&st, &c, "kill", "t2", "still there?", "Back again.").await;
     let new_pid = bridge.runtime_pid().await.expect("a new runtime");
     assert_ne!(new_pid, pid, "a new runtime process");
     // The session was resumed, not recreated: the model still sees the first turn.

@@ -82,6 +82,22 @@ pub async fn start_turn(
     sub
 }
 
+/// The session still works: a turn answered with `reply` completes with it.
+pub async fn assert_next_turn_works(
+    st: &Stack,
+    c: &Client,
+    session_id: &str,
+    turn_id: &str,
+    prompt: &str,
+    reply: &str,
+) {
+    st.model
+        .push(ahp_copilot_bridge::demo::model::Reply::Text(reply.into()));
+    let end = run_turn(c, session_id, turn_id, prompt).await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    assert_eq!(end.text, reply);
+}
+
 /// Starts a turn and waits for its end on the chat channel.
 pub async fn run_turn(c: &Client, session_id: &str, turn_id: &str, prompt: &str) -> TurnEnd {
     let mut sub = start_turn(c, session_id, turn_id, prompt).await;
