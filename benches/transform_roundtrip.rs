@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ahp_copilot_bridge::app::{self, Agent};
+use ahp_copilot_bridge::bridge::transform_clients::HostClients;
 use ahp_copilot_bridge::config::Config;
 use ahp_copilot_bridge::transform::router::Router;
 use serde_json::{json, Value};
@@ -58,7 +59,8 @@ async fn main() {
         )
         .await
         .unwrap();
-    let router = Router::new(Arc::downgrade(&r.host), &cfg, None);
+    let router = Router::new(&cfg, None);
+    let clients = HostClients(Some(r.host.clone()));
     let sections: BTreeMap<String, String> = [
         ("tone", 600),
         ("guidelines", 1200),
@@ -81,7 +83,9 @@ async fn main() {
         .unwrap();
         let direct = t0.elapsed();
         let t0 = Instant::now();
-        let out = router.route("ahp-session:/bench", "rt", &sections).await;
+        let out = router
+            .route(&clients, "ahp-session:/bench", "rt", &sections)
+            .await;
         let routed = t0.elapsed();
         assert!(out["tone"].ends_with("(house style)"));
         (direct, routed)

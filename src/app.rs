@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::ahp::host::{Backend, Host, NullBackend};
+use crate::ahp::backend::{Backend, NullBackend};
+use crate::ahp::host::Host;
 use crate::ahp::server;
 use crate::audit::log::AuditLog;
 use crate::bridge::Bridge;
@@ -22,7 +23,7 @@ pub fn copilot_backend(host: &Arc<Host>, cfg: &Config) -> anyhow::Result<Arc<Bri
         }
         None => None,
     };
-    let router = Arc::new(Router::new(Arc::downgrade(host), cfg, audit));
+    let router = Arc::new(Router::new(cfg, audit));
     Ok(Bridge::new(host, router))
 }
 

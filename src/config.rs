@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
 
-use crate::transform::policy::SECTION_CATALOGUE;
+use crate::sections::SECTION_CATALOGUE;
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]

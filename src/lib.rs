@@ -15,4 +15,5 @@ pub mod config;
 pub mod demo;
 pub mod jsonrpc;
 pub mod runtime;
+pub mod sections;
 pub mod transform;

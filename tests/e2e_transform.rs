@@ -416,21 +416,24 @@ fn without_session_id(prompt: &str) -> String {
     prompt.replace(id, "<session id>")
 }
 
-/// Answers every runtime request "unsupported"; the direct session below
-/// needs no answers (no transforms, no tools).
+/// Answers every runtime request as if nobody were there; the direct
+/// session below needs no answers (no transforms, no tools).
 struct Silent;
-impl ahp_copilot_bridge::runtime::client::RuntimeHandler for Silent {
-    fn notification(&self, _: &str, _: Value) {}
+impl ahp_copilot_bridge::runtime::connection::RuntimeHandler for Silent {
+    fn event(&self, _: &str, _: ahp_copilot_bridge::runtime::wire::RuntimeEvent) {}
     fn request(
         &self,
-        method: String,
-        _: Value,
-    ) -> ahp_copilot_bridge::runtime::client::ReplyFuture {
-        Box::pin(async move {
-            Err(ahp_copilot_bridge::jsonrpc::RpcError::method_not_found(
-                &method,
-            ))
-        })
+        request: ahp_copilot_bridge::runtime::wire::RuntimeRequest,
+    ) -> ahp_copilot_bridge::runtime::connection::ReplyFuture {
+        use ahp_copilot_bridge::runtime::wire::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
+        let answer = match request {
+            RuntimeRequest::Transform { sections, .. } => RuntimeAnswer::Transformed(sections),
+            RuntimeRequest::UserInput { .. } => {
+                RuntimeAnswer::UserInput(UserInputAnswer::NoResponse)
+            }
+            RuntimeRequest::Hooks => RuntimeAnswer::Hooks,
+        };
+        Box::pin(async move { answer })
     }
 }
 

@@ -6,16 +6,16 @@ use std::sync::{Arc, Mutex};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::Value;
 use tokio::net::TcpStream;
-use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
 use tokio_tungstenite::WebSocketStream;
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
+use super::errors::AhpError;
 use super::host::Host;
-use crate::jsonrpc::{self, Incoming, RpcError, INVALID_REQUEST};
+use crate::jsonrpc::{self, Answer, ErrorCode, Flow, InboundHandler, RpcError};
 
 type CloseReason = Arc<Mutex<Option<(CloseCode, String)>>>;
 
@@ -35,16 +35,54 @@ async fn send_or_kill(sink: &mut Sink, m: Message, kill: &CancellationToken) -> 
     }
 }
 
+/// One connection's requests and notifications, handed to the host.
+struct ClientMessages {
+    host: Arc<Host>,
+    conn: super::clients::ConnId,
+}
+
+impl InboundHandler for ClientMessages {
+    fn request(&self, method: &str, params: Value) -> Answer {
+        match self.host.request(self.conn, method, &params) {
+            // Nothing more can be said without a common version: answer, then close.
+            Err(e) if e.is(AhpError::UnsupportedProtocolVersion) => Answer::Last(Err(e)),
+            result => Answer::Now(result),
+        }
+    }
+
+    fn notification(&self, method: &str, params: Value) {
+        match method {
+            "dispatchAction" => self.host.client_dispatch(self.conn, &params),
+            "unsubscribe" => {
+                if let Some(c) = params.get("channel").and_then(Value::as_str) {
+                    self.host.unsubscribe(self.conn, c);
+                }
+            }
+            other => debug!(conn = self.conn, method = other, "ignoring notification"),
+        }
+    }
+}
+
 pub async fn run(ws: WebSocketStream<TcpStream>, host: Arc<Host>, shutdown: CancellationToken) {
     let cfg = host.config().server.clone();
     let (mut sink, mut stream) = ws.split();
-    let (tx, mut rx) = mpsc::channel::<String>(cfg.outbound_queue);
     // `close`: flush what is queued, then a Close frame with the reason.
     // `kill`: drop the socket now (a client that does not read).
     let close = shutdown.child_token();
     let kill = CancellationToken::new();
     let reason: CloseReason = Arc::new(Mutex::new(None));
-    let (conn, peer) = host.connect(tx.clone(), kill.clone());
+    let connected = host.connect(kill.clone());
+    let (conn, peer, out, mut rx) = (
+        connected.conn,
+        connected.peer,
+        connected.out,
+        connected.queue,
+    );
+    let handler = ClientMessages {
+        host: host.clone(),
+        conn,
+    };
+    let from = format!("client connection {conn}");
 
     let writer = {
         let (close, kill, reason) = (close.clone(), kill.clone(), reason.clone());
@@ -79,16 +117,6 @@ pub async fn run(ws: WebSocketStream<TcpStream>, host: Arc<Host>, shutdown: Canc
                 }
             }
         })
-    };
-
-    let send = |v: Value| {
-        if tx.try_send(v.to_string()).is_err() && !kill.is_cancelled() {
-            warn!(
-                conn,
-                "client is not reading (outbound queue full); disconnecting it"
-            );
-            kill.cancel();
-        }
     };
 
     loop {
@@ -129,41 +157,23 @@ pub async fn run(ws: WebSocketStream<TcpStream>, host: Arc<Host>, shutdown: Canc
                     );
                     break;
                 }
-                match jsonrpc::parse(text) {
-                    Err(m) => send(jsonrpc::error_response(m.id.as_ref(), m.error)),
-                    Ok(Incoming::Request { id, method, params }) => {
-                        let result = host.request(conn, &method, &params);
-                        let fatal = matches!(&result, Err(e) if e.code == -32005);
-                        send(jsonrpc::response(&id, result));
-                        if fatal {
-                            set_reason(&reason, CloseCode::Protocol, "no common protocol version");
-                            break;
-                        }
-                    }
-                    Ok(Incoming::Notification { method, params }) => match method.as_str() {
-                        "dispatchAction" => host.client_dispatch(conn, &params),
-                        "unsubscribe" => {
-                            if let Some(c) = params.get("channel").and_then(Value::as_str) {
-                                host.unsubscribe(conn, c);
-                            }
-                        }
-                        other => debug!(conn, method = other, "ignoring notification"),
-                    },
-                    Ok(Incoming::Response { id, result }) => {
-                        if !peer.complete(&id, result) {
-                            debug!(conn, %id, "answer to no pending request (late or unknown)");
-                        }
-                    }
-                    Ok(Incoming::OrphanError(e)) => debug!(conn, "client reported an error: {e}"),
+                if jsonrpc::receive(text, &peer, &handler, &from) == Flow::Close {
+                    set_reason(&reason, CloseCode::Protocol, "no common protocol version");
+                    break;
                 }
             }
-            Message::Binary(_) => send(jsonrpc::error_response(
-                None,
-                RpcError::new(
-                    INVALID_REQUEST,
-                    "binary frames are not supported; send one JSON-RPC message per text frame",
-                ),
-            )),
+            Message::Binary(_) => {
+                out.send(
+                    jsonrpc::error_response(
+                        None,
+                        RpcError::new(
+                            ErrorCode::InvalidRequest,
+                            "binary frames are not supported; send one JSON-RPC message per text frame",
+                        ),
+                    )
+                    .to_string(),
+                );
+            }
             Message::Close(_) => break,
             Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => {}
         }

@@ -1,26 +1,7 @@
 //! Which actions a client may dispatch, and on which channel. Pure; the host
 //! adds the checks that need state (ownership of tool calls, own clientId).
 
-/// The kind of channel an URI names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ChannelKind {
-    Root,
-    Session,
-    Chat,
-    Other,
-}
-
-pub fn channel_kind(uri: &str) -> ChannelKind {
-    if uri == "ahp-root://" {
-        ChannelKind::Root
-    } else if uri.starts_with("ahp-session:/") {
-        ChannelKind::Session
-    } else if uri.starts_with("ahp-chat:/") {
-        ChannelKind::Chat
-    } else {
-        ChannelKind::Other
-    }
-}
+use super::uri::ChannelKind;
 
 const ROOT: &[&str] = &["root/configChanged"];
 const SESSION: &[&str] = &[
@@ -103,6 +84,5 @@ mod tests {
         assert!(client_may_dispatch(ChannelKind::Root, "root/agentsChanged").is_err());
         assert!(needs_tool_owner("chat/toolCallComplete"));
         assert!(!needs_tool_owner("chat/toolCallConfirmed"));
-        assert_eq!(channel_kind("ahp-chat:/x"), ChannelKind::Chat);
     }
 }

@@ -1,5 +1,14 @@
-//! North side: the AHP host that clients connect to.
+//! North side: the AHP host that clients connect to. Speaks only AHP; the
+//! agent behind it is a [`backend::Backend`].
+pub mod backend;
+pub mod clients;
 pub mod connection;
 pub mod dispatch;
+pub mod errors;
+pub mod extension;
 pub mod host;
+pub mod methods;
+pub mod outbound;
 pub mod server;
+pub mod state;
+pub mod uri;

@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::Value;
 use tracing::{error, warn};
 
@@ -80,13 +81,13 @@ impl AuditLog {
         ))
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// Appends one record: `seq`, `prev` and `hash` are filled in here.
     /// Returns the record as written.
-    pub fn append(&self, mut record: Value) -> anyhow::Result<Value> {
+    pub fn append<R: Serialize>(&self, record: &R) -> anyhow::Result<Value> {
+        let mut record = serde_json::to_value(record)?;
+        if !record.is_object() {
+            anyhow::bail!("an audit record must be a JSON object");
+        }
         let mut h = self.head.lock().unwrap_or_else(|e| e.into_inner());
         let seq = h.seq + 1;
         record["seq"] = Value::from(seq);
@@ -175,8 +176,8 @@ mod tests {
         {
             let (log, rec) = AuditLog::open(&p, FsyncPolicy::Always).unwrap();
             assert_eq!(rec.records, 0);
-            log.append(json!({"x": 1})).unwrap();
-            log.append(json!({"x": 2})).unwrap();
+            log.append(&json!({"x": 1})).unwrap();
+            log.append(&json!({"x": 2})).unwrap();
         }
         // A crash mid-write leaves half a line.
         std::fs::OpenOptions::new()
@@ -193,7 +194,7 @@ mod tests {
                 torn_bytes: Some(12)
             }
         );
-        let r = log.append(json!({"x": 3})).unwrap();
+        let r = log.append(&json!({"x": 3})).unwrap();
         assert_eq!(r["seq"], 3);
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(text.contains("{\"seq\":3,\"x\"\n"), "torn line kept");

@@ -1,5 +1,6 @@
 //! The tamper-evident audit log of transform traffic.
 pub mod log;
+pub mod record;
 pub mod verify;
 
 use sha2::{Digest, Sha256};

@@ -111,7 +111,7 @@ mod tests {
         let p = dir.path().join("a.jsonl");
         let (log, _) = AuditLog::open(&p, FsyncPolicy::Never).unwrap();
         for i in 0..4 {
-            log.append(json!({"n": i, "text": "abc"})).unwrap();
+            log.append(&json!({"n": i, "text": "abc"})).unwrap();
         }
         drop(log);
         std::fs::read_to_string(&p).unwrap()
@@ -150,7 +150,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.jsonl");
         let (log, _) = AuditLog::open(&p, FsyncPolicy::Never).unwrap();
-        log.append(json!({"n": 0})).unwrap();
+        log.append(&json!({"n": 0})).unwrap();
         drop(log);
         // A crash in the middle of writing record 2.
         let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
@@ -161,7 +161,7 @@ mod tests {
         let (log, rec) = AuditLog::open(&p, FsyncPolicy::Never).unwrap();
         assert_eq!(rec.records, 1);
         assert!(rec.torn_bytes.is_some());
-        log.append(json!({"n": 1})).unwrap();
+        log.append(&json!({"n": 1})).unwrap();
         drop(log);
         let text = std::fs::read_to_string(&p).unwrap();
         assert!(text.contains("{\"n\":1,\"se\n"), "kept as is: {text}");

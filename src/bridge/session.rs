@@ -1,122 +1,227 @@
-//! What a runtime session is bound to, derived from the AHP state. Pure.
+//! What the bridge keeps per AHP session: its runtime session, the binding,
+//! and the turn's life as one explicit state.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
+use tokio::sync::{oneshot, watch};
 
-use crate::ahp::host::ActiveClientView;
-use crate::transform::policy::{owners, OptIn, Policy};
+use super::actions::TurnMapper;
+use super::binding::Binding;
+use crate::runtime::wire::UserInputAnswer;
 
-/// The part of a runtime session's config that is fixed at create/resume.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Binding {
-    /// Sections registered for `action: "transform"`.
-    pub registered: BTreeSet<String>,
-    /// Section -> owning client, at binding time.
-    pub owners: BTreeMap<String, String>,
-    /// Tool name -> (owning client, the definition given to the runtime).
-    pub tools: BTreeMap<String, (String, Value)>,
+/// The life of a session's turn, as the runtime and the AHP chat see it.
+pub(super) enum TurnState {
+    /// Nothing runs: the next message may be sent at once. After a
+    /// `session.error`, the runtime's own `session.idle` may still be on its
+    /// way (`stale_idle`): it belongs to the failed turn.
+    Idle { stale_idle: bool },
+    /// A turn runs: the runtime's events are mapped into its chat.
+    Running(Box<RunningTurn>),
+    /// The AHP turn is over (cancelled) but the runtime has not yet said it
+    /// is idle; its last events are dropped, and the next send waits for the
+    /// idle (bounded by [`DRAIN_LIMIT`]) so they cannot end the next turn.
+    Draining,
 }
 
-impl Binding {
-    /// Derives the binding the runtime session should have now.
-    pub fn derive(policy: &Policy, clients: &[ActiveClientView]) -> Self {
-        let opt_ins: Vec<OptIn> = clients.iter().map(OptIn::from).collect();
-        let owners = owners(policy, &opt_ins);
-        let mut tools = BTreeMap::new();
-        for c in clients {
-            for t in &c.tools {
-                let Some(name) = t["name"].as_str() else {
-                    continue;
-                };
-                // The first client to offer a name owns it.
-                tools
-                    .entry(name.to_owned())
-                    .or_insert_with(|| (c.client_id.clone(), runtime_tool(t)));
-            }
-        }
+/// How long a new turn waits for a cancelled turn's runtime to go idle: the
+/// runtime acknowledges `session.abort` at once, so this only bounds a
+/// runtime that never says so.
+pub(super) const DRAIN_LIMIT: Duration = Duration::from_secs(10);
+
+pub(super) struct RunningTurn {
+    pub mapper: TurnMapper,
+    pub started: Instant,
+    pub chat: String,
+    /// The runtime has sent an event of this turn. Until then a
+    /// `session.idle` may be the stale one of a failed turn.
+    pub taken: bool,
+    /// The turn before ended by `session.error` before its idle came.
+    pub stale_idle: bool,
+}
+
+impl RunningTurn {
+    pub fn new(turn_id: &str, chat: &str, stale_idle: bool) -> Self {
         Self {
-            registered: owners.keys().cloned().collect(),
-            owners,
-            tools,
+            mapper: TurnMapper::new(turn_id),
+            started: Instant::now(),
+            chat: chat.to_owned(),
+            taken: false,
+            stale_idle,
         }
     }
 
-    /// The `tools` for `session.create`/`resume`.
-    pub fn runtime_tools(&self) -> Vec<Value> {
-        self.tools.values().map(|(_, t)| t.clone()).collect()
+    pub fn elapsed_ms(&self) -> i64 {
+        self.started.elapsed().as_millis() as i64
     }
 
-    pub fn tool_owner(&self, name: &str) -> Option<&str> {
-        self.tools.get(name).map(|(o, _)| o.as_str())
+    /// Ends the turn with `chat/error`; returns its chat and the actions.
+    pub fn fail(mut self, kind: &str, message: &str) -> (String, Vec<Value>) {
+        let actions = self.mapper.error(kind, message, self.elapsed_ms());
+        (self.chat, actions)
     }
 }
 
-/// An AHP tool definition as the runtime wants it.
-fn runtime_tool(t: &Value) -> Value {
-    json!({
-        "name": t["name"],
-        "description": t.get("description").and_then(Value::as_str).unwrap_or(""),
-        "parameters": t.get("inputSchema").cloned().unwrap_or(json!({"type": "object", "properties": {}})),
-    })
+/// A question of the runtime waiting for a client's answer; dropping it
+/// answers "no response", so the runtime never waits forever.
+pub(super) struct PendingInput {
+    pub answer: oneshot::Sender<UserInputAnswer>,
+    pub choices: Vec<String>,
 }
 
-/// `file:///x/y` -> `/x/y`; plain paths pass.
-pub fn path_of_uri(uri: &str) -> String {
-    uri.strip_prefix("file://").unwrap_or(uri).to_owned()
+pub(super) struct BridgedSession {
+    pub runtime_id: String,
+    /// The binding of the live runtime session, and the runtime process
+    /// generation it lives in; `None`: create or resume first.
+    pub bound: Option<(Binding, u64)>,
+    /// The runtime keeps the session on disk (it has had a message):
+    /// re-binding resumes it. Before that there is nothing to resume.
+    pub persisted: bool,
+    turn: TurnState,
+    /// Whether `turn` is `Idle`, for waiters: one subscribes before it looks,
+    /// so a change between its look and its wait is never lost.
+    idle: watch::Sender<bool>,
+    /// Permission prompts of the running turn: tool call id -> runtime request
+    /// id. Each is mirrored in the session's `inputNeeded` while pending.
+    pub permissions: HashMap<String, String>,
+    /// Client tool calls of the running turn: tool call id -> (runtime request
+    /// id, owning client). Mirrored like the permissions.
+    pub client_tools: HashMap<String, (String, String)>,
+    /// The runtime's questions awaiting a client's answer, by AHP request id.
+    pub inputs: HashMap<String, PendingInput>,
+    /// Serializes turn starts and re-binds of this session.
+    pub gate: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// What a turn left behind when it ended.
+pub(super) struct Ended {
+    pub turn: Option<RunningTurn>,
+    /// Runtime request ids of the permissions and client tools still pending.
+    pub permissions: Vec<String>,
+    pub tools: Vec<String>,
+    /// Their `inputNeeded` entries, to take out of the session.
+    pub removals: Vec<Value>,
+}
+
+impl BridgedSession {
+    pub fn new(runtime_id: String) -> Self {
+        Self {
+            runtime_id,
+            bound: None,
+            persisted: false,
+            turn: TurnState::Idle { stale_idle: false },
+            idle: watch::Sender::new(true),
+            permissions: HashMap::new(),
+            client_tools: HashMap::new(),
+            inputs: HashMap::new(),
+            gate: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+
+    /// The binding, if it lives in runtime process `generation`.
+    pub fn binding_in(&self, generation: u64) -> Option<&Binding> {
+        self.bound
+            .as_ref()
+            .filter(|(_, g)| *g == generation)
+            .map(|(b, _)| b)
+    }
+
+    pub fn turn(&self) -> &TurnState {
+        &self.turn
+    }
+
+    pub fn running(&mut self) -> Option<&mut RunningTurn> {
+        match &mut self.turn {
+            TurnState::Running(t) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// Every state change goes through here, so `idle` never disagrees.
+    pub fn set_turn(&mut self, next: TurnState) -> TurnState {
+        let is_idle = matches!(next, TurnState::Idle { .. });
+        let prev = std::mem::replace(&mut self.turn, next);
+        self.idle
+            .send_if_modified(|v| std::mem::replace(v, is_idle) != is_idle);
+        prev
+    }
+
+    /// Starts a turn (the caller waited for `Idle`).
+    pub fn begin(&mut self, turn_id: &str, chat: &str) {
+        let stale_idle = matches!(self.turn, TurnState::Idle { stale_idle: true });
+        let turn = RunningTurn::new(turn_id, chat, stale_idle);
+        self.set_turn(TurnState::Running(Box::new(turn)));
+    }
+
+    /// A receiver of idleness, to wait on without losing a wake-up.
+    pub fn idle_watch(&self) -> watch::Receiver<bool> {
+        self.idle.subscribe()
+    }
+
+    /// Ends the AHP turn, moving to `next`, and takes everything it waited on
+    /// from clients: the pending permissions and client tool calls (each
+    /// mirrored in `inputNeeded` while pending) and the questions (dropping
+    /// one answers the runtime "no response").
+    pub fn end_turn(&mut self, next: TurnState) -> Ended {
+        self.inputs.clear();
+        let removals = self
+            .permissions
+            .keys()
+            .chain(self.client_tools.keys())
+            .map(|id| unmirror(id))
+            .collect();
+        let turn = match self.set_turn(next) {
+            TurnState::Running(t) => Some(*t),
+            _ => None,
+        };
+        Ended {
+            turn,
+            permissions: self.permissions.drain().map(|(_, r)| r).collect(),
+            tools: self.client_tools.drain().map(|(_, (r, _))| r).collect(),
+            removals,
+        }
+    }
+}
+
+/// The `inputNeeded` id of a tool call's mirror.
+pub(super) fn mirror_id(tool_call_id: &str) -> String {
+    format!("tool-{tool_call_id}")
+}
+
+/// Takes a tool call's entry out of the session's `inputNeeded`.
+pub(super) fn unmirror(tool_call_id: &str) -> Value {
+    json!({"type": "session/inputNeededRemoved", "id": mirror_id(tool_call_id)})
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn client(id: &str, opt: &[&str], tools: &[&str]) -> ActiveClientView {
-        ActiveClientView {
-            client_id: id.into(),
-            tools: tools
-                .iter()
-                .map(|t| json!({"name": t, "description": "d"}))
-                .collect(),
-            opt_in: opt.iter().map(|s| s.to_string()).collect(),
-        }
+    #[tokio::test]
+    async fn a_waiter_sees_idle_that_comes_between_its_look_and_its_wait() {
+        let mut s = BridgedSession::new("r".into());
+        s.begin("t", "ahp-chat:/x");
+        let mut rx = s.idle_watch();
+        assert!(!*rx.borrow_and_update());
+        // Idle arrives before the waiter waits: the wait still ends at once.
+        s.end_turn(TurnState::Idle { stale_idle: false });
+        tokio::time::timeout(Duration::from_secs(1), rx.wait_for(|idle| *idle))
+            .await
+            .expect("no lost wake-up")
+            .unwrap();
     }
 
     #[test]
-    fn derive_and_compare() {
-        let p = Policy {
-            restricted: ["safety".to_string()].into(),
-            ..Policy::default()
-        };
-        let a = Binding::derive(
-            &p,
-            &[
-                client("a", &["tone", "safety"], &["t1"]),
-                client("b", &["tone", "guidelines"], &["t1", "t2"]),
-            ],
-        );
-        assert_eq!(
-            a.registered,
-            ["guidelines".to_string(), "tone".to_string()].into()
-        );
-        assert_eq!(a.owners["tone"], "a");
-        assert_eq!(a.tool_owner("t1"), Some("a"));
-        assert_eq!(a.tool_owner("t2"), Some("b"));
-        assert_eq!(a.runtime_tools().len(), 2);
-        // Same opt-ins, different order: the owners change, so the binding differs.
-        let b = Binding::derive(
-            &p,
-            &[
-                client("b", &["tone", "guidelines"], &["t1", "t2"]),
-                client("a", &["tone", "safety"], &["t1"]),
-            ],
-        );
-        assert_ne!(a, b);
-        assert_eq!(Binding::derive(&p, &[]), Binding::default());
-    }
-
-    #[test]
-    fn uris() {
-        assert_eq!(path_of_uri("file:///tmp/x"), "/tmp/x");
-        assert_eq!(path_of_uri("/tmp/y"), "/tmp/y");
+    fn a_turn_after_an_error_expects_the_stale_idle() {
+        let mut s = BridgedSession::new("r".into());
+        s.begin("t1", "c");
+        s.end_turn(TurnState::Idle { stale_idle: true });
+        s.begin("t2", "c");
+        assert!(s.running().unwrap().stale_idle);
+        s.end_turn(TurnState::Idle { stale_idle: false });
+        s.begin("t3", "c");
+        assert!(!s.running().unwrap().stale_idle);
     }
 }

@@ -1,5 +1,6 @@
-//! South side: the Copilot CLI in server mode, over stdio or TCP.
-pub mod client;
+//! South side: the Copilot CLI in server mode, over stdio or TCP. Speaks only
+//! the runtime's wire (typed in [`wire`]); knows nothing of AHP.
 pub mod codec;
-pub mod events;
+pub mod connection;
 pub mod process;
+pub mod wire;

@@ -9,14 +9,13 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tracing::{debug, info};
 
-use super::client::{RuntimeConn, RuntimeHandler};
+use super::connection::{RuntimeConn, RuntimeHandler};
 use crate::config::RuntimeConfig;
 
 /// A live runtime: the connection and, when we spawned it, the child process.
 pub struct Runtime {
     pub conn: Arc<RuntimeConn>,
     pub child: Option<Child>,
-    pub version: String,
 }
 
 /// argv[0] is looked up in the project-local install first (the native binary
@@ -63,11 +62,7 @@ pub async fn start(
         let conn = RuntimeConn::start(r, w, handler, cfg.call_timeout, cfg.max_frame_bytes);
         let version = conn.handshake(token.as_deref()).await?;
         info!(%addr, %version, "connected to the runtime over TCP");
-        return Ok(Runtime {
-            conn,
-            child: None,
-            version,
-        });
+        return Ok(Runtime { conn, child: None });
     }
     let program = resolve_program(&cfg.command[0]);
     let mut cmd = Command::new(&program);
@@ -109,6 +104,5 @@ pub async fn start(
     Ok(Runtime {
         conn,
         child: Some(child),
-        version,
     })
 }

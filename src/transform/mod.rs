@@ -1,5 +1,7 @@
-//! The transform core: opt-ins to registrations, and each runtime
-//! `systemMessage.transform` request to the owning clients and back.
+//! The transform core, pure: opt-ins to registrations ([`policy`],
+//! [`overrides`]), and each runtime `systemMessage.transform` request to the
+//! owning clients and back ([`router`]). It knows neither AHP nor the runtime:
+//! clients are reached through [`router::TransformClients`].
 pub mod overrides;
 pub mod policy;
 pub mod router;

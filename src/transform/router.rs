@@ -1,23 +1,43 @@
 //! One runtime `systemMessage.transform` request: snapshot the owners, ask
-//! each owner once (batched) under one shared deadline, validate, merge,
-//! audit, and ALWAYS answer the runtime: the runtime has no timeout of its own.
+//! each owner once (batched) under ONE deadline, validate, merge, audit, and
+//! ALWAYS answer: the runtime has no timeout of its own and would wait forever.
+//!
+//! The router owns the deadline (`[policy] transform_timeout`): every owner's
+//! call is given the time left until that one instant, so the answer goes back
+//! by then plus the audit write (audit before answer).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Weak};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Map, Value};
+use serde_json::Value;
 use tracing::{debug, info, warn};
 
 use super::policy::{self, OptIn, Policy, Refusal};
-use crate::ahp::host::{now_iso, Host};
 use crate::audit::log::AuditLog;
-use crate::audit::sha256_hex;
+use crate::audit::record::{now_rfc3339, OwnerRecord, SectionRecord, TransformRecord};
 use crate::config::Config;
 use crate::jsonrpc::CallError;
 
-/// The method name clients answer (server -> client request).
-pub const METHOD: &str = "systemMessageTransform";
+pub type AskFuture = Pin<Box<dyn Future<Output = Result<Value, CallError>> + Send>>;
+
+/// The clients a transform is routed to: the bridge implements this over
+/// the AHP host, a test over an in-process peer.
+pub trait TransformClients: Send + Sync {
+    /// The session's active clients with their opt-ins, in active-client order.
+    fn opt_ins(&self, session: &str) -> Vec<OptIn>;
+    /// Asks `client_id` to rewrite `sections` of `session`, waiting at most
+    /// `timeout`; fails at once (`Closed`) when the client is not connected.
+    fn ask(
+        &self,
+        client_id: &str,
+        session: &str,
+        sections: &BTreeMap<String, String>,
+        timeout: Duration,
+    ) -> AskFuture;
+}
 
 /// How one owner's part of a request ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +66,6 @@ impl Outcome {
 }
 
 pub struct Router {
-    host: Weak<Host>,
     pub policy: Policy,
     timeout: Duration,
     audit: Option<Arc<AuditLog>>,
@@ -61,9 +80,8 @@ struct OwnerResult {
 }
 
 impl Router {
-    pub fn new(host: Weak<Host>, cfg: &Config, audit: Option<Arc<AuditLog>>) -> Self {
+    pub fn new(cfg: &Config, audit: Option<Arc<AuditLog>>) -> Self {
         Self {
-            host,
             policy: Policy {
                 restricted: cfg.policy.restricted.iter().cloned().collect(),
                 overridden: cfg.policy.overrides.keys().cloned().collect(),
@@ -76,96 +94,34 @@ impl Router {
         }
     }
 
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    /// The answer for the runtime: `{sections: {ID: {content}}}` for every section asked.
-    pub async fn handle(&self, ahp_session: &str, runtime_session: &str, params: &Value) -> Value {
-        let original: BTreeMap<String, String> = params["sections"]
-            .as_object()
-            .map(|o| {
-                o.iter()
-                    .filter_map(|(k, v)| v["content"].as_str().map(|c| (k.clone(), c.to_owned())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let merged = self.route(ahp_session, runtime_session, &original).await;
-        let sections: Map<String, Value> = merged
-            .into_iter()
-            .map(|(k, v)| (k, json!({"content": v})))
-            .collect();
-        json!({"sections": sections})
-    }
-
-    /// Routes one request; returns the content for each section.
+    /// Routes one request; returns the content for every section asked.
     pub async fn route(
         &self,
+        clients: &dyn TransformClients,
         ahp_session: &str,
         runtime_session: &str,
         original: &BTreeMap<String, String>,
     ) -> BTreeMap<String, String> {
         let started = Instant::now();
         let deadline = tokio::time::Instant::now() + self.timeout;
-        let Some(host) = self.host.upgrade() else {
-            return original.clone();
-        };
         // Snapshot: whoever owns a section now gets this request, nobody else.
-        let clients: Vec<OptIn> = host
-            .active_clients(ahp_session)
-            .iter()
-            .map(OptIn::from)
-            .collect();
-        let owners = policy::owners(&self.policy, &clients);
+        let owners = policy::owners(&self.policy, &clients.opt_ins(ahp_session));
         let requested: BTreeSet<String> = original.keys().cloned().collect();
         let plan = policy::plan(&self.policy, &owners, &requested);
 
         let asks = plan.asks.iter().map(|(owner, ids)| {
-            let peer = host.client_peer(owner);
-            let sections: Map<String, Value> = ids.iter().map(|id| (id.clone(), json!({"content": original[id]}))).collect();
-            let params = json!({"channel": ahp_session, "sections": sections});
-            let policy = &self.policy;
+            let sections: BTreeMap<String, String> = ids
+                .iter()
+                .map(|id| (id.clone(), original[id].clone()))
+                .collect();
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let call = clients.ask(owner, ahp_session, &sections, left);
             async move {
-                let mut r = OwnerResult { client_id: owner.clone(), outcome: Outcome::Disconnected, replaced: BTreeMap::new(), ignored: vec![] };
-                let Some(peer) = peer else { return r };
-                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-                r.outcome = match peer.call(METHOD, params, left).await {
-                    Err(CallError::Timeout(_)) => Outcome::Timeout,
-                    Err(CallError::Closed) => Outcome::Disconnected,
-                    Err(CallError::Rpc(e)) => {
-                        debug!(client_id = %owner, "client answered the transform with an error: {e}");
-                        Outcome::Error
-                    }
-                    Ok(result) => {
-                        let bytes = result.to_string().len();
-                        match policy::validate_answer(policy, ids, &result, bytes) {
-                            Err(Refusal::Malformed) => Outcome::Malformed,
-                            Err(Refusal::Oversize) => Outcome::Oversize,
-                            Ok(acc) => {
-                                r.ignored = acc.ignored;
-                                r.replaced = acc.replaced;
-                                if r.replaced.iter().any(|(id, c)| original.get(id) != Some(c)) {
-                                    Outcome::Transformed
-                                } else {
-                                    Outcome::Unchanged
-                                }
-                            }
-                        }
-                    }
-                };
-                if !matches!(r.outcome, Outcome::Transformed | Outcome::Unchanged) {
-                    r.replaced.clear();
-                }
-                r
+                let answer = call.await;
+                self.judge(owner, ids, original, answer)
             }
         });
-        // One shared deadline; the margin covers scheduling only.
-        let results = tokio::time::timeout_at(deadline + Duration::from_millis(250), futures_util::future::join_all(asks))
-            .await
-            .unwrap_or_else(|_| {
-                warn!(session = %ahp_session, "transform owners overran the deadline; answering with the originals");
-                vec![]
-            });
+        let results = futures_util::future::join_all(asks).await;
 
         let mut merged = original.clone();
         let mut section_owner: BTreeMap<&str, (&str, Outcome)> = BTreeMap::new();
@@ -177,8 +133,7 @@ impl Router {
                 section_owner.insert(id, (&r.client_id, r.outcome));
             }
         }
-        let latency = started.elapsed();
-        self.record(
+        let record = self.record(
             ahp_session,
             runtime_session,
             original,
@@ -186,9 +141,59 @@ impl Router {
             &plan.passthrough,
             &section_owner,
             &results,
-            latency,
+            started.elapsed(),
         );
+        if let Some(log) = &self.audit {
+            if let Err(e) = log.append(&record) {
+                warn!("audit record not written: {e}");
+            }
+        }
         merged
+    }
+
+    /// What one owner's answer is worth.
+    fn judge(
+        &self,
+        owner: &str,
+        asked: &BTreeSet<String>,
+        original: &BTreeMap<String, String>,
+        answer: Result<Value, CallError>,
+    ) -> OwnerResult {
+        let mut r = OwnerResult {
+            client_id: owner.to_owned(),
+            outcome: Outcome::Disconnected,
+            replaced: BTreeMap::new(),
+            ignored: vec![],
+        };
+        r.outcome = match answer {
+            Err(CallError::Timeout(_)) => Outcome::Timeout,
+            Err(CallError::Closed) => Outcome::Disconnected,
+            Err(CallError::Rpc(e)) => {
+                debug!(client_id = %owner, "client answered the transform with an error: {e}");
+                Outcome::Error
+            }
+            Ok(result) => {
+                // Measured as the client's answer serialized: what it sent, near enough.
+                let bytes = result.to_string().len();
+                match policy::validate_answer(&self.policy, asked, &result, bytes) {
+                    Err(Refusal::Malformed) => Outcome::Malformed,
+                    Err(Refusal::Oversize) => Outcome::Oversize,
+                    Ok(acc) => {
+                        r.ignored = acc.ignored;
+                        r.replaced = acc.replaced;
+                        if r.replaced.iter().any(|(id, c)| original.get(id) != Some(c)) {
+                            Outcome::Transformed
+                        } else {
+                            Outcome::Unchanged
+                        }
+                    }
+                }
+            }
+        };
+        if !matches!(r.outcome, Outcome::Transformed | Outcome::Unchanged) {
+            r.replaced.clear();
+        }
+        r
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -202,47 +207,41 @@ impl Router {
         section_owner: &BTreeMap<&str, (&str, Outcome)>,
         results: &[OwnerResult],
         latency: Duration,
-    ) {
-        let sections: Vec<Value> = original
+    ) -> TransformRecord {
+        let sections: Vec<SectionRecord> = original
             .iter()
             .map(|(id, before)| {
                 let after = &merged[id];
-                let decision = match (section_owner.get(id.as_str()), passthrough.get(id)) {
+                let owned = section_owner.get(id.as_str());
+                let decision = match (owned, passthrough.get(id)) {
                     (Some(_), _) if before != after => "transformed".to_string(),
                     (Some((_, o)), _) => o.as_str().to_string(),
                     (None, Some(reason)) => format!("passthrough:{reason}"),
                     (None, None) => "passthrough:deadline".to_string(),
                 };
-                let mut s = json!({
-                    "id": id, "decision": decision,
-                    "owner": section_owner.get(id.as_str()).map(|(c, _)| *c),
-                    "sha256Before": sha256_hex(before.as_bytes()), "sha256After": sha256_hex(after.as_bytes()),
-                    "lenBefore": before.len(), "lenAfter": after.len(),
-                });
-                if self.include_content {
-                    s["contentBefore"] = json!(before);
-                    s["contentAfter"] = json!(after);
-                }
-                s
+                let owner = owned.map(|(c, _)| *c);
+                SectionRecord::new(id, decision, owner, before, after, self.include_content)
             })
-            .collect();
-        let owners: Vec<Value> = results
-            .iter()
-            .map(|r| json!({"clientId": r.client_id, "outcome": r.outcome.as_str(), "ignored": r.ignored}))
             .collect();
         for r in results {
             info!(session = %ahp_session, client_id = %r.client_id, outcome = r.outcome.as_str(),
                 sections = ?section_owner.iter().filter(|(_, (c, _))| *c == r.client_id).map(|(id, _)| *id).collect::<Vec<_>>(),
                 ignored = ?r.ignored, "transform");
         }
-        debug!(session = %ahp_session, ?sections, "transform hashes");
-        let Some(log) = &self.audit else { return };
-        let record = json!({
-            "time": now_iso(), "session": ahp_session, "runtimeSession": runtime_session,
-            "owners": owners, "sections": sections, "latencyUs": latency.as_micros() as u64,
-        });
-        if let Err(e) = log.append(record) {
-            warn!("audit record not written: {e}");
+        TransformRecord {
+            time: now_rfc3339(),
+            session: ahp_session.to_owned(),
+            runtime_session: runtime_session.to_owned(),
+            owners: results
+                .iter()
+                .map(|r| OwnerRecord {
+                    client_id: r.client_id.clone(),
+                    outcome: r.outcome.as_str(),
+                    ignored: r.ignored.clone(),
+                })
+                .collect(),
+            sections,
+            latency_us: latency.as_micros() as u64,
         }
     }
 }

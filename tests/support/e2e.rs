@@ -78,7 +78,7 @@ pub async fn start_turn(
 ) -> ahp::SessionSubscription {
     let chat = format!("ahp-chat:/{session_id}");
     let (_, sub) = c.subscribe(chat.clone()).await.unwrap();
-    dispatch_raw(c, &chat, 1, json!({"type": "chat/turnStarted", "turnId": turn_id, "startedAt": ahp_copilot_bridge::ahp::host::now_iso(), "message": {"text": prompt, "origin": {"kind": "user"}}})).await;
+    dispatch_raw(c, &chat, 1, json!({"type": "chat/turnStarted", "turnId": turn_id, "startedAt": jiff::Timestamp::now().to_string(), "message": {"text": prompt, "origin": {"kind": "user"}}})).await;
     sub
 }
 

@@ -1,4 +1,4 @@
-//! Runtime `session.event`s to AHP chat actions: a pure mapping. The mapper
+//! How a runtime event becomes AHP chat actions: a pure mapping. The mapper
 //! remembers, per turn, which response parts and tool calls it has opened so
 //! that streamed deltas and final messages never duplicate each other.
 
@@ -6,28 +6,26 @@ use std::collections::HashSet;
 
 use serde_json::{json, Value};
 
-/// How the runtime's two streams (the answer, the reasoning) map to AHP.
-struct Stream {
-    /// The event field naming the part.
-    id_key: &'static str,
-    part_kind: &'static str,
-    delta_action: &'static str,
+use crate::runtime::wire::RuntimeEvent;
+
+/// The two streams of a response (the answer, the reasoning) in AHP.
+#[derive(Clone, Copy)]
+enum Stream {
+    Answer,
+    Reasoning,
 }
 
 impl Stream {
-    fn of(reasoning: bool) -> Self {
-        if reasoning {
-            Self {
-                id_key: "reasoningId",
-                part_kind: "reasoning",
-                delta_action: "chat/reasoning",
-            }
-        } else {
-            Self {
-                id_key: "messageId",
-                part_kind: "markdown",
-                delta_action: "chat/delta",
-            }
+    fn part_kind(self) -> &'static str {
+        match self {
+            Self::Answer => "markdown",
+            Self::Reasoning => "reasoning",
+        }
+    }
+    fn delta_action(self) -> &'static str {
+        match self {
+            Self::Answer => "chat/delta",
+            Self::Reasoning => "chat/reasoning",
         }
     }
 }
@@ -57,12 +55,6 @@ impl TurnMapper {
             turn_id: turn_id.into(),
             ..Self::default()
         }
-    }
-
-    /// Whether a tool call is already open (the bridge opens client tool calls
-    /// and permission prompts itself).
-    pub fn has_tool(&self, id: &str) -> bool {
-        self.tools.contains(id)
     }
 
     /// Opens a tool call: `chat/toolCallStart` then `chat/toolCallReady`;
@@ -157,85 +149,91 @@ impl TurnMapper {
         ]
     }
 
-    /// Maps one runtime event. Unknown types map to nothing.
-    pub fn map(&mut self, ty: &str, data: &Value, duration_ms: i64) -> Vec<Value> {
-        let s = |k: &str| {
-            data.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let mut out = Vec::new();
-        match ty {
-            "assistant.message_delta" | "assistant.reasoning_delta" => {
-                let k = Stream::of(ty == "assistant.reasoning_delta");
-                let id = s(k.id_key);
-                out.extend(self.part(k.part_kind, &id, ""));
-                self.streamed.insert(id.clone());
-                out.push(json!({"type": k.delta_action, "turnId": self.turn_id, "partId": id, "content": s("deltaContent")}));
+    fn delta(&mut self, stream: Stream, id: &str, delta: &str) -> Vec<Value> {
+        let mut out: Vec<Value> = self.part(stream.part_kind(), id, "").into_iter().collect();
+        self.streamed.insert(id.to_owned());
+        out.push(json!({"type": stream.delta_action(), "turnId": self.turn_id, "partId": id, "content": delta}));
+        out
+    }
+
+    /// A whole message: a part of its own unless it was streamed already.
+    fn whole(&mut self, stream: Stream, id: &str, content: &str) -> Vec<Value> {
+        if self.streamed.contains(id) || content.is_empty() {
+            return vec![];
+        }
+        self.part(stream.part_kind(), id, content)
+            .into_iter()
+            .collect()
+    }
+
+    /// Maps one runtime event. Events that mean nothing to a chat map to nothing.
+    pub fn map(&mut self, event: &RuntimeEvent, duration_ms: i64) -> Vec<Value> {
+        match event {
+            RuntimeEvent::MessageDelta { message_id, delta } => {
+                self.delta(Stream::Answer, message_id, delta)
             }
-            "assistant.message" | "assistant.reasoning" => {
-                let k = Stream::of(ty == "assistant.reasoning");
-                let id = s(k.id_key);
-                let content = s("content");
-                if !self.streamed.contains(&id) && !content.is_empty() {
-                    out.extend(self.part(k.part_kind, &id, &content));
-                }
-            }
-            "assistant.usage" => {
+            RuntimeEvent::ReasoningDelta {
+                reasoning_id,
+                delta,
+            } => self.delta(Stream::Reasoning, reasoning_id, delta),
+            RuntimeEvent::Message {
+                message_id,
+                content,
+            } => self.whole(Stream::Answer, message_id, content),
+            RuntimeEvent::Reasoning {
+                reasoning_id,
+                content,
+            } => self.whole(Stream::Reasoning, reasoning_id, content),
+            RuntimeEvent::Usage(u) => {
                 let mut usage = json!({});
-                for key in ["inputTokens", "outputTokens", "cacheReadTokens"] {
-                    if let Some(n) = data.get(key).and_then(Value::as_i64) {
+                for (key, n) in [
+                    ("inputTokens", u.input_tokens),
+                    ("outputTokens", u.output_tokens),
+                    ("cacheReadTokens", u.cache_read_tokens),
+                ] {
+                    if let Some(n) = n {
                         usage[key] = json!(n);
                     }
                 }
-                if let Some(m) = data.get("model").and_then(Value::as_str) {
+                if let Some(m) = &u.model {
                     usage["model"] = json!(m);
                 }
-                out.push(json!({"type": "chat/usage", "turnId": self.turn_id, "usage": usage}));
+                vec![json!({"type": "chat/usage", "turnId": self.turn_id, "usage": usage})]
             }
-            "tool.execution_start" => {
-                let (id, name) = (s("toolCallId"), s("toolName"));
-                let input = data.get("arguments").cloned().unwrap_or(Value::Null);
-                out.extend(self.open_tool(
-                    &id,
-                    &name,
-                    &input,
-                    None,
-                    Some("not-needed"),
-                    &format!("Running {name}"),
-                ));
+            RuntimeEvent::ToolStarted {
+                tool_call_id,
+                tool_name,
+                arguments,
+            } => self.open_tool(
+                tool_call_id,
+                tool_name,
+                arguments,
+                None,
+                Some("not-needed"),
+                &format!("Running {tool_name}"),
+            ),
+            RuntimeEvent::ToolCompleted {
+                tool_call_id,
+                tool_name,
+                success,
+                output,
+            } => self.complete_tool(
+                tool_call_id,
+                *success,
+                output,
+                tool_name.as_deref().unwrap_or("tool"),
+            ),
+            RuntimeEvent::Error {
+                error_type,
+                message,
+            } => self.error(error_type, message, duration_ms),
+            RuntimeEvent::Idle if !std::mem::replace(&mut self.ended, true) => {
+                vec![
+                    json!({"type": "chat/turnComplete", "turnId": self.turn_id, "duration": duration_ms}),
+                ]
             }
-            "tool.execution_complete" => {
-                let id = s("toolCallId");
-                let success = data
-                    .get("success")
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false);
-                let result = data
-                    .pointer("/result/content")
-                    .map(text)
-                    .unwrap_or_default();
-                let name = data
-                    .get("toolName")
-                    .and_then(Value::as_str)
-                    .unwrap_or("tool")
-                    .to_owned();
-                out.extend(self.complete_tool(&id, success, &result, &name));
-            }
-            "session.error" => {
-                let kind = data
-                    .get("errorType")
-                    .and_then(Value::as_str)
-                    .unwrap_or("error");
-                out.extend(self.error(kind, &s("message"), duration_ms));
-            }
-            "session.idle" if !std::mem::replace(&mut self.ended, true) => {
-                out.push(json!({"type": "chat/turnComplete", "turnId": self.turn_id, "duration": duration_ms}));
-            }
-            _ => {}
+            _ => vec![],
         }
-        out
     }
 }
 
@@ -243,6 +241,10 @@ impl TurnMapper {
 mod tests {
     use super::*;
     use ahp_types::actions::StateAction;
+
+    fn event(ty: &str, data: Value) -> RuntimeEvent {
+        RuntimeEvent::parse(&json!({"sessionId": "s", "event": {"type": ty, "data": data}})).1
+    }
 
     fn types(v: &[Value]) -> Vec<String> {
         v.iter()
@@ -309,7 +311,7 @@ mod tests {
         ];
         let mut m = TurnMapper::new("t1");
         for (ty, data, want) in table {
-            let got = m.map(ty, &data, 5);
+            let got = m.map(&event(ty, data.clone()), 5);
             assert_eq!(types(&got), want, "{ty} {data}");
             // Every action is a valid AHP action.
             for a in got {
@@ -323,10 +325,10 @@ mod tests {
     fn idle_completes_a_turn_once() {
         let mut m = TurnMapper::new("t");
         assert_eq!(
-            types(&m.map("session.idle", &json!({}), 1)),
+            types(&m.map(&RuntimeEvent::Idle, 1)),
             vec!["chat/turnComplete"]
         );
-        assert!(m.map("session.idle", &json!({}), 1).is_empty());
+        assert!(m.map(&RuntimeEvent::Idle, 1).is_empty());
     }
 
     /// Applies actions with the official reducer, failing on any the state refuses.
@@ -367,7 +369,7 @@ mod tests {
         );
         let mut m = TurnMapper::new("t");
         let start = json!({"toolCallId": "c", "toolName": "bash", "arguments": {"command": "ls"}});
-        apply(&mut chat, m.map("tool.execution_start", &start, 1));
+        apply(&mut chat, m.map(&event("tool.execution_start", start), 1));
         assert_eq!(tool_status(&chat, "c"), "running");
         let ask = m.ask_confirmation("c", "bash", &json!("ls"), "Allow shell: ls");
         assert_eq!(types(&ask), vec!["chat/toolCallReady"]);

@@ -13,21 +13,49 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, warn};
+use tracing::{debug, trace, warn};
 
 use super::codec::ContentLengthCodec;
-use crate::jsonrpc::{self, CallError, Incoming, Peer, RpcError};
+use super::wire::{method, RuntimeAnswer, RuntimeEvent, RuntimeRequest, SESSION_EVENT};
+use crate::jsonrpc::{self, Answer, CallError, ErrorCode, InboundHandler, Peer, RpcError};
 
 pub const PROTOCOL_VERSION: u64 = 3;
 
-pub type ReplyFuture = Pin<Box<dyn Future<Output = Result<Value, RpcError>> + Send>>;
+pub type ReplyFuture = Pin<Box<dyn Future<Output = RuntimeAnswer> + Send>>;
 
 /// What the bridge does with what the runtime sends on its own.
 pub trait RuntimeHandler: Send + Sync + 'static {
-    /// A notification, in arrival order (`session.event` and friends).
-    fn notification(&self, method: &str, params: Value);
+    /// An event of a runtime session, in arrival order.
+    fn event(&self, session_id: &str, event: RuntimeEvent);
     /// A request from the runtime; the answer goes back whatever it is.
-    fn request(&self, method: String, params: Value) -> ReplyFuture;
+    fn request(&self, request: RuntimeRequest) -> ReplyFuture;
+}
+
+/// Types what the runtime sends and hands it to the bridge; unsupported
+/// requests are answered -32601 at once, so nothing stays pending.
+struct TypedInbound(Arc<dyn RuntimeHandler>);
+
+impl InboundHandler for TypedInbound {
+    fn request(&self, method: &str, params: Value) -> Answer {
+        match RuntimeRequest::parse(method, &params) {
+            Some(r) => {
+                let reply = self.0.request(r);
+                Answer::Later(Box::pin(async move { Ok(reply.await.to_json()) }))
+            }
+            None => Answer::Now(Err(RpcError::method_not_found(method))),
+        }
+    }
+
+    fn notification(&self, method: &str, params: Value) {
+        if method == SESSION_EVENT {
+            // Events carry prompt text: their data only at trace.
+            trace!(event = %params, "runtime event");
+            let (session, event) = RuntimeEvent::parse(&params);
+            self.0.event(&session, event);
+        } else {
+            debug!(method, "runtime notification ignored");
+        }
+    }
 }
 
 pub struct RuntimeConn {
@@ -71,6 +99,7 @@ impl RuntimeConn {
         });
         let mut stream = FramedRead::new(reader, ContentLengthCodec::new(max_frame));
         let (p, c) = (peer.clone(), closed.clone());
+        let inbound = TypedInbound(handler);
         tokio::spawn(async move {
             loop {
                 let frame = tokio::select! {
@@ -89,33 +118,9 @@ impl RuntimeConn {
                     Some(Ok(b)) => b,
                 };
                 let text = String::from_utf8_lossy(&bytes);
-                match jsonrpc::parse(&text) {
-                    Ok(Incoming::Response { id, result }) => {
-                        if !p.complete(&id, result) {
-                            debug!(%id, "runtime answered a call nobody waits for");
-                        }
-                    }
-                    Ok(Incoming::Notification { method, params }) => {
-                        handler.notification(&method, params)
-                    }
-                    Ok(Incoming::Request { id, method, params }) => {
-                        let (h, p) = (handler.clone(), p.clone());
-                        tokio::spawn(async move {
-                            let result = h.request(method, params).await;
-                            p.send_raw(jsonrpc::response(&id, result));
-                        });
-                    }
-                    Ok(Incoming::OrphanError(e)) => warn!("runtime reported an error: {e}"),
-                    Err(m) => {
-                        warn!(
-                            "runtime sent a message that is not JSON-RPC: {}",
-                            m.error.message
-                        );
-                        if let Some(id) = m.id {
-                            p.send_raw(jsonrpc::error_response(Some(&id), m.error));
-                        }
-                    }
-                }
+                // The runtime's requests are answered on their own tasks:
+                // `receive` never waits, so events keep flowing meanwhile.
+                jsonrpc::receive(&text, &p, &inbound, "runtime");
             }
             c.cancel();
             p.close();
@@ -138,10 +143,10 @@ impl RuntimeConn {
             Some(t) => json!({"token": t}),
             None => json!({}),
         };
-        let reply = match self.call("connect", params).await {
+        let reply = match self.call(method::CONNECT, params).await {
             Ok(v) => v,
-            Err(CallError::Rpc(e)) if e.code == jsonrpc::METHOD_NOT_FOUND => self
-                .call("ping", json!({"message": "ahp-copilot-bridge"}))
+            Err(CallError::Rpc(e)) if e.is(ErrorCode::MethodNotFound) => self
+                .call(method::PING, json!({"message": "ahp-copilot-bridge"}))
                 .await
                 .map_err(|e| anyhow::anyhow!("runtime ping failed: {e}"))?,
             Err(e) => anyhow::bail!("runtime connect failed: {e}"),

@@ -1,4 +1,5 @@
-//! The one JSON-RPC 2.0 layer both sides use.
+//! The one JSON-RPC 2.0 layer both sides use: messages here, our calls in
+//! [`peer`], the handling of every inbound message in [`inbound`].
 //!
 //! `ahp-types`' envelope takes only numeric ids and fails on `id: null`, and the
 //! runtime numbers its own requests independently of ours, so the bridge parses
@@ -6,20 +7,37 @@
 //! fields survive), and a [`Peer`] correlates the calls we make with a deadline
 //! on each and fails them all at once when the connection drops.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use tokio::sync::oneshot;
 
-pub const PARSE_ERROR: i32 = -32700;
-pub const INVALID_REQUEST: i32 = -32600;
-pub const METHOD_NOT_FOUND: i32 = -32601;
-pub const INVALID_PARAMS: i32 = -32602;
-pub const INTERNAL_ERROR: i32 = -32603;
+pub mod inbound;
+pub mod peer;
+
+pub use inbound::{receive, Answer, Flow, InboundHandler};
+pub use peer::{CallError, Peer};
+
+/// The error codes JSON-RPC 2.0 itself defines; a protocol on top (AHP) adds
+/// its own and converts them with `Into<i32>` the same way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorCode {
+    ParseError,
+    InvalidRequest,
+    MethodNotFound,
+    InvalidParams,
+    InternalError,
+}
+
+impl From<ErrorCode> for i32 {
+    fn from(c: ErrorCode) -> i32 {
+        match c {
+            ErrorCode::ParseError => -32700,
+            ErrorCode::InvalidRequest => -32600,
+            ErrorCode::MethodNotFound => -32601,
+            ErrorCode::InvalidParams => -32602,
+            ErrorCode::InternalError => -32603,
+        }
+    }
+}
 
 /// A JSON-RPC id: JSON-RPC 2.0 allows numbers and strings.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -48,9 +66,9 @@ pub struct RpcError {
 }
 
 impl RpcError {
-    pub fn new(code: i32, message: impl Into<String>) -> Self {
+    pub fn new(code: impl Into<i32>, message: impl Into<String>) -> Self {
         Self {
-            code,
+            code: code.into(),
             message: message.into(),
             data: None,
         }
@@ -59,11 +77,15 @@ impl RpcError {
         self.data = Some(data);
         self
     }
-    pub fn invalid_params(message: impl Into<String>) -> Self {
-        Self::new(INVALID_PARAMS, message)
-    }
     pub fn method_not_found(method: &str) -> Self {
-        Self::new(METHOD_NOT_FOUND, format!("method not found: {method}"))
+        Self::new(
+            ErrorCode::MethodNotFound,
+            format!("method not found: {method}"),
+        )
+    }
+    /// Whether this error carries `code`.
+    pub fn is(&self, code: impl Into<i32>) -> bool {
+        self.code == code.into()
     }
 }
 
@@ -104,7 +126,7 @@ pub struct Malformed {
 pub fn parse(text: &str) -> Result<Incoming, Malformed> {
     let value: Value = serde_json::from_str(text).map_err(|e| Malformed {
         id: None,
-        error: RpcError::new(PARSE_ERROR, format!("parse error: {e}")),
+        error: RpcError::new(ErrorCode::ParseError, format!("parse error: {e}")),
     })?;
     classify(value)
 }
@@ -113,7 +135,7 @@ pub fn parse(text: &str) -> Result<Incoming, Malformed> {
 pub fn classify(value: Value) -> Result<Incoming, Malformed> {
     let invalid = |id: Option<Id>, why: &str| Malformed {
         id,
-        error: RpcError::new(INVALID_REQUEST, format!("invalid request: {why}")),
+        error: RpcError::new(ErrorCode::InvalidRequest, format!("invalid request: {why}")),
     };
     let Value::Object(mut obj) = value else {
         return Err(invalid(None, "expected a JSON object"));
@@ -211,104 +233,6 @@ pub fn json_depth(text: &str) -> usize {
     max
 }
 
-/// Why a call we made did not return a result.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum CallError {
-    #[error("no answer within {0:?}")]
-    Timeout(Duration),
-    #[error("connection closed")]
-    Closed,
-    #[error("peer answered with an error: {0}")]
-    Rpc(RpcError),
-}
-
-type Sender = Box<dyn Fn(Value) -> bool + Send + Sync>;
-
-/// Our side of a JSON-RPC connection: numbers the calls we make, keeps them
-/// pending until the answer, a deadline, or the connection closing.
-pub struct Peer {
-    next_id: AtomicI64,
-    pending: Mutex<HashMap<Id, oneshot::Sender<Result<Value, RpcError>>>>,
-    closed: AtomicBool,
-    send: Sender,
-}
-
-impl Peer {
-    /// `send` queues one message for the wire and says whether it was accepted.
-    pub fn new(send: impl Fn(Value) -> bool + Send + Sync + 'static) -> Arc<Self> {
-        Arc::new(Self {
-            next_id: AtomicI64::new(1),
-            pending: Mutex::new(HashMap::new()),
-            closed: AtomicBool::new(false),
-            send: Box::new(send),
-        })
-    }
-
-    fn pending(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<Id, oneshot::Sender<Result<Value, RpcError>>>> {
-        self.pending.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Calls `method` and waits at most `timeout` for the answer.
-    pub async fn call(
-        &self,
-        method: &str,
-        params: Value,
-        timeout: Duration,
-    ) -> Result<Value, CallError> {
-        if self.closed.load(Ordering::Acquire) {
-            return Err(CallError::Closed);
-        }
-        let id = Id::Num(self.next_id.fetch_add(1, Ordering::Relaxed));
-        let (tx, rx) = oneshot::channel();
-        self.pending().insert(id.clone(), tx);
-        // A close that raced the insert above must still fail this call.
-        if self.closed.load(Ordering::Acquire) || !(self.send)(request(&id, method, &params)) {
-            self.pending().remove(&id);
-            return Err(CallError::Closed);
-        }
-        let outcome = tokio::time::timeout(timeout, rx).await;
-        match outcome {
-            Ok(Ok(Ok(v))) => Ok(v),
-            Ok(Ok(Err(e))) => Err(CallError::Rpc(e)),
-            Ok(Err(_)) => Err(CallError::Closed),
-            Err(_) => {
-                self.pending().remove(&id);
-                Err(CallError::Timeout(timeout))
-            }
-        }
-    }
-
-    /// Sends a notification; false when the connection no longer takes messages.
-    pub fn notify(&self, method: &str, params: Value) -> bool {
-        !self.closed.load(Ordering::Acquire) && (self.send)(notification(method, &params))
-    }
-
-    /// Sends any prepared message (a response, say).
-    pub fn send_raw(&self, message: Value) -> bool {
-        !self.closed.load(Ordering::Acquire) && (self.send)(message)
-    }
-
-    /// Delivers an answer; false when nobody waits for that id (late or unknown).
-    pub fn complete(&self, id: &Id, result: Result<Value, RpcError>) -> bool {
-        match self.pending().remove(id) {
-            Some(tx) => tx.send(result).is_ok(),
-            None => false,
-        }
-    }
-
-    /// Fails every pending call at once and refuses new ones.
-    pub fn close(&self) {
-        self.closed.store(true, Ordering::Release);
-        self.pending().clear();
-    }
-
-    pub fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,14 +252,20 @@ mod tests {
         let r =
             parse(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}"#).unwrap();
         assert!(matches!(r, Incoming::OrphanError(_)));
-        assert_eq!(parse("{").unwrap_err().error.code, PARSE_ERROR);
-        assert_eq!(parse("[1]").unwrap_err().error.code, INVALID_REQUEST);
+        assert_eq!(
+            parse("{").unwrap_err().error.code,
+            i32::from(ErrorCode::ParseError)
+        );
+        assert_eq!(
+            parse("[1]").unwrap_err().error.code,
+            i32::from(ErrorCode::InvalidRequest)
+        );
         assert_eq!(
             parse(r#"{"jsonrpc":"1.0","id":1,"method":"a"}"#)
                 .unwrap_err()
                 .error
                 .code,
-            INVALID_REQUEST
+            i32::from(ErrorCode::InvalidRequest)
         );
         let m = parse(r#"{"jsonrpc":"2.0","id":3,"method":5}"#).unwrap_err();
         assert_eq!(m.id, Some(Id::Num(3)));
@@ -346,36 +276,5 @@ mod tests {
         assert_eq!(json_depth(r#"{"a":[1,{"b":"[[[{"}]}"#), 3);
         assert_eq!(json_depth(&"[".repeat(200)), 200);
         assert_eq!(json_depth(r#""\"[""#), 0);
-    }
-
-    #[tokio::test]
-    async fn call_times_out_and_close_fails_pending() {
-        let peer = Peer::new(|_| true);
-        let e = peer
-            .call("x", Value::Null, Duration::from_millis(10))
-            .await
-            .unwrap_err();
-        assert!(matches!(e, CallError::Timeout(_)));
-        let p2 = peer.clone();
-        let h =
-            tokio::spawn(async move { p2.call("y", Value::Null, Duration::from_secs(60)).await });
-        while peer.pending().is_empty() {
-            tokio::task::yield_now().await;
-        }
-        peer.close();
-        assert_eq!(h.await.unwrap().unwrap_err(), CallError::Closed);
-        assert_eq!(
-            peer.call("z", Value::Null, Duration::from_secs(1))
-                .await
-                .unwrap_err(),
-            CallError::Closed
-        );
-    }
-
-    #[tokio::test]
-    async fn late_answer_is_not_delivered() {
-        let peer = Peer::new(|_| true);
-        let _ = peer.call("x", Value::Null, Duration::from_millis(5)).await;
-        assert!(!peer.complete(&Id::Num(1), Ok(Value::Null)));
     }
 }

@@ -1,0 +1,138 @@
+//! The seam between the host and whatever runs the agent: the host tells its
+//! backend what clients did, as typed, named phases, after it has applied and
+//! broadcast the change; the backend answers with server actions
+//! ([`super::host::Host::server_action`]).
+
+use ahp_types::actions::{ChatInputCompletedAction, StateAction};
+use ahp_types::state::ToolCallResult;
+use serde_json::{json, Value};
+
+/// What happened in a session that the agent must act on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientPhase {
+    /// A client started a turn on `chat`.
+    TurnStarted {
+        chat: String,
+        turn_id: String,
+        text: String,
+    },
+    /// A client cancelled the running turn on `chat`.
+    TurnCancelled { chat: String },
+    /// A client approved or denied a tool call waiting for confirmation.
+    ToolCallConfirmed {
+        tool_call_id: String,
+        approved: bool,
+    },
+    /// The owner of a client tool finished running it.
+    ToolCallCompleted {
+        tool_call_id: String,
+        result: ToolCallResult,
+    },
+    /// A client answered (or declined) an input request.
+    InputCompleted(ChatInputCompletedAction),
+    /// An active client left the session: it removed itself, unsubscribed, or
+    /// its grace period ran out after it disconnected. Raised in one place,
+    /// whatever removed it.
+    ActiveClientRemoved { client_id: String },
+}
+
+impl ClientPhase {
+    /// The phase an applied action raises. Only a client's own actions start,
+    /// cancel, confirm or complete; the removal of an active client is raised
+    /// whoever dispatched it.
+    pub fn of(action: &StateAction, channel: &str, by_client: bool) -> Option<Self> {
+        Some(match action {
+            StateAction::SessionActiveClientRemoved(a) => Self::ActiveClientRemoved {
+                client_id: a.client_id.clone(),
+            },
+            _ if !by_client => return None,
+            StateAction::ChatTurnStarted(a) => Self::TurnStarted {
+                chat: channel.to_owned(),
+                turn_id: a.turn_id.clone(),
+                text: a.message.text.clone(),
+            },
+            StateAction::ChatTurnCancelled(_) => Self::TurnCancelled {
+                chat: channel.to_owned(),
+            },
+            StateAction::ChatToolCallConfirmed(a) => Self::ToolCallConfirmed {
+                tool_call_id: a.tool_call_id.clone(),
+                approved: a.approved,
+            },
+            StateAction::ChatToolCallComplete(a) => Self::ToolCallCompleted {
+                tool_call_id: a.tool_call_id.clone(),
+                result: a.result.clone(),
+            },
+            StateAction::ChatInputCompleted(a) => Self::InputCompleted(a.clone()),
+            _ => return None,
+        })
+    }
+}
+
+/// What runs the agent behind the host.
+pub trait Backend: Send + Sync + 'static {
+    /// A session exists in state with lifecycle `creating`; end it with
+    /// `session/ready` or `session/creationFailed`.
+    fn session_created(&self, session: &str);
+    /// A session was disposed.
+    fn session_disposed(&self, session: &str);
+    /// Something happened in `session` that the agent must act on.
+    fn phase(&self, session: &str, phase: ClientPhase);
+}
+
+/// A backend without an agent: sessions become ready at once, turns do nothing.
+pub struct NullBackend(pub std::sync::Weak<super::host::Host>);
+
+impl Backend for NullBackend {
+    fn session_created(&self, session: &str) {
+        if let Some(h) = self.0.upgrade() {
+            let _ = h.server_action(session, json!({"type": "session/ready"}));
+        }
+    }
+    fn session_disposed(&self, _: &str) {}
+    fn phase(&self, _: &str, _: ClientPhase) {}
+}
+
+/// An active client as the agent needs it: its tools and its raw
+/// `systemMessageTransform.sections` opt-in, as the client sent them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ActiveClientView {
+    pub client_id: String,
+    pub tools: Vec<Value>,
+    pub opt_in: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn action(v: Value) -> StateAction {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn phases_of_actions() {
+        let started = action(json!({"type": "chat/turnStarted", "turnId": "t",
+            "startedAt": "2026-01-01T00:00:00Z", "message": {"text": "hi", "origin": {"kind": "user"}}}));
+        assert_eq!(
+            ClientPhase::of(&started, "ahp-chat:/a", true),
+            Some(ClientPhase::TurnStarted {
+                chat: "ahp-chat:/a".into(),
+                turn_id: "t".into(),
+                text: "hi".into()
+            })
+        );
+        // The host's own actions raise nothing but a removal.
+        assert_eq!(ClientPhase::of(&started, "ahp-chat:/a", false), None);
+        let removed = action(json!({"type": "session/activeClientRemoved", "clientId": "c"}));
+        for by_client in [true, false] {
+            assert_eq!(
+                ClientPhase::of(&removed, "ahp-session:/a", by_client),
+                Some(ClientPhase::ActiveClientRemoved {
+                    client_id: "c".into()
+                })
+            );
+        }
+        let title = action(json!({"type": "session/titleChanged", "title": "x"}));
+        assert_eq!(ClientPhase::of(&title, "ahp-session:/a", true), None);
+    }
+}

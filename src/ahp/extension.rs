@@ -1,0 +1,114 @@
+//! The `systemMessageTransform` extension as AHP data: the section catalogue
+//! on the agent (`systemMessageSections`) and each active client's opt-in
+//! (`systemMessageTransform`). `ahp-types` drops both fields, so they are
+//! kept here beside the typed state and put back into every snapshot.
+
+use std::collections::BTreeMap;
+
+use ahp_types::actions::StateAction;
+use serde_json::{json, Value};
+
+use crate::sections::SECTION_CATALOGUE;
+
+/// The server -> client request that asks an owner to rewrite its sections.
+pub const TRANSFORM_METHOD: &str = "systemMessageTransform";
+
+/// Keeps the opt-in of an applied active-client change.
+pub fn keep_opt_in(opt_ins: &mut BTreeMap<String, Value>, typed: &StateAction, raw: &Value) {
+    match typed {
+        StateAction::SessionActiveClientSet(a) => {
+            let id = &a.active_client.client_id;
+            match raw.pointer("/activeClient/systemMessageTransform") {
+                Some(v) if !v.is_null() => opt_ins.insert(id.clone(), v.clone()),
+                _ => opt_ins.remove(id),
+            };
+        }
+        StateAction::SessionActiveClientRemoved(a) => {
+            opt_ins.remove(&a.client_id);
+        }
+        _ => {}
+    }
+}
+
+/// Puts the opt-ins back into a serialized session state.
+pub fn restore_opt_ins(session: &mut Value, opt_ins: &BTreeMap<String, Value>) {
+    if let Some(list) = session
+        .get_mut("activeClients")
+        .and_then(Value::as_array_mut)
+    {
+        for c in list {
+            let id = c["clientId"].as_str().unwrap_or_default().to_owned();
+            if let Some(o) = opt_ins.get(&id) {
+                c["systemMessageTransform"] = o.clone();
+            }
+        }
+    }
+}
+
+/// The raw opt-in's section ids (an opt-in that is not a list of strings is none).
+pub fn opted_in_sections(opt_in: Option<&Value>) -> Vec<String> {
+    opt_in
+        .and_then(|o| o.get("sections"))
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default()
+}
+
+/// The catalogue as the agent advertises it; `restricted` ones are marked.
+pub fn section_catalogue(restricted: &[String]) -> Value {
+    let list: Vec<Value> = SECTION_CATALOGUE
+        .iter()
+        .map(|s| {
+            let mut e = json!({"id": s.id, "label": s.label, "description": s.description});
+            if restricted.iter().any(|r| r == s.id) {
+                e["restricted"] = json!(true);
+            }
+            e
+        })
+        .collect();
+    Value::Array(list)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catalogue_marks_restricted() {
+        let v = section_catalogue(&["safety".into()]);
+        let secs = v.as_array().unwrap();
+        assert_eq!(secs.len(), SECTION_CATALOGUE.len());
+        assert_eq!(
+            secs.iter().find(|s| s["id"] == "safety").unwrap()["restricted"],
+            true
+        );
+        assert!(secs
+            .iter()
+            .find(|s| s["id"] == "tone")
+            .unwrap()
+            .get("restricted")
+            .is_none());
+    }
+
+    #[test]
+    fn opt_ins_are_kept_and_restored() {
+        let mut kept = BTreeMap::new();
+        let raw = json!({"type": "session/activeClientSet", "activeClient": {"clientId": "a", "tools": [],
+            "systemMessageTransform": {"sections": ["tone"]}}});
+        let typed: StateAction = serde_json::from_value(raw.clone()).unwrap();
+        keep_opt_in(&mut kept, &typed, &raw);
+        assert_eq!(opted_in_sections(kept.get("a")), vec!["tone".to_string()]);
+        let mut session = json!({"activeClients": [{"clientId": "a"}]});
+        restore_opt_ins(&mut session, &kept);
+        assert_eq!(
+            session["activeClients"][0]["systemMessageTransform"]["sections"][0],
+            "tone"
+        );
+        let gone = json!({"type": "session/activeClientRemoved", "clientId": "a"});
+        keep_opt_in(
+            &mut kept,
+            &serde_json::from_value(gone.clone()).unwrap(),
+            &gone,
+        );
+        assert!(kept.is_empty());
+    }
+}

@@ -1,0 +1,129 @@
+//! The host's state: root, sessions and chats (typed, `ahp-types`), changed
+//! only by the official reducers; the connections and client presence; one
+//! monotonic `serverSeq` with its replay buffer.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+
+use ahp::reducers::{
+    apply_action_to_chat, apply_action_to_root, apply_action_to_session, ReduceOutcome,
+};
+use ahp_types::actions::StateAction;
+use ahp_types::state::{ChatState, RootState, SessionState};
+use serde_json::{json, Value};
+
+use super::clients::ConnId;
+use super::extension;
+use super::outbound::Outbound;
+use super::uri::{channel_kind, ChannelKind};
+use crate::jsonrpc::Peer;
+
+pub const PROVIDER: &str = "copilot";
+
+/// One client connection.
+pub(super) struct Conn {
+    pub out: Outbound,
+    pub peer: Arc<Peer>,
+    pub client_id: Option<String>,
+    pub subs: HashSet<String>,
+}
+
+pub(super) struct SessionEntry {
+    pub state: SessionState,
+    pub chat: String,
+    /// clientId -> the raw `systemMessageTransform` object of its active-client entry.
+    pub opt_ins: BTreeMap<String, Value>,
+    /// toolCallId -> clientId of the client that contributed the tool.
+    pub tool_owners: HashMap<String, String>,
+    pub created_at: String,
+}
+
+/// Where a client id is connected now.
+pub(super) struct Presence {
+    pub conn: Option<ConnId>,
+    /// Bumped on every connect, so a grace timer knows it is stale.
+    pub generation: u64,
+}
+
+pub(super) struct State {
+    pub seq: u64,
+    pub root: RootState,
+    pub sessions: BTreeMap<String, SessionEntry>,
+    /// chat URI -> (its state, its session's URI)
+    pub chats: HashMap<String, (ChatState, String)>,
+    pub replay: VecDeque<(u64, Value)>,
+    pub conns: HashMap<ConnId, Conn>,
+    pub clients: HashMap<String, Presence>,
+    pub next_conn: ConnId,
+}
+
+impl State {
+    pub fn new(root: RootState) -> Self {
+        Self {
+            seq: 0,
+            root,
+            sessions: BTreeMap::new(),
+            chats: HashMap::new(),
+            replay: VecDeque::new(),
+            conns: HashMap::new(),
+            clients: HashMap::new(),
+            next_conn: 1,
+        }
+    }
+
+    pub fn exists(&self, uri: &str) -> bool {
+        channel_kind(uri) == ChannelKind::Root
+            || self.sessions.contains_key(uri)
+            || self.chats.contains_key(uri)
+    }
+
+    /// Applies a typed action with the official reducer of its channel.
+    pub fn apply(&mut self, channel: &str, typed: &StateAction, raw: &Value) -> Result<(), String> {
+        let outcome = match channel_kind(channel) {
+            ChannelKind::Root => apply_action_to_root(&mut self.root, typed),
+            ChannelKind::Session => {
+                let s = self
+                    .sessions
+                    .get_mut(channel)
+                    .ok_or_else(|| format!("no session {channel}"))?;
+                let o = apply_action_to_session(&mut s.state, typed);
+                if o == ReduceOutcome::Applied {
+                    extension::keep_opt_in(&mut s.opt_ins, typed, raw);
+                }
+                o
+            }
+            ChannelKind::Chat => {
+                let (c, _) = self
+                    .chats
+                    .get_mut(channel)
+                    .ok_or_else(|| format!("no chat {channel}"))?;
+                apply_action_to_chat(c, typed)
+            }
+            ChannelKind::Other => return Err(format!("unknown channel {channel}")),
+        };
+        match outcome {
+            ReduceOutcome::Applied | ReduceOutcome::NoOp => Ok(()),
+            ReduceOutcome::OutOfScope => Err("action does not apply to this channel".into()),
+            ReduceOutcome::Invalid(e) => Err(format!("invalid action: {e}")),
+        }
+    }
+}
+
+pub(super) fn now_iso() -> String {
+    jiff::Timestamp::now().to_string()
+}
+
+/// A session's state as clients see it: extension fields restored.
+pub(super) fn session_json(s: &SessionEntry) -> Value {
+    let mut v = serde_json::to_value(&s.state).unwrap_or(Value::Null);
+    extension::restore_opt_ins(&mut v, &s.opt_ins);
+    v
+}
+
+pub(super) fn summary_json(uri: &str, s: &SessionEntry) -> Value {
+    json!({
+        "resource": uri, "provider": PROVIDER, "title": s.state.title, "status": s.state.status,
+        "createdAt": s.created_at, "modifiedAt": now_iso(), "defaultChat": s.chat,
+        "workingDirectories": s.state.working_directories,
+    })
+}

@@ -1,0 +1,253 @@
+//! What a runtime session is bound to (registered sections, their owners,
+//! client tools), derived from the AHP state; and binding it: create, resume,
+//! or re-bind (destroy + resume, history kept) when the derivation changes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tracing::{debug, info, warn};
+
+use super::session::BridgedSession;
+use super::Bridge;
+use crate::ahp::backend::ActiveClientView;
+use crate::runtime::connection::RuntimeConn;
+use crate::runtime::wire::{self, method, ExternalTool, ModelProvider, SessionConfig};
+use crate::transform::overrides::system_message;
+use crate::transform::policy::{owners, OptIn, Policy};
+
+impl From<&ActiveClientView> for OptIn {
+    fn from(c: &ActiveClientView) -> Self {
+        OptIn {
+            client_id: c.client_id.clone(),
+            sections: c.opt_in.clone(),
+        }
+    }
+}
+
+/// The part of a runtime session's config that is fixed at create/resume.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Binding {
+    /// Sections registered for `action: "transform"`.
+    pub registered: BTreeSet<String>,
+    /// Section -> owning client, at binding time.
+    pub owners: BTreeMap<String, String>,
+    /// Tool name -> (owning client, the definition given to the runtime).
+    pub tools: BTreeMap<String, (String, ExternalTool)>,
+}
+
+impl Binding {
+    /// Derives the binding the runtime session should have now.
+    pub fn derive(policy: &Policy, clients: &[ActiveClientView]) -> Self {
+        let opt_ins: Vec<OptIn> = clients.iter().map(OptIn::from).collect();
+        let owners = owners(policy, &opt_ins);
+        let mut tools = BTreeMap::new();
+        for c in clients {
+            for t in &c.tools {
+                let Some(name) = t["name"].as_str() else {
+                    continue;
+                };
+                // The first client to offer a name owns it.
+                tools
+                    .entry(name.to_owned())
+                    .or_insert_with(|| (c.client_id.clone(), runtime_tool(t)));
+            }
+        }
+        Self {
+            registered: owners.keys().cloned().collect(),
+            owners,
+            tools,
+        }
+    }
+
+    /// The `tools` for `session.create`/`resume`.
+    pub fn runtime_tools(&self) -> Vec<ExternalTool> {
+        self.tools.values().map(|(_, t)| t.clone()).collect()
+    }
+
+    pub fn tool_owner(&self, name: &str) -> Option<&str> {
+        self.tools.get(name).map(|(o, _)| o.as_str())
+    }
+}
+
+/// An AHP tool definition as the runtime wants it.
+fn runtime_tool(t: &Value) -> ExternalTool {
+    ExternalTool {
+        name: t["name"].as_str().unwrap_or_default().to_owned(),
+        description: t
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_owned(),
+        parameters: t
+            .get("inputSchema")
+            .cloned()
+            .unwrap_or(json!({"type": "object", "properties": {}})),
+    }
+}
+
+/// `file:///x/y` -> `/x/y`; plain paths pass.
+pub fn path_of_uri(uri: &str) -> String {
+    uri.strip_prefix("file://").unwrap_or(uri).to_owned()
+}
+
+impl Bridge {
+    /// The config a runtime session gets at create/resume.
+    fn session_config(&self, uri: &str, runtime_id: &str, binding: &Binding) -> SessionConfig {
+        let working_directory = self
+            .host()
+            .and_then(|h| h.working_directory(uri))
+            .map(|u| path_of_uri(&u))
+            .or_else(|| {
+                self.cfg
+                    .runtime
+                    .working_directory
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+            })
+            .or_else(|| {
+                std::env::current_dir()
+                    .ok()
+                    .map(|p| p.display().to_string())
+            })
+            .unwrap_or_else(|| "/".into());
+        SessionConfig {
+            session_id: runtime_id.to_owned(),
+            model: self.cfg.runtime.model.clone(),
+            working_directory,
+            tools: binding.runtime_tools(),
+            provider: self.cfg.runtime.provider.as_ref().map(|p| ModelProvider {
+                kind: p.kind.clone(),
+                base_url: p.base_url.clone(),
+                api_key: p.resolved_api_key(),
+            }),
+            system_message: system_message(&binding.registered, &self.cfg.policy.overrides),
+        }
+    }
+
+    /// Creates, resumes or re-binds the runtime session so that it matches the
+    /// AHP state now. Registration is fixed at create/resume, so a change of
+    /// opt-ins, owners or tools means destroy + resume (history is kept).
+    pub(super) async fn ensure_bound(
+        &self,
+        uri: &str,
+    ) -> anyhow::Result<(Arc<RuntimeConn>, String)> {
+        let (conn, generation) = self.runtime().await?;
+        let host = self.host().ok_or_else(|| anyhow::anyhow!("host gone"))?;
+        let want = Binding::derive(&self.router.policy, &host.active_clients(uri));
+        let (runtime_id, bound, persisted) = {
+            let s = self.sessions();
+            let c = s
+                .get(uri)
+                .ok_or_else(|| anyhow::anyhow!("session {uri} is gone"))?;
+            (
+                c.runtime_id.clone(),
+                c.binding_in(generation).cloned(),
+                c.persisted,
+            )
+        };
+        if bound.as_ref() == Some(&want) {
+            return Ok((conn, runtime_id));
+        }
+        let params = self.session_config(uri, &runtime_id, &want).to_params();
+        // Before its first message the runtime has nothing on disk to resume.
+        let call = if persisted {
+            method::SESSION_RESUME
+        } else {
+            method::SESSION_CREATE
+        };
+        if bound.is_some() {
+            info!(session = uri, registered = ?want.registered, owners = ?want.owners, "opt-ins, owners or tools changed; re-binding the runtime session");
+            if let Err(e) = conn
+                .call(method::SESSION_DESTROY, wire::session_ref(&runtime_id))
+                .await
+            {
+                debug!("session.destroy before re-bind: {e}");
+            }
+        }
+        conn.call(call, params)
+            .await
+            .map_err(|e| anyhow::anyhow!("{call}: {e}"))?;
+        debug!(session = uri, %runtime_id, call, registered = ?want.registered, "runtime session bound");
+        if let Some(c) = self.sessions().get_mut(uri) {
+            c.bound = Some((want, generation));
+        }
+        Ok((conn, runtime_id))
+    }
+
+    /// A new AHP session: its runtime session is created now, and the AHP
+    /// session becomes ready or failed.
+    pub(super) async fn create(self: Arc<Self>, uri: String) {
+        let runtime_id = uuid::Uuid::new_v4().to_string();
+        self.by_runtime
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(runtime_id.clone(), uri.clone());
+        self.sessions()
+            .insert(uri.clone(), BridgedSession::new(runtime_id));
+        let action = match self.ensure_bound(&uri).await {
+            Ok(_) => json!({"type": "session/ready"}),
+            Err(e) => {
+                warn!(session = %uri, "runtime session not created: {e:#}");
+                json!({"type": "session/creationFailed", "error": {"errorType": "runtime", "message": format!("{e:#}")}})
+            }
+        };
+        self.emit(&uri, vec![action]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn client(id: &str, opt: &[&str], tools: &[&str]) -> ActiveClientView {
+        ActiveClientView {
+            client_id: id.into(),
+            tools: tools
+                .iter()
+                .map(|t| json!({"name": t, "description": "d"}))
+                .collect(),
+            opt_in: opt.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn derive_and_compare() {
+        let p = Policy {
+            restricted: ["safety".to_string()].into(),
+            ..Policy::default()
+        };
+        let a = Binding::derive(
+            &p,
+            &[
+                client("a", &["tone", "safety"], &["t1"]),
+                client("b", &["tone", "guidelines"], &["t1", "t2"]),
+            ],
+        );
+        assert_eq!(
+            a.registered,
+            ["guidelines".to_string(), "tone".to_string()].into()
+        );
+        assert_eq!(a.owners["tone"], "a");
+        assert_eq!(a.tool_owner("t1"), Some("a"));
+        assert_eq!(a.tool_owner("t2"), Some("b"));
+        assert_eq!(a.runtime_tools().len(), 2);
+        assert_eq!(a.runtime_tools()[0].parameters["type"], "object");
+        // Same opt-ins, different order: the owners change, so the binding differs.
+        let b = Binding::derive(
+            &p,
+            &[
+                client("b", &["tone", "guidelines"], &["t1", "t2"]),
+                client("a", &["tone", "safety"], &["t1"]),
+            ],
+        );
+        assert_ne!(a, b);
+        assert_eq!(Binding::derive(&p, &[]), Binding::default());
+    }
+
+    #[test]
+    fn uris() {
+        assert_eq!(path_of_uri("file:///tmp/x"), "/tmp/x");
+        assert_eq!(path_of_uri("/tmp/y"), "/tmp/y");
+    }
+}

@@ -1,0 +1,144 @@
+//! The runtime process: started on demand, watched by a health check, and
+//! replaced when it exits or stops answering. Running turns on a lost
+//! runtime end with an error; every session resumes on its next turn.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tracing::warn;
+
+use super::runtime_side::RuntimeEvents;
+use super::session::TurnState;
+use super::Bridge;
+use crate::jsonrpc::CallError;
+use crate::runtime::connection::{RuntimeConn, RuntimeHandler};
+use crate::runtime::process;
+use crate::runtime::wire::method;
+
+/// The runtime in use, and which start of it this is.
+pub(super) struct LiveRuntime {
+    conn: Arc<RuntimeConn>,
+    child: Option<tokio::process::Child>,
+    generation: u64,
+}
+
+impl Bridge {
+    /// The live runtime, started (or restarted) on demand.
+    pub async fn runtime(&self) -> anyhow::Result<(Arc<RuntimeConn>, u64)> {
+        let mut g = self.runtime.lock().await;
+        if let Some(l) = g.as_ref() {
+            if !l.conn.closed.is_cancelled() {
+                return Ok((l.conn.clone(), l.generation));
+            }
+        }
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        let handler: Arc<dyn RuntimeHandler> = Arc::new(RuntimeEvents::new(self.me.clone()));
+        let rt = process::start(&self.cfg.runtime, handler).await?;
+        let conn = rt.conn.clone();
+        let me = self.me.clone();
+        let closed = conn.closed.clone();
+        tokio::spawn(async move {
+            closed.cancelled().await;
+            if let Some(b) = me.upgrade() {
+                b.runtime_lost(generation);
+            }
+        });
+        tokio::spawn(watchdog(
+            conn.clone(),
+            self.cfg.runtime.health_interval,
+            self.cfg.runtime.health_timeout,
+        ));
+        *g = Some(LiveRuntime {
+            conn: conn.clone(),
+            child: rt.child,
+            generation,
+        });
+        Ok((conn, generation))
+    }
+
+    /// The spawned runtime's process id (None before it starts, or over TCP):
+    /// for an operator's diagnostics, and for tests that kill it.
+    pub async fn runtime_pid(&self) -> Option<u32> {
+        self.runtime
+            .lock()
+            .await
+            .as_ref()
+            .and_then(|l| l.child.as_ref().and_then(|c| c.id()))
+    }
+
+    /// The runtime went away: running turns end with an error now, every
+    /// session resumes on its next turn, and a new runtime is started.
+    fn runtime_lost(&self, generation: u64) {
+        warn!(generation, "the runtime exited or stopped answering");
+        let mut ended = Vec::new();
+        for (uri, s) in self.sessions().iter_mut() {
+            if s.binding_in(generation).is_none() {
+                continue;
+            }
+            s.bound = None;
+            // What the dead runtime waited on needs no answer.
+            let e = s.end_turn(TurnState::Idle { stale_idle: false });
+            ended.push((uri.clone(), e.removals));
+            if let Some(t) = e.turn {
+                let (chat, actions) = t.fail(
+                    "runtime",
+                    "the agent runtime exited during the turn; send the message again",
+                );
+                ended.push((chat, actions));
+            }
+        }
+        for (channel, actions) in ended {
+            self.emit(&channel, actions);
+        }
+        let me = self.me.clone();
+        tokio::spawn(async move {
+            // A hung runtime is still running: end it before starting the next.
+            if let Some(b) = me.upgrade() {
+                let mut g = b.runtime.lock().await;
+                if g.as_ref().is_some_and(|l| l.generation == generation) {
+                    if let Some(mut child) = g.take().and_then(|l| l.child) {
+                        let _ = child.start_kill();
+                    }
+                }
+            }
+            let mut backoff = Duration::from_millis(200);
+            loop {
+                tokio::time::sleep(backoff).await;
+                let Some(b) = me.upgrade() else { return };
+                match b.runtime().await {
+                    Ok(_) => return,
+                    Err(e) => {
+                        warn!("runtime restart failed: {e:#}; retrying in {backoff:?}");
+                        backoff = (backoff * 2).min(Duration::from_secs(30));
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Pings the runtime every `interval`; one unanswered within `timeout` means
+/// it hangs (alive but deaf), and the connection is closed so that the runtime
+/// is replaced like one that exited. An error answer is still an answer.
+async fn watchdog(conn: Arc<RuntimeConn>, interval: Duration, timeout: Duration) {
+    if interval.is_zero() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = conn.closed.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        match conn.peer.call(method::PING, json!({}), timeout).await {
+            Ok(_) | Err(CallError::Rpc(_)) => {}
+            Err(CallError::Closed) => return,
+            Err(CallError::Timeout(t)) => {
+                warn!("the runtime did not answer a ping within {t:?}; restarting it");
+                conn.close();
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,141 @@
+//! A turn's life: started by a client, sent to the runtime, fed by the
+//! runtime's events, ended by `session.idle`, `session.error`, a cancel, a
+//! failed send or a lost runtime; each end goes through
+//! [`BridgedSession::end_turn`], so nothing the turn waited on is left behind.
+
+use std::sync::Arc;
+
+use tracing::{debug, warn};
+
+use super::session::{TurnState, DRAIN_LIMIT};
+use super::Bridge;
+use crate::runtime::wire::{self, method, RuntimeEvent, ToolOutcome};
+
+impl Bridge {
+    pub(super) async fn start_turn(
+        self: Arc<Self>,
+        uri: String,
+        chat: String,
+        turn_id: String,
+        prompt: String,
+    ) {
+        let Some((gate, mut idle)) = self
+            .sessions()
+            .get(&uri)
+            .map(|s| (s.gate.clone(), s.idle_watch()))
+        else {
+            return;
+        };
+        let _g = gate.lock().await;
+        // A cancelled turn's tail (its session.idle) must not end this one.
+        if tokio::time::timeout(DRAIN_LIMIT, idle.wait_for(|is_idle| *is_idle))
+            .await
+            .is_err()
+        {
+            warn!(session = %uri, "the runtime did not go idle after a cancel within {DRAIN_LIMIT:?}; sending anyway");
+        }
+        match self.sessions().get_mut(&uri) {
+            Some(s) => s.begin(&turn_id, &chat),
+            None => return,
+        }
+        let sent = async {
+            let (conn, runtime_id) = self.ensure_bound(&uri).await?;
+            conn.call(
+                method::SESSION_SEND,
+                wire::send_params(&runtime_id, &prompt),
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!("session.send: {e}"))?;
+            // From its first message on, the runtime keeps the session on disk.
+            if let Some(s) = self.sessions().get_mut(&uri) {
+                s.persisted = true;
+            }
+            anyhow::Ok(())
+        }
+        .await;
+        if let Err(e) = sent {
+            warn!(session = %uri, "turn not started: {e:#}");
+            self.end_turn_with_error(&uri, "runtime", &format!("{e:#}"));
+        }
+    }
+
+    fn end_turn_with_error(&self, uri: &str, kind: &str, message: &str) {
+        let Some(e) = self
+            .sessions()
+            .get_mut(uri)
+            .map(|s| s.end_turn(TurnState::Idle { stale_idle: false }))
+        else {
+            return;
+        };
+        if let Some((chat, actions)) = e.turn.map(|t| t.fail(kind, message)) {
+            self.emit(&chat, actions);
+        }
+        self.emit(uri, e.removals);
+    }
+
+    /// A client cancelled the turn: nothing more is mapped into it; what the
+    /// runtime waits on is answered (denied, failed), then the runtime aborts.
+    pub(super) fn cancel_turn(&self, uri: &str) {
+        const WHY: &str = "the turn was cancelled";
+        let Some((runtime_id, e)) = self.sessions().get_mut(uri).and_then(|s| {
+            matches!(s.turn(), TurnState::Running(_))
+                .then(|| (s.runtime_id.clone(), s.end_turn(TurnState::Draining)))
+        }) else {
+            return;
+        };
+        self.emit(uri, e.removals);
+        let Some(me) = self.me.upgrade() else { return };
+        tokio::spawn(async move {
+            for request_id in e.permissions {
+                let params = wire::permission_answer(&runtime_id, &request_id, false);
+                me.call_runtime(method::ANSWER_PERMISSION, params).await;
+            }
+            for request_id in e.tools {
+                let params = wire::tool_answer(&runtime_id, &request_id, &ToolOutcome::failed(WHY));
+                me.call_runtime(method::ANSWER_TOOL_CALL, params).await;
+            }
+            me.call_runtime(method::SESSION_ABORT, wire::session_ref(&runtime_id))
+                .await;
+        });
+    }
+
+    /// A runtime event that belongs to the turn (not a tool or permission
+    /// call-back): mapped into the chat, and the turn ended by idle or error.
+    pub(super) fn turn_event(&self, uri: &str, event: &RuntimeEvent) {
+        let out = {
+            let mut sessions = self.sessions();
+            let Some(s) = sessions.get_mut(uri) else {
+                return;
+            };
+            if s.running().is_none() {
+                // Draining or idle: the runtime's idle is all that matters now.
+                if *event == RuntimeEvent::Idle {
+                    s.set_turn(TurnState::Idle { stale_idle: false });
+                } else if matches!(s.turn(), TurnState::Idle { .. }) {
+                    debug!(session = %uri, "runtime event outside a turn");
+                }
+                return;
+            }
+            let t = s.running().expect("checked above");
+            if *event == RuntimeEvent::Idle && t.stale_idle && !t.taken {
+                // The failed turn's idle, late: this turn has not begun yet.
+                t.stale_idle = false;
+                return;
+            }
+            t.taken = true;
+            let actions = t.mapper.map(event, t.elapsed_ms());
+            let chat = t.chat.clone();
+            let removals = if t.mapper.ended {
+                // An error ends the runtime's work on the message too; its
+                // idle may still follow, and must not end the next turn.
+                let stale_idle = matches!(event, RuntimeEvent::Error { .. });
+                s.end_turn(TurnState::Idle { stale_idle }).removals
+            } else {
+                Vec::new()
+            };
+            (chat, actions, removals)
+        };
+        self.emit(&out.0, out.1);
+        self.emit(uri, out.2);
+    }
+}
