@@ -42,10 +42,19 @@ impl Bridge {
             }
             None => request["kind"] = json!("toolConfirmation"),
         }
-        self.emit(
-            uri,
-            vec![json!({"type": "session/inputNeededSet", "request": request})],
-        );
+        // Set only while the call still waits, checked and set under the
+        // session lock: an answer or a removal that came first (and took the
+        // entry out) must not be followed by a stale entry.
+        let sessions = self.sessions();
+        let waiting = sessions.get(uri).is_some_and(|s| {
+            s.permissions.contains_key(tool_call_id) || s.client_tools.contains_key(tool_call_id)
+        });
+        if waiting {
+            self.emit(
+                uri,
+                vec![json!({"type": "session/inputNeededSet", "request": request})],
+            );
+        }
     }
 
     /// `permission.requested`: a pending confirmation in the running turn.

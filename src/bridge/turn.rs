@@ -122,7 +122,11 @@ impl Bridge {
                 t.stale_idle = false;
                 return;
             }
-            t.taken = true;
+            // Events the bridge does not act on (`assistant.idle`, ...) may
+            // still be the failed turn's; only this turn's content counts.
+            if !matches!(event, RuntimeEvent::Other(_)) {
+                t.taken = true;
+            }
             let actions = t.mapper.map(event, t.elapsed_ms());
             let chat = t.chat.clone();
             let removals = if t.mapper.ended {
