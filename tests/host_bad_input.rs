@@ -170,6 +170,8 @@ async fn token_and_origin_are_checked_before_upgrade() {
 async fn client_that_stops_reading_is_disconnected() {
     let mut cfg = test_config();
     cfg.server.outbound_queue = 16;
+    // Large actions, to fill the queue fast (the default refuses them).
+    cfg.server.max_action_bytes = 1024 * 1024;
     let r = start_host(cfg).await;
     let url = format!("ws://{}", r.addr);
     // The slow client subscribes and then never reads again.

@@ -41,12 +41,24 @@ fn layer_of(rel: &str) -> Layer {
 /// the AHP crates.
 fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
     const ALL: &[&str] = &[
-        "ahp", "app", "audit", "bridge", "cli", "config", "demo", "jsonrpc", "runtime", "sections",
+        "ahp",
+        "app",
+        "audit",
+        "bridge",
+        "cli",
+        "config",
+        "demo",
+        "jsonrpc",
+        "runtime",
+        "sections",
         "transform",
     ];
     match layer {
         Layer::Bottom => (&["config", "jsonrpc", "sections"], false),
-        Layer::Transform => (&["transform", "audit", "config", "jsonrpc", "sections"], false),
+        Layer::Transform => (
+            &["transform", "audit", "config", "jsonrpc", "sections"],
+            false,
+        ),
         Layer::Audit => (&["audit", "config"], false),
         Layer::Runtime => (&["runtime", "config", "jsonrpc"], false),
         Layer::Ahp => (&["ahp", "config", "jsonrpc", "sections"], true),
@@ -164,7 +176,11 @@ fn the_dependency_rule_holds() {
     assert!(files.len() > 20, "found the sources");
     let mut broken = Vec::new();
     for f in files {
-        let rel = f.strip_prefix(&src).unwrap().to_string_lossy().replace('\\', "/");
+        let rel = f
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
         broken.extend(violations(&rel, &std::fs::read_to_string(&f).unwrap()));
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
@@ -184,7 +200,11 @@ fn no_source_file_is_over_600_lines() {
             (n > MAX_LINES).then(|| format!("{}: {n} lines", f.display()))
         })
         .collect();
-    assert!(long.is_empty(), "over {MAX_LINES} lines:\n{}", long.join("\n"));
+    assert!(
+        long.is_empty(),
+        "over {MAX_LINES} lines:\n{}",
+        long.join("\n")
+    );
 }
 
 /// The checker itself: each forbidden shape is caught, the allowed ones pass.
@@ -192,8 +212,14 @@ fn no_source_file_is_over_600_lines() {
 fn the_checker_catches_what_it_must() {
     let bad = [
         ("transform/router.rs", "use crate::ahp::host::Host;"),
-        ("transform/x.rs", "use crate::{config::Config, bridge::Bridge};"),
-        ("audit/log.rs", "let r = crate::runtime::wire::method::PING;"),
+        (
+            "transform/x.rs",
+            "use crate::{config::Config, bridge::Bridge};",
+        ),
+        (
+            "audit/log.rs",
+            "let r = crate::runtime::wire::method::PING;",
+        ),
         ("runtime/x.rs", "use ahp_types::actions::StateAction;"),
         ("runtime/x.rs", r#"json!({"type": "chat/delta"})"#),
         ("ahp/host.rs", "use crate::transform::policy::OptIn;"),
@@ -201,12 +227,24 @@ fn the_checker_catches_what_it_must() {
         ("jsonrpc/mod.rs", "use crate::ahp::uri::ROOT_URI;"),
     ];
     for (rel, line) in bad {
-        assert!(!violations(rel, line).is_empty(), "{rel}: {line} must be refused");
+        assert!(
+            !violations(rel, line).is_empty(),
+            "{rel}: {line} must be refused"
+        );
     }
     let good = [
-        ("ahp/host.rs", "use ahp_types::actions::StateAction; use crate::ahp::uri::ROOT_URI;"),
-        ("bridge/turn.rs", "use crate::{ahp::host::Host, runtime::wire};"),
-        ("transform/router.rs", "use crate::audit::record::TransformRecord; // crate::ahp in a comment"),
+        (
+            "ahp/host.rs",
+            "use ahp_types::actions::StateAction; use crate::ahp::uri::ROOT_URI;",
+        ),
+        (
+            "bridge/turn.rs",
+            "use crate::{ahp::host::Host, runtime::wire};",
+        ),
+        (
+            "transform/router.rs",
+            "use crate::audit::record::TransformRecord; // crate::ahp in a comment",
+        ),
         ("config.rs", "use crate::sections::SECTION_CATALOGUE;"),
     ];
     for (rel, line) in good {

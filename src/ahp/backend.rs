@@ -3,6 +3,8 @@
 //! broadcast the change; the backend answers with server actions
 //! ([`super::host::Host::server_action`]).
 
+use std::collections::BTreeSet;
+
 use ahp_types::actions::{ChatInputCompletedAction, StateAction};
 use ahp_types::state::ToolCallResult;
 use serde_json::{json, Value};
@@ -99,6 +101,9 @@ pub struct ActiveClientView {
     pub client_id: String,
     pub tools: Vec<Value>,
     pub opt_in: Vec<String>,
+    /// The sections its principal may transform: `None` for any the policy
+    /// allows, empty without the `transform` role (or once it is gone).
+    pub transform_sections: Option<BTreeSet<String>>,
 }
 
 #[cfg(test)]

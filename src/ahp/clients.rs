@@ -11,6 +11,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
+use super::auth::Principal;
+use super::errors::AhpError;
 use super::host::Host;
 use super::outbound::Outbound;
 use super::state::{Conn, Presence, State};
@@ -28,17 +30,25 @@ pub struct Connected {
 }
 
 impl Host {
-    /// Registers a new connection; `kill` drops it at once (a client that does not read).
-    pub fn connect(&self, kill: CancellationToken) -> Connected {
+    /// Registers a new connection of `principal`; `kill` drops it at once
+    /// (a client that does not read).
+    pub fn connect(&self, kill: CancellationToken, principal: Arc<Principal>) -> Connected {
         let mut st = self.lock();
         let conn = st.next_conn;
         st.next_conn += 1;
-        let (out, queue) = Outbound::new(self.cfg.server.outbound_queue, kill, conn);
+        let server = &self.cfg.server;
+        let (out, queue) = Outbound::new(
+            server.outbound_queue,
+            server.outbound_queue_bytes,
+            kill,
+            conn,
+        );
         let o = out.clone();
         let peer = Peer::new(move |msg| o.send(msg.to_string()));
         st.conns.insert(
             conn,
             Conn {
+                principal,
                 out: out.clone(),
                 peer: peer.clone(),
                 client_id: None,
@@ -73,7 +83,7 @@ impl Host {
             p.conn = None;
             (client, p.generation)
         };
-        info!(client_id = %client, "client disconnected; grace period {:?}", self.cfg.server.client_grace);
+        info!(client_id = ?client, "client disconnected; grace period {:?}", self.cfg.server.client_grace);
         let host = self.clone();
         let grace = self.cfg.server.client_grace;
         tokio::spawn(async move {
@@ -88,13 +98,16 @@ impl Host {
         self.grace_timers_fired.load(Ordering::Acquire)
     }
 
+    /// The grace ran out: the client leaves every session, and its id is
+    /// free again (for any principal).
     fn grace_expired(&self, client: &str, generation: u64) {
         let sessions: Vec<String> = {
-            let st = self.lock();
+            let mut st = self.lock();
             match st.clients.get(client) {
                 Some(p) if p.conn.is_none() && p.generation == generation => {}
                 _ => return,
             }
+            st.clients.remove(client);
             st.sessions
                 .iter()
                 .filter(|(_, s)| s.state.active_clients.iter().any(|c| c.client_id == client))
@@ -102,7 +115,7 @@ impl Host {
                 .collect()
         };
         for s in sessions {
-            info!(client_id = %client, session = %s, "grace period over; removing active client");
+            info!(client_id = ?client, session = %s, "grace period over; removing active client");
             let _ = self.server_action(
                 &s,
                 json!({"type": "session/activeClientRemoved", "clientId": client}),
@@ -151,10 +164,18 @@ impl Host {
             .and_then(|c| c.client_id.clone())
     }
 
-    /// Binds `client_id` to `conn` (on `initialize` or `reconnect`).
-    pub(super) fn bind_client(
+    /// The client id and principal of an initialized connection.
+    pub(super) fn identity_of(&self, conn: ConnId) -> Option<(String, Arc<Principal>)> {
+        let st = self.lock();
+        let c = st.conns.get(&conn)?;
+        Some((c.client_id.clone()?, c.principal.clone()))
+    }
+
+    /// Whether `conn` may bind `client_id`: a client id belongs to the
+    /// principal that first bound it while it is bound or inside its grace.
+    pub(super) fn check_bind(
         &self,
-        st: &mut State,
+        st: &State,
         conn: ConnId,
         client_id: &str,
     ) -> Result<(), RpcError> {
@@ -177,6 +198,12 @@ impl Host {
             ));
         }
         if let Some(p) = st.clients.get(client_id) {
+            if p.principal.name != c.principal.name {
+                return Err(RpcError::new(
+                    AhpError::Conflict,
+                    format!("clientId {client_id:?} belongs to another principal"),
+                ));
+            }
             if p.conn
                 .is_some_and(|other| other != conn && st.conns.contains_key(&other))
             {
@@ -186,7 +213,16 @@ impl Host {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Binds `client_id` to `conn`; [`Self::check_bind`] said yes under the same lock.
+    pub(super) fn bind_client(&self, st: &mut State, conn: ConnId, client_id: &str) {
+        let Some(principal) = st.conns.get(&conn).map(|c| c.principal.clone()) else {
+            return;
+        };
         let p = st.clients.entry(client_id.to_owned()).or_insert(Presence {
+            principal,
             conn: None,
             generation: 0,
         });
@@ -195,6 +231,5 @@ impl Host {
         if let Some(c) = st.conns.get_mut(&conn) {
             c.client_id = Some(client_id.to_owned());
         }
-        Ok(())
     }
 }

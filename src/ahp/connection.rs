@@ -13,6 +13,7 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
+use super::auth::Principal;
 use super::errors::AhpError;
 use super::host::Host;
 use crate::jsonrpc::{self, Answer, ErrorCode, Flow, InboundHandler, RpcError};
@@ -63,7 +64,15 @@ impl InboundHandler for ClientMessages {
     }
 }
 
-pub async fn run(ws: WebSocketStream<TcpStream>, host: Arc<Host>, shutdown: CancellationToken) {
+/// Serves one upgraded connection of `principal`; `handshake_deadline` is
+/// when it must have sent `initialize` (or `reconnect`) by.
+pub async fn run(
+    ws: WebSocketStream<TcpStream>,
+    host: Arc<Host>,
+    shutdown: CancellationToken,
+    principal: Arc<Principal>,
+    handshake_deadline: tokio::time::Instant,
+) {
     let cfg = host.config().server.clone();
     let (mut sink, mut stream) = ws.split();
     // `close`: flush what is queued, then a Close frame with the reason.
@@ -71,7 +80,7 @@ pub async fn run(ws: WebSocketStream<TcpStream>, host: Arc<Host>, shutdown: Canc
     let close = shutdown.child_token();
     let kill = CancellationToken::new();
     let reason: CloseReason = Arc::new(Mutex::new(None));
-    let connected = host.connect(kill.clone());
+    let connected = host.connect(kill.clone(), principal);
     let (conn, peer, out, mut rx) = (
         connected.conn,
         connected.peer,
@@ -86,6 +95,7 @@ pub async fn run(ws: WebSocketStream<TcpStream>, host: Arc<Host>, shutdown: Canc
 
     let writer = {
         let (close, kill, reason) = (close.clone(), kill.clone(), reason.clone());
+        let out = out.clone();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
@@ -93,6 +103,7 @@ pub async fn run(ws: WebSocketStream<TcpStream>, host: Arc<Host>, shutdown: Canc
                     _ = kill.cancelled() => return,
                     m = rx.recv() => match m {
                         Some(text) => {
+                            out.taken(&text);
                             if !send_or_kill(&mut sink, Message::text(text), &kill).await {
                                 kill.cancel();
                                 return;
@@ -103,6 +114,7 @@ pub async fn run(ws: WebSocketStream<TcpStream>, host: Arc<Host>, shutdown: Canc
                     _ = close.cancelled() => {
                         let flush = async {
                             while let Ok(text) = rx.try_recv() {
+                                out.taken(&text);
                                 if !send_or_kill(&mut sink, Message::text(text), &kill).await {
                                     return;
                                 }
@@ -119,10 +131,23 @@ pub async fn run(ws: WebSocketStream<TcpStream>, host: Arc<Host>, shutdown: Canc
         })
     };
 
+    // Until the client initializes, the handshake deadline stands.
+    let handshake = tokio::time::sleep_until(handshake_deadline);
+    tokio::pin!(handshake);
+    let mut awaiting_initialize = true;
     loop {
         let msg = tokio::select! {
             _ = close.cancelled() => break,
             _ = kill.cancelled() => break,
+            _ = &mut handshake, if awaiting_initialize => {
+                if host.client_id_of(conn).is_some() {
+                    awaiting_initialize = false;
+                    continue;
+                }
+                info!(conn, "no initialize within [server] handshake_timeout; closing");
+                set_reason(&reason, CloseCode::Policy, "no initialize within the handshake deadline");
+                break;
+            }
             m = stream.next() => m,
         };
         let msg = match msg {

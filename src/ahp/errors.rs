@@ -7,6 +7,8 @@ pub enum AhpError {
     ProviderNotFound,
     SessionAlreadyExists,
     UnsupportedProtocolVersion,
+    PermissionDenied,
+    Conflict,
 }
 
 impl From<AhpError> for i32 {
@@ -16,6 +18,8 @@ impl From<AhpError> for i32 {
             AhpError::ProviderNotFound => -32002,
             AhpError::SessionAlreadyExists => -32003,
             AhpError::UnsupportedProtocolVersion => -32005,
+            AhpError::PermissionDenied => -32009,
+            AhpError::Conflict => -32011,
         }
     }
 }

@@ -18,17 +18,20 @@ use ahp_types::state::RootState;
 use serde_json::{json, Value};
 use tracing::debug;
 
+use super::access::check_action;
+use super::auth::{Principal, Principals};
 use super::backend::{ActiveClientView, Backend, ClientPhase};
 use super::clients::ConnId;
 use super::dispatch::{client_may_dispatch, needs_tool_owner};
 use super::extension::opted_in_sections;
-use super::state::{State, PROVIDER};
+use super::state::{Replayed, State, PROVIDER};
 use super::uri::{channel_kind, ChannelKind, ROOT_URI};
 use crate::config::Config;
 use crate::jsonrpc;
 
 pub struct Host {
     pub(super) cfg: Arc<Config>,
+    principals: Principals,
     state: Mutex<State>,
     backend: OnceLock<Arc<dyn Backend>>,
     pub(super) grace_timers_fired: AtomicU64,
@@ -59,6 +62,7 @@ impl Host {
         }))
         .expect("static root state");
         Arc::new(Self {
+            principals: Principals::from_config(&cfg),
             cfg,
             state: Mutex::new(State::new(root)),
             backend: OnceLock::new(),
@@ -68,6 +72,11 @@ impl Host {
 
     pub fn config(&self) -> &Arc<Config> {
         &self.cfg
+    }
+
+    /// Who may connect.
+    pub fn principals(&self) -> &Principals {
+        &self.principals
     }
 
     pub fn set_backend(&self, backend: Arc<dyn Backend>) {
@@ -91,8 +100,11 @@ impl Host {
         let (seq, session) = {
             let mut st = self.lock();
             st.apply(channel, &typed, &action)?;
-            let session = session_of(&st, channel);
-            (self.commit(&mut st, channel, action, Origin::Host), session)
+            let session = st.session_of(channel).map(String::from);
+            (
+                self.commit(&mut st, channel, &action, Origin::Host),
+                session,
+            )
         };
         self.raise(session, &typed, channel, false);
         Ok(seq)
@@ -102,7 +114,7 @@ impl Host {
     /// sending connection, applied, echoed to subscribers with `origin`; a
     /// refused action goes back to the sender alone with `rejectionReason`.
     pub fn client_dispatch(&self, conn: ConnId, params: &Value) {
-        let Some(client_id) = self.client_id_of(conn) else {
+        let Some((client_id, principal)) = self.identity_of(conn) else {
             return;
         };
         let channel = params
@@ -113,10 +125,13 @@ impl Host {
         let client_seq = params.get("clientSeq").cloned().unwrap_or(json!(0));
         let action = params.get("action").cloned().unwrap_or(Value::Null);
         let origin = json!({"clientId": client_id, "clientSeq": client_seq});
-        match self.try_client_action(&client_id, &channel, &action, origin.clone()) {
+        let outcome =
+            self.try_client_action(&principal, &client_id, &channel, &action, origin.clone());
+        debug!(principal = %principal.name, client_id = ?client_id, channel = ?channel,
+            action = ?action.get("type"), allowed = outcome.is_ok(), refusal = ?outcome.as_ref().err(), "authorization");
+        match outcome {
             Ok((session, typed)) => self.raise(session, &typed, &channel, true),
             Err(reason) => {
-                debug!(client_id = %client_id, channel = %channel, %reason, "action refused");
                 let st = self.lock();
                 if let Some(c) = st.conns.get(&conn) {
                     let env = json!({"channel": channel, "action": action, "serverSeq": st.seq, "origin": origin, "rejectionReason": reason});
@@ -130,6 +145,7 @@ impl Host {
     /// Checks, applies and commits a client's action; returns its session.
     fn try_client_action(
         &self,
+        principal: &Principal,
         client_id: &str,
         channel: &str,
         action: &Value,
@@ -141,28 +157,38 @@ impl Host {
             .ok_or("action has no `type`")?;
         let kind = channel_kind(channel);
         client_may_dispatch(kind, ty)?;
+        let bytes = action.to_string().len();
+        if bytes > self.cfg.server.max_action_bytes {
+            return Err(format!(
+                "action of {bytes} bytes is over [server] max_action_bytes ({})",
+                self.cfg.server.max_action_bytes
+            ));
+        }
         let typed: StateAction =
             serde_json::from_value(action.clone()).map_err(|e| format!("malformed {ty}: {e}"))?;
+        let opts_in = action
+            .pointer("/activeClient/systemMessageTransform")
+            .is_some_and(|v| !v.is_null());
+        check_action(principal, &typed, opts_in)?;
         let mut st = self.lock();
+        if kind != ChannelKind::Root && !st.visible(principal, channel) {
+            // Not visible is not there: existence is not leaked.
+            return Err(format!("no such channel {channel:?}"));
+        }
         match kind {
-            ChannelKind::Session => {
-                if !st.sessions.contains_key(channel) {
-                    return Err(format!("no session {channel}"));
+            ChannelKind::Session => match &typed {
+                StateAction::SessionActiveClientSet(a)
+                    if a.active_client.client_id != client_id =>
+                {
+                    return Err("activeClientSet may only set the sender's own clientId".into())
                 }
-                match &typed {
-                    StateAction::SessionActiveClientSet(a)
-                        if a.active_client.client_id != client_id =>
-                    {
-                        return Err("activeClientSet may only set the sender's own clientId".into())
-                    }
-                    StateAction::SessionActiveClientRemoved(a) if a.client_id != client_id => {
-                        return Err(
-                            "activeClientRemoved may only remove the sender's own clientId".into(),
-                        )
-                    }
-                    _ => {}
+                StateAction::SessionActiveClientRemoved(a) if a.client_id != client_id => {
+                    return Err(
+                        "activeClientRemoved may only remove the sender's own clientId".into(),
+                    )
                 }
-            }
+                _ => {}
+            },
             ChannelKind::Chat => {
                 let (_, s) = st
                     .chats
@@ -185,21 +211,17 @@ impl Host {
             ChannelKind::Other => return Err(format!("unknown channel {channel}")),
         }
         st.apply(channel, &typed, action)?;
-        let session = session_of(&st, channel);
-        self.commit(&mut st, channel, action.clone(), Origin::Client(origin));
+        let session = st.session_of(channel).map(String::from);
+        self.commit(&mut st, channel, action, Origin::Client(origin));
         Ok((session, typed))
     }
 
-    fn commit(&self, st: &mut State, channel: &str, action: Value, origin: Origin) -> u64 {
+    fn commit(&self, st: &mut State, channel: &str, action: &Value, origin: Origin) -> u64 {
         st.seq += 1;
         let seq = st.seq;
         let mut env = json!({"channel": channel, "action": action, "serverSeq": seq});
         if let Origin::Client(o) = origin {
             env["origin"] = o;
-        }
-        st.replay.push_back((seq, env.clone()));
-        while st.replay.len() > self.cfg.server.replay_buffer {
-            st.replay.pop_front();
         }
         let text = jsonrpc::notification("action", &env).to_string();
         for c in st.conns.values() {
@@ -207,6 +229,13 @@ impl Host {
                 c.out.send(text.clone());
             }
         }
+        let replayed = Replayed {
+            seq,
+            channel: channel.to_owned(),
+            envelope: env.to_string(),
+        };
+        let server = &self.cfg.server;
+        st.keep_for_replay(replayed, server.replay_buffer, server.replay_buffer_bytes);
         seq
     }
 
@@ -221,12 +250,13 @@ impl Host {
         }
     }
 
-    /// Sends a root notification (`root/sessionAdded`, ...) to root subscribers.
-    pub(super) fn notify_root(&self, method: &str, params: Value) {
+    /// Sends a root notification about a session owned by `owner`
+    /// (`root/sessionAdded`, ...) to the root subscribers that may see it.
+    pub(super) fn notify_root(&self, owner: &str, method: &str, params: Value) {
         let st = self.lock();
         let text = jsonrpc::notification(method, &params).to_string();
         for c in st.conns.values() {
-            if c.subs.contains(ROOT_URI) {
+            if c.subs.contains(ROOT_URI) && c.principal.sees(owner) {
                 c.out.send(text.clone());
             }
         }
@@ -255,6 +285,12 @@ impl Host {
             .active_clients
             .iter()
             .map(|c| ActiveClientView {
+                transform_sections: st
+                    .clients
+                    .get(&c.client_id)
+                    .map_or(Some(Default::default()), |p| {
+                        p.principal.transform_sections()
+                    }),
                 client_id: c.client_id.clone(),
                 tools: c
                     .tools
@@ -272,14 +308,5 @@ impl Host {
             s.tool_owners
                 .insert(tool_call_id.to_owned(), client_id.to_owned());
         }
-    }
-}
-
-/// The session a channel belongs to (a session is its own).
-fn session_of(st: &State, channel: &str) -> Option<String> {
-    match channel_kind(channel) {
-        ChannelKind::Session => Some(channel.to_owned()),
-        ChannelKind::Chat => st.chats.get(channel).map(|(_, s)| s.clone()),
-        _ => None,
     }
 }

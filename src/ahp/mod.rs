@@ -1,14 +1,18 @@
 //! North side: the AHP host that clients connect to. Speaks only AHP; the
 //! agent behind it is a [`backend::Backend`].
+pub mod access;
+pub mod auth;
 pub mod backend;
 pub mod clients;
 pub mod connection;
 pub mod dispatch;
 pub mod errors;
 pub mod extension;
+pub mod handshake;
 pub mod host;
 pub mod methods;
 pub mod outbound;
 pub mod server;
+pub mod sessions;
 pub mod state;
 pub mod uri;

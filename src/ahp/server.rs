@@ -1,7 +1,9 @@
 //! The listener: WebSocket upgrade with token and Origin checks, frame limits.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
@@ -10,17 +12,40 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::auth::{Principal, Principals};
 use super::connection;
 use super::host::Host;
 use crate::config::ServerConfig;
 
-/// Why an upgrade is refused: the HTTP status and a body that says why.
+/// The token a client presents: `Authorization: Bearer TOKEN` (the scheme
+/// in any case), or `?token=` / `?tkn=` in the query (the keys browser
+/// clients use, since they cannot set headers on a WebSocket).
+pub fn presented_token<'a>(
+    auth_header: Option<&'a str>,
+    query: Option<&'a str>,
+) -> Option<&'a str> {
+    let from_header = auth_header.and_then(|h| {
+        let (scheme, token) = h.trim().split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    });
+    let from_query = query.and_then(|q| {
+        q.split('&').find_map(|kv| match kv.split_once('=') {
+            Some(("token" | "tkn", v)) if !v.is_empty() => Some(v),
+            _ => None,
+        })
+    });
+    from_header.or(from_query)
+}
+
+/// The principal an upgrade request authenticates as, or why it is refused:
+/// the HTTP status and a body that says why.
 pub fn check_upgrade(
     cfg: &ServerConfig,
+    principals: &Principals,
     auth_header: Option<&str>,
     query: Option<&str>,
     origin: Option<&str>,
-) -> Result<(), (StatusCode, &'static str)> {
+) -> Result<Arc<Principal>, (StatusCode, &'static str)> {
     if let Some(origin) = origin {
         if !cfg.allowed_origins.iter().any(|o| o == origin) {
             return Err((
@@ -29,30 +54,12 @@ pub fn check_upgrade(
             ));
         }
     }
-    if let Some(token) = &cfg.token {
-        let from_header = auth_header
-            .and_then(|h| h.strip_prefix("Bearer "))
-            .map(str::trim);
-        let from_query = query.and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("token=")));
-        let ok = [from_header, from_query]
-            .into_iter()
-            .flatten()
-            .any(|given| constant_time_eq(given.as_bytes(), token.as_bytes()));
-        if !ok {
-            return Err((
-                StatusCode::UNAUTHORIZED,
-                "missing or wrong token: send Authorization: Bearer TOKEN or ?token=TOKEN\n",
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+    principals
+        .authenticate(presented_token(auth_header, query))
+        .ok_or((
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong token: send Authorization: Bearer TOKEN or ?token=TOKEN\n",
+        ))
 }
 
 pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
@@ -61,8 +68,64 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
 }
 
-/// Accepts connections until `shutdown`.
+/// Connections held now, in all and per peer address.
+struct Held {
+    total: usize,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+/// A slot taken by one connection, given back when it ends.
+struct Slot {
+    held: Arc<Mutex<Held>>,
+    ip: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut h = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        h.total -= 1;
+        if let Some(n) = h.per_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                h.per_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+fn take_slot(
+    held: &Arc<Mutex<Held>>,
+    cfg: &ServerConfig,
+    ip: IpAddr,
+) -> Result<Slot, &'static str> {
+    let mut h = held.lock().unwrap_or_else(|e| e.into_inner());
+    if h.total >= cfg.max_connections {
+        return Err("[server] max_connections");
+    }
+    let n = h.per_ip.entry(ip).or_insert(0);
+    if *n >= cfg.max_connections_per_ip {
+        return Err("[server] max_connections_per_ip");
+    }
+    *n += 1;
+    h.total += 1;
+    Ok(Slot {
+        held: held.clone(),
+        ip,
+    })
+}
+
+/// Accepts connections until `shutdown`. Beyond the connection limits a
+/// socket is closed as soon as it is accepted; out of file descriptors, the
+/// loop backs off (the handshake deadline frees descriptors held by idle
+/// sockets) instead of spinning.
 pub async fn serve(listener: TcpListener, host: Arc<Host>, shutdown: CancellationToken) {
+    let cfg = host.config().server.clone();
+    let held = Arc::new(Mutex::new(Held {
+        total: 0,
+        per_ip: HashMap::new(),
+    }));
+    let mut backoff = Duration::ZERO;
+    let mut refusing = false;
     loop {
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -70,13 +133,39 @@ pub async fn serve(listener: TcpListener, host: Arc<Host>, shutdown: Cancellatio
         };
         match accepted {
             Ok((stream, peer)) => {
+                backoff = Duration::ZERO;
+                let slot = match take_slot(&held, &cfg, peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(limit) => {
+                        // Said once per episode: a flood must not flood the log too.
+                        if !std::mem::replace(&mut refusing, true) {
+                            warn!(%peer, "connection closed at once: {limit} reached");
+                        }
+                        drop(stream);
+                        continue;
+                    }
+                };
+                refusing = false;
                 let host = host.clone();
                 let shutdown = shutdown.clone();
-                tokio::spawn(async move { accept(stream, peer, host, shutdown).await });
+                tokio::spawn(async move {
+                    accept(stream, peer, host, shutdown).await;
+                    drop(slot);
+                });
             }
             Err(e) => {
-                warn!("accept failed: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                let out_of_fds = matches!(e.raw_os_error(), Some(23 | 24));
+                if backoff.is_zero() {
+                    warn!("accept failed: {e}; backing off");
+                }
+                backoff = (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                if !out_of_fds {
+                    backoff = backoff.max(Duration::from_millis(50));
+                }
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
             }
         }
     }
@@ -86,18 +175,27 @@ pub async fn serve(listener: TcpListener, host: Arc<Host>, shutdown: Cancellatio
 #[allow(clippy::result_large_err)]
 async fn accept(stream: TcpStream, peer: SocketAddr, host: Arc<Host>, shutdown: CancellationToken) {
     let cfg = host.config().server.clone();
+    let deadline = tokio::time::Instant::now() + cfg.handshake_timeout;
+    // Small messages (a transform request, a delta) go out at once, not
+    // after Nagle waits for the peer's delayed ACK.
+    let _ = stream.set_nodelay(true);
     let mut ws_cfg = WebSocketConfig::default();
     ws_cfg.max_message_size = Some(cfg.max_frame_bytes);
     ws_cfg.max_frame_size = Some(cfg.max_frame_bytes);
+    let mut principal = None;
     let check = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
         let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok());
         match check_upgrade(
             &cfg,
+            host.principals(),
             header("authorization"),
             req.uri().query(),
             header("origin"),
         ) {
-            Ok(()) => Ok(resp),
+            Ok(p) => {
+                principal = Some(p);
+                Ok(resp)
+            }
             Err((status, body)) => {
                 let mut r = ErrorResponse::new(Some(body.to_string()));
                 *r.status_mut() = status;
@@ -105,58 +203,113 @@ async fn accept(stream: TcpStream, peer: SocketAddr, host: Arc<Host>, shutdown: 
             }
         }
     };
-    let ws =
-        match tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_cfg)).await {
-            Ok(ws) => ws,
-            Err(e) => {
-                info!(%peer, "upgrade refused: {e}");
-                return;
-            }
-        };
-    debug!(%peer, "websocket connected");
-    connection::run(ws, host, shutdown).await;
+    let upgrade = tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_cfg));
+    let ws = match tokio::time::timeout_at(deadline, upgrade).await {
+        Ok(Ok(ws)) => ws,
+        Ok(Err(e)) => {
+            info!(%peer, "upgrade refused: {e}");
+            return;
+        }
+        Err(_) => {
+            debug!(%peer, "no WebSocket upgrade within [server] handshake_timeout; closed");
+            return;
+        }
+    };
+    let Some(principal) = principal else { return };
+    debug!(%peer, principal = %principal.name, "websocket connected");
+    connection::run(ws, host, shutdown, principal, deadline).await;
     debug!(%peer, "websocket closed");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
-    fn cfg(token: Option<&str>, origins: &[&str]) -> ServerConfig {
-        ServerConfig {
-            token: token.map(String::from),
-            allowed_origins: origins.iter().map(|s| s.to_string()).collect(),
-            ..ServerConfig::default()
-        }
+    fn cfg(token: Option<&str>, origins: &[&str]) -> Config {
+        let mut c = Config::default();
+        c.server.token = token.map(String::from);
+        c.server.allowed_origins = origins.iter().map(|s| s.to_string()).collect();
+        c
+    }
+
+    fn check(
+        c: &Config,
+        auth: Option<&str>,
+        query: Option<&str>,
+        origin: Option<&str>,
+    ) -> Result<String, StatusCode> {
+        check_upgrade(&c.server, &Principals::from_config(c), auth, query, origin)
+            .map(|p| p.name.clone())
+            .map_err(|e| e.0)
     }
 
     #[test]
     fn token_by_header_or_query() {
         let c = cfg(Some("0123456789abcdef"), &[]);
-        assert!(check_upgrade(&c, Some("Bearer 0123456789abcdef"), None, None).is_ok());
-        assert!(check_upgrade(&c, None, Some("a=1&token=0123456789abcdef"), None).is_ok());
+        let ok = Ok("default".to_string());
+        assert_eq!(check(&c, Some("Bearer 0123456789abcdef"), None, None), ok);
+        assert_eq!(check(&c, Some("bearer 0123456789abcdef"), None, None), ok);
+        assert_eq!(check(&c, Some("BEARER  0123456789abcdef "), None, None), ok);
         assert_eq!(
-            check_upgrade(&c, Some("Bearer nope"), None, None)
-                .unwrap_err()
-                .0,
-            StatusCode::UNAUTHORIZED
+            check(&c, None, Some("a=1&token=0123456789abcdef"), None),
+            ok
+        );
+        assert_eq!(check(&c, None, Some("tkn=0123456789abcdef&b=2"), None), ok);
+        assert_eq!(
+            check(&c, Some("Bearer nope"), None, None),
+            Err(StatusCode::UNAUTHORIZED)
         );
         assert_eq!(
-            check_upgrade(&c, None, None, None).unwrap_err().0,
-            StatusCode::UNAUTHORIZED
+            check(&c, Some("Basic 0123456789abcdef"), None, None),
+            Err(StatusCode::UNAUTHORIZED)
         );
-        assert!(check_upgrade(&cfg(None, &[]), None, None, None).is_ok());
+        assert_eq!(
+            check(&c, None, Some("xtoken=0123456789abcdef"), None),
+            Err(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(check(&c, None, None, None), Err(StatusCode::UNAUTHORIZED));
+        assert_eq!(
+            check(&cfg(None, &[]), None, None, None),
+            Ok("local".to_string())
+        );
     }
 
     #[test]
     fn origin_must_be_allowed() {
         let c = cfg(None, &["https://ok.example"]);
-        assert!(check_upgrade(&c, None, None, Some("https://ok.example")).is_ok());
+        assert!(check(&c, None, None, Some("https://ok.example")).is_ok());
         assert_eq!(
-            check_upgrade(&c, None, None, Some("https://evil.example"))
-                .unwrap_err()
-                .0,
-            StatusCode::FORBIDDEN
+            check(&c, None, None, Some("https://evil.example")),
+            Err(StatusCode::FORBIDDEN)
+        );
+    }
+
+    #[test]
+    fn slots_are_bounded_in_all_and_per_address() {
+        let mut c = Config::default().server;
+        c.max_connections = 3;
+        c.max_connections_per_ip = 2;
+        let held = Arc::new(Mutex::new(Held {
+            total: 0,
+            per_ip: HashMap::new(),
+        }));
+        let (a, b): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
+        let s1 = take_slot(&held, &c, a).unwrap();
+        let _s2 = take_slot(&held, &c, a).unwrap();
+        assert_eq!(
+            take_slot(&held, &c, a).err(),
+            Some("[server] max_connections_per_ip")
+        );
+        let _s3 = take_slot(&held, &c, b).unwrap();
+        assert_eq!(
+            take_slot(&held, &c, b).err(),
+            Some("[server] max_connections")
+        );
+        drop(s1);
+        assert!(
+            take_slot(&held, &c, a).is_ok(),
+            "a slot comes back when its connection ends"
         );
     }
 }

@@ -12,6 +12,7 @@ use ahp_types::actions::StateAction;
 use ahp_types::state::{ChatState, RootState, SessionState};
 use serde_json::{json, Value};
 
+use super::auth::Principal;
 use super::clients::ConnId;
 use super::extension;
 use super::outbound::Outbound;
@@ -22,6 +23,7 @@ pub const PROVIDER: &str = "copilot";
 
 /// One client connection.
 pub(super) struct Conn {
+    pub principal: Arc<Principal>,
     pub out: Outbound,
     pub peer: Arc<Peer>,
     pub client_id: Option<String>,
@@ -30,6 +32,8 @@ pub(super) struct Conn {
 
 pub(super) struct SessionEntry {
     pub state: SessionState,
+    /// The principal that created it.
+    pub owner: String,
     pub chat: String,
     /// clientId -> the raw `systemMessageTransform` object of its active-client entry.
     pub opt_ins: BTreeMap<String, Value>,
@@ -38,11 +42,21 @@ pub(super) struct SessionEntry {
     pub created_at: String,
 }
 
-/// Where a client id is connected now.
+/// Where a client id is connected now, and whose it is. Kept while the
+/// client is connected or inside its grace period; then the id is free.
 pub(super) struct Presence {
+    pub principal: Arc<Principal>,
     pub conn: Option<ConnId>,
     /// Bumped on every connect, so a grace timer knows it is stale.
     pub generation: u64,
+}
+
+/// One action kept for `reconnect` replay, as it was broadcast.
+pub(super) struct Replayed {
+    pub seq: u64,
+    pub channel: String,
+    /// The `action` notification's params, serialized.
+    pub envelope: String,
 }
 
 pub(super) struct State {
@@ -51,7 +65,9 @@ pub(super) struct State {
     pub sessions: BTreeMap<String, SessionEntry>,
     /// chat URI -> (its state, its session's URI)
     pub chats: HashMap<String, (ChatState, String)>,
-    pub replay: VecDeque<(u64, Value)>,
+    pub replay: VecDeque<Replayed>,
+    /// Bytes of the envelopes in `replay`.
+    pub replay_bytes: usize,
     pub conns: HashMap<ConnId, Conn>,
     pub clients: HashMap<String, Presence>,
     pub next_conn: ConnId,
@@ -65,16 +81,46 @@ impl State {
             sessions: BTreeMap::new(),
             chats: HashMap::new(),
             replay: VecDeque::new(),
+            replay_bytes: 0,
             conns: HashMap::new(),
             clients: HashMap::new(),
             next_conn: 1,
         }
     }
 
-    pub fn exists(&self, uri: &str) -> bool {
-        channel_kind(uri) == ChannelKind::Root
-            || self.sessions.contains_key(uri)
-            || self.chats.contains_key(uri)
+    /// Keeps an action for replay, dropping the oldest beyond either bound.
+    pub fn keep_for_replay(&mut self, entry: Replayed, max_count: usize, max_bytes: usize) {
+        self.replay_bytes += entry.envelope.len();
+        self.replay.push_back(entry);
+        while self.replay.len() > max_count || self.replay_bytes > max_bytes {
+            match self.replay.pop_front() {
+                Some(old) => self.replay_bytes -= old.envelope.len(),
+                None => break,
+            }
+        }
+    }
+
+    /// The session a channel belongs to (a session is its own).
+    pub fn session_of(&self, channel: &str) -> Option<&str> {
+        match channel_kind(channel) {
+            ChannelKind::Session => self
+                .sessions
+                .get_key_value(channel)
+                .map(|(k, _)| k.as_str()),
+            ChannelKind::Chat => self.chats.get(channel).map(|(_, s)| s.as_str()),
+            _ => None,
+        }
+    }
+
+    /// Whether `p` may see `channel`: the root always, a session or chat
+    /// when its session is visible to it. Unknown channels are not visible.
+    pub fn visible(&self, p: &Principal, channel: &str) -> bool {
+        if channel_kind(channel) == ChannelKind::Root {
+            return true;
+        }
+        self.session_of(channel)
+            .and_then(|s| self.sessions.get(s))
+            .is_some_and(|e| p.sees(&e.owner))
     }
 
     /// Applies a typed action with the official reducer of its channel.

@@ -16,11 +16,23 @@ use crate::runtime::wire::{self, method, ExternalTool, ModelProvider, SessionCon
 use crate::transform::overrides::system_message;
 use crate::transform::policy::{owners, OptIn, Policy};
 
+/// A client's opt-in as the transform core sees it: only the sections its
+/// principal may transform (its `transform` role's allow-list).
 impl From<&ActiveClientView> for OptIn {
     fn from(c: &ActiveClientView) -> Self {
+        let sections = c
+            .opt_in
+            .iter()
+            .filter(|id| {
+                c.transform_sections
+                    .as_ref()
+                    .map_or(true, |allowed| allowed.contains(*id))
+            })
+            .cloned()
+            .collect();
         OptIn {
             client_id: c.client_id.clone(),
-            sections: c.opt_in.clone(),
+            sections,
         }
     }
 }
@@ -202,6 +214,7 @@ mod tests {
 
     fn client(id: &str, opt: &[&str], tools: &[&str]) -> ActiveClientView {
         ActiveClientView {
+            transform_sections: None,
             client_id: id.into(),
             tools: tools
                 .iter()
@@ -243,6 +256,20 @@ mod tests {
         );
         assert_ne!(a, b);
         assert_eq!(Binding::derive(&p, &[]), Binding::default());
+    }
+
+    #[test]
+    fn a_principal_allow_list_narrows_the_opt_in() {
+        let mut c = client("policy", &["tone", "guidelines"], &[]);
+        c.transform_sections = Some(["tone".to_string()].into());
+        assert_eq!(OptIn::from(&c).sections, vec!["tone".to_string()]);
+        c.transform_sections = Some(Default::default());
+        assert!(
+            OptIn::from(&c).sections.is_empty(),
+            "no transform role: no sections"
+        );
+        let b = Binding::derive(&Policy::default(), &[c]);
+        assert!(b.registered.is_empty());
     }
 
     #[test]
