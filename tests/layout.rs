@@ -8,7 +8,7 @@ const MAX_LINES: usize = 600;
 /// The layers of the crate, by path under `src/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Layer {
-    /// `config.rs`, `jsonrpc/`, `sections.rs`: at the bottom, used by all.
+    /// `config/`, `jsonrpc/`, `sections.rs`: at the bottom, used by all.
     Bottom,
     /// `transform/`: the transform core, pure.
     Transform,
@@ -27,7 +27,7 @@ enum Layer {
 fn layer_of(rel: &str) -> Layer {
     let top = rel.split('/').next().unwrap_or_default();
     match top {
-        "config.rs" | "jsonrpc" | "sections.rs" => Layer::Bottom,
+        "config" | "config.rs" | "jsonrpc" | "sections.rs" => Layer::Bottom,
         "transform" => Layer::Transform,
         "audit" => Layer::Audit,
         "runtime" => Layer::Runtime,
