@@ -199,6 +199,25 @@ async fn an_owner_session_is_invisible_to_another_principal() {
     assert!(reason.contains("no such channel"), "{reason}");
     let snap = raw_subscribe(&alice, "ahp-session:/private").await;
     assert_eq!(snap["snapshot"]["state"]["activeClients"], json!([]));
+    // A failed initialize binds nothing: the id stays free for anyone.
+    let c = connect(r.addr, BOB).await;
+    let e = c
+        .initialize(
+            "bob-2".into(),
+            vec!["1.0.0".into()],
+            vec!["ahp-session:/private".into()],
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(
+        code(e),
+        -32001,
+        "Alice's session is not Bob's to subscribe to"
+    );
+    let c2 = connect(r.addr, ALICE).await;
+    c2.initialize("bob-2".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("the failed initialize left the clientId unbound");
     // The dashboard sees everything and may change nothing.
     let dash = init(r.addr, DASH, "dash").await;
     let list: Value = dash.request("listSessions", json!({})).await.unwrap();

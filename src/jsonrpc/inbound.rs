@@ -52,7 +52,7 @@ pub fn receive(text: &str, peer: &Arc<Peer>, handler: &dyn InboundHandler, from:
                 debug!(from, %id, "answer to no pending call (late or unknown)");
             }
         }
-        Ok(Incoming::OrphanError(e)) => debug!(from, "peer reported an error: {e}"),
+        Ok(Incoming::OrphanError(e)) => debug!(from, error = ?e, "peer reported an error"),
         Ok(Incoming::Notification { method, params }) => handler.notification(&method, params),
         Ok(Incoming::Request { id, method, params }) => match handler.request(&method, params) {
             Answer::Now(result) => {

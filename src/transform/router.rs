@@ -169,7 +169,7 @@ impl Router {
             Err(CallError::Timeout(_)) => Outcome::Timeout,
             Err(CallError::Closed) => Outcome::Disconnected,
             Err(CallError::Rpc(e)) => {
-                debug!(client_id = %owner, "client answered the transform with an error: {e}");
+                debug!(client_id = ?owner, error = ?e, "client answered the transform with an error");
                 Outcome::Error
             }
             Ok(result) => {
@@ -224,7 +224,7 @@ impl Router {
             })
             .collect();
         for r in results {
-            info!(session = %ahp_session, client_id = %r.client_id, outcome = r.outcome.as_str(),
+            info!(session = %ahp_session, client_id = ?r.client_id, outcome = r.outcome.as_str(),
                 sections = ?section_owner.iter().filter(|(_, (c, _))| *c == r.client_id).map(|(id, _)| *id).collect::<Vec<_>>(),
                 ignored = ?r.ignored, "transform");
         }
