@@ -245,3 +245,7 @@ impl Router {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "router_tests.rs"]
+mod tests;
