@@ -7,13 +7,27 @@ use crate::app::{self, Agent};
 use crate::config::{Config, ProviderConfig};
 use crate::demo::model::ScriptedModel;
 
-/// Runs the host in front of the runtime until Ctrl-C.
+/// Runs the host in front of the runtime until SIGTERM or SIGINT, then
+/// shuts down gracefully within `[server] shutdown_timeout`.
 pub async fn serve(cfg: Arc<Config>) -> anyhow::Result<()> {
+    let limit = cfg.server.shutdown_timeout;
     let running = app::start(cfg, Agent::Copilot).await?;
     eprintln!("listening on ws://{}", running.addr);
-    tokio::signal::ctrl_c().await?;
-    running.shutdown.cancel();
+    let signal = stop_signal().await?;
+    tracing::info!(signal, "shutting down");
+    running.stop(limit).await;
     Ok(())
+}
+
+/// Waits for SIGTERM (systemd's stop) or SIGINT (Ctrl-C); names which.
+async fn stop_signal() -> anyhow::Result<&'static str> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = int.recv() => "SIGINT",
+    })
 }
 
 /// The runtime config that points the real CLI at a local OpenAI-compatible model.
@@ -65,7 +79,7 @@ pub async fn demo(listen: SocketAddr) -> anyhow::Result<()> {
         "connect an AHP client to ws://{}; Ctrl-C stops",
         running.addr
     );
-    tokio::signal::ctrl_c().await?;
-    running.shutdown.cancel();
+    stop_signal().await?;
+    running.stop(std::time::Duration::from_secs(10)).await;
     Ok(())
 }

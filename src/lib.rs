@@ -16,4 +16,5 @@ pub mod demo;
 pub mod jsonrpc;
 pub mod runtime;
 pub mod sections;
+pub mod store;
 pub mod transform;

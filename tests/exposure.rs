@@ -6,141 +6,19 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
-use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ahp::{Client, ClientConfig};
-use ahp_copilot_bridge::audit::sha256_hex;
-use ahp_copilot_bridge::cli::offline_runtime;
-use ahp_copilot_bridge::config::Config;
 use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
 use serde_json::json;
 use support::e2e::*;
+use support::process::*;
 use support::raw::Raw;
 use support::*;
-
-const TOKEN: &str = "exposure-token-0123456789";
-
-/// The bridge binary, serving until dropped; its log lines kept.
-struct Bridge {
-    child: Child,
-    addr: SocketAddr,
-    log: Arc<Mutex<Vec<String>>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Bridge {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Bridge {
-    /// Starts `serve` with the offline runtime on `model`, the server keys
-    /// in `server_toml`, one principal for TOKEN; under `prlimit` when given.
-    fn start(model: &ScriptedModel, server_toml: &str, nofile: Option<u32>) -> Bridge {
-        let dir = tempfile::tempdir().unwrap();
-        let mut cfg = Config::default();
-        offline_runtime(&mut cfg, &model.base_url(), dir.path());
-        let env: String = cfg
-            .runtime
-            .env
-            .iter()
-            .map(|(k, v)| format!("{k} = {v:?}\n"))
-            .collect();
-        let toml = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n{server_toml}\n\
-             [[principals]]\nname = \"ide\"\ntoken_sha256 = \"{}\"\nroles = [\"observe\", \"participate\"]\n\
-             [runtime]\nworking_directory = {:?}\n[runtime.env]\n{env}\
-             [runtime.provider]\ntype = \"openai\"\nbase_url = {:?}\napi_key = \"sk-offline\"\n",
-            sha256_hex(TOKEN.as_bytes()),
-            dir.path().display().to_string(),
-            model.base_url(),
-        );
-        let path = dir.path().join("bridge.toml");
-        std::fs::write(&path, toml).unwrap();
-        let bin = env!("CARGO_BIN_EXE_ahp-copilot-bridge");
-        let mut cmd = match nofile {
-            Some(n) => {
-                let mut c = Command::new("prlimit");
-                c.arg(format!("--nofile={n}:{n}")).arg(bin);
-                c
-            }
-            None => Command::new(bin),
-        };
-        let mut child = cmd
-            .args(["serve", "--config"])
-            .arg(&path)
-            .env("AHP_BRIDGE_LOG", "info")
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the bridge starts");
-        let log: Arc<Mutex<Vec<String>>> = Arc::default();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        let l = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(a) = line.strip_prefix("listening on ws://") {
-                    let _ = tx.send(a.trim().to_owned());
-                }
-                l.lock().unwrap().push(line);
-            }
-        });
-        let addr = rx
-            .recv_timeout(DEADLINE)
-            .expect("the bridge says where it listens")
-            .parse()
-            .unwrap();
-        Bridge {
-            child,
-            addr,
-            log,
-            _dir: dir,
-        }
-    }
-
-    fn log_lines(&self, needle: &str) -> Vec<String> {
-        self.log
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|l| l.contains(needle))
-            .cloned()
-            .collect()
-    }
-
-    /// Resident memory of the bridge process (not the runtime it spawned).
-    fn rss_bytes(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let kb: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS");
-        kb * 1024
-    }
-}
-
-async fn connect(addr: SocketAddr, client_id: &str) -> Client {
-    let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{addr}/?tkn={TOKEN}"))
-        .await
-        .expect("ws connect");
-    let c = Client::connect(t, ClientConfig::default()).await.unwrap();
-    c.initialize(client_id.into(), vec!["1.0.0".into()], vec![])
-        .await
-        .expect("initialize");
-    c
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_sockets_at_a_descriptor_limit_do_not_lock_out_a_client() {
     let model = ScriptedModel::start().await.unwrap();
-    let bridge = Bridge::start(&model, "handshake_timeout = \"1s\"", Some(256));
+    let bridge = BridgeProcess::start(&model, "handshake_timeout = \"1s\"", Some(256));
     let ide = connect(bridge.addr, "ide").await;
     ready_session(&ide, "ahp-session:/fd", None).await;
     // 300 sockets that never say a word: more than the bridge has descriptors.
@@ -182,7 +60,7 @@ async fn large_actions_and_a_stalled_subscriber_stay_within_the_byte_bounds() {
         8 * MIB,
         8 * MIB
     );
-    let bridge = Bridge::start(&model, &bounds, None);
+    let bridge = BridgeProcess::start(&model, &bounds, None);
     let writer = connect(bridge.addr, "writer").await;
     ready_session(&writer, "ahp-session:/big", None).await;
     // A subscriber that stops reading once subscribed.
@@ -251,7 +129,7 @@ async fn large_actions_and_a_stalled_subscriber_stay_within_the_byte_bounds() {
 async fn client_strings_are_logged_escaped_and_any_case_bearer_authenticates() {
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let model = ScriptedModel::start().await.unwrap();
-    let bridge = Bridge::start(&model, "", None);
+    let bridge = BridgeProcess::start(&model, "", None);
     let mut req = format!("ws://{}", bridge.addr)
         .into_client_request()
         .unwrap();

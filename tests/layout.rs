@@ -27,7 +27,7 @@ enum Layer {
 fn layer_of(rel: &str) -> Layer {
     let top = rel.split('/').next().unwrap_or_default();
     match top {
-        "config" | "config.rs" | "jsonrpc" | "sections.rs" => Layer::Bottom,
+        "config" | "config.rs" | "jsonrpc" | "sections.rs" | "store" => Layer::Bottom,
         "transform" => Layer::Transform,
         "audit" => Layer::Audit,
         "runtime" => Layer::Runtime,
@@ -51,17 +51,18 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
         "jsonrpc",
         "runtime",
         "sections",
+        "store",
         "transform",
     ];
     match layer {
-        Layer::Bottom => (&["config", "jsonrpc", "sections"], false),
+        Layer::Bottom => (&["config", "jsonrpc", "sections", "store"], false),
         Layer::Transform => (
             &["transform", "audit", "config", "jsonrpc", "sections"],
             false,
         ),
         Layer::Audit => (&["audit", "config"], false),
         Layer::Runtime => (&["runtime", "config", "jsonrpc"], false),
-        Layer::Ahp => (&["ahp", "config", "jsonrpc", "sections"], true),
+        Layer::Ahp => (&["ahp", "config", "jsonrpc", "sections", "store"], true),
         Layer::Bridge => (
             &[
                 "bridge",

@@ -77,6 +77,9 @@ pub trait Backend: Send + Sync + 'static {
     fn session_created(&self, session: &str);
     /// A session was disposed.
     fn session_disposed(&self, session: &str);
+    /// A session came back from the store after a restart, `ready`, with the
+    /// reference the backend gave it ([`super::host::Host::set_backend_ref`]).
+    fn session_restored(&self, _session: &str, _backend_ref: Option<&str>) {}
     /// Something happened in `session` that the agent must act on.
     fn phase(&self, session: &str, phase: ClientPhase);
 }

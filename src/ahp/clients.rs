@@ -55,12 +55,19 @@ impl Host {
                 subs: HashSet::new(),
             },
         );
+        self.connections.send_replace(st.conns.len());
         Connected {
             conn,
             peer,
             out,
             queue,
         }
+    }
+
+    /// Returns once no connection is open (after a shutdown closed them).
+    pub async fn all_disconnected(&self) {
+        let mut rx = self.connections.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
     }
 
     /// A connection ended: its pending host -> client requests fail now, and
@@ -72,6 +79,7 @@ impl Host {
             let Some(c) = st.conns.remove(&conn) else {
                 return;
             };
+            self.connections.send_replace(st.conns.len());
             c.peer.close();
             let Some(client) = c.client_id else { return };
             let Some(p) = st.clients.get_mut(&client) else {

@@ -120,7 +120,7 @@ pub async fn run(
                                 }
                             }
                             let frame = reason.lock().unwrap_or_else(|e| e.into_inner()).take();
-                            let frame = frame.map_or(CloseFrame { code: CloseCode::Away, reason: "server closing".into() }, |(code, why)| CloseFrame { code, reason: why.into() });
+                            let frame = frame.map_or(CloseFrame { code: CloseCode::Away, reason: "the host is shutting down".into() }, |(code, why)| CloseFrame { code, reason: why.into() });
                             let _ = send_or_kill(&mut sink, Message::Close(Some(frame)), &kill).await;
                         };
                         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), flush).await;

@@ -81,8 +81,10 @@ impl Host {
         self.bind_client(&mut st, conn, client_id);
         let principal = st.conns.get(&conn).map(|c| c.principal.clone());
         let oldest = st.replay.front().map(|r| r.seq).unwrap_or(st.seq + 1);
-        // Replay is possible when every action after `last` is still buffered.
-        let can_replay = last <= st.seq && last + 1 >= oldest;
+        // Replay is possible when every action after `last` is still buffered,
+        // and `last` was issued by this instance: an earlier instance's number
+        // (below `seq_base`) says nothing about what this one has sent.
+        let can_replay = last >= st.seq_base && last <= st.seq && last + 1 >= oldest;
         let mut missing = Vec::new();
         let mut live = Vec::new();
         for uri in &subs {

@@ -34,6 +34,10 @@ pub struct Host {
     principals: Principals,
     state: Mutex<State>,
     backend: OnceLock<Arc<dyn Backend>>,
+    /// Where sessions outlive the process; none: they live in memory only.
+    pub(super) store: OnceLock<crate::store::Store>,
+    /// How many connections are open, for a shutdown to wait on.
+    pub(super) connections: tokio::sync::watch::Sender<usize>,
     pub(super) grace_timers_fired: AtomicU64,
 }
 
@@ -66,6 +70,8 @@ impl Host {
             cfg,
             state: Mutex::new(State::new(root)),
             backend: OnceLock::new(),
+            store: OnceLock::new(),
+            connections: tokio::sync::watch::Sender::new(0),
             grace_timers_fired: Default::default(),
         })
     }
@@ -101,10 +107,9 @@ impl Host {
             let mut st = self.lock();
             st.apply(channel, &typed, &action)?;
             let session = st.session_of(channel).map(String::from);
-            (
-                self.commit(&mut st, channel, &action, Origin::Host),
-                session,
-            )
+            let seq = self.commit(&mut st, channel, &action, Origin::Host);
+            self.persist_after(&mut st, channel, &typed);
+            (seq, session)
         };
         self.raise(session, &typed, channel, false);
         Ok(seq)
@@ -213,12 +218,12 @@ impl Host {
         st.apply(channel, &typed, action)?;
         let session = st.session_of(channel).map(String::from);
         self.commit(&mut st, channel, action, Origin::Client(origin));
+        self.persist_after(&mut st, channel, &typed);
         Ok((session, typed))
     }
 
     fn commit(&self, st: &mut State, channel: &str, action: &Value, origin: Origin) -> u64 {
-        st.seq += 1;
-        let seq = st.seq;
+        let seq = self.next_seq(st);
         let mut env = json!({"channel": channel, "action": action, "serverSeq": seq});
         if let Origin::Client(o) = origin {
             env["origin"] = o;

@@ -6,6 +6,7 @@ pub mod backend;
 pub mod clients;
 pub mod connection;
 pub mod dispatch;
+pub mod durable;
 pub mod errors;
 pub mod extension;
 pub mod handshake;

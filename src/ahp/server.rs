@@ -114,11 +114,17 @@ fn take_slot(
     })
 }
 
-/// Accepts connections until `shutdown`. Beyond the connection limits a
+/// Accepts connections until `accepting` is cancelled; `shutdown` closes
+/// the connections (each flushes its queue, then sends Close 1001). Beyond the connection limits a
 /// socket is closed as soon as it is accepted; out of file descriptors, the
 /// loop backs off (the handshake deadline frees descriptors held by idle
 /// sockets) instead of spinning.
-pub async fn serve(listener: TcpListener, host: Arc<Host>, shutdown: CancellationToken) {
+pub async fn serve(
+    listener: TcpListener,
+    host: Arc<Host>,
+    accepting: CancellationToken,
+    shutdown: CancellationToken,
+) {
     let cfg = host.config().server.clone();
     let held = Arc::new(Mutex::new(Held {
         total: 0,
@@ -128,7 +134,7 @@ pub async fn serve(listener: TcpListener, host: Arc<Host>, shutdown: Cancellatio
     let mut refusing = false;
     loop {
         let accepted = tokio::select! {
-            _ = shutdown.cancelled() => return,
+            _ = accepting.cancelled() => return,
             a = listener.accept() => a,
         };
         match accepted {
@@ -163,7 +169,7 @@ pub async fn serve(listener: TcpListener, host: Arc<Host>, shutdown: Cancellatio
                     backoff = backoff.max(Duration::from_millis(50));
                 }
                 tokio::select! {
-                    _ = shutdown.cancelled() => return,
+                    _ = accepting.cancelled() => return,
                     _ = tokio::time::sleep(backoff) => {}
                 }
             }

@@ -106,6 +106,7 @@ impl Host {
                 opt_ins: BTreeMap::new(),
                 tool_owners: HashMap::new(),
                 created_at: now.clone(),
+                modified_at: now.clone(),
             };
             let summary = summary_json(uri, &entry);
             st.sessions.insert(uri.to_owned(), entry);
@@ -169,6 +170,7 @@ impl Host {
             }
             owner
         };
+        self.forget_stored(uri);
         info!(session = %uri, principal = %principal.name, "session disposed");
         self.notify_root(
             &owner,
@@ -206,7 +208,7 @@ impl Host {
         }
     }
 
-    fn update_active_sessions(&self) {
+    pub(super) fn update_active_sessions(&self) {
         let n = self.lock().sessions.len();
         let _ = self.server_action(
             ROOT_URI,

@@ -40,6 +40,8 @@ pub(super) struct SessionEntry {
     /// toolCallId -> clientId of the client that contributed the tool.
     pub tool_owners: HashMap<String, String>,
     pub created_at: String,
+    /// The last change worth keeping (a turn's end, a title, ...).
+    pub modified_at: String,
 }
 
 /// Where a client id is connected now, and whose it is. Kept while the
@@ -60,7 +62,14 @@ pub(super) struct Replayed {
 }
 
 pub(super) struct State {
+    /// The last `serverSeq` issued.
     pub seq: u64,
+    /// This instance's first `serverSeq`, less one: numbers up to it were
+    /// (or may have been) issued by an earlier instance, so a client that
+    /// last saw one of them gets snapshots, never a replay.
+    pub seq_base: u64,
+    /// Numbers above this are not reserved in the store yet.
+    pub seq_ceiling: u64,
     pub root: RootState,
     pub sessions: BTreeMap<String, SessionEntry>,
     /// chat URI -> (its state, its session's URI)
@@ -75,8 +84,16 @@ pub(super) struct State {
 
 impl State {
     pub fn new(root: RootState) -> Self {
+        // Without a store, the clock orders instances: microseconds since
+        // 1970 stay below 2^53 (a JSON number any client reads exactly)
+        // until the year 2255, and no instance issues one action per
+        // microsecond for its whole life. A store replaces this with its
+        // reserved ceiling (see `super::durable`).
+        let base = jiff::Timestamp::now().as_microsecond().max(0) as u64;
         Self {
-            seq: 0,
+            seq: base,
+            seq_base: base,
+            seq_ceiling: u64::MAX,
             root,
             sessions: BTreeMap::new(),
             chats: HashMap::new(),
@@ -169,7 +186,7 @@ pub(super) fn session_json(s: &SessionEntry) -> Value {
 pub(super) fn summary_json(uri: &str, s: &SessionEntry) -> Value {
     json!({
         "resource": uri, "provider": PROVIDER, "title": s.state.title, "status": s.state.status,
-        "createdAt": s.created_at, "modifiedAt": now_iso(), "defaultChat": s.chat,
+        "createdAt": s.created_at, "modifiedAt": s.modified_at, "defaultChat": s.chat,
         "workingDirectories": s.state.working_directories,
     })
 }

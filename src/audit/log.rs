@@ -113,7 +113,8 @@ impl AuditLog {
         Ok(record)
     }
 
-    fn sync_if_dirty(&self) {
+    /// Makes what was written durable now (a shutdown calls it).
+    pub fn sync_if_dirty(&self) {
         if self.dirty.swap(false, Ordering::AcqRel) {
             let h = self.head.lock().unwrap_or_else(|e| e.into_inner());
             if let Err(e) = h.file.sync_data() {

@@ -177,9 +177,18 @@ impl Bridge {
                 debug!("session.destroy before re-bind: {e}");
             }
         }
-        conn.call(call, params)
-            .await
-            .map_err(|e| anyhow::anyhow!("{call}: {e}"))?;
+        match conn.call(call, params.clone()).await {
+            Ok(_) => {}
+            Err(e) if call == method::SESSION_RESUME && bound.is_none() => {
+                // Restored after a restart, but the runtime no longer has it
+                // (its home was wiped): a new runtime session, same id.
+                warn!(session = uri, %runtime_id, "the runtime cannot resume this session ({e}); starting it afresh: the model will not see the earlier turns");
+                conn.call(method::SESSION_CREATE, params)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("{}: {e}", method::SESSION_CREATE))?;
+            }
+            Err(e) => return Err(anyhow::anyhow!("{call}: {e}")),
+        }
         debug!(session = uri, %runtime_id, call, registered = ?want.registered, "runtime session bound");
         if let Some(c) = self.sessions().get_mut(uri) {
             c.bound = Some((want, generation));

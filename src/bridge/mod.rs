@@ -14,19 +14,21 @@ pub mod binding;
 pub mod input;
 pub mod runtime_side;
 pub mod session;
+pub mod shutdown;
 pub mod supervisor;
 pub mod tools;
 pub mod transform_clients;
 pub mod turn;
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use serde_json::Value;
 use tracing::warn;
 
 use self::session::BridgedSession;
+use self::shutdown::InFlight;
 use self::supervisor::LiveRuntime;
 use crate::ahp::backend::{Backend, ClientPhase};
 use crate::ahp::host::Host;
@@ -44,6 +46,10 @@ pub struct Bridge {
     sessions: Mutex<HashMap<String, BridgedSession>>,
     /// Runtime session id -> AHP session URI.
     by_runtime: Mutex<HashMap<String, String>>,
+    /// Set by a shutdown: no runtime is started or restarted any more.
+    stopping: AtomicBool,
+    /// The runtime's requests not answered yet.
+    in_flight: InFlight,
 }
 
 impl Bridge {
@@ -57,6 +63,8 @@ impl Bridge {
             generation: AtomicU64::new(0),
             sessions: Mutex::new(HashMap::new()),
             by_runtime: Mutex::new(HashMap::new()),
+            stopping: AtomicBool::new(false),
+            in_flight: InFlight::new(),
         })
     }
 
@@ -115,6 +123,21 @@ impl Backend for Bridge {
         if let Some(me) = self.me.upgrade() {
             tokio::spawn(me.create(session.to_owned()));
         }
+    }
+
+    fn session_restored(&self, session: &str, backend_ref: Option<&str>) {
+        // A reference is stored once the runtime has the session on disk
+        // (after its first message): then it is resumed, history and all.
+        let mut s = match backend_ref {
+            Some(r) => BridgedSession::new(r.to_owned()),
+            None => BridgedSession::new(uuid::Uuid::new_v4().to_string()),
+        };
+        s.persisted = backend_ref.is_some();
+        self.by_runtime
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(s.runtime_id.clone(), session.to_owned());
+        self.sessions().insert(session.to_owned(), s);
     }
 
     fn session_disposed(&self, session: &str) {

@@ -60,6 +60,8 @@ impl RuntimeHandler for RuntimeEvents {
         let bridge = self.bridge.clone();
         Box::pin(async move {
             let b = bridge.upgrade();
+            // Counted until answered, so a shutdown can wait for the answer.
+            let _answering = b.as_ref().map(|b| b.in_flight.enter());
             let uri_of = |id: &str| b.as_ref().and_then(|b| b.session_of_runtime(id));
             match request {
                 RuntimeRequest::Transform {

@@ -19,8 +19,8 @@ use crate::runtime::wire::method;
 
 /// The runtime in use, and which start of it this is.
 pub(super) struct LiveRuntime {
-    conn: Arc<RuntimeConn>,
-    child: Option<tokio::process::Child>,
+    pub conn: Arc<RuntimeConn>,
+    pub child: Option<tokio::process::Child>,
     generation: u64,
 }
 
@@ -32,6 +32,9 @@ impl Bridge {
             if !l.conn.closed.is_cancelled() {
                 return Ok((l.conn.clone(), l.generation));
             }
+        }
+        if self.stopping.load(Ordering::Acquire) {
+            anyhow::bail!("the host is shutting down");
         }
         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
         let handler: Arc<dyn RuntimeHandler> = Arc::new(RuntimeEvents::new(self.me.clone()));
@@ -58,6 +61,14 @@ impl Bridge {
         Ok((conn, generation))
     }
 
+    /// The live runtime's connection, if one is running; never starts one.
+    pub(super) async fn live_runtime(&self) -> Option<Arc<RuntimeConn>> {
+        let g = self.runtime.lock().await;
+        g.as_ref()
+            .filter(|l| !l.conn.closed.is_cancelled())
+            .map(|l| l.conn.clone())
+    }
+
     /// The spawned runtime's process id (None before it starts, or over TCP):
     /// for an operator's diagnostics, and for tests that kill it.
     pub async fn runtime_pid(&self) -> Option<u32> {
@@ -71,6 +82,10 @@ impl Bridge {
     /// The runtime went away: running turns end with an error now, every
     /// session resumes on its next turn, and a new runtime is started.
     fn runtime_lost(&self, generation: u64) {
+        if self.stopping.load(Ordering::Acquire) {
+            // Stopped on purpose: its turns were ended, nothing restarts.
+            return;
+        }
         warn!(generation, "the runtime exited or stopped answering");
         let mut ended = Vec::new();
         for (uri, s) in self.sessions().iter_mut() {

@@ -6,6 +6,7 @@
 
 use ahp_types::state::{ToolCallResult, ToolResultContent};
 use serde_json::{json, Value};
+use tracing::warn;
 
 use super::session::{mirror_id, unmirror};
 use super::Bridge;
@@ -170,6 +171,23 @@ impl Bridge {
                 self.mirror_tool(uri, &chat, tool_call_id, Some(o));
             }
         }
+        if owner.is_some() {
+            // Connected is not answering: the call has a deadline of its own.
+            let me = self.me.clone();
+            let limit = self.cfg.runtime.client_tool_timeout;
+            let (uri, id, request, name) = (
+                uri.to_owned(),
+                tool_call_id.to_owned(),
+                request_id.to_owned(),
+                name.to_owned(),
+            );
+            tokio::spawn(async move {
+                tokio::time::sleep(limit).await;
+                if let Some(b) = me.upgrade() {
+                    b.client_tool_timed_out(&uri, &id, &request, &name);
+                }
+            });
+        }
         if owner.is_none() {
             let why = format!("Tool {name} is unavailable: the client that provides it is gone.");
             let outcome = ToolOutcome {
@@ -246,6 +264,32 @@ impl Bridge {
     /// tool calls fail now, in AHP and towards the runtime.
     pub(super) fn active_client_removed(&self, uri: &str, client_id: &str) {
         const WHY: &str = "the client that provides this tool left";
+        self.fail_client_tools(uri, |_, (_, owner)| owner == client_id, WHY, "client gone");
+    }
+
+    /// Fails a client tool call its owner has not completed within
+    /// `[runtime] client_tool_timeout` (the owner may still be connected).
+    fn client_tool_timed_out(&self, uri: &str, tool_call_id: &str, request_id: &str, name: &str) {
+        let limit = humantime::format_duration(self.cfg.runtime.client_tool_timeout);
+        let why = format!("the client did not complete tool {name} within {limit} ([runtime] client_tool_timeout)");
+        warn!(session = %uri, tool_call_id = ?tool_call_id, "client tool call timed out after {limit}");
+        self.fail_client_tools(
+            uri,
+            |id, (request, _)| id == tool_call_id && request == request_id,
+            &why,
+            "timeout",
+        );
+    }
+
+    /// Fails the pending client tool calls `pick` selects (tool call id,
+    /// (runtime request id, owner)): in AHP, and towards the runtime.
+    fn fail_client_tools(
+        &self,
+        uri: &str,
+        pick: impl Fn(&str, &(String, String)) -> bool,
+        why: &str,
+        error: &str,
+    ) {
         let (runtime_id, chat, actions, gone, requests) = {
             let mut sessions = self.sessions();
             let Some(s) = sessions.get_mut(uri) else {
@@ -254,7 +298,7 @@ impl Bridge {
             let gone: Vec<String> = s
                 .client_tools
                 .iter()
-                .filter(|(_, (_, o))| o == client_id)
+                .filter(|(id, entry)| pick(id, entry))
                 .map(|(id, _)| id.clone())
                 .collect();
             let requests: Vec<String> = gone
@@ -266,7 +310,7 @@ impl Bridge {
                 Some(t) => (
                     Some(t.chat.clone()),
                     gone.iter()
-                        .flat_map(|id| t.mapper.complete_tool(id, false, WHY, "tool"))
+                        .flat_map(|id| t.mapper.complete_tool(id, false, why, "tool"))
                         .collect(),
                 ),
                 None => (None, Vec::new()),
@@ -278,8 +322,8 @@ impl Bridge {
         }
         self.emit(uri, gone.iter().map(|id| unmirror(id)).collect());
         let outcome = ToolOutcome {
-            error: Some(json!("client gone")),
-            ..ToolOutcome::failed(WHY)
+            error: Some(json!(error)),
+            ..ToolOutcome::failed(why)
         };
         for request_id in requests {
             self.answer_tool(&runtime_id, &request_id, &outcome);

@@ -46,9 +46,16 @@ impl Bridge {
             )
             .await
             .map_err(|e| anyhow::anyhow!("session.send: {e}"))?;
-            // From its first message on, the runtime keeps the session on disk.
-            if let Some(s) = self.sessions().get_mut(&uri) {
-                s.persisted = true;
+            // From its first message on, the runtime keeps the session on
+            // disk: from now on a restart resumes it, so the host stores it.
+            let first = self
+                .sessions()
+                .get_mut(&uri)
+                .is_some_and(|s| !std::mem::replace(&mut s.persisted, true));
+            if first {
+                if let Some(h) = self.host() {
+                    h.set_backend_ref(&uri, &runtime_id);
+                }
             }
             anyhow::Ok(())
         }

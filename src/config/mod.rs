@@ -13,6 +13,8 @@ use crate::sections::SECTION_CATALOGUE;
 
 mod principals;
 pub use principals::{PrincipalConfig, Role, Visibility, TOKEN_PRINCIPAL};
+mod state;
+pub use state::{StateConfig, DEFAULT_STATE_FILE};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -24,6 +26,7 @@ pub struct Config {
     pub runtime: RuntimeConfig,
     pub policy: PolicyConfig,
     pub audit: AuditConfig,
+    pub state: StateConfig,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -60,6 +63,9 @@ pub struct ServerConfig {
     pub outbound_queue_bytes: usize,
     /// A client action larger than this (serialized) is refused.
     pub max_action_bytes: usize,
+    /// How long a graceful shutdown (SIGTERM, SIGINT) may take before the process exits anyway.
+    #[serde(deserialize_with = "duration")]
+    pub shutdown_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -81,6 +87,7 @@ impl Default for ServerConfig {
             replay_buffer_bytes: 16 * 1024 * 1024,
             outbound_queue_bytes: 16 * 1024 * 1024,
             max_action_bytes: 256 * 1024,
+            shutdown_timeout: Duration::from_secs(10),
         }
     }
 }
@@ -113,6 +120,9 @@ pub struct RuntimeConfig {
     /// A ping unanswered this long means the runtime hangs: it is killed and restarted.
     #[serde(deserialize_with = "duration")]
     pub health_timeout: Duration,
+    /// A client tool call not completed within this fails, on both sides.
+    #[serde(deserialize_with = "duration")]
+    pub client_tool_timeout: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -137,6 +147,7 @@ impl Default for RuntimeConfig {
             max_frame_bytes: 64 * 1024 * 1024,
             health_interval: Duration::from_secs(10),
             health_timeout: Duration::from_secs(10),
+            client_tool_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -318,6 +329,9 @@ impl Config {
         if s.outbound_queue < 16 {
             return Err(bad("server.outbound_queue", "must be at least 16"));
         }
+        if s.shutdown_timeout.is_zero() {
+            return Err(bad("server.shutdown_timeout", "must be more than 0s"));
+        }
         if s.handshake_timeout.is_zero() {
             return Err(bad("server.handshake_timeout", "must be more than 0s"));
         }
@@ -361,6 +375,9 @@ impl Config {
                 "runtime.health_timeout",
                 "must be more than 0s while runtime.health_interval is on",
             ));
+        }
+        if r.client_tool_timeout.is_zero() {
+            return Err(bad("runtime.client_tool_timeout", "must be more than 0s"));
         }
         if r.model.trim().is_empty() {
             return Err(bad("runtime.model", "must not be empty"));

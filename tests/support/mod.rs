@@ -4,6 +4,7 @@
 
 pub mod e2e;
 pub mod fake_runtime;
+pub mod process;
 pub mod raw;
 
 use std::sync::Arc;

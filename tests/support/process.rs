@@ -1,0 +1,203 @@
+//! The bridge as an operator runs it: the real binary (`serve --config`),
+//! the real Copilot CLI behind it pointed at the scripted model, its log
+//! lines kept, stopped by signal as systemd would.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ahp::{Client, ClientConfig};
+use ahp_copilot_bridge::audit::sha256_hex;
+use ahp_copilot_bridge::cli::offline_runtime;
+use ahp_copilot_bridge::config::Config;
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+
+use super::DEADLINE;
+
+/// The one principal's token (roles `observe` and `participate`).
+pub const TOKEN: &str = "exposure-token-0123456789";
+
+/// The bridge binary, serving until dropped (killed) or [`Self::terminate`]d.
+pub struct BridgeProcess {
+    pub child: Child,
+    pub addr: SocketAddr,
+    log: Arc<Mutex<Vec<String>>>,
+    /// Owned when the caller gave no directory.
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for BridgeProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl BridgeProcess {
+    /// Starts `serve` in a directory of its own; see [`Self::start_in`].
+    pub fn start(model: &ScriptedModel, server_toml: &str, nofile: Option<u32>) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let mut b = Self::start_in(model, dir.path(), server_toml, nofile);
+        b._dir = Some(dir);
+        b
+    }
+
+    /// Starts `serve` with everything under `dir` (config, audit log, state
+    /// store, the runtime's home): a second start on the same `dir` is a
+    /// restart. `server_toml` goes under `[server]`; under `prlimit
+    /// --nofile` when `nofile` is given.
+    pub fn start_in(
+        model: &ScriptedModel,
+        dir: &Path,
+        server_toml: &str,
+        nofile: Option<u32>,
+    ) -> Self {
+        let mut cfg = Config::default();
+        offline_runtime(&mut cfg, &model.base_url(), dir);
+        let env: String = cfg
+            .runtime
+            .env
+            .iter()
+            .map(|(k, v)| format!("{k} = {v:?}\n"))
+            .collect();
+        let toml = format!(
+            "[server]\nlisten = \"127.0.0.1:0\"\n{server_toml}\n\
+             [[principals]]\nname = \"ide\"\ntoken_sha256 = \"{}\"\nroles = [\"observe\", \"participate\"]\n\
+             [audit]\npath = {:?}\n\
+             [runtime]\nworking_directory = {:?}\n[runtime.env]\n{env}\
+             [runtime.provider]\ntype = \"openai\"\nbase_url = {:?}\napi_key = \"sk-offline\"\n",
+            sha256_hex(TOKEN.as_bytes()),
+            dir.join("audit.jsonl").display().to_string(),
+            dir.display().to_string(),
+            model.base_url(),
+        );
+        let path = dir.join("bridge.toml");
+        std::fs::write(&path, toml).unwrap();
+        let bin = env!("CARGO_BIN_EXE_ahp-copilot-bridge");
+        let mut cmd = match nofile {
+            Some(n) => {
+                let mut c = Command::new("prlimit");
+                c.arg(format!("--nofile={n}:{n}")).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let mut child = cmd
+            .args(["serve", "--config"])
+            .arg(&path)
+            .env("AHP_BRIDGE_LOG", "info")
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the bridge starts");
+        let log: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let l = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(a) = line.strip_prefix("listening on ws://") {
+                    let _ = tx.send(a.trim().to_owned());
+                }
+                l.lock().unwrap().push(line);
+            }
+        });
+        let addr = rx
+            .recv_timeout(DEADLINE)
+            .expect("the bridge says where it listens")
+            .parse()
+            .unwrap();
+        Self {
+            child,
+            addr,
+            log,
+            _dir: None,
+        }
+    }
+
+    pub fn log_lines(&self, needle: &str) -> Vec<String> {
+        self.log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.contains(needle))
+            .cloned()
+            .collect()
+    }
+
+    /// Resident memory of the bridge process (not the runtime it spawned).
+    pub fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS");
+        kb * 1024
+    }
+
+    /// The pids of the bridge's child processes (the runtime).
+    pub fn children(&self) -> Vec<u32> {
+        children_of(self.child.id())
+    }
+
+    /// Sends `signal` (e.g. "TERM", "KILL") and waits for the exit, at most
+    /// `limit` (a hang guard: the exit status is what the caller checks).
+    pub fn signal_and_wait(&mut self, signal: &str, limit: Duration) -> ExitStatus {
+        let ok = Command::new("kill")
+            .arg(format!("-{signal}"))
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok, "kill -{signal} {}", self.child.id());
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                started.elapsed() < limit,
+                "the bridge did not exit within {limit:?} of SIG{signal}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// The direct children of `pid`, from `/proc` (each thread lists the
+/// children it spawned, so every thread is read).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten();
+    tasks
+        .flatten()
+        .flat_map(|t| {
+            std::fs::read_to_string(t.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// Whether a process is still alive (a zombie counts as gone).
+pub fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map(|s| !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"))
+        .unwrap_or(false)
+}
+
+/// A client of the process's principal, initialized as `client_id`.
+pub async fn connect(addr: SocketAddr, client_id: &str) -> Client {
+    let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{addr}/?tkn={TOKEN}"))
+        .await
+        .expect("ws connect");
+    let c = Client::connect(t, ClientConfig::default()).await.unwrap();
+    c.initialize(client_id.into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("initialize");
+    c
+}
