@@ -5,7 +5,7 @@
 mod support;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ahp::Client;
 use ahp_copilot_bridge::audit::{sha256_hex, verify::verify_text};
@@ -206,7 +206,13 @@ async fn opted_in_section_is_rewritten_and_restricted_never_sent() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failing_clients_fall_back_to_the_original_within_the_timeout() {
-    let st = start_stack(|c| c.policy.transform_timeout = Duration::from_millis(1500)).await;
+    const TRANSFORM_TIMEOUT: Duration = Duration::from_millis(1500);
+    // A hang guard, not a claim about speed (timings belong in benchmarks):
+    // generous for a slow machine, yet shorter than the 30 s a hanging client
+    // sleeps, so a router that waited for the client instead of falling back
+    // at its deadline still fails here.
+    const HANG_GUARD: Duration = Duration::from_secs(20);
+    let st = start_stack(|c| c.policy.transform_timeout = TRANSFORM_TIMEOUT).await;
     let mut seens = Vec::new();
     for (i, mode, outcome) in [
         (1, "hang", "timeout"),
@@ -218,14 +224,10 @@ async fn failing_clients_fall_back_to_the_original_within_the_timeout() {
         let seen = answer_transforms(&c, mode);
         let uri = format!("ahp-session:/f{i}");
         ready_session(&c, &uri, Some(client_entry(&format!("c{i}"), &["tone"]))).await;
-        let started = Instant::now();
-        let end = run_turn(&c, &format!("f{i}"), "t1", "hello").await;
+        let end = tokio::time::timeout(HANG_GUARD, run_turn(&c, &format!("f{i}"), "t1", "hello"))
+            .await
+            .unwrap_or_else(|_| panic!("{mode}: no fallback within {HANG_GUARD:?}"));
         assert_eq!(end.kind, "complete", "{mode}: {end:?}");
-        assert!(
-            started.elapsed() < Duration::from_millis(1500) + Duration::from_secs(1),
-            "{mode}: took {:?}",
-            started.elapsed()
-        );
         assert!(!asked_ids(&seen).is_empty(), "{mode}: the client was asked");
         let prompt = last_system_prompt(&st);
         assert!(

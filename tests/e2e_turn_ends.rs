@@ -25,11 +25,7 @@ async fn an_owner_that_unsubscribes_mid_call_fails_its_tool_call_and_the_turn_en
         Some(json!({"clientId": "owner", "tools": [tool]})),
     )
     .await;
-    st.model.push(Reply::ToolCall {
-        name: "lookup_weather".into(),
-        arguments: json!({"city": "Oslo"}),
-    });
-    st.model.push(Reply::Text("No weather today.".into()));
+    fixtures::script(&st.model, "client-tool-owner-gone");
     // The watcher sees the turn; the owner starts it and then leaves.
     let (_, mut seen) = watcher.subscribe("ahp-chat:/gone".into()).await.unwrap();
     let mut sub = start_turn(&owner, "gone", "t1", "weather?").await;
@@ -72,7 +68,7 @@ async fn a_turn_started_the_moment_an_error_arrives_runs_to_its_end() {
     ready_session(&c, "ahp-session:/err", None).await;
     for round in 0..3 {
         // 400 is not retried by the runtime.
-        st.model.push(Reply::Status(400));
+        fixtures::script(&st.model, "model-400");
         let failed = format!("f{round}");
         let end = run_turn(&c, "err", &failed, "fail please").await;
         assert_eq!(end.kind, "error", "{end:?}");

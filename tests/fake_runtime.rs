@@ -13,7 +13,7 @@ use ahp_copilot_bridge::app::{self, Agent, Running};
 use ahp_copilot_bridge::config::Config;
 use serde_json::{json, Value};
 use support::e2e::{creation_outcome, wait_turn_end, TurnEnd};
-use support::fake_runtime::{Answer, FakeConn, FakeRuntime};
+use support::fake_runtime::{FakeConn, FakeRuntime};
 use support::*;
 
 struct Fixture {
@@ -67,16 +67,11 @@ impl Fixture {
 
     /// A whole turn the fake runtime answers with `reply`.
     async fn turn(&mut self, turn: &str, reply: &str) -> TurnEnd {
-        let mut sub = self.start_turn(turn, "hi").await;
-        let send = self.conn.call_of("session.send").await;
-        let sid = send["params"]["sessionId"].as_str().unwrap().to_owned();
-        self.conn.event(
-            &sid,
-            "assistant.message_delta",
-            json!({"messageId": format!("m-{turn}"), "deltaContent": reply}),
-        );
-        self.conn.event(&sid, "session.idle", json!({}));
-        wait_turn_end(&mut sub, turn).await
+        self.fake.apply("echo-turn");
+        let mut sub = self.start_turn(turn, reply).await;
+        let end = wait_turn_end(&mut sub, turn).await;
+        self.fake.apply("default");
+        end
     }
 }
 
@@ -116,7 +111,7 @@ async fn garbage_bodies_are_survived_and_a_broken_frame_reconnects() {
 #[tokio::test]
 async fn a_call_never_answered_ends_the_turn_at_its_deadline() {
     let f = fixture(|c| c.runtime.call_timeout = Duration::from_millis(500)).await;
-    f.fake.set("session.send", Answer::Ignore);
+    f.fake.apply("send-never-answered");
     let mut sub = f.start_turn("t1", "hello?").await;
     let end = wait_turn_end(&mut sub, "t1").await;
     assert_eq!(end.kind, "error", "{end:?}");
@@ -129,21 +124,9 @@ async fn a_call_never_answered_ends_the_turn_at_its_deadline() {
 
 #[tokio::test]
 async fn events_for_an_unknown_session_are_ignored() {
-    let mut f = fixture(|_| {}).await;
+    let f = fixture(|_| {}).await;
+    f.fake.apply("unknown-session-events");
     let mut sub = f.start_turn("t1", "hi").await;
-    f.conn.call_of("session.send").await;
-    f.conn.event(
-        "no-such-session",
-        "assistant.message_delta",
-        json!({"messageId": "x", "deltaContent": "LEAKED"}),
-    );
-    f.conn.event("no-such-session", "session.idle", json!({}));
-    f.conn.event(
-        &f.runtime_id,
-        "assistant.message_delta",
-        json!({"messageId": "m", "deltaContent": "mine"}),
-    );
-    f.conn.event(&f.runtime_id, "session.idle", json!({}));
     let end = wait_turn_end(&mut sub, "t1").await;
     assert_eq!((end.kind, end.text.as_str()), ("complete", "mine"));
 }
@@ -204,16 +187,13 @@ async fn a_runtime_that_stops_answering_is_replaced() {
     .await;
     assert_eq!(f.turn("t0", "first").await.kind, "complete");
     // The runtime goes deaf in the middle of a turn.
-    f.fake.set("ping", Answer::Ignore);
+    f.fake.apply("pings-unanswered");
     let mut sub = f.start_turn("t1", "hello?").await;
     f.conn.call_of("session.send").await;
     let end = wait_turn_end(&mut sub, "t1").await;
     assert_eq!(end.kind, "error", "{end:?}");
     assert!(f.conn.closed().await, "the deaf connection is dropped");
-    f.fake.set(
-        "ping",
-        Answer::Reply(json!({"message": "pong", "protocolVersion": 3})),
-    );
+    f.fake.apply("default");
     f.conn = f.fake.next_conn().await;
     let mut sub = f.start_turn("t2", "back?").await;
     let resume = f.conn.call_of("session.resume").await;
@@ -226,10 +206,7 @@ async fn a_runtime_that_stops_answering_is_replaced() {
 #[tokio::test]
 async fn another_protocol_version_is_refused_with_a_clear_error() {
     let (fake, _bridge, client) = bridge_on_fake(|_| {}).await;
-    fake.set(
-        "connect",
-        Answer::Reply(json!({"protocolVersion": 2, "version": "old"})),
-    );
+    fake.apply("old-protocol");
     create_session(&client, "ahp-session:/old", None).await;
     let err = creation_outcome(&client, "ahp-session:/old")
         .await
@@ -243,10 +220,7 @@ async fn another_protocol_version_is_refused_with_a_clear_error() {
 #[tokio::test]
 async fn a_runtime_without_connect_is_greeted_with_ping() {
     let (fake, _bridge, client) = bridge_on_fake(|_| {}).await;
-    fake.set(
-        "connect",
-        Answer::Error(-32601, "Method not found: connect"),
-    );
+    fake.apply("no-connect");
     create_session(&client, "ahp-session:/ping", None).await;
     let mut conn = fake.next_conn().await;
     conn.call_of("ping").await;
@@ -256,10 +230,7 @@ async fn a_runtime_without_connect_is_greeted_with_ping() {
 #[tokio::test]
 async fn a_refused_create_is_creation_failed_with_the_runtimes_message() {
     let (fake, _bridge, client) = bridge_on_fake(|_| {}).await;
-    fake.set(
-        "session.create",
-        Answer::Error(-32603, "model gpt-9 is not available"),
-    );
+    fake.apply("refused-create");
     create_session(&client, "ahp-session:/no", None).await;
     let err = creation_outcome(&client, "ahp-session:/no")
         .await
@@ -279,22 +250,16 @@ async fn a_client_tool_whose_owner_is_gone_fails_with_a_clear_message() {
     .await;
     let watcher = initialized(&f._bridge, "watcher").await;
     let (_, mut sub) = watcher.subscribe("ahp-chat:/f".into()).await.unwrap();
+    let (_, mut session) = watcher.subscribe("ahp-session:/f".into()).await.unwrap();
+    f.fake.apply("client-tool-requested");
     let _turn = f.start_turn("t1", "look it up").await;
-    f.conn.call_of("session.send").await;
-    f.conn.event(
-        &f.runtime_id,
-        "external_tool.requested",
-        json!({"requestId": "r-1", "toolCallId": "tc-1", "toolName": "lookup", "arguments": {}}),
-    );
     support::e2e::wait_action(&mut sub, |a| {
         matches!(a, StateAction::ChatToolCallStart(s) if s.tool_call_id == "tc-1").then_some(())
     })
     .await;
-    let session = raw_subscribe(&watcher, "ahp-session:/f").await;
-    assert_eq!(
-        session["snapshot"]["state"]["inputNeeded"][0]["kind"], "toolClientExecution",
-        "{session}"
-    );
+    let needed = support::e2e::wait_input_needed(&mut session).await;
+    assert_eq!(needed["kind"], "toolClientExecution", "{needed}");
+    assert_eq!(needed["toolCall"]["toolCallId"], "tc-1", "{needed}");
     // The owner goes away and does not come back within its grace.
     drop(f.client);
     let answer = f.conn.call_of("session.tools.handlePendingToolCall").await;
@@ -316,4 +281,53 @@ async fn a_client_tool_whose_owner_is_gone_fails_with_a_clear_message() {
     let result = serde_json::to_value(&done.result).unwrap();
     assert_eq!(result["success"], false, "{result}");
     support::e2e::assert_no_input_needed(&watcher, "ahp-session:/f").await;
+}
+
+/// Waits for `fut` up to `limit`, failing with `what`.
+async fn within<T>(limit: Duration, what: &str, fut: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(limit, fut)
+        .await
+        .unwrap_or_else(|_| panic!("{what}: not within {limit:?}"))
+}
+
+/// `session.error` ends the turn and leaves the session idle at once, with no
+/// `session.idle` from the runtime: the next turn is sent without waiting.
+#[tokio::test]
+async fn a_turn_after_a_session_error_without_idle_is_sent_at_once() {
+    let mut f = fixture(|_| {}).await;
+    let mut sub = f.start_turn("t1", "hi").await;
+    f.conn.call_of("session.send").await;
+    f.conn.event(
+        &f.runtime_id,
+        "session.error",
+        json!({"errorType": "model", "message": "the model failed"}),
+    );
+    // No `session.idle` follows. The client sees the turn end with the error.
+    let end = wait_turn_end(&mut sub, "t1").await;
+    assert_eq!(end.kind, "error", "{end:?}");
+    assert_eq!(end.error.as_deref(), Some("the model failed"), "{end:?}");
+    let mut sub = f.start_turn("t2", "again").await;
+    // The point of the test is this deadline. A new turn first waits until the
+    // session is idle, for a cancelled turn's runtime up to DRAIN_LIMIT (10 s,
+    // src/bridge/session.rs), then sends anyway. Were the session left waiting
+    // for the runtime's idle after the error (draining, or the turn still
+    // running), the send would come only after those 10 s; 5 s tells the two
+    // apart with room for a slow machine.
+    let send = within(
+        Duration::from_secs(5),
+        "the second turn's session.send",
+        f.conn.call_of("session.send"),
+    )
+    .await;
+    assert_eq!(send["params"]["sessionId"], f.runtime_id.as_str());
+    assert_eq!(send["params"]["prompt"], "again", "{send}");
+    // And the second turn runs to its end.
+    f.conn.event(
+        &f.runtime_id,
+        "assistant.message_delta",
+        json!({"messageId": "m-2", "deltaContent": "second"}),
+    );
+    f.conn.event(&f.runtime_id, "session.idle", json!({}));
+    let end = wait_turn_end(&mut sub, "t2").await;
+    assert_eq!((end.kind, end.text.as_str()), ("complete", "second"));
 }

@@ -5,6 +5,8 @@ mod support;
 use std::time::Duration;
 
 use ahp::SubscriptionEvent;
+use ahp_copilot_bridge::ahp::errors::AhpError;
+use ahp_copilot_bridge::jsonrpc::ErrorCode;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 use support::raw::{Next, Raw};
@@ -72,6 +74,7 @@ async fn ping_before_initialize() {
         .request::<_, Value>("listSessions", json!({"channel": "ahp-root://"}))
         .await
         .unwrap_err();
+    assert_eq!(rpc_code(&e), i32::from(ErrorCode::InvalidRequest), "{e}");
     assert!(e.to_string().contains("initialize"), "{e}");
 }
 
@@ -100,14 +103,16 @@ async fn create_session_is_seen_by_second_client() {
         .request::<_, Value>("createSession", json!({"channel": "ahp-session:/s1"}))
         .await
         .unwrap_err();
-    assert!(
-        dup.to_string().contains("-32003") || dup.to_string().contains("already exists"),
+    assert_eq!(
+        rpc_code(&dup),
+        i32::from(AhpError::SessionAlreadyExists),
         "{dup}"
     );
     let bad = a
         .request::<_, Value>("createSession", json!({"channel": "nope"}))
         .await
         .unwrap_err();
+    assert_eq!(rpc_code(&bad), i32::from(ErrorCode::InvalidParams), "{bad}");
     assert!(bad.to_string().contains("channel"), "{bad}");
     // Dispose is seen too.
     a.request::<_, Value>("disposeSession", json!({"channel": "ahp-session:/s1"}))

@@ -1,2 +1,3 @@
 //! The offline demo's pieces; the scripted model also serves the tests.
+pub mod conversation;
 pub mod model;

@@ -4,12 +4,16 @@
 //! tests can assert what the model received.
 //! Minimal HTTP/1.1 (one request per connection, `Connection: close`): the
 //! runtime is its only client.
+//!
+//! Scripted conversations can be data: `super::conversation` parses the
+//! files in `fixtures/model/`.
 
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -17,7 +21,12 @@ use tokio::sync::Notify;
 use tracing::debug;
 
 /// One scripted answer to one chat-completions request.
-#[derive(Debug, Clone)]
+///
+/// In a conversation file, one key names the kind: `{"text": "..."}`,
+/// `{"slow": {"chunks": [...], "repeat": 600, "delay": "50ms"}}`,
+/// `{"toolCall": {"name": "...", "arguments": {...}}}`, `{"status": 500}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(from = "super::conversation::ReplyData")]
 pub enum Reply {
     /// Streamed text, split into chunks of a few characters.
     Text(String),
@@ -81,6 +90,11 @@ impl ScriptedModel {
 
     pub fn push(&self, r: Reply) {
         self.lock().script.push_back(r);
+    }
+
+    /// Queues `replies` in order (e.g. a conversation file's).
+    pub fn push_all(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.lock().script.extend(replies);
     }
 
     /// Drops what is still scripted; returns how many replies were left.

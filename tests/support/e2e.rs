@@ -154,6 +154,18 @@ pub async fn wait_action_within<T>(
     .unwrap_or_else(|_| panic!("no such action within {deadline:?}"))
 }
 
+/// Waits on a subscription to an `ahp-session:` channel for the bridge's
+/// `session/inputNeededSet`; returns the request it sets, as JSON. Subscribe
+/// before the action that leads to it, so the action is not missed.
+pub async fn wait_input_needed(sub: &mut ahp::SessionSubscription) -> Value {
+    let request = wait_action(sub, |a| match a {
+        StateAction::SessionInputNeededSet(s) => Some(s.request.clone()),
+        _ => None,
+    })
+    .await;
+    serde_json::to_value(request).unwrap()
+}
+
 /// The session waits on nothing: its `inputNeeded` is absent or empty.
 pub async fn assert_no_input_needed(c: &Client, session: &str) {
     let snap = raw_subscribe(c, session).await;

@@ -1,7 +1,9 @@
 //! A fake Copilot runtime on TCP (`[runtime] connect`), for the faults the real
-//! one cannot be made to show. It answers the calls a bridge needs by itself
-//! (unless told to ignore one) and lets the test send anything: events,
-//! requests, garbage bytes.
+//! one cannot be made to show. It answers the calls a bridge needs as the
+//! scenario `fixtures/fake-runtime/default.json` says, changed by further
+//! scenarios ([`FakeRuntime::apply`]) or one method at a time
+//! ([`FakeRuntime::set`]), and lets the test send anything: events, requests,
+//! garbage bytes.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -12,6 +14,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
+use super::fake_scenario::{fill, scenario, Reaction, Rule};
 use super::DEADLINE;
 
 /// What the fake does with one method.
@@ -24,7 +27,18 @@ pub enum Answer {
     Ignore,
 }
 
-type Answers = Arc<Mutex<HashMap<String, Answer>>>;
+impl From<Answer> for Reaction {
+    fn from(a: Answer) -> Self {
+        match a {
+            Answer::Reply(v) => Reaction::Reply(v),
+            Answer::Error(code, message) => Reaction::Error(code, message.into()),
+            Answer::Ignore => Reaction::Ignore,
+        }
+    }
+}
+
+/// Method to rule; a method with none is never answered.
+type Answers = Arc<Mutex<HashMap<String, Rule>>>;
 
 pub struct FakeRuntime {
     pub addr: SocketAddr,
@@ -39,28 +53,48 @@ pub struct FakeConn {
     incoming: mpsc::UnboundedReceiver<Value>,
 }
 
-fn default_answer(method: &str, params: &Value) -> Option<Value> {
-    Some(match method {
-        "connect" => json!({"protocolVersion": 3, "version": "fake-1"}),
-        "ping" => json!({"message": "pong", "protocolVersion": 3}),
-        "session.create" | "session.resume" => json!({"sessionId": params["sessionId"]}),
-        "session.send" => json!({"messageId": "m-1"}),
-        "session.destroy" | "session.abort" => json!({"success": true}),
-        "session.permissions.handlePendingPermissionRequest"
-        | "session.tools.handlePendingToolCall" => json!({"success": true}),
-        _ => return None,
-    })
-}
-
 fn frame(body: &str) -> Vec<u8> {
     format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+}
+
+/// A `session.event` notification.
+fn event_frame(session_id: &Value, ty: &str, data: Value) -> Vec<u8> {
+    frame(&json!({"jsonrpc": "2.0", "method": "session.event",
+        "params": {"sessionId": session_id, "event": {"id": uuid_like(), "type": ty, "data": data}}}).to_string())
+}
+
+/// What the fake sends for a call `msg` that `rule` answers: the answer
+/// (unless ignored), then the rule's events.
+fn react(rule: &Rule, msg: &Value) -> Vec<Vec<u8>> {
+    let (id, params) = (&msg["id"], &msg["params"]);
+    let mut out = Vec::new();
+    match &rule.answer {
+        Reaction::Ignore => {}
+        Reaction::Error(code, message) => out.push(frame(
+            &json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+                .to_string(),
+        )),
+        Reaction::Reply(v) => out.push(frame(
+            &json!({"jsonrpc": "2.0", "id": id, "result": fill(v, params)}).to_string(),
+        )),
+    }
+    for e in &rule.emits {
+        let session = match &e.session {
+            Some(s) => json!(s),
+            None => params["sessionId"].clone(),
+        };
+        out.push(event_frame(&session, &e.event_type, fill(&e.data, params)));
+    }
+    out
 }
 
 impl FakeRuntime {
     pub async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
-        let answers: Answers = Arc::default();
+        let answers: Answers = Arc::new(Mutex::new(
+            scenario("default").rules.iter().cloned().collect(),
+        ));
         let (tx, rx) = mpsc::unbounded_channel();
         let a = answers.clone();
         tokio::spawn(async move {
@@ -79,19 +113,10 @@ impl FakeRuntime {
                 tokio::spawn(async move {
                     let mut r = BufReader::new(r);
                     while let Some(msg) = read_frame(&mut r).await {
-                        if let (Some(id), Some(method)) = (msg.get("id"), msg["method"].as_str()) {
-                            let answer = a.lock().unwrap().get(method).cloned();
-                            let ok = |v: Value| json!({"jsonrpc": "2.0", "id": id, "result": v});
-                            let resp = match answer {
-                                Some(Answer::Ignore) => None,
-                                Some(Answer::Error(code, message)) => Some(
-                                    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}),
-                                ),
-                                Some(Answer::Reply(v)) => Some(ok(v)),
-                                None => default_answer(method, &msg["params"]).map(ok),
-                            };
-                            if let Some(resp) = resp {
-                                let _ = out.send(frame(&resp.to_string()));
+                        if let (Some(_), Some(method)) = (msg.get("id"), msg["method"].as_str()) {
+                            let rule = a.lock().unwrap().get(method).cloned();
+                            for bytes in rule.map(|r| react(&r, &msg)).unwrap_or_default() {
+                                let _ = out.send(bytes);
                             }
                         }
                         if in_tx.send(msg).is_err() {
@@ -112,12 +137,27 @@ impl FakeRuntime {
         }
     }
 
-    /// From now on, `method` is answered so (on every connection).
+    /// From now on, `method` is answered so (on every connection), with no
+    /// events after it.
     pub fn set(&self, method: &str, answer: Answer) {
-        self.answers
-            .lock()
-            .unwrap()
-            .insert(method.to_owned(), answer);
+        self.answers.lock().unwrap().insert(
+            method.to_owned(),
+            Rule {
+                answer: answer.into(),
+                emits: vec![],
+            },
+        );
+    }
+
+    /// From now on (on every connection), the methods that the scenario
+    /// `fixtures/fake-runtime/NAME.json` names are answered as it says,
+    /// events included; the others as before. `apply("default")` answers
+    /// every method a bridge calls as at the start again.
+    pub fn apply(&self, name: &str) {
+        let mut answers = self.answers.lock().unwrap();
+        for (method, rule) in &scenario(name).rules {
+            answers.insert(method.clone(), rule.clone());
+        }
     }
 
     /// The next connection from the bridge.
@@ -160,8 +200,7 @@ impl FakeConn {
 
     /// A `session.event` notification.
     pub fn event(&self, session_id: &str, ty: &str, data: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "method": "session.event",
-            "params": {"sessionId": session_id, "event": {"id": uuid_like(), "type": ty, "data": data}}}));
+        let _ = self.out.send(event_frame(&json!(session_id), ty, data));
     }
 
     /// Waits for the next message `pick` accepts; others are skipped.

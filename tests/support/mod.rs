@@ -4,6 +4,8 @@
 
 pub mod e2e;
 pub mod fake_runtime;
+pub mod fake_scenario;
+pub mod fixtures;
 pub mod process;
 pub mod raw;
 
@@ -93,6 +95,15 @@ pub async fn create_session(c: &Client, uri: &str, active_client: Option<Value>)
     c.request::<_, Value>("createSession", p)
         .await
         .expect("createSession");
+}
+
+/// The JSON-RPC error code of a request the host refused; panics on any other
+/// failure (a closed transport is no refusal).
+pub fn rpc_code(e: &ahp::ClientError) -> i32 {
+    match e {
+        ahp::ClientError::Rpc(rpc) => rpc.code,
+        other => panic!("expected a JSON-RPC error, got: {other}"),
+    }
 }
 
 /// Waits for the first event that `pick` accepts, up to the deadline.
