@@ -62,21 +62,43 @@ async fn sessions_and_their_history_survive_a_sigterm_restart() {
     for (id, word) in [("one", "PELICAN-42"), ("two", "WALRUS-17")] {
         let uri = format!("ahp-session:/{id}");
         ready_session(&c, &uri, None).await;
-        dispatch_raw(&c, &uri, 1, json!({"type": "session/titleChanged", "title": format!("Session {id}")})).await;
+        dispatch_raw(
+            &c,
+            &uri,
+            1,
+            json!({"type": "session/titleChanged", "title": format!("Session {id}")}),
+        )
+        .await;
         model.push(Reply::Text(format!("Noted: {word}.")));
-        let end = run_turn(&c, id, "t1", &format!("The code word is {word}. Remember it.")).await;
+        let end = run_turn(
+            &c,
+            id,
+            "t1",
+            &format!("The code word is {word}. Remember it."),
+        )
+        .await;
         assert_eq!(end.kind, "complete", "{end:?}");
     }
     let seq_before = server_seq(first.addr).await;
     let runtime = descendants(first.child.id());
     assert!(!runtime.is_empty(), "the runtime runs under the bridge");
     let status = first.signal_and_wait("TERM", EXIT_GUARD);
-    assert_eq!(status.code(), Some(0), "SIGTERM is a clean exit: {status:?}");
-    assert!(runtime.iter().all(|p| !alive(*p)), "no runtime process is left");
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "SIGTERM is a clean exit: {status:?}"
+    );
+    assert!(
+        runtime.iter().all(|p| !alive(*p)),
+        "no runtime process is left"
+    );
 
     let second = BridgeProcess::start_in(&model, dir.path(), "", None);
     let seq_after = server_seq(second.addr).await;
-    assert!(seq_after > seq_before, "serverSeq never goes back: {seq_before} then {seq_after}");
+    assert!(
+        seq_after > seq_before,
+        "serverSeq never goes back: {seq_before} then {seq_after}"
+    );
     let c = connect(second.addr, "ide").await;
     let list: Value = c
         .request("listSessions", json!({"channel": "ahp-root://"}))
@@ -86,7 +108,12 @@ async fn sessions_and_their_history_survive_a_sigterm_restart() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|s| (s["resource"].as_str().unwrap().into(), s["title"].as_str().unwrap().into()))
+        .map(|s| {
+            (
+                s["resource"].as_str().unwrap().into(),
+                s["title"].as_str().unwrap().into(),
+            )
+        })
         .collect();
     titles.sort();
     assert_eq!(
@@ -99,7 +126,10 @@ async fn sessions_and_their_history_survive_a_sigterm_restart() {
     let session = raw_subscribe(&c, "ahp-session:/one").await;
     assert_eq!(session["snapshot"]["state"]["lifecycle"], "ready");
     let chat = raw_subscribe(&c, "ahp-chat:/one").await;
-    let turns = chat["snapshot"]["state"]["turns"].as_array().unwrap().clone();
+    let turns = chat["snapshot"]["state"]["turns"]
+        .as_array()
+        .unwrap()
+        .clone();
     assert_eq!(turns.len(), 1, "the completed turn is back: {turns:?}");
     assert!(turns[0].to_string().contains("PELICAN-42"));
 
@@ -108,8 +138,14 @@ async fn sessions_and_their_history_survive_a_sigterm_restart() {
     let end = run_turn(&c, "one", "t2", "What was the code word?").await;
     assert_eq!(end.kind, "complete", "{end:?}");
     let sent = last_model_request(&model);
-    assert!(sent.contains("The code word is PELICAN-42"), "history reaches the model: {sent}");
-    assert!(!sent.contains("WALRUS-17"), "and only this session's: {sent}");
+    assert!(
+        sent.contains("The code word is PELICAN-42"),
+        "history reaches the model: {sent}"
+    );
+    assert!(
+        !sent.contains("WALRUS-17"),
+        "and only this session's: {sent}"
+    );
 
     // A client of the old instance, with its old lastSeenServerSeq, gets
     // snapshots: nothing it saw tells what this instance sent since.
@@ -122,7 +158,10 @@ async fn sessions_and_their_history_survive_a_sigterm_restart() {
         )
         .await;
     assert_eq!(r["result"]["type"], "snapshot", "{r}");
-    assert_eq!(r["result"]["snapshots"][0]["state"]["title"], "Session two", "{r}");
+    assert_eq!(
+        r["result"]["snapshots"][0]["state"]["title"], "Session two",
+        "{r}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -141,14 +180,23 @@ async fn sigterm_ends_every_running_turn_and_closes_every_client_with_1001() {
         ready_session(&a, &format!("ahp-session:/{id}"), None).await;
         model.push(slow());
         let mut sub = start_turn(&a, id, "t1", "count slowly").await;
-        wait_action(&mut sub, |x| matches!(x, StateAction::ChatDelta(_)).then_some(())).await;
+        wait_action(&mut sub, |x| {
+            matches!(x, StateAction::ChatDelta(_)).then_some(())
+        })
+        .await;
         subs.push(sub);
     }
     // ...and one on a second (raw, to see the close frame).
     let mut b = Raw::connect(&format!("ws://{}/?tkn={TOKEN}", bridge.addr)).await;
     b.call(json!(1), "initialize", json!({"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "ide-b", "initialSubscriptions": []})).await;
-    b.call(json!(2), "createSession", json!({"channel": "ahp-session:/b1", "provider": "copilot"})).await;
-    b.call(json!(3), "subscribe", json!({"channel": "ahp-chat:/b1"})).await;
+    b.call(
+        json!(2),
+        "createSession",
+        json!({"channel": "ahp-session:/b1", "provider": "copilot"}),
+    )
+    .await;
+    b.call(json!(3), "subscribe", json!({"channel": "ahp-chat:/b1"}))
+        .await;
     wait_raw_action(&mut b, |a| a["type"] == "session/ready").await;
     model.push(slow());
     let turn = json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": "2026-11-23T00:00:00Z", "message": {"text": "count slowly", "origin": {"kind": "user"}}});
@@ -170,7 +218,10 @@ async fn sigterm_ends_every_running_turn_and_closes_every_client_with_1001() {
         assert_eq!(error, "the host is shutting down");
     }
     let error = wait_raw_action(&mut b, |a| a["type"] == "chat/error").await;
-    assert_eq!(error["part"]["error"]["message"], "the host is shutting down", "{error}");
+    assert_eq!(
+        error["part"]["error"]["message"], "the host is shutting down",
+        "{error}"
+    );
     let close = loop {
         match b.next().await {
             Next::Closed(c) => break c,
@@ -178,7 +229,10 @@ async fn sigterm_ends_every_running_turn_and_closes_every_client_with_1001() {
         }
     };
     assert_eq!(close, Some((1001, "the host is shutting down".to_string())));
-    assert!(runtime.iter().all(|p| !alive(*p)), "no runtime process is left");
+    assert!(
+        runtime.iter().all(|p| !alive(*p)),
+        "no runtime process is left"
+    );
     let audit = dir.path().join("audit.jsonl");
     if audit.exists() {
         verify_file(&audit).expect("the audit log verifies after the shutdown");
@@ -187,9 +241,15 @@ async fn sigterm_ends_every_running_turn_and_closes_every_client_with_1001() {
     let again = BridgeProcess::start_in(&model, dir.path(), "", None);
     let c = connect(again.addr, "ide-c").await;
     let chat = raw_subscribe(&c, "ahp-chat:/b1").await;
-    let turns = chat["snapshot"]["state"]["turns"].as_array().unwrap().clone();
+    let turns = chat["snapshot"]["state"]["turns"]
+        .as_array()
+        .unwrap()
+        .clone();
     assert_eq!(turns.len(), 1, "{turns:?}");
-    assert!(turns[0].to_string().contains("the host is shutting down"), "{turns:?}");
+    assert!(
+        turns[0].to_string().contains("the host is shutting down"),
+        "{turns:?}"
+    );
 }
 
 /// Reads raw notifications until an `action` whose action `pick` accepts.
@@ -225,7 +285,10 @@ async fn sigkill_never_loses_a_completed_turn() {
     let second = BridgeProcess::start_in(&model, dir.path(), "", None);
     let c = connect(second.addr, "ide").await;
     let chat = raw_subscribe(&c, "ahp-chat:/k").await;
-    let turns = chat["snapshot"]["state"]["turns"].as_array().unwrap().clone();
+    let turns = chat["snapshot"]["state"]["turns"]
+        .as_array()
+        .unwrap()
+        .clone();
     assert_eq!(turns.len(), 1, "{turns:?}");
     assert!(turns[0].to_string().contains("Done."), "{turns:?}");
 }

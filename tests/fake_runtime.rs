@@ -331,3 +331,156 @@ async fn a_turn_after_a_session_error_without_idle_is_sent_at_once() {
     let end = wait_turn_end(&mut sub, "t2").await;
     assert_eq!((end.kind, end.text.as_str()), ("complete", "second"));
 }
+
+#[tokio::test]
+async fn a_client_tool_not_completed_in_time_fails_on_both_sides() {
+    use ahp_types::actions::StateAction;
+    let tool =
+        json!({"name": "lookup", "description": "Looks up", "inputSchema": {"type": "object"}});
+    let mut f = fixture_with(
+        |c| c.runtime.client_tool_timeout = Duration::from_millis(300),
+        Some(json!({"clientId": "ide", "tools": [tool]})),
+    )
+    .await;
+    f.fake.apply("client-tool-requested");
+    let mut sub = f.start_turn("t1", "look it up").await;
+    support::e2e::wait_action(&mut sub, |a| {
+        matches!(a, StateAction::ChatToolCallStart(s) if s.tool_call_id == "tc-1").then_some(())
+    })
+    .await;
+    // The owner stays connected and never completes the call.
+    let answer = f.conn.call_of("session.tools.handlePendingToolCall").await;
+    let p = &answer["params"];
+    assert_eq!(p["requestId"], "r-1");
+    assert_eq!(p["result"]["resultType"], "failure", "{p}");
+    let text = p["result"]["textResultForLlm"].as_str().unwrap();
+    assert!(
+        text.contains("did not complete tool lookup within 300ms")
+            && text.contains("client_tool_timeout"),
+        "{p}"
+    );
+    let done = support::e2e::wait_action(&mut sub, |a| match a {
+        StateAction::ChatToolCallComplete(c) if c.tool_call_id == "tc-1" => Some(c.clone()),
+        _ => None,
+    })
+    .await;
+    let result = serde_json::to_value(&done.result).unwrap();
+    assert_eq!(result["success"], false, "{result}");
+    assert!(
+        result.to_string().contains("client_tool_timeout"),
+        "{result}"
+    );
+    support::e2e::assert_no_input_needed(&f.client, "ahp-session:/f").await;
+}
+
+/// A raw client of the bridge in `f`, initialized and subscribed to the chat.
+async fn raw_chat_subscriber(f: &Fixture, client_id: &str) -> support::raw::Raw {
+    let mut raw = support::raw::Raw::connect(&format!("ws://{}", f._bridge.addr)).await;
+    raw.call(
+        json!(1),
+        "initialize",
+        json!({"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": client_id}),
+    )
+    .await;
+    raw.call(json!(2), "subscribe", json!({"channel": "ahp-chat:/f"}))
+        .await;
+    raw
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streaming_burst_reaches_a_slow_reader_whole_and_cuts_off_a_stalled_one() {
+    use support::raw::Next;
+    let mut f = fixture(|c| {
+        c.server.outbound_queue = 16;
+        c.server.outbound_queue_bytes = 8 * 1024 * 1024;
+    })
+    .await;
+    let mut steady = raw_chat_subscriber(&f, "steady").await;
+    let mut stalled = raw_chat_subscriber(&f, "stalled").await;
+
+    // The steady reader: once told to start, reads everything, pausing after
+    // every message, and says how much text it has.
+    let (start, started) = tokio::sync::oneshot::channel::<()>();
+    let (progress, mut seen) = tokio::sync::watch::channel(0usize);
+    let reader = tokio::spawn(async move {
+        let _ = started.await;
+        let (mut text, mut turns) = (String::new(), 0);
+        while turns < 2 {
+            match steady.next().await {
+                Next::Json(v) if v["method"] == "action" => {
+                    let a = &v["params"]["action"];
+                    if a["type"] == "chat/delta" {
+                        text.push_str(a["content"].as_str().unwrap());
+                        progress.send_replace(text.len());
+                    } else if a["type"] == "chat/turnComplete" {
+                        turns += 1;
+                    }
+                    tokio::time::sleep(Duration::from_micros(300)).await;
+                }
+                Next::Json(_) => {}
+                Next::Closed(c) => panic!("the steady reader was disconnected: {c:?}"),
+            }
+        }
+        text
+    });
+
+    // Burst: 5000 deltas while the reader is not reading yet. Far more than
+    // the 16 messages its queue may hold once its socket is full; merged,
+    // they are a few messages of ~1.5 MB.
+    let small = |i: usize| format!("{i:05}{}", "s".repeat(295));
+    let mut sub = f.start_turn("t1", "burst").await;
+    f.conn.call_of("session.send").await;
+    for i in 0..5000 {
+        f.conn.event(
+            &f.runtime_id,
+            "assistant.message_delta",
+            json!({"messageId": "m-1", "deltaContent": small(i)}),
+        );
+    }
+    f.conn.event(&f.runtime_id, "session.idle", json!({}));
+    assert_eq!(wait_turn_end(&mut sub, "t1").await.kind, "complete");
+    let _ = start.send(());
+
+    // A long answer, 20 MB, paced by the steady reader: each MB is sent once
+    // it has read the one before. The stalled client's queue (8 MB) and
+    // socket buffers cannot hold it.
+    let big = |i: usize| format!("{i:05}{}", "b".repeat(10_000 - 5));
+    let mut expected: String = (0..5000).map(small).collect();
+    let mut sub = f.start_turn("t2", "long").await;
+    f.conn.call_of("session.send").await;
+    for batch in 0..20 {
+        for i in batch * 100..(batch + 1) * 100 {
+            f.conn.event(
+                &f.runtime_id,
+                "assistant.message_delta",
+                json!({"messageId": "m-2", "deltaContent": big(i)}),
+            );
+            expected.push_str(&big(i));
+        }
+        let want = expected.len();
+        tokio::time::timeout(DEADLINE, seen.wait_for(|n| *n >= want))
+            .await
+            .unwrap_or_else(|_| panic!("the steady reader did not get batch {batch}"))
+            .unwrap();
+    }
+    f.conn.event(&f.runtime_id, "session.idle", json!({}));
+    assert_eq!(wait_turn_end(&mut sub, "t2").await.kind, "complete");
+    let text = reader.await.unwrap();
+    assert_eq!(
+        text.len(),
+        expected.len(),
+        "the whole answer reached the steady reader"
+    );
+    assert!(text == expected, "in order");
+    // The stalled one was cut off: what reached its socket, then the end.
+    let closed = loop {
+        match stalled.next().await {
+            Next::Json(_) => continue,
+            Next::Closed(c) => break c,
+        }
+    };
+    assert_eq!(
+        closed, None,
+        "dropped without a close frame, as a client that does not read is"
+    );
+}

@@ -7,14 +7,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use serde_json::json;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::info;
 
 use super::auth::Principal;
 use super::errors::AhpError;
 use super::host::Host;
-use super::outbound::Outbound;
+use super::outbound::{Outbound, OutboundQueue};
 use super::state::{Conn, Presence, State};
 use crate::jsonrpc::{ErrorCode, Peer, RpcError};
 
@@ -26,7 +25,7 @@ pub struct Connected {
     pub conn: ConnId,
     pub peer: Arc<Peer>,
     pub out: Outbound,
-    pub queue: mpsc::Receiver<String>,
+    pub queue: OutboundQueue,
 }
 
 impl Host {

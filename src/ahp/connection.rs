@@ -95,26 +95,20 @@ pub async fn run(
 
     let writer = {
         let (close, kill, reason) = (close.clone(), kill.clone(), reason.clone());
-        let out = out.clone();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     biased;
                     _ = kill.cancelled() => return,
-                    m = rx.recv() => match m {
-                        Some(text) => {
-                            out.taken(&text);
-                            if !send_or_kill(&mut sink, Message::text(text), &kill).await {
-                                kill.cancel();
-                                return;
-                            }
+                    text = rx.recv() => {
+                        if !send_or_kill(&mut sink, Message::text(text), &kill).await {
+                            kill.cancel();
+                            return;
                         }
-                        None => return,
                     },
                     _ = close.cancelled() => {
                         let flush = async {
-                            while let Ok(text) = rx.try_recv() {
-                                out.taken(&text);
+                            while let Some(text) = rx.try_recv() {
                                 if !send_or_kill(&mut sink, Message::text(text), &kill).await {
                                     return;
                                 }

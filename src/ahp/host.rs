@@ -24,6 +24,7 @@ use super::backend::{ActiveClientView, Backend, ClientPhase};
 use super::clients::ConnId;
 use super::dispatch::{client_may_dispatch, needs_tool_owner};
 use super::extension::opted_in_sections;
+use super::outbound::DeltaKey;
 use super::state::{Replayed, State, PROVIDER};
 use super::uri::{channel_kind, ChannelKind, ROOT_URI};
 use crate::config::Config;
@@ -107,7 +108,7 @@ impl Host {
             let mut st = self.lock();
             st.apply(channel, &typed, &action)?;
             let session = st.session_of(channel).map(String::from);
-            let seq = self.commit(&mut st, channel, &action, Origin::Host);
+            let seq = self.commit(&mut st, channel, &action, &typed, Origin::Host);
             self.persist_after(&mut st, channel, &typed);
             (seq, session)
         };
@@ -217,21 +218,43 @@ impl Host {
         }
         st.apply(channel, &typed, action)?;
         let session = st.session_of(channel).map(String::from);
-        self.commit(&mut st, channel, action, Origin::Client(origin));
+        self.commit(&mut st, channel, action, &typed, Origin::Client(origin));
         self.persist_after(&mut st, channel, &typed);
         Ok((session, typed))
     }
 
-    fn commit(&self, st: &mut State, channel: &str, action: &Value, origin: Origin) -> u64 {
+    fn commit(
+        &self,
+        st: &mut State,
+        channel: &str,
+        action: &Value,
+        typed: &StateAction,
+        origin: Origin,
+    ) -> u64 {
         let seq = self.next_seq(st);
         let mut env = json!({"channel": channel, "action": action, "serverSeq": seq});
         if let Origin::Client(o) = origin {
             env["origin"] = o;
         }
-        let text = jsonrpc::notification("action", &env).to_string();
+        let notification = jsonrpc::notification("action", &env);
+        let text = notification.to_string();
+        // A streamed delta may be merged into the one queued before it.
+        let delta = match typed {
+            StateAction::ChatDelta(d) => Some(DeltaKey {
+                channel: channel.to_owned(),
+                turn_id: d.turn_id.clone(),
+                part_id: d.part_id.clone(),
+            }),
+            _ => None,
+        };
+        let content = match typed {
+            StateAction::ChatDelta(d) => d.content.as_str(),
+            _ => "",
+        };
         for c in st.conns.values() {
             if c.subs.contains(channel) {
-                c.out.send(text.clone());
+                let delta = delta.clone().map(|k| (k, content));
+                c.out.send_action(&notification, &text, delta);
             }
         }
         let replayed = Replayed {

@@ -64,7 +64,10 @@ impl Bridge {
                 ended.push((uri.clone(), s.runtime_id.clone(), e));
             }
         }
-        info!(turns = ended.len(), "shutting down: ending the running turns");
+        info!(
+            turns = ended.len(),
+            "shutting down: ending the running turns"
+        );
         let conn = self.live_runtime().await;
         for (uri, runtime_id, e) in ended {
             if let Some(t) = e.turn {
@@ -119,7 +122,9 @@ impl Bridge {
         match tokio::time::timeout(RUNTIME_EXIT_GRACE, child.wait()).await {
             Ok(status) => info!(?status, "runtime stopped"),
             Err(_) => {
-                warn!("the runtime did not exit within {RUNTIME_EXIT_GRACE:?} of SIGTERM; killing it");
+                warn!(
+                    "the runtime did not exit within {RUNTIME_EXIT_GRACE:?} of SIGTERM; killing it"
+                );
                 let _ = child.kill().await;
             }
         }

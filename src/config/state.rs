@@ -24,7 +24,10 @@ impl Config {
         self.state.path.clone().or_else(|| {
             let audit = self.audit.path.as_ref()?;
             let dir = audit.parent().filter(|d| !d.as_os_str().is_empty());
-            Some(dir.map_or_else(|| PathBuf::from(DEFAULT_STATE_FILE), |d| d.join(DEFAULT_STATE_FILE)))
+            Some(dir.map_or_else(
+                || PathBuf::from(DEFAULT_STATE_FILE),
+                |d| d.join(DEFAULT_STATE_FILE),
+            ))
         })
     }
 }
@@ -38,10 +41,14 @@ mod tests {
         let c = Config::parse("").unwrap();
         assert_eq!(c.state_path(), None);
         let c = Config::parse("[audit]\npath = \"/var/lib/bridge/audit.jsonl\"").unwrap();
-        assert_eq!(c.state_path(), Some(PathBuf::from("/var/lib/bridge/state.sqlite3")));
+        assert_eq!(
+            c.state_path(),
+            Some(PathBuf::from("/var/lib/bridge/state.sqlite3"))
+        );
         let c = Config::parse("[audit]\npath = \"audit.jsonl\"").unwrap();
         assert_eq!(c.state_path(), Some(PathBuf::from("state.sqlite3")));
-        let c = Config::parse("[audit]\npath = \"a/audit.jsonl\"\n[state]\npath = \"/s.db\"").unwrap();
+        let c =
+            Config::parse("[audit]\npath = \"a/audit.jsonl\"\n[state]\npath = \"/s.db\"").unwrap();
         assert_eq!(c.state_path(), Some(PathBuf::from("/s.db")));
     }
 }

@@ -126,14 +126,17 @@ impl Store {
                 r.get::<_, Option<String>>(5)?,
             ))
         })?;
-        let mut chats = conn.prepare("SELECT uri, state FROM chats WHERE session = ?1 ORDER BY uri")?;
+        let mut chats =
+            conn.prepare("SELECT uri, state FROM chats WHERE session = ?1 ORDER BY uri")?;
         let mut out = Vec::new();
         for row in rows {
             let (uri, owner, created_at, modified_at, state, backend_ref) = row?;
             let state = serde_json::from_str(&state)
                 .with_context(|| format!("stored state of {uri:?} is not JSON"))?;
             let mut session_chats = Vec::new();
-            for c in chats.query_map([&uri], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))? {
+            for c in chats.query_map([&uri], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+            })? {
                 let (chat, text) = c?;
                 let state = serde_json::from_str(&text)
                     .with_context(|| format!("stored state of {chat:?} is not JSON"))?;
@@ -202,7 +205,11 @@ impl Store {
     pub fn seq_ceiling(&self) -> anyhow::Result<u64> {
         let v: Option<String> = self
             .conn()
-            .query_row("SELECT value FROM meta WHERE key = 'seq_ceiling'", [], |r| r.get(0))
+            .query_row(
+                "SELECT value FROM meta WHERE key = 'seq_ceiling'",
+                [],
+                |r| r.get(0),
+            )
             .optional()?;
         match v {
             None => Ok(0),
@@ -250,11 +257,17 @@ mod tests {
         let path = dir.path().join("sub/state.sqlite3");
         {
             let store = Store::open(&path).unwrap();
-            store.save_session(&session("ahp-session:/a", "one")).unwrap();
+            store
+                .save_session(&session("ahp-session:/a", "one"))
+                .unwrap();
             store.set_backend_ref("ahp-session:/a", "rt-a").unwrap();
             // A later save without a reference keeps the one stored.
-            store.save_session(&session("ahp-session:/a", "two")).unwrap();
-            store.save_session(&session("ahp-session:/b", "three")).unwrap();
+            store
+                .save_session(&session("ahp-session:/a", "two"))
+                .unwrap();
+            store
+                .save_session(&session("ahp-session:/b", "three"))
+                .unwrap();
             store.delete_session("ahp-session:/b").unwrap();
         }
         let store = Store::open(&path).unwrap();
@@ -278,7 +291,10 @@ mod tests {
         assert_eq!(store.seq_ceiling().unwrap(), 0);
         store.raise_seq_ceiling(SEQ_BLOCK).unwrap();
         drop(store);
-        assert_eq!(Store::open(&path).unwrap().seq_ceiling().unwrap(), SEQ_BLOCK);
+        assert_eq!(
+            Store::open(&path).unwrap().seq_ceiling().unwrap(),
+            SEQ_BLOCK
+        );
     }
 
     #[test]

@@ -170,7 +170,9 @@ impl BridgeProcess {
 /// The direct children of `pid`, from `/proc` (each thread lists the
 /// children it spawned, so every thread is read).
 pub fn children_of(pid: u32) -> Vec<u32> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten();
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten();
     tasks
         .flatten()
         .flat_map(|t| {
