@@ -58,6 +58,9 @@ pub async fn start(
         let stream = tokio::net::TcpStream::connect(addr)
             .await
             .map_err(|e| anyhow::anyhow!("cannot connect to the runtime at {addr}: {e}"))?;
+        // A transform answer is one small frame: it must leave at once, not
+        // wait for Nagle and the runtime's delayed ACK.
+        stream.set_nodelay(true)?;
         let (r, w) = stream.into_split();
         let conn = RuntimeConn::start(r, w, handler, cfg.call_timeout, cfg.max_frame_bytes);
         let version = conn.handshake(token.as_deref()).await?;
