@@ -34,7 +34,7 @@ async fn fixture(tune: impl FnOnce(&mut Config)) -> Fixture {
 async fn bridge_on_fake(tune: impl FnOnce(&mut Config)) -> (FakeRuntime, Running, Client) {
     let fake = FakeRuntime::start().await;
     let mut cfg = test_config();
-    cfg.runtime.connect = Some(fake.addr.to_string());
+    cfg.runtime.connect = Some(fake.addr.to_string().into());
     cfg.runtime.call_timeout = Duration::from_secs(2);
     cfg.runtime.health_interval = Duration::ZERO;
     tune(&mut cfg);

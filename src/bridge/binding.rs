@@ -144,7 +144,10 @@ impl Bridge {
         &self,
         uri: &str,
     ) -> anyhow::Result<(Arc<RuntimeConn>, String)> {
-        let (conn, generation) = self.runtime().await?;
+        let slot = self
+            .slot_of_session(uri)
+            .ok_or_else(|| anyhow::anyhow!("session {uri} is gone"))?;
+        let (conn, generation) = self.runtime(slot).await?;
         let host = self.host().ok_or_else(|| anyhow::anyhow!("host gone"))?;
         let want = Binding::derive(&self.router.policy, &host.active_clients(uri));
         let (runtime_id, bound, persisted) = {
@@ -204,8 +207,9 @@ impl Bridge {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(runtime_id.clone(), uri.clone());
+        let slot = self.least_loaded_slot();
         self.sessions()
-            .insert(uri.clone(), BridgedSession::new(runtime_id));
+            .insert(uri.clone(), BridgedSession::new(runtime_id, slot));
         let action = match self.ensure_bound(&uri).await {
             Ok(_) => json!({"type": "session/ready"}),
             Err(e) => {

@@ -29,7 +29,7 @@ use tracing::warn;
 
 use self::session::BridgedSession;
 use self::shutdown::InFlight;
-use self::supervisor::LiveRuntime;
+use self::supervisor::Slot;
 use crate::ahp::backend::{Backend, ClientPhase};
 use crate::ahp::host::Host;
 use crate::config::Config;
@@ -41,7 +41,10 @@ pub struct Bridge {
     host: Weak<Host>,
     cfg: Arc<Config>,
     router: Arc<Router>,
-    runtime: tokio::sync::Mutex<Option<LiveRuntime>>,
+    /// The runtimes sessions live on (`[runtime] processes`).
+    pool: Vec<Slot>,
+    /// Counts runtime starts across the pool: a binding names the start it
+    /// lives in.
     generation: AtomicU64,
     sessions: Mutex<HashMap<String, BridgedSession>>,
     /// Runtime session id -> AHP session URI.
@@ -59,7 +62,9 @@ impl Bridge {
             host: Arc::downgrade(host),
             cfg: host.config().clone(),
             router,
-            runtime: tokio::sync::Mutex::new(None),
+            pool: (0..host.config().runtime.pool_size().max(1))
+                .map(|_| Slot::new())
+                .collect(),
             generation: AtomicU64::new(0),
             sessions: Mutex::new(HashMap::new()),
             by_runtime: Mutex::new(HashMap::new()),
@@ -95,9 +100,16 @@ impl Bridge {
         }
     }
 
-    /// Calls the runtime and logs a failure: for answers nobody here waits on.
-    async fn call_runtime(&self, method: &str, params: Value) {
-        match self.runtime().await {
+    /// Calls the runtime that `runtime_id` lives on and logs a failure: for
+    /// answers nobody here waits on.
+    async fn call_runtime(&self, runtime_id: &str, method: &str, params: Value) {
+        let slot = self.slot_of_runtime_session(runtime_id);
+        self.call_runtime_on(slot, method, params).await
+    }
+
+    /// Calls runtime `slot` and logs a failure.
+    async fn call_runtime_on(&self, slot: usize, method: &str, params: Value) {
+        match self.runtime(slot).await {
             Ok((conn, _)) => {
                 if let Err(e) = conn.call(method, params).await {
                     warn!(method, "runtime call failed: {e}");
@@ -108,11 +120,16 @@ impl Bridge {
     }
 
     /// [`Self::call_runtime`] in the background.
-    fn spawn_call(&self, method: &'static str, params: Value) {
+    fn spawn_call(&self, runtime_id: &str, method: &'static str, params: Value) {
+        self.spawn_call_on(self.slot_of_runtime_session(runtime_id), method, params);
+    }
+
+    /// [`Self::call_runtime_on`] in the background.
+    fn spawn_call_on(&self, slot: usize, method: &'static str, params: Value) {
         let me = self.me.upgrade();
         tokio::spawn(async move {
             if let Some(b) = me {
-                b.call_runtime(method, params).await;
+                b.call_runtime_on(slot, method, params).await;
             }
         });
     }
@@ -128,9 +145,10 @@ impl Backend for Bridge {
     fn session_restored(&self, session: &str, backend_ref: Option<&str>) {
         // A reference is stored once the runtime has the session on disk
         // (after its first message): then it is resumed, history and all.
+        let slot = self.least_loaded_slot();
         let mut s = match backend_ref {
-            Some(r) => BridgedSession::new(r.to_owned()),
-            None => BridgedSession::new(uuid::Uuid::new_v4().to_string()),
+            Some(r) => BridgedSession::new(r.to_owned(), slot),
+            None => BridgedSession::new(uuid::Uuid::new_v4().to_string(), slot),
         };
         s.persisted = backend_ref.is_some();
         self.by_runtime
@@ -149,7 +167,8 @@ impl Backend for Bridge {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&c.runtime_id);
         if c.bound.is_some() {
-            self.spawn_call(
+            self.spawn_call_on(
+                c.slot,
                 wire::method::SESSION_DESTROY,
                 wire::session_ref(&c.runtime_id),
             );

@@ -73,6 +73,8 @@ pub(super) struct PendingInput {
 
 pub(super) struct BridgedSession {
     pub runtime_id: String,
+    /// The runtime of the pool it lives on, for its whole life.
+    pub slot: usize,
     /// The binding of the live runtime session, and the runtime process
     /// generation it lives in; `None`: create or resume first.
     pub bound: Option<(Binding, u64)>,
@@ -106,9 +108,10 @@ pub(super) struct Ended {
 }
 
 impl BridgedSession {
-    pub fn new(runtime_id: String) -> Self {
+    pub fn new(runtime_id: String, slot: usize) -> Self {
         Self {
             runtime_id,
+            slot,
             bound: None,
             persisted: false,
             turn: TurnState::Idle { stale_idle: false },
@@ -201,7 +204,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiter_sees_idle_that_comes_between_its_look_and_its_wait() {
-        let mut s = BridgedSession::new("r".into());
+        let mut s = BridgedSession::new("r".into(), 0);
         s.begin("t", "ahp-chat:/x");
         let mut rx = s.idle_watch();
         assert!(!*rx.borrow_and_update());
@@ -215,7 +218,7 @@ mod tests {
 
     #[test]
     fn a_turn_after_an_error_expects_the_stale_idle() {
-        let mut s = BridgedSession::new("r".into());
+        let mut s = BridgedSession::new("r".into(), 0);
         s.begin("t1", "c");
         s.end_turn(TurnState::Idle { stale_idle: true });
         s.begin("t2", "c");

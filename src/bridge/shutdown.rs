@@ -61,15 +61,15 @@ impl Bridge {
         for (uri, s) in self.sessions().iter_mut() {
             if matches!(s.turn(), TurnState::Running(_)) {
                 let e = s.end_turn(TurnState::Draining);
-                ended.push((uri.clone(), s.runtime_id.clone(), e));
+                ended.push((uri.clone(), s.runtime_id.clone(), s.slot, e));
             }
         }
         info!(
             turns = ended.len(),
             "shutting down: ending the running turns"
         );
-        let conn = self.live_runtime().await;
-        for (uri, runtime_id, e) in ended {
+        for (uri, runtime_id, slot, e) in ended {
+            let conn = self.live_runtime(slot).await;
             if let Some(t) = e.turn {
                 let (chat, actions) = t.fail("shutdown", SHUTTING_DOWN);
                 self.emit(&chat, actions);
@@ -105,10 +105,16 @@ impl Bridge {
         self.in_flight.all_answered().await;
     }
 
-    /// Stops the runtime process: SIGTERM, then SIGKILL after a grace.
+    /// Stops every runtime of the pool, at once.
     pub async fn stop_runtime(&self) {
         self.stopping.store(true, Ordering::Release);
-        let Some(live) = self.runtime.lock().await.take() else {
+        let stops = (0..self.pool_size()).map(|slot| self.stop_one(slot));
+        futures_util::future::join_all(stops).await;
+    }
+
+    /// Stops one runtime: SIGTERM, then SIGKILL after a grace.
+    async fn stop_one(&self, slot: usize) {
+        let Some(live) = self.take_runtime(slot).await else {
             return;
         };
         live.conn.close();

@@ -64,7 +64,7 @@ impl Bridge {
         // A client's own tool: the owning client decides by running it.
         if p.kind == "custom-tool" && self.client_tool_owner(uri, &tool_name).is_some() {
             let params = wire::permission_answer(runtime_id, &p.request_id, true);
-            self.spawn_call(method::ANSWER_PERMISSION, params);
+            self.spawn_call(runtime_id, method::ANSWER_PERMISSION, params);
             return;
         }
         let tool_call_id = p
@@ -108,7 +108,7 @@ impl Bridge {
             None => {
                 // No turn to ask in: deny rather than leave the runtime waiting.
                 let params = wire::permission_answer(runtime_id, &p.request_id, false);
-                self.spawn_call(method::ANSWER_PERMISSION, params);
+                self.spawn_call(runtime_id, method::ANSWER_PERMISSION, params);
             }
         }
     }
@@ -257,7 +257,7 @@ impl Bridge {
         };
         self.emit(uri, vec![unmirror(tool_call_id)]);
         let params = wire::permission_answer(&runtime_id, &request_id, approved);
-        self.spawn_call(method::ANSWER_PERMISSION, params);
+        self.spawn_call(&runtime_id, method::ANSWER_PERMISSION, params);
     }
 
     /// An active client left the session (however it left): its in-flight
@@ -333,7 +333,7 @@ impl Bridge {
     /// Answers the runtime's pending external tool call, in the background.
     fn answer_tool(&self, runtime_id: &str, request_id: &str, outcome: &ToolOutcome) {
         let params = wire::tool_answer(runtime_id, request_id, outcome);
-        self.spawn_call(method::ANSWER_TOOL_CALL, params);
+        self.spawn_call(runtime_id, method::ANSWER_TOOL_CALL, params);
     }
 }
 

@@ -95,14 +95,20 @@ impl Bridge {
         tokio::spawn(async move {
             for request_id in e.permissions {
                 let params = wire::permission_answer(&runtime_id, &request_id, false);
-                me.call_runtime(method::ANSWER_PERMISSION, params).await;
+                me.call_runtime(&runtime_id, method::ANSWER_PERMISSION, params)
+                    .await;
             }
             for request_id in e.tools {
                 let params = wire::tool_answer(&runtime_id, &request_id, &ToolOutcome::failed(WHY));
-                me.call_runtime(method::ANSWER_TOOL_CALL, params).await;
+                me.call_runtime(&runtime_id, method::ANSWER_TOOL_CALL, params)
+                    .await;
             }
-            me.call_runtime(method::SESSION_ABORT, wire::session_ref(&runtime_id))
-                .await;
+            me.call_runtime(
+                &runtime_id,
+                method::SESSION_ABORT,
+                wire::session_ref(&runtime_id),
+            )
+            .await;
         });
     }
 

@@ -13,6 +13,8 @@ use crate::sections::SECTION_CATALOGUE;
 
 mod principals;
 pub use principals::{PrincipalConfig, Role, Visibility, TOKEN_PRINCIPAL};
+mod pool;
+pub use pool::{RuntimeAddresses, MAX_PROCESSES};
 mod state;
 pub use state::{StateConfig, DEFAULT_STATE_FILE};
 
@@ -98,8 +100,11 @@ pub struct RuntimeConfig {
     /// argv of the Copilot CLI in server mode; argv[0] is looked up in the
     /// project-local install (.runtime/) first, then PATH.
     pub command: Vec<String>,
-    /// Connect to a running runtime over TCP instead of spawning one.
-    pub connect: Option<String>,
+    /// Connect to running runtimes over TCP instead of spawning them: one
+    /// address, or a list that forms the pool.
+    pub connect: Option<RuntimeAddresses>,
+    /// How many runtime processes to spawn; each session lives on one.
+    pub processes: usize,
     /// Extra environment for the spawned runtime.
     pub env: BTreeMap<String, String>,
     /// The model sessions use.
@@ -138,6 +143,7 @@ impl Default for RuntimeConfig {
             .map(String::from)
             .to_vec(),
             connect: None,
+            processes: 1,
             env: BTreeMap::new(),
             model: "gpt-4.1".into(),
             models: Vec::new(),
@@ -362,14 +368,7 @@ impl Config {
                 "must name a program (or set runtime.connect)",
             ));
         }
-        if let Some(addr) = &r.connect {
-            if addr.parse::<SocketAddr>().is_err() {
-                return Err(bad(
-                    "runtime.connect",
-                    format!("{addr:?} is not host:port, e.g. \"127.0.0.1:3000\""),
-                ));
-            }
-        }
+        r.validate_pool()?;
         if !r.health_interval.is_zero() && r.health_timeout.is_zero() {
             return Err(bad(
                 "runtime.health_timeout",

@@ -49,12 +49,14 @@ fn arch() -> &'static str {
     }
 }
 
+/// Starts (or connects to) runtime `slot` of the pool.
 pub async fn start(
     cfg: &RuntimeConfig,
+    slot: usize,
     handler: Arc<dyn RuntimeHandler>,
 ) -> anyhow::Result<Runtime> {
     let token = std::env::var("COPILOT_CONNECTION_TOKEN").ok();
-    if let Some(addr) = &cfg.connect {
+    if let Some(addr) = cfg.address_of(slot) {
         let stream = tokio::net::TcpStream::connect(addr)
             .await
             .map_err(|e| anyhow::anyhow!("cannot connect to the runtime at {addr}: {e}"))?;
@@ -64,7 +66,7 @@ pub async fn start(
         let (r, w) = stream.into_split();
         let conn = RuntimeConn::start(r, w, handler, cfg.call_timeout, cfg.max_frame_bytes);
         let version = conn.handshake(token.as_deref()).await?;
-        info!(%addr, %version, "connected to the runtime over TCP");
+        info!(%addr, slot, %version, "connected to the runtime over TCP");
         return Ok(Runtime { conn, child: None });
     }
     let program = resolve_program(&cfg.command[0]);
@@ -103,7 +105,7 @@ pub async fn start(
             cfg.call_timeout
         ),
     };
-    info!(program = %program.display(), pid = child.id(), %version, "runtime started");
+    info!(program = %program.display(), slot, pid = child.id(), %version, "runtime started");
     Ok(Runtime {
         conn,
         child: Some(child),
