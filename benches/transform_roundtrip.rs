@@ -59,7 +59,7 @@ async fn main() {
         )
         .await
         .unwrap();
-    let router = Router::new(&cfg, None);
+    let router = Router::new(&cfg, None).unwrap();
     let clients = HostClients(Some(r.host.clone()));
     let sections: BTreeMap<String, String> = [
         ("tone", 600),

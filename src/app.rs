@@ -23,7 +23,9 @@ pub fn copilot_backend(host: &Arc<Host>, cfg: &Config) -> anyhow::Result<Arc<Bri
         }
         None => None,
     };
-    let router = Arc::new(Router::new(cfg, audit));
+    let router = Arc::new(Router::new(cfg, audit)?);
+    let policy = router.policy();
+    tracing::info!(sha256 = %policy.policy_sha256(), hidden = ?policy.hidden_sections(), "policy loaded");
     Ok(Bridge::new(host, router))
 }
 

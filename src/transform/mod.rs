@@ -5,3 +5,4 @@
 pub mod overrides;
 pub mod policy;
 pub mod router;
+pub mod rules;
