@@ -269,6 +269,21 @@ mod tests {
     }
 
     #[test]
+    fn a_changed_policy_changes_the_binding() {
+        let c = [client("a", &["tone"], &[])];
+        let before = Policy::from_config(&crate::config::Config::default()).unwrap();
+        let mut cfg = crate::config::Config::default();
+        cfg.policy.transform_timeout = std::time::Duration::from_secs(9);
+        let after = Policy::from_config(&cfg).unwrap();
+        assert_eq!(Binding::derive(&before, &c), Binding::derive(&before, &c));
+        assert_ne!(
+            Binding::derive(&before, &c),
+            Binding::derive(&after, &c),
+            "a reload re-binds, so the runtime renders again"
+        );
+    }
+
+    #[test]
     fn uris() {
         assert_eq!(path_of_uri("file:///tmp/x"), "/tmp/x");
         assert_eq!(path_of_uri("/tmp/y"), "/tmp/y");
