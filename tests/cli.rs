@@ -70,6 +70,21 @@ fn config_check_prints_the_effective_policy_one_row_per_section() {
 }
 
 #[test]
+fn the_commented_policy_rules_in_the_example_config_are_valid() {
+    let text = std::fs::read_to_string("config/bridge.toml").unwrap();
+    let start = text.find("# [policy.sections.").expect("commented rules");
+    let end = text[start..].find("\n[").map_or(text.len(), |e| start + e);
+    let uncommented: String = text[start..end]
+        .lines()
+        .map(|l| l.strip_prefix("# ").unwrap_or(l.trim_start_matches('#')))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let cfg = ahp_copilot_bridge::config::Config::parse(&uncommented).unwrap();
+    assert!(cfg.policy.sections.len() >= 3, "{uncommented}");
+    cfg.validate().unwrap();
+}
+
+#[test]
 fn bad_configs_exit_non_zero_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     for (text, needle) in [
