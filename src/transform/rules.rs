@@ -175,9 +175,20 @@ pub fn added_span(original: &str, rewrite: &str) -> Range<usize> {
 }
 
 /// Whether a match of `re` in `text` touches `span` (an empty span: spans it).
+///
+/// Restarting after each match start is quadratic for a pattern whose
+/// matches run long and start everywhere (`[a ]+x` over a long run of `a`s,
+/// text a repository can supply): past a budget of bytes searched, the
+/// answer is "touches" (fail closed: the original text is kept).
 fn touches(re: &Regex, text: &str, span: &Range<usize>) -> bool {
+    let budget = 8 * text.len() + 64 * 1024;
+    let mut searched = 0;
     let mut at = 0;
     while let Some(m) = re.find_at(text, at) {
+        searched += m.end() - at;
+        if searched > budget {
+            return true;
+        }
         let hit = if span.is_empty() {
             m.start() < span.start && m.end() > span.start
         } else {
@@ -432,6 +443,20 @@ mod tests {
         let r = rules("deny = ['ab|bcd']");
         assert_eq!(r.check("tone", None, "xab", "xabcd"), Err(Broken::Deny(0)));
         assert_eq!(r.check("tone", None, "xab", "xab e"), Ok(()));
+    }
+
+    #[test]
+    fn a_deny_search_that_would_not_end_fails_closed() {
+        // Every start in the run matches up to `secret`: quadratic to enumerate.
+        let r = rules("deny = ['[a ]+secret']");
+        let original = format!("{} secret", "a".repeat(400_000));
+        let appended = format!("{original}.");
+        assert_eq!(
+            r.check("tone", None, &original, &appended),
+            Err(Broken::Deny(0))
+        );
+        // A short one is searched in full: the match ends before the edit.
+        assert_eq!(r.check("tone", None, "aa secret", "aa secret."), Ok(()));
     }
 
     #[test]
