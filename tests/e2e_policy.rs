@@ -15,7 +15,6 @@ use std::sync::{Arc, Mutex};
 
 use ahp::Client;
 use ahp_copilot_bridge::audit::{sha256_hex, verify::verify_text};
-use ahp_copilot_bridge::cli::offline_runtime;
 use ahp_copilot_bridge::config::Config;
 use ahp_copilot_bridge::demo::model::ScriptedModel;
 use serde_json::{json, Value};
@@ -315,22 +314,11 @@ fn write_config(
     model: &ScriptedModel,
     policy: &str,
 ) {
-    let mut cfg = Config::default();
-    offline_runtime(&mut cfg, &model.base_url(), dir);
-    let env: String = cfg
-        .runtime
-        .env
-        .iter()
-        .map(|(k, v)| format!("{k} = {v:?}\n"))
-        .collect();
     let toml = format!(
         "[server]\nlisten = \"127.0.0.1:0\"\n\
-         [runtime]\nworking_directory = {:?}\n[runtime.env]\n{env}\
-         [runtime.provider]\ntype = \"openai\"\nbase_url = {:?}\napi_key = \"sk-offline\"\n\
-         [audit]\npath = {:?}\nfsync = \"always\"\n{policy}",
-        dir.display().to_string(),
-        model.base_url(),
+         [audit]\npath = {:?}\nfsync = \"always\"\n{}{policy}",
         dir.join("audit.jsonl").display().to_string(),
+        support::process::offline_runtime_toml(model, dir),
     );
     std::fs::write(path, toml).unwrap();
 }
