@@ -11,8 +11,8 @@ use crate::demo::model::ScriptedModel;
 pub async fn serve(cfg: Arc<Config>) -> anyhow::Result<()> {
     let running = app::start(cfg, Agent::Copilot).await?;
     eprintln!("listening on ws://{}", running.addr);
-    tokio::signal::ctrl_c().await?;
-    running.shutdown.cancel();
+    stop_signal().await?;
+    running.stop().await;
     Ok(())
 }
 
@@ -65,7 +65,18 @@ pub async fn demo(listen: SocketAddr) -> anyhow::Result<()> {
         "connect an AHP client to ws://{}; Ctrl-C stops",
         running.addr
     );
-    tokio::signal::ctrl_c().await?;
-    running.shutdown.cancel();
+    stop_signal().await?;
+    running.stop().await;
+    Ok(())
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM (systemd's stop): either ends the process
+/// cleanly, with a last audit checkpoint.
+async fn stop_signal() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
     Ok(())
 }

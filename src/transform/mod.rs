@@ -4,4 +4,5 @@
 //! clients are reached through [`router::TransformClients`].
 pub mod overrides;
 pub mod policy;
+pub mod policy_digest;
 pub mod router;

@@ -17,8 +17,10 @@ use tracing::{debug, info, warn};
 
 use super::policy::{self, OptIn, Policy, Refusal};
 use crate::audit::log::AuditLog;
-use crate::audit::record::{now_rfc3339, OwnerRecord, SectionRecord, TransformRecord};
-use crate::config::Config;
+use crate::audit::record::{
+    now_rfc3339, OwnerRecord, PolicyRecord, SectionRecord, TransformRecord,
+};
+use crate::config::{Config, OnFailure};
 use crate::jsonrpc::CallError;
 
 pub type AskFuture = Pin<Box<dyn Future<Output = Result<Value, CallError>> + Send>>;
@@ -70,6 +72,10 @@ pub struct Router {
     timeout: Duration,
     audit: Option<Arc<AuditLog>>,
     include_content: bool,
+    on_failure: OnFailure,
+    /// The policy as audited, and its SHA-256 (in every record).
+    policy_json: Value,
+    policy_sha256: String,
 }
 
 struct OwnerResult {
@@ -81,6 +87,7 @@ struct OwnerResult {
 
 impl Router {
     pub fn new(cfg: &Config, audit: Option<Arc<AuditLog>>) -> Self {
+        let (policy_json, policy_sha256) = super::policy_digest::policy_snapshot(&cfg.policy);
         Self {
             policy: Policy {
                 restricted: cfg.policy.restricted.iter().cloned().collect(),
@@ -91,7 +98,27 @@ impl Router {
             timeout: cfg.policy.transform_timeout,
             audit,
             include_content: cfg.audit.include_content,
+            on_failure: cfg.audit.on_failure,
+            policy_json,
+            policy_sha256,
         }
+    }
+
+    /// The `policy` record of the policy in force.
+    pub fn policy_record(&self) -> PolicyRecord {
+        PolicyRecord {
+            time: now_rfc3339(),
+            policy: self.policy_json.clone(),
+            policy_sha256: self.policy_sha256.clone(),
+        }
+    }
+
+    /// Writes the `policy` record (at startup, and after a reload).
+    pub fn audit_policy(&self) -> anyhow::Result<()> {
+        if let Some(log) = &self.audit {
+            log.append(&self.policy_record())?;
+        }
+        Ok(())
     }
 
     /// Routes one request; returns the content for every section asked.
@@ -143,9 +170,17 @@ impl Router {
             &results,
             started.elapsed(),
         );
-        if let Some(log) = &self.audit {
-            if let Err(e) = log.append(&record) {
-                warn!("audit record not written: {e}");
+        // Audit before answer; the file I/O off the async threads.
+        if let Some(log) = self.audit.clone() {
+            let written = tokio::task::spawn_blocking(move || log.append(&record))
+                .await
+                .unwrap_or_else(|e| Err(anyhow::anyhow!("audit writer panicked: {e}")));
+            if let Err(e) = written {
+                if self.on_failure == OnFailure::KeepOriginal && merged != *original {
+                    warn!(session = %ahp_session, "audit record not written ({e}); on_failure = keep-original: the runtime gets the original sections");
+                    return original.clone();
+                }
+                warn!(session = %ahp_session, "audit record not written: {e}");
             }
         }
         merged
@@ -242,6 +277,7 @@ impl Router {
                 .collect(),
             sections,
             latency_us: latency.as_micros() as u64,
+            policy_sha256: self.policy_sha256.clone(),
         }
     }
 }
