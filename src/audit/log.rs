@@ -316,6 +316,21 @@ impl AuditLog {
     }
 }
 
+#[cfg(test)]
+impl AuditLog {
+    /// For tests anywhere in the crate: every write fails (a read-only
+    /// handle) until called again with `false`.
+    pub(crate) fn fail_writes_for_test(&self, fail: bool) {
+        let mut o = OpenOptions::new();
+        if fail {
+            o.read(true);
+        } else {
+            o.append(true);
+        }
+        self.lock().file = o.open(&self.path).unwrap();
+    }
+}
+
 impl Drop for AuditLog {
     fn drop(&mut self) {
         if self.opts.fsync != FsyncPolicy::Never {
