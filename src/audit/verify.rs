@@ -328,7 +328,9 @@ impl<'a> Walk<'a> {
             first_bad = Some(covered_to.min(seq));
         }
         if cp.from_seq > self.cp_from {
-            first_bad = Some(first_bad.map_or(self.cp_from, |b| b.min(self.cp_from)));
+            // The checkpoint before this one stood at `from_seq - 1`.
+            let gap = cp.from_seq - 1;
+            first_bad = Some(first_bad.map_or(gap, |b| b.min(gap)));
         }
         if first_bad.is_none() && cp.head != self.prev {
             first_bad = Some(seq - 1);
@@ -342,8 +344,9 @@ impl<'a> Walk<'a> {
         if let Some(b) = first_bad {
             let reason = if b < cp.from_seq {
                 format!(
-                    "records {b} to {} are covered by no checkpoint: a checkpoint was removed",
-                    cp.from_seq - 1
+                    "checkpoint {seq} covers records from {}, but the last checkpoint before it ended at record {}: a checkpoint was removed",
+                    cp.from_seq,
+                    self.cp_from.saturating_sub(1)
                 )
             } else {
                 format!("record {b} is not the one checkpoint {seq} signed: altered, removed or reordered, and the chain recomputed")
