@@ -239,7 +239,10 @@ async fn over_a_unix_socket_the_shipper_reconnects_and_reports_what_a_full_queue
     let (rs, _) = start_rsyslogd(rs_dir).await;
     // The shipper reconnects by itself (backoff) and drains the queue;
     // later records flow again.
-    eventually("the queue drains after the reconnect", || shipper.stats().0 == 2).await;
+    eventually("the queue drains after the reconnect", || {
+        shipper.stats().0 == 2
+    })
+    .await;
     turns(&st, &["u3"]).await;
     st.bridge.stop().await;
     let log = st.dir.path().join("audit.jsonl");

@@ -115,6 +115,7 @@ async fn real_signed_log() -> (tempfile::TempDir, PathBuf, PathBuf) {
     let st = start_stack(|c| {
         c.audit.signing_key = Some(keys.path().join("audit.key"));
         c.audit.checkpoint_every = 2;
+        c.audit.include_content = true;
     })
     .await;
     let c = initialized(&st.bridge, "ide").await;
@@ -172,6 +173,26 @@ async fn every_tampering_is_detected_naming_the_first_bad_record() {
         pubkey: pubkey.clone(),
         n: 0,
     };
+    // `audit show` on it: one session's row, and the diff of its rewrite.
+    let (ok, out) = run(&["audit", "show", log.to_str().unwrap(), "--session", "t2"]);
+    assert!(ok, "{out}");
+    let rows: Vec<&str> = out.lines().filter(|l| l.contains(" transform ")).collect();
+    assert_eq!(rows.len(), 1, "{out}");
+    assert!(
+        rows[0].contains("ahp-session:/t2")
+            && rows[0].contains("ide:transformed")
+            && rows[0].contains("tone=transformed (ide)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("    --- tone (before)") && out.contains("    +rewritten"),
+        "{out}"
+    );
+    let (ok, out) = run(&["audit", "show", log.to_str().unwrap()]);
+    assert!(
+        ok && out.contains(" policy ") && out.contains("signed by key"),
+        "{out}"
+    );
     // Untouched: it verifies, every checkpoint checked, and says what it cannot vouch for.
     let (ok, out) = run(&[
         "audit",

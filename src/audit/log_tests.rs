@@ -282,3 +282,23 @@ fn rotation_links_files_into_one_series() {
     let v = verify_files(&files[1..2], &check).unwrap().unwrap();
     assert!(v.notes[0].contains("continues"), "{:?}", v.notes);
 }
+
+#[test]
+fn a_default_checkpoint_fits_a_default_rsyslog_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.jsonl");
+    let mut o = signed(crate::config::AuditConfig::default().checkpoint_every);
+    o.fsync = FsyncPolicy::Never;
+    let (log, _) = AuditLog::open_with(&p, o).unwrap();
+    for n in 0..256 {
+        log.append(&policy(n)).unwrap();
+    }
+    let cp = lines(&p).pop().unwrap();
+    assert_eq!(cp["kind"], "checkpoint");
+    // rsyslog's default maxMessageSize is 8 KiB, header included.
+    assert!(
+        cp.to_string().len() < 8192 - 200,
+        "{}",
+        cp.to_string().len()
+    );
+}

@@ -20,7 +20,8 @@ pub struct AuditConfig {
     pub on_failure: OnFailure,
     /// Ed25519 private key (`audit keygen`); with it, signed checkpoints are written.
     pub signing_key: Option<PathBuf>,
-    /// A checkpoint after this many records.
+    /// A checkpoint after this many records (256 keeps a checkpoint under
+    /// rsyslog's default 8 KiB message size).
     pub checkpoint_every: u64,
     /// And after this long, when records were written since the last one.
     #[serde(deserialize_with = "duration")]
@@ -42,7 +43,7 @@ impl Default for AuditConfig {
             fsync: FsyncPolicy::Batch,
             on_failure: OnFailure::KeepOriginal,
             signing_key: None,
-            checkpoint_every: 1000,
+            checkpoint_every: 256,
             checkpoint_interval: Duration::from_secs(60),
             max_bytes: 0,
             max_age: Duration::ZERO,
