@@ -51,6 +51,7 @@ enum AuditCommand {
     /// Check an audit log (a file, a rotated series' directory, or its files):
     /// exit 0 when it holds, 1 naming the first bad record.
     Verify {
+        /// Log files of one series, or the directory that holds it.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// The operator's public key (`audit keygen`): check every checkpoint's signature.
@@ -71,6 +72,7 @@ enum AuditCommand {
     },
     /// The log as a table; with `include_content`, a diff per rewritten section.
     Show {
+        /// Log files of one series, or the directory that holds it.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
         /// A session URI or id.

@@ -302,3 +302,33 @@ fn a_default_checkpoint_fits_a_default_rsyslog_message() {
         cp.to_string().len()
     );
 }
+
+#[test]
+fn an_old_file_rotates_by_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("audit.jsonl");
+    let mut o = Options::new(FsyncPolicy::Never);
+    o.max_age = std::time::Duration::from_nanos(1);
+    let (log, _) = AuditLog::open_with(&p, o).unwrap();
+    log.append(&policy(1)).unwrap();
+    log.append(&policy(2)).unwrap();
+    let rotated = dir.path().join("audit.jsonl.1");
+    assert_eq!(
+        lines(&rotated).len(),
+        1,
+        "the first file ends before the second record"
+    );
+    let now = lines(&p);
+    assert_eq!(
+        (now[0]["kind"].as_str(), now[0]["previousFile"].as_str()),
+        (Some("rotation"), Some("audit.jsonl.1"))
+    );
+    assert_eq!(now[1]["seq"], 3);
+    let v = verify_files(
+        &crate::audit::rotation::series(&[dir.path().to_owned()]).unwrap(),
+        &Check::default(),
+    )
+    .unwrap()
+    .unwrap();
+    assert_eq!(v.records, 3);
+}
