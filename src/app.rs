@@ -63,7 +63,12 @@ pub fn copilot_backend(
     audit: Option<&Evidence>,
 ) -> anyhow::Result<Arc<Bridge>> {
     let router = Arc::new(Router::new(cfg, audit.map(|e| e.log.clone())));
-    router.audit_policy()?;
+    // A full disk at startup does not keep the bridge from serving: the next
+    // record that can be written is preceded by a `recovered` record that
+    // counts this one, and keep-original fails transforms closed meanwhile.
+    if let Err(e) = router.audit_policy() {
+        tracing::error!("the policy record was not written: {e}");
+    }
     Ok(Bridge::new(host, router))
 }
 

@@ -67,9 +67,12 @@ impl Format {
         } else {
             6
         };
+        // RFC 5424 allows at most 6 fractional digits; records carry 9.
         let time = v["time"]
             .as_str()
-            .map_or_else(super::record::now_rfc3339, String::from);
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .unwrap_or_else(jiff::Timestamp::now)
+            .strftime("%Y-%m-%dT%H:%M:%S%.6fZ");
         format!(
             "<{}>1 {time} {} {} {} {kind} {sd} {v}",
             u32::from(self.facility) * 8 + severity,
@@ -271,10 +274,10 @@ mod tests {
             app: "bridge".into(),
             pid: 7,
         };
-        let v = json!({"kind": "checkpoint", "seq": 3, "time": "2026-01-01T00:00:00Z"});
+        let v = json!({"kind": "checkpoint", "seq": 3, "time": "2026-01-01T00:00:00.123456789Z"});
         assert_eq!(
             f.message(&v, "-"),
-            format!("<134>1 2026-01-01T00:00:00Z h bridge 7 checkpoint - {v}")
+            format!("<134>1 2026-01-01T00:00:00.123456Z h bridge 7 checkpoint - {v}")
         );
         let r = json!({"kind": "recovered", "time": "t"});
         assert!(f.message(&r, "-").starts_with("<132>1 "));
