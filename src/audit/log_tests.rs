@@ -332,3 +332,30 @@ fn an_old_file_rotates_by_age() {
     .unwrap();
     assert_eq!(v.records, 3);
 }
+
+#[test]
+fn a_junk_line_longer_than_any_record_is_streamed_and_still_accounted_for() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("a.jsonl");
+    let (log, _) = AuditLog::open(&p, FsyncPolicy::Never).unwrap();
+    log.append(&policy(1)).unwrap();
+    let junk = vec![b'z'; 300 * 1024]; // past verify's line limit in tests (64 KiB)
+    {
+        let mut w = log.lock();
+        w.file.write_all(&junk).unwrap();
+        w.junk = junk.clone();
+    }
+    log.append(&policy(2)).unwrap();
+    let text = std::fs::read_to_string(&p).unwrap();
+    let v = verify_text(&text).unwrap();
+    assert_eq!(v.records, 3);
+    assert!(
+        v.notes[0].contains(&format!("{} bytes", junk.len() + 1)),
+        "{:?}",
+        v.notes
+    );
+    let lines: Vec<&str> = text.lines().collect();
+    let unaccounted = format!("{}\n{}\n{}\n", lines[0], lines[1], lines[3]);
+    let e = verify_text(&unaccounted).unwrap_err();
+    assert_eq!((e.seq, e.line), (2, 2), "{e}");
+}

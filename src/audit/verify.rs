@@ -5,14 +5,29 @@
 //! and that each record is the one its checkpoint signed. What lies after the
 //! last checkpoint, and a cut tail, need outside evidence: see [`super::against`].
 
+use std::collections::VecDeque;
+use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
 
 use ed25519_dalek::VerifyingKey;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
+use super::against::{Evidence, Shipped};
 use super::checkpoint::{key_id, signature_holds, HASH_PREFIX};
 use super::record::{CheckpointRecord, Kind, RecoveredRecord, RotationRecord};
-use super::{record_hash, sha256_hex, GENESIS};
+use super::{record_hash, GENESIS};
+
+/// A line longer than this is not parsed (no record is this large): it is
+/// junk, hashed as it streams by. Files are read line by line, so memory
+/// stays bounded whatever their size.
+#[cfg(not(test))]
+const MAX_LINE: u64 = 64 << 20;
+#[cfg(test)]
+const MAX_LINE: u64 = 64 << 10;
+/// Hash prefixes kept since the last checkpoint (the bridge writes one at
+/// least every `checkpoint_every` <= 100 000 records).
+const WINDOW: usize = 1_000_000;
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error("record {seq} ({}line {line}): {reason}", if file.is_empty() { String::new() } else { format!("{file} ") })]
@@ -40,8 +55,6 @@ pub struct Verified {
     pub unsigned_tail: u64,
     /// What a person should know: recoveries, a series walked from its middle.
     pub notes: Vec<String>,
-    /// Every record's hash, from `first_seq` on.
-    pub hashes: Vec<String>,
     pub(super) last_file: String,
     pub(super) last_line: usize,
 }
@@ -61,14 +74,29 @@ struct Walk<'a> {
     prev: String,
     started: bool,
     cp_from: u64,
+    /// (seq, the first 64 bits of its hash) since `cp_from`, with a key.
+    window: VecDeque<(u64, u64)>,
     last_checkpoint: Option<u64>,
     prev_file: String,
+    pub(super) evidence: Evidence,
     out: Verified,
+}
+
+/// Bytes that are no record, from `start` (line `line`) on, hashed as read.
+struct Junk {
+    start: u64,
+    line: usize,
+    bytes: u64,
+    sha: Sha256,
+}
+
+fn prefix64(hex_hash: &str) -> Option<u64> {
+    u64::from_str_radix(hex_hash.get(..HASH_PREFIX)?, 16).ok()
 }
 
 /// Verifies one log text, no key, no outside evidence.
 pub fn verify_text(text: &str) -> Result<Verified, Broken> {
-    let mut w = Walk::new(None);
+    let mut w = Walk::new(None, Evidence::default());
     w.file("", text.as_bytes())?;
     w.finish()
 }
@@ -81,30 +109,34 @@ pub fn verify_file(path: &Path) -> anyhow::Result<Verified> {
 /// Verifies a series of files, in the order given, with `check`. The outer
 /// error is a file that cannot be read.
 pub fn verify_files(files: &[PathBuf], check: &Check) -> anyhow::Result<Result<Verified, Broken>> {
-    let mut w = Walk::new(check.key.as_ref());
+    let shipped = check.against.as_deref().map(Shipped::load).transpose()?;
+    let evidence = Evidence::new(check.expect_head.clone(), shipped);
+    let mut w = Walk::new(check.key.as_ref(), evidence);
     for f in files {
-        let data =
-            std::fs::read(f).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", f.display()))?;
-        if let Err(b) = w.file(&super::rotation::file_name(f), &data) {
-            return Ok(Err(b));
+        let file = std::fs::File::open(f)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", f.display()))?;
+        let name = super::rotation::file_name(f);
+        match w.file(&name, std::io::BufReader::new(file)) {
+            Ok(()) => {}
+            Err(b) if b.line == 0 => anyhow::bail!("cannot read {}: {}", f.display(), b.reason),
+            Err(b) => return Ok(Err(b)),
         }
     }
-    let v = match w.finish() {
-        Ok(v) => v,
-        Err(b) => return Ok(Err(b)),
-    };
-    super::against::outside_evidence(v, check)
+    let evidence = std::mem::take(&mut w.evidence);
+    Ok(w.finish().and_then(|v| evidence.judge(v)))
 }
 
 impl<'a> Walk<'a> {
-    fn new(key: Option<&'a VerifyingKey>) -> Self {
+    fn new(key: Option<&'a VerifyingKey>, evidence: Evidence) -> Self {
         Self {
             key,
             prev: GENESIS.to_string(),
             started: false,
             cp_from: 1,
+            window: VecDeque::new(),
             last_checkpoint: None,
             prev_file: String::new(),
+            evidence,
             out: Verified::default(),
         }
     }
@@ -113,22 +145,56 @@ impl<'a> Walk<'a> {
         self.out.last_seq
     }
 
-    /// The hash of record `seq`, if walked.
-    fn hash_of(&self, seq: u64) -> Option<&str> {
-        let i = seq.checked_sub(self.out.first_seq)?;
-        self.out.hashes.get(i as usize).map(String::as_str)
+    /// The first 64 bits of record `seq`'s hash, if it is in the window.
+    fn prefix_of(&self, seq: u64) -> Option<u64> {
+        let first = self.window.front()?.0;
+        let i = seq.checked_sub(first)?;
+        self.window.get(i as usize).map(|(_, h)| *h)
     }
 
-    fn file(&mut self, name: &str, data: &[u8]) -> Result<(), Broken> {
-        let mut offset = 0usize;
-        // The first line (and its offset) of bytes that are no record.
-        let mut junk: Option<(usize, usize)> = None;
+    /// The next line (into `buf`, at most `MAX_LINE` bytes): its length and
+    /// whether it ends in a newline; a longer line is streamed into `junk`
+    /// and comes back as None.
+    fn read_line(
+        r: &mut impl BufRead,
+        buf: &mut Vec<u8>,
+        junk: &mut Option<Junk>,
+        at: (u64, usize),
+    ) -> std::io::Result<(u64, bool, bool)> {
+        buf.clear();
+        let n = r.by_ref().take(MAX_LINE).read_until(b'\n', buf)? as u64;
+        if buf.ends_with(b"\n") || n < MAX_LINE {
+            return Ok((n, buf.ends_with(b"\n"), false));
+        }
+        let j = junk.get_or_insert_with(|| Junk {
+            start: at.0,
+            line: at.1,
+            bytes: 0,
+            sha: Sha256::new(),
+        });
+        let mut total = n;
+        j.sha.update(&buf[..]);
+        loop {
+            buf.clear();
+            let k = r.by_ref().take(MAX_LINE).read_until(b'\n', buf)? as u64;
+            j.sha.update(&buf[..]);
+            total += k;
+            if k == 0 || buf.ends_with(b"\n") {
+                j.bytes += total;
+                return Ok((total, k > 0, true));
+            }
+        }
+    }
+
+    /// Walks one file. A read error comes back with line 0.
+    fn file(&mut self, name: &str, mut r: impl BufRead) -> Result<(), Broken> {
+        let (mut offset, mut lines) = (0u64, 0usize);
+        // Bytes that are no record, since the last record.
+        let mut junk: Option<Junk> = None;
         let mut first_in_file = true;
-        let mut lines = 0;
-        for (i, raw) in data.split_inclusive(|b| *b == b'\n').enumerate() {
-            let (line_no, start) = (i + 1, offset);
-            offset += raw.len();
-            lines = line_no;
+        let mut buf = Vec::new();
+        loop {
+            let (line_no, start) = (lines + 1, offset);
             let expected = self.last() + 1;
             let brk = |seq: u64, line: usize, reason: String| Broken {
                 seq,
@@ -136,14 +202,32 @@ impl<'a> Walk<'a> {
                 line,
                 reason,
             };
-            let Some(body) = raw.strip_suffix(b"\n") else {
+            let (n, whole, oversize) =
+                Self::read_line(&mut r, &mut buf, &mut junk, (start, line_no))
+                    .map_err(|e| brk(expected, 0, e.to_string()))?;
+            if n == 0 {
+                break;
+            }
+            offset += n;
+            lines = line_no;
+            if !whole {
                 return Err(brk(expected, line_no, "the last line is cut (no newline): the file was truncated, or a crash tore the last write and the bridge has not reopened the log since".into()));
-            };
-            let parsed = serde_json::from_slice::<Value>(body)
+            }
+            if oversize {
+                continue;
+            }
+            let parsed = serde_json::from_slice::<Value>(&buf[..buf.len() - 1])
                 .ok()
                 .filter(|v| v["seq"].as_u64().is_some());
             let Some(mut v) = parsed else {
-                junk.get_or_insert((start, line_no));
+                let j = junk.get_or_insert_with(|| Junk {
+                    start,
+                    line: line_no,
+                    bytes: 0,
+                    sha: Sha256::new(),
+                });
+                j.sha.update(&buf[..]);
+                j.bytes += n;
                 continue;
             };
             let seq = v["seq"].as_u64().unwrap_or_default();
@@ -154,7 +238,7 @@ impl<'a> Walk<'a> {
                     format!("unknown kind {}", v["kind"]),
                 ));
             };
-            self.account_for_junk(&v, kind, junk.take(), &data[..start], line_no)
+            self.account_for_junk(&v, kind, junk.take(), line_no)
                 .map_err(|(line, reason)| brk(expected, line, reason))?;
             if first_in_file {
                 first_in_file = false;
@@ -190,17 +274,23 @@ impl<'a> Walk<'a> {
                 self.started = true;
                 self.out.first_seq = seq;
             }
-            self.out.hashes.push(actual.clone());
+            self.evidence.record(seq, &actual);
             self.out.records += 1;
             self.out.last_seq = seq;
             self.out.head = actual.clone();
             if kind == Kind::Checkpoint {
                 self.checkpoint(&v, seq)
                     .map_err(|(s, r)| brk(s, line_no, r))?;
+            } else if self.key.is_some() {
+                if self.window.len() == WINDOW {
+                    self.window.pop_front();
+                }
+                self.window
+                    .push_back((seq, prefix64(&actual).unwrap_or_default()));
             }
             self.prev = actual;
         }
-        if let Some((_, line)) = junk {
+        if let Some(Junk { line, .. }) = junk {
             return Err(Broken {
                 seq: self.last() + 1,
                 file: name.to_owned(),
@@ -220,8 +310,7 @@ impl<'a> Walk<'a> {
         &mut self,
         v: &Value,
         kind: Kind,
-        junk: Option<(usize, usize)>,
-        before: &[u8],
+        junk: Option<Junk>,
         line_no: usize,
     ) -> Result<(), (usize, String)> {
         let recovered = || {
@@ -229,17 +318,21 @@ impl<'a> Walk<'a> {
                 .map_err(|e| (line_no, format!("malformed recovered record: {e}")))
         };
         match junk {
-            Some((start, line)) => {
+            Some(Junk {
+                start,
+                line,
+                bytes,
+                sha,
+            }) => {
                 if kind != Kind::Recovered {
                     return Err((line, format!("line {line} is no record, and no recovered record accounts for it: junk inserted, or a torn write")));
                 }
                 let r = recovered()?;
-                let cut = &before[start..];
-                if r.cut_offset != start as u64
-                    || r.cut_bytes != cut.len() as u64
-                    || r.cut_sha256 != sha256_hex(cut)
+                if r.cut_offset != start
+                    || r.cut_bytes != bytes
+                    || r.cut_sha256 != hex::encode(sha.finalize())
                 {
-                    return Err((line, format!("lines {line} to {} are no records, and the recovered record after them does not account for them (it states {} bytes at offset {}; there are {} at {start})", line_no - 1, r.cut_bytes, r.cut_offset, cut.len())));
+                    return Err((line, format!("lines {line} to {} are no records, and the recovered record after them does not account for them (it states {} bytes at offset {}; there are {bytes} at {start})", line_no - 1, r.cut_bytes, r.cut_offset)));
                 }
                 self.out.notes.push(format!(
                     "line {line}: {} bytes that are no record, accounted for by the recovered record on line {line_no} ({}; {} records not written)",
@@ -314,11 +407,8 @@ impl<'a> Walk<'a> {
         let mut first_bad = None;
         for (i, listed) in cp.hashes.iter().enumerate() {
             let s = cp.from_seq + i as u64;
-            let ours = self
-                .hash_of(s)
-                .filter(|_| s < seq)
-                .map(|h| &h[..HASH_PREFIX]);
-            if ours != Some(listed.as_str()) {
+            let ours = self.prefix_of(s).filter(|_| s < seq);
+            if ours.is_none() || ours != prefix64(listed).filter(|_| listed.len() == HASH_PREFIX) {
                 first_bad = Some(s);
                 break;
             }
@@ -356,6 +446,7 @@ impl<'a> Walk<'a> {
         self.out.checkpoints += 1;
         self.last_checkpoint = Some(seq);
         self.cp_from = seq + 1;
+        self.window.clear();
         Ok(())
     }
 

@@ -174,8 +174,8 @@ impl SyslogConfig {
 
 impl AuditConfig {
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
-        if self.checkpoint_every == 0 {
-            return Err(bad("audit.checkpoint_every", "must be at least 1"));
+        if !(1..=100_000).contains(&self.checkpoint_every) {
+            return Err(bad("audit.checkpoint_every", "must be 1 to 100000"));
         }
         if self.checkpoint_interval.is_zero() {
             return Err(bad("audit.checkpoint_interval", "must be more than 0s"));
