@@ -83,13 +83,15 @@ pub fn show(files: &[PathBuf], filter: &Filter, out: &mut dyn Write) -> anyhow::
         "TIME", "SEQ", "KIND", "SESSION", "CLIENTS"
     )?;
     for f in files {
-        let data =
-            std::fs::read(f).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", f.display()))?;
-        for (i, line) in data.split(|b| *b == b'\n').enumerate() {
+        let file = std::fs::File::open(f)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", f.display()))?;
+        // Line by line: a log can be larger than memory.
+        for (i, line) in std::io::BufRead::split(std::io::BufReader::new(file), b'\n').enumerate() {
+            let line = line.map_err(|e| anyhow::anyhow!("cannot read {}: {e}", f.display()))?;
             if line.is_empty() {
                 continue;
             }
-            let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            let Ok(v) = serde_json::from_slice::<Value>(&line) else {
                 writeln!(
                     out,
                     "{:<27} {:>6}  {:<10} line {} of {} is no record ({} bytes)",
