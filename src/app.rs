@@ -9,29 +9,70 @@ use tokio_util::sync::CancellationToken;
 use crate::ahp::backend::{Backend, NullBackend};
 use crate::ahp::host::Host;
 use crate::ahp::server;
-use crate::audit::log::AuditLog;
+use crate::audit::log::{AuditLog, Options, Ship};
+use crate::audit::syslog::Shipper;
 use crate::bridge::Bridge;
 use crate::config::Config;
 use crate::store::Store;
 use crate::transform::router::Router;
 
-/// The bridge to the Copilot runtime, with its router and audit log.
+/// How long shutdown waits for the syslog queue to drain.
+const SHIP_FLUSH: Duration = Duration::from_secs(5);
+
+/// The audit log and where its records are shipped.
+pub struct Evidence {
+    pub log: Arc<AuditLog>,
+    pub shipper: Option<Arc<Shipper>>,
+}
+
+impl Evidence {
+    /// At shutdown: the last checkpoint, the file synced, the queue drained.
+    pub async fn close(&self) {
+        let log = self.log.clone();
+        match tokio::task::spawn_blocking(move || log.close()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!("audit log close: {e}"),
+            Err(e) => tracing::error!("audit log close: {e}"),
+        }
+        if let Some(s) = &self.shipper {
+            if !s.flush(SHIP_FLUSH).await {
+                tracing::warn!("syslog queue not drained within {SHIP_FLUSH:?} at shutdown");
+            }
+        }
+    }
+}
+
+/// Opens `[audit] path` with its key, rotation and shipper; None without a path.
+pub fn open_audit(cfg: &Config) -> anyhow::Result<Option<Evidence>> {
+    let Some(p) = &cfg.audit.path else {
+        return Ok(None);
+    };
+    let mut opts = Options::from_config(&cfg.audit)?;
+    let shipper = cfg.audit.syslog.as_ref().map(Shipper::start).transpose()?;
+    opts.ship = shipper.clone().map(|s| s as Arc<dyn Ship>);
+    let signed = opts.signer.as_ref().map(|s| s.key_id().to_owned());
+    let (log, rec) = AuditLog::open_with(p, opts)?;
+    tracing::info!(path = %p.display(), records = rec.records, torn = ?rec.torn_bytes, signing_key = ?signed, "audit log open");
+    Ok(Some(Evidence { log, shipper }))
+}
+
+/// The bridge to the Copilot runtime, with its router and audit log; the
+/// policy in force is the log's first record of this run.
 pub fn copilot_backend(
     host: &Arc<Host>,
     cfg: &Config,
-) -> anyhow::Result<(Arc<Bridge>, Option<Arc<AuditLog>>)> {
-    let audit = match &cfg.audit.path {
-        Some(p) => {
-            let (log, rec) = AuditLog::open(p, cfg.audit.fsync)?;
-            tracing::info!(path = %p.display(), records = rec.records, torn = ?rec.torn_bytes, "audit log open");
-            Some(log)
-        }
-        None => None,
-    };
-    let router = Arc::new(Router::new(cfg, audit.clone())?);
+    audit: Option<&Evidence>,
+) -> anyhow::Result<Arc<Bridge>> {
+    let router = Arc::new(Router::new(cfg, audit.map(|e| e.log.clone()))?);
     let policy = router.policy();
     tracing::info!(sha256 = %policy.policy_sha256(), hidden = ?policy.hidden_sections(), "policy loaded");
-    Ok((Bridge::new(host, router), audit))
+    // A full disk at startup does not keep the bridge from serving: the next
+    // record that can be written is preceded by a `recovered` record that
+    // counts this one, and keep-original fails transforms closed meanwhile.
+    if let Err(e) = router.audit_policy() {
+        tracing::error!("the policy record was not written: {e}");
+    }
+    Ok(Bridge::new(host, router))
 }
 
 /// A running host.
@@ -45,7 +86,8 @@ pub struct Running {
     accepting: CancellationToken,
     /// The bridge to the runtime, with [`Agent::Copilot`].
     pub bridge: Option<Arc<Bridge>>,
-    audit: Option<Arc<AuditLog>>,
+    /// The audit log, with [`Agent::Copilot`] and `[audit] path`.
+    pub audit: Option<Evidence>,
 }
 
 impl Running {
@@ -77,8 +119,9 @@ impl Running {
                 b.stop_runtime().await;
             }
         }
-        if let Some(log) = &self.audit {
-            log.sync_if_dirty();
+        // The last checkpoint, the file synced, the syslog queue drained.
+        if let Some(a) = &self.audit {
+            a.close().await;
         }
         tracing::info!(clean = finished, "shut down");
         finished
@@ -102,13 +145,14 @@ pub enum Agent {
 pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     cfg.validate()?;
     let host = Host::new(cfg.clone());
-    let (mut bridge, mut audit) = (None, None);
+    let mut bridge = None;
+    let mut audit = None;
     let backend: Arc<dyn Backend> = match agent {
         Agent::None => Arc::new(NullBackend(Arc::downgrade(&host))),
         Agent::Copilot => {
-            let (b, log) = copilot_backend(&host, &cfg)?;
+            audit = open_audit(&cfg)?;
+            let b = copilot_backend(&host, &cfg, audit.as_ref())?;
             bridge = Some(b.clone());
-            audit = log;
             b
         }
         Agent::Custom(make) => make(&host),

@@ -50,8 +50,43 @@ enum Command {
 
 #[derive(Subcommand)]
 enum AuditCommand {
-    /// Check the hash chain of an audit log; exit 0 when it holds.
-    Verify { file: PathBuf },
+    /// Check an audit log (a file, a rotated series' directory, or its files):
+    /// exit 0 when it holds, 1 naming the first bad record.
+    Verify {
+        /// Log files of one series, or the directory that holds it.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// The operator's public key (`audit keygen`): check every checkpoint's signature.
+        #[arg(long)]
+        pubkey: Option<PathBuf>,
+        /// SEQ:HASH the log must reach unchanged (as a previous verify printed it).
+        #[arg(long, value_parser = ahp_copilot_bridge::audit::against::parse_head)]
+        expect_head: Option<(u64, String)>,
+        /// A shipped copy (JSON Lines, e.g. what rsyslog wrote): every record in
+        /// it must be in the log, unchanged.
+        #[arg(long)]
+        against: Option<PathBuf>,
+    },
+    /// Write an Ed25519 key pair for signed checkpoints: PREFIX.key (0600), PREFIX.pub.
+    Keygen {
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// The log as a table; with `include_content`, a diff per rewritten section.
+    Show {
+        /// Log files of one series, or the directory that holds it.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// A session URI or id.
+        #[arg(long)]
+        session: Option<String>,
+        /// A client id.
+        #[arg(long)]
+        client: Option<String>,
+        /// An RFC 3339 time, or a duration ago ("2h").
+        #[arg(long, value_parser = ahp_copilot_bridge::audit::show::parse_since)]
+        since: Option<jiff::Timestamp>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -95,23 +130,13 @@ fn main() -> ExitCode {
             print!("{}", cfg.policy_table());
             Ok(())
         }),
-        Command::Audit {
-            command: AuditCommand::Verify { file },
-        } => match ahp_copilot_bridge::audit::verify::verify_file(&file) {
-            Ok(v) => {
-                println!("ok: {} records, chain intact", v.records);
-                for line in v.torn_lines {
-                    println!("note: line {line} is a record torn by a crash mid-write; the chain skips it");
-                }
-                Ok(())
-            }
-            Err(e) => {
-                eprintln!("audit verify: {e}");
-                return ExitCode::from(1);
-            }
+        Command::Audit { command } => match audit(command) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
         },
         Command::Serve { config, listen } => {
             init_logs();
+            ignore_sigxfsz();
             load(config.as_ref()).and_then(|mut cfg| {
                 if let Some(l) = listen {
                     cfg.server.listen = l;
@@ -131,6 +156,113 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// A file-size limit (RLIMIT_FSIZE) must fail the audit write with EFBIG,
+/// which the log handles, instead of killing the process with SIGXFSZ.
+fn ignore_sigxfsz() {
+    // SAFETY: setting a signal to SIG_IGN installs no handler code; it runs
+    // before any thread is started.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
+}
+
+fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
+    use ahp_copilot_bridge::audit::{checkpoint, rotation, show, verify};
+    match command {
+        AuditCommand::Verify {
+            paths,
+            pubkey,
+            expect_head,
+            against,
+        } => {
+            let check = verify::Check {
+                key: pubkey
+                    .as_deref()
+                    .map(checkpoint::load_public_key)
+                    .transpose()?,
+                expect_head,
+                against,
+            };
+            let files = rotation::series(&paths)?;
+            match verify::verify_files(&files, &check)? {
+                Ok(v) => {
+                    print_verified(&v, &check, files.len());
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("audit verify: {e}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+        AuditCommand::Keygen { out } => {
+            let kp = checkpoint::keygen(&out)?;
+            println!(
+                "private key: {} (mode 0600; set [audit] signing_key to it)",
+                kp.private.display()
+            );
+            println!(
+                "public key:  {} (for audit verify --pubkey)",
+                kp.public.display()
+            );
+            println!("key id:      {}", kp.key_id);
+            Ok(ExitCode::SUCCESS)
+        }
+        AuditCommand::Show {
+            paths,
+            session,
+            client,
+            since,
+        } => {
+            let files = rotation::series(&paths)?;
+            let filter = show::Filter {
+                session,
+                client,
+                since,
+            };
+            show::show(&files, &filter, &mut std::io::stdout().lock())?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn print_verified(
+    v: &ahp_copilot_bridge::audit::verify::Verified,
+    check: &ahp_copilot_bridge::audit::verify::Check,
+    files: usize,
+) {
+    let in_files = if files > 1 {
+        format!(" in {files} files")
+    } else {
+        String::new()
+    };
+    println!("ok: {} records{in_files}, chain intact", v.records);
+    if v.records > 0 {
+        println!("head: {}:{}", v.last_seq, v.head);
+    }
+    if check.key.is_some() {
+        println!("signed: {} checkpoints verified", v.checkpoints);
+        if v.unsigned_tail > 0 {
+            println!(
+                "unsigned tail: records {} to {} follow the last checkpoint; only --expect-head or --against vouch for them",
+                v.last_seq - v.unsigned_tail + 1,
+                v.last_seq
+            );
+        }
+    } else {
+        println!(
+            "unsigned: no --pubkey, so {} checkpoints were not checked; a chain recomputed by someone who can write the file would pass",
+            v.unchecked_checkpoints
+        );
+    }
+    if check.expect_head.is_none() && check.against.is_none() {
+        println!("tail: not checked (no --expect-head or --against); a cut tail or an emptied file would pass");
+    }
+    for n in &v.notes {
+        println!("note: {n}");
     }
 }
 

@@ -79,12 +79,26 @@ fn client_entry(id: &str, sections: &[&str]) -> Value {
     json!({"clientId": id, "tools": [], "systemMessageTransform": {"sections": sections}})
 }
 
+/// The transform records, after checking the chain holds, that the log
+/// starts with the policy in force, and that every record names its hash.
 fn audit_records(st: &Stack) -> Vec<Value> {
     let text = std::fs::read_to_string(st.dir.path().join("audit.jsonl")).unwrap_or_default();
     verify_text(&text).expect("audit chain holds");
-    text.lines()
+    let all: Vec<Value> = text
+        .lines()
         .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+        .collect();
+    assert_eq!(all[0]["kind"], "policy", "{}", all[0]);
+    let policy = all[0]["policySha256"].clone();
+    assert_eq!(policy.as_str().map(str::len), Some(64));
+    let transforms: Vec<Value> = all
+        .into_iter()
+        .filter(|r| r["kind"] == "transform")
+        .collect();
+    for r in &transforms {
+        assert_eq!(r["policySha256"], policy, "{r}");
+    }
+    transforms
 }
 
 /// Every section of every audit record: its before-hash is that of the text the
@@ -201,7 +215,7 @@ async fn opted_in_section_is_rewritten_and_restricted_never_sent() {
     std::fs::write(&bad, text.replacen("\"lenBefore\"", "\"lenBefore \"", 1)).unwrap();
     let (ok, out) = audit_verify(&bad);
     assert!(!ok);
-    assert!(out.contains("record 1"), "{out}");
+    assert!(out.contains("record 2"), "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -377,13 +391,17 @@ async fn audit_verify_catches_every_kind_of_tampering_on_a_real_log() {
     let path = st.dir.path().join("audit.jsonl");
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines.len(), 3, "one record per runtime request");
+    assert_eq!(
+        lines.len(),
+        4,
+        "the policy, then one record per runtime request"
+    );
     let (ok, out) = audit_verify(&path);
-    assert!(ok && out.contains('3'), "{out}");
+    assert!(ok && out.contains("4 records"), "{out}");
     assert_audit_matches(&st, &[&seen]);
     let join = |ls: &[&str]| ls.iter().map(|l| format!("{l}\n")).collect::<String>();
     // One byte changed in the middle record (a hash digit).
-    let mut flipped = lines[1].to_owned();
+    let mut flipped = lines[2].to_owned();
     let at = flipped.find("\"sha256After\":\"").unwrap() + 15;
     let b = if &flipped[at..at + 1] == "0" {
         "1"
@@ -392,13 +410,21 @@ async fn audit_verify_catches_every_kind_of_tampering_on_a_real_log() {
     };
     flipped.replace_range(at..at + 1, b);
     let cases = [
-        ("byte", join(&[lines[0], &flipped, lines[2]]), "record 2"),
-        ("removed", join(&[lines[0], lines[2]]), "record 3"),
-        ("swapped", join(&[lines[0], lines[2], lines[1]]), "record 3"),
+        (
+            "byte",
+            join(&[lines[0], lines[1], &flipped, lines[3]]),
+            "record 3",
+        ),
+        ("removed", join(&[lines[0], lines[1], lines[3]]), "record 3"),
+        (
+            "swapped",
+            join(&[lines[0], lines[1], lines[3], lines[2]]),
+            "record 3",
+        ),
         (
             "cut",
-            format!("{}{}", join(&lines[..2]), &lines[2][..lines[2].len() / 2]),
-            "record 3",
+            format!("{}{}", join(&lines[..3]), &lines[3][..lines[3].len() / 2]),
+            "record 4",
         ),
     ];
     for (what, body, first_bad) in cases {

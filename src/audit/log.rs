@@ -1,31 +1,79 @@
-//! Append-only, hash-chained JSON Lines. Each record carries its sequence
-//! number, the previous record's hash and its own. Reopening continues the
-//! chain from the last whole record; a torn last line is kept and reported.
+//! Append-only, hash-chained JSON Lines. Each record carries its `kind`, its
+//! sequence number, the previous record's hash and its own. Reopening
+//! continues the chain from the last whole record; whatever a crash or a
+//! failed write left after it is accounted for by a `recovered` record, never
+//! silently skipped. With a signing key, signed checkpoints are written every
+//! `checkpoint_every` records, every `checkpoint_interval` and at `close`.
 
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, BufReader, Write};
+use std::fs::OpenOptions;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use serde::Serialize;
 use serde_json::Value;
 use tracing::{error, warn};
 
-use super::{record_hash, GENESIS};
-use crate::config::FsyncPolicy;
+use super::checkpoint::{Signer, HASH_PREFIX};
+use super::record::{now_rfc3339, CheckpointRecord, Kind, Record};
+use super::record_hash;
+use super::scan::{is_next_record, scan};
+use super::writer::Writer;
+use crate::config::{AuditConfig, FsyncPolicy};
 
-struct Head {
-    file: File,
-    seq: u64,
-    prev: String,
+/// Where written records go besides the file (the syslog shipper). Called
+/// under the log's lock, in order; must not block.
+pub trait Ship: Send + Sync {
+    fn ship(&self, record: &Value);
+}
+
+/// How a log is written.
+pub struct Options {
+    pub fsync: FsyncPolicy,
+    pub signer: Option<Signer>,
+    pub checkpoint_every: u64,
+    pub checkpoint_interval: Duration,
+    /// Rotate before the file passes this many bytes; 0: never.
+    pub max_bytes: u64,
+    /// Rotate once the file's first record is this old; zero: never.
+    pub max_age: Duration,
+    pub ship: Option<Arc<dyn Ship>>,
+}
+
+impl Options {
+    pub fn new(fsync: FsyncPolicy) -> Self {
+        let d = AuditConfig::default();
+        Self {
+            fsync,
+            signer: None,
+            checkpoint_every: d.checkpoint_every,
+            checkpoint_interval: d.checkpoint_interval,
+            max_bytes: 0,
+            max_age: Duration::ZERO,
+            ship: None,
+        }
+    }
+
+    /// The options `[audit]` asks for (the signing key read here); the
+    /// shipper is the caller's to add.
+    pub fn from_config(cfg: &AuditConfig) -> anyhow::Result<Self> {
+        Ok(Self {
+            fsync: cfg.fsync,
+            signer: cfg.signing_key.as_deref().map(Signer::load).transpose()?,
+            checkpoint_every: cfg.checkpoint_every,
+            checkpoint_interval: cfg.checkpoint_interval,
+            max_bytes: cfg.max_bytes,
+            max_age: cfg.max_age,
+            ship: None,
+        })
+    }
 }
 
 pub struct AuditLog {
-    path: PathBuf,
-    head: Mutex<Head>,
-    fsync: FsyncPolicy,
+    pub(super) path: PathBuf,
+    pub(super) w: Mutex<Writer>,
+    pub(super) opts: Options,
     dirty: AtomicBool,
 }
 
@@ -33,82 +81,233 @@ pub struct AuditLog {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recovery {
     pub records: u64,
-    /// Bytes of a torn last line that was left in place.
+    /// Bytes after the last whole record, accounted for by a `recovered` record.
     pub torn_bytes: Option<usize>,
 }
 
 impl AuditLog {
-    /// Opens (or creates) the log and finds the chain head.
+    /// Opens (or creates) the log with default options and `fsync`.
     pub fn open(path: &Path, fsync: FsyncPolicy) -> anyhow::Result<(Arc<Self>, Recovery)> {
+        Self::open_with(path, Options::new(fsync))
+    }
+
+    /// Opens (or creates) the log and finds the chain head.
+    pub fn open_with(path: &Path, opts: Options) -> anyhow::Result<(Arc<Self>, Recovery)> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
-        let (seq, prev, torn) = scan(path)?;
-        let mut file = OpenOptions::new()
+        let s = scan(path)?;
+        let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
             .map_err(|e| anyhow::anyhow!("cannot open audit log {}: {e}", path.display()))?;
-        if let Some(n) = torn {
-            warn!(path = %path.display(), bytes = n, last_seq = seq, "audit log ends in a torn record (crash?); kept as is, chain continues after it");
-            // Start the next record on a line of its own.
-            file.write_all(b"\n")?;
-        }
-        let log = Arc::new(Self {
+        let mut w = Writer {
+            file,
             path: path.to_owned(),
-            head: Mutex::new(Head { file, seq, prev }),
-            fsync,
-            dirty: AtomicBool::new(false),
-        });
-        if fsync == FsyncPolicy::Batch {
-            let weak = Arc::downgrade(&log);
-            if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                rt.spawn(async move {
-                    loop {
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        let Some(log) = weak.upgrade() else { return };
-                        log.sync_if_dirty();
-                    }
-                });
+            seq: s.seq,
+            prev: s.prev,
+            len: s.len,
+            lines: s.lines,
+            junk: s.junk,
+            junk_reason: "a torn tail found at open (a crash mid-write?)",
+            lost: 0,
+            cp_from: s.cp_from,
+            cp_hashes: s.cp_hashes,
+            file_first_seq: s.file_first_seq,
+            file_started: s.file_started,
+            pending_link: None,
+        };
+        // Cut exactly before its newline, a record is still whole: end its line.
+        if !w.junk.contains(&b'\n') {
+            if let Some((v, hash)) = is_next_record(&w.junk, w.seq, &w.prev) {
+                w.file.write_all(b"\n")?;
+                w.len += w.junk.len() as u64 + 1;
+                w.lines += 1;
+                w.junk.clear();
+                w.advance(&v, &hash, Kind::of(&v) == Some(Kind::Checkpoint));
             }
         }
+        let torn = (!w.junk.is_empty()).then_some(w.junk.len());
+        let records = w.seq;
+        let log = Arc::new(Self {
+            path: path.to_owned(),
+            w: Mutex::new(w),
+            opts,
+            dirty: AtomicBool::new(false),
+        });
+        if let Some(n) = torn {
+            warn!(path = %path.display(), bytes = n, last_seq = records, "audit log ends in a torn record (crash?); a recovered record accounts for it");
+            let mut w = log.lock();
+            if let Err(e) = log.settle(&mut w) {
+                error!(path = %path.display(), "could not write the recovered record yet: {e}");
+            }
+        }
+        log.spawn_timers();
         Ok((
             log,
             Recovery {
-                records: seq,
+                records,
                 torn_bytes: torn,
             },
         ))
     }
 
-    /// Appends one record: `seq`, `prev` and `hash` are filled in here.
-    /// Returns the record as written.
-    pub fn append<R: Serialize>(&self, record: &R) -> anyhow::Result<Value> {
-        let mut record = serde_json::to_value(record)?;
-        if !record.is_object() {
+    fn spawn_timers(self: &Arc<Self>) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        if self.opts.fsync == FsyncPolicy::Batch {
+            let weak = Arc::downgrade(self);
+            rt.spawn(async move {
+                loop {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    let Some(log) = weak.upgrade() else { return };
+                    log.sync_if_dirty();
+                }
+            });
+        }
+        if self.opts.signer.is_some() {
+            let weak = Arc::downgrade(self);
+            let every = self.opts.checkpoint_interval;
+            rt.spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    let Some(log) = weak.upgrade() else { return };
+                    // File I/O off the async threads.
+                    let _ = tokio::task::spawn_blocking(move || {
+                        if let Err(e) = log.checkpoint_now() {
+                            error!("audit checkpoint not written: {e}");
+                        }
+                    })
+                    .await;
+                }
+            });
+        }
+    }
+
+    pub(super) fn lock(&self) -> MutexGuard<'_, Writer> {
+        self.w.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The last record written: (seq, hash), what `verify --expect-head` takes.
+    pub fn head(&self) -> (u64, String) {
+        let w = self.lock();
+        (w.seq, w.prev.clone())
+    }
+
+    /// Appends one record: `kind`, `seq`, `prev` and `hash` are filled in
+    /// here. Returns the record as written. On an error nothing of it is in
+    /// the file, and the next record that is written is preceded by a
+    /// `recovered` record that counts it.
+    pub fn append<R: Record>(&self, record: &R) -> anyhow::Result<Value> {
+        let body = serde_json::to_value(record)?;
+        let mut w = self.lock();
+        let written = self
+            .settle(&mut w)
+            .and_then(|()| {
+                self.rotate_if_due(&mut w);
+                self.write(&mut w, R::KIND, body)
+            })
+            .inspect_err(|e| {
+                w.lost += 1;
+                error!(path = %self.path.display(), lost = w.lost, "audit write failed: {e}");
+            })?;
+        if self.opts.signer.is_some() && w.cp_hashes.len() as u64 >= self.opts.checkpoint_every {
+            if let Err(e) = self.checkpoint(&mut w) {
+                error!(path = %self.path.display(), "audit checkpoint not written: {e}");
+            }
+        }
+        Ok(written)
+    }
+
+    /// A signed checkpoint now, if there is a key and anything to cover.
+    pub fn checkpoint_now(&self) -> anyhow::Result<Option<Value>> {
+        let mut w = self.lock();
+        if self.opts.signer.is_none() || w.cp_hashes.is_empty() {
+            return Ok(None);
+        }
+        self.settle(&mut w)?;
+        self.checkpoint(&mut w).map(Some)
+    }
+
+    /// At shutdown: a last checkpoint, and the file on disk.
+    pub fn close(&self) -> anyhow::Result<()> {
+        self.checkpoint_now()?;
+        self.lock().file.sync_data()?;
+        Ok(())
+    }
+
+    pub(super) fn checkpoint(&self, w: &mut Writer) -> anyhow::Result<Value> {
+        let Some(signer) = &self.opts.signer else {
+            anyhow::bail!("no signing key");
+        };
+        let record = CheckpointRecord {
+            time: now_rfc3339(),
+            key_id: signer.key_id().to_owned(),
+            from_seq: w.cp_from,
+            head: w.prev.clone(),
+            hashes: w
+                .cp_hashes
+                .iter()
+                .map(|h| h[..HASH_PREFIX.min(h.len())].to_owned())
+                .collect(),
+        };
+        self.write(w, Kind::Checkpoint, serde_json::to_value(&record)?)
+    }
+
+    /// Writes the `recovered` record a failed write or a torn tail made due.
+    pub(super) fn settle(&self, w: &mut Writer) -> anyhow::Result<()> {
+        if let Some(link) = w.pending_link.clone() {
+            self.write(w, Kind::Rotation, serde_json::to_value(&link)?)?;
+            w.pending_link = None;
+        }
+        if !w.needs_recovery() {
+            return Ok(());
+        }
+        let rec = w.recovered_record();
+        self.write(w, Kind::Recovered, serde_json::to_value(&rec)?)?;
+        warn!(path = %self.path.display(), cut_bytes = rec.cut_bytes, cut_line = rec.cut_line, lost_records = rec.lost_records, "audit log recovered: {}", rec.reason);
+        w.lost = 0;
+        Ok(())
+    }
+
+    /// Chains, signs (a checkpoint), writes, syncs and ships one record.
+    pub(super) fn write(&self, w: &mut Writer, kind: Kind, body: Value) -> anyhow::Result<Value> {
+        let Value::Object(mut o) = body else {
             anyhow::bail!("an audit record must be a JSON object");
+        };
+        o.insert("kind".into(), Value::from(kind.as_str()));
+        o.remove("hash");
+        o.insert("seq".into(), Value::from(w.seq + 1));
+        o.insert("prev".into(), Value::from(w.prev.clone()));
+        let mut record = Value::Object(o);
+        if kind == Kind::Checkpoint {
+            if let Some(s) = &self.opts.signer {
+                record["signature"] = Value::from(s.sign(&record));
+            }
         }
-        let mut h = self.head.lock().unwrap_or_else(|e| e.into_inner());
-        let seq = h.seq + 1;
-        record["seq"] = Value::from(seq);
-        record["prev"] = Value::from(h.prev.clone());
-        if let Some(o) = record.as_object_mut() {
-            o.remove("hash");
-        }
-        let hash = record_hash(&h.prev, &record);
+        let hash = record_hash(&w.prev, &record);
         record["hash"] = Value::from(hash.clone());
-        let mut line = record.to_string();
-        line.push('\n');
-        if let Err(e) = h.file.write_all(line.as_bytes()) {
-            error!(path = %self.path.display(), "audit write failed: {e}");
-            return Err(e.into());
-        }
-        h.seq = seq;
-        h.prev = hash;
-        match self.fsync {
-            FsyncPolicy::Always => h.file.sync_data()?,
+        w.write_line(&record.to_string())?;
+        w.advance(&record, &hash, kind == Kind::Checkpoint);
+        match self.opts.fsync {
+            // The record is in the file and the chain moved on: a failed
+            // fsync is reported, not counted as a lost record.
+            FsyncPolicy::Always => {
+                if let Err(e) = w.file.sync_data() {
+                    error!(path = %self.path.display(), seq = w.seq, "audit fsync failed: {e}");
+                }
+            }
             FsyncPolicy::Batch => self.dirty.store(true, Ordering::Release),
             FsyncPolicy::Never => {}
+        }
+        if let Some(ship) = &self.opts.ship {
+            ship.ship(&record);
         }
         Ok(record)
     }
@@ -116,91 +315,39 @@ impl AuditLog {
     /// Makes what was written durable now (a shutdown calls it).
     pub fn sync_if_dirty(&self) {
         if self.dirty.swap(false, Ordering::AcqRel) {
-            let h = self.head.lock().unwrap_or_else(|e| e.into_inner());
-            if let Err(e) = h.file.sync_data() {
+            let w = self.lock();
+            if let Err(e) = w.file.sync_data() {
                 error!(path = %self.path.display(), "audit fsync failed: {e}");
             }
         }
     }
 }
 
-impl Drop for AuditLog {
-    fn drop(&mut self) {
-        if self.fsync != FsyncPolicy::Never {
-            if let Ok(h) = self.head.lock() {
-                let _ = h.file.sync_data();
-            }
+#[cfg(test)]
+impl AuditLog {
+    /// For tests anywhere in the crate: every write fails (a read-only
+    /// handle) until called again with `false`.
+    pub(crate) fn fail_writes_for_test(&self, fail: bool) {
+        let mut o = OpenOptions::new();
+        if fail {
+            o.read(true);
+        } else {
+            o.append(true);
         }
+        self.lock().file = o.open(&self.path).unwrap();
     }
 }
 
-/// Finds the last whole record: (its seq, its hash, bytes of a torn tail).
-fn scan(path: &Path) -> anyhow::Result<(u64, String, Option<usize>)> {
-    let Ok(f) = File::open(path) else {
-        return Ok((0, GENESIS.to_string(), None));
-    };
-    let mut reader = BufReader::new(f);
-    let (mut seq, mut prev, mut torn) = (0, GENESIS.to_string(), None);
-    let mut line = Vec::new();
-    loop {
-        line.clear();
-        let n = reader.read_until(b'\n', &mut line)?;
-        if n == 0 {
-            break;
-        }
-        let whole = line.ends_with(b"\n");
-        let parsed = serde_json::from_slice::<Value>(&line).ok();
-        match parsed {
-            Some(v) if whole => {
-                if let (Some(s), Some(h)) = (v["seq"].as_u64(), v["hash"].as_str()) {
-                    seq = s;
-                    prev = h.to_string();
-                }
-                torn = None;
+impl Drop for AuditLog {
+    fn drop(&mut self) {
+        if self.opts.fsync != FsyncPolicy::Never {
+            if let Ok(w) = self.w.lock() {
+                let _ = w.file.sync_data();
             }
-            _ if line.iter().all(u8::is_ascii_whitespace) => {}
-            _ => torn = Some(n),
         }
     }
-    Ok((seq, prev, torn))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    #[tokio::test]
-    async fn chain_continues_after_reopen_and_torn_tail_is_kept() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a.jsonl");
-        {
-            let (log, rec) = AuditLog::open(&p, FsyncPolicy::Always).unwrap();
-            assert_eq!(rec.records, 0);
-            log.append(&json!({"x": 1})).unwrap();
-            log.append(&json!({"x": 2})).unwrap();
-        }
-        // A crash mid-write leaves half a line.
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&p)
-            .unwrap()
-            .write_all(b"{\"seq\":3,\"x\"")
-            .unwrap();
-        let (log, rec) = AuditLog::open(&p, FsyncPolicy::Never).unwrap();
-        assert_eq!(
-            rec,
-            Recovery {
-                records: 2,
-                torn_bytes: Some(12)
-            }
-        );
-        let r = log.append(&json!({"x": 3})).unwrap();
-        assert_eq!(r["seq"], 3);
-        let text = std::fs::read_to_string(&p).unwrap();
-        assert!(text.contains("{\"seq\":3,\"x\"\n"), "torn line kept");
-        let lines: Vec<&str> = text.lines().collect();
-        let second: Value = serde_json::from_str(lines[1]).unwrap();
-        assert_eq!(r["prev"], second["hash"]);
-    }
-}
+#[path = "log_tests.rs"]
+mod tests;

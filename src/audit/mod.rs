@@ -1,7 +1,19 @@
-//! The tamper-evident audit log of transform traffic.
+//! The tamper-evident audit log of transform traffic: typed records
+//! ([`record`]), the hash-chained writer ([`log`], [`writer`], [`scan`],
+//! [`rotation`]), signed checkpoints ([`checkpoint`]), `audit verify`
+//! ([`verify`], [`against`]), shipping to syslog ([`syslog`]) and `audit show`
+//! ([`show`], [`diff`]).
+pub mod against;
+pub mod checkpoint;
+pub mod diff;
 pub mod log;
 pub mod record;
+pub mod rotation;
+mod scan;
+pub mod show;
+pub mod syslog;
 pub mod verify;
+mod writer;
 
 use sha2::{Digest, Sha256};
 

@@ -1,178 +1,471 @@
-//! `audit verify`: walks the chain and names the first record that breaks it.
+//! `audit verify`: walks the chain of one file or a rotated series and names
+//! the first record that breaks it. Without a key it checks the hash chain
+//! and that every byte that is no record is accounted for by a `recovered`
+//! record; with the operator's public key also every checkpoint's signature
+//! and that each record is the one its checkpoint signed. What lies after the
+//! last checkpoint, and a cut tail, need outside evidence: see [`super::against`].
 
-use std::path::Path;
+use std::collections::VecDeque;
+use std::io::{BufRead, Read};
+use std::path::{Path, PathBuf};
 
+use ed25519_dalek::VerifyingKey;
 use serde_json::Value;
+use sha2::{Digest, Sha256};
 
+use super::against::{Evidence, Shipped};
+use super::checkpoint::{key_id, signature_holds, HASH_PREFIX};
+use super::record::{CheckpointRecord, Kind, RecoveredRecord, RotationRecord};
 use super::{record_hash, GENESIS};
 
+/// A line longer than this is not parsed (no record is this large): it is
+/// junk, hashed as it streams by. Files are read line by line, so memory
+/// stays bounded whatever their size.
+#[cfg(not(test))]
+const MAX_LINE: u64 = 64 << 20;
+#[cfg(test)]
+const MAX_LINE: u64 = 64 << 10;
+/// Hash prefixes kept since the last checkpoint (the bridge writes one at
+/// least every `checkpoint_every` <= 100 000 records).
+const WINDOW: usize = 1_000_000;
+
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("record {seq} (line {line}): {reason}")]
+#[error("record {seq} ({}line {line}): {reason}", if file.is_empty() { String::new() } else { format!("{file} ") })]
 pub struct Broken {
-    /// The sequence number the broken record has, or should have had.
+    /// The first sequence number at which the log is not what it should be.
     pub seq: u64,
+    pub file: String,
     pub line: usize,
     pub reason: String,
 }
 
 /// A chain that holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Verified {
     pub records: u64,
-    /// Lines torn by a crash mid-write that never entered the chain: the next
-    /// whole record links to the one before them. Kept in the file, reported.
-    pub torn_lines: Vec<usize>,
+    /// The first and last record walked, and the last one's hash.
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub head: String,
+    /// Checkpoints whose signature was checked with the given key.
+    pub checkpoints: u64,
+    /// Checkpoints seen without a key to check them.
+    pub unchecked_checkpoints: u64,
+    /// With a key: records after the last checkpoint, which no signature covers.
+    pub unsigned_tail: u64,
+    /// What a person should know: recoveries, a series walked from its middle.
+    pub notes: Vec<String>,
+    pub(super) last_file: String,
+    pub(super) last_line: usize,
 }
 
-/// Verifies a whole log text.
+/// What to check besides the chain.
+#[derive(Debug, Clone, Default)]
+pub struct Check {
+    pub key: Option<VerifyingKey>,
+    /// `--expect-head SEQ:HASH`: the log must reach this record, unchanged.
+    pub expect_head: Option<(u64, String)>,
+    /// `--against FILE`: the records a syslog daemon received (JSON Lines).
+    pub against: Option<PathBuf>,
+}
+
+struct Walk<'a> {
+    key: Option<&'a VerifyingKey>,
+    prev: String,
+    started: bool,
+    cp_from: u64,
+    /// (seq, the first 64 bits of its hash) since `cp_from`, with a key.
+    window: VecDeque<(u64, u64)>,
+    last_checkpoint: Option<u64>,
+    prev_file: String,
+    pub(super) evidence: Evidence,
+    out: Verified,
+}
+
+/// Bytes that are no record, from `start` (line `line`) on, hashed as read.
+struct Junk {
+    start: u64,
+    line: usize,
+    bytes: u64,
+    sha: Sha256,
+}
+
+fn prefix64(hex_hash: &str) -> Option<u64> {
+    u64::from_str_radix(hex_hash.get(..HASH_PREFIX)?, 16).ok()
+}
+
+/// Verifies one log text, no key, no outside evidence.
 pub fn verify_text(text: &str) -> Result<Verified, Broken> {
-    let (mut prev, mut count) = (GENESIS.to_string(), 0u64);
-    let mut torn_lines = Vec::new();
-    // A torn line is forgiven only if the next whole record skips it.
-    let mut torn_before: Option<usize> = None;
-    for (i, raw) in text.split_inclusive('\n').enumerate() {
-        let expected = count + 1;
-        let broken = |reason: &str| Broken {
-            seq: expected,
-            line: i + 1,
-            reason: reason.to_string(),
-        };
-        if !raw.ends_with('\n') {
-            return Err(broken("last line is cut (no newline): truncated"));
+    let mut w = Walk::new(None, Evidence::default());
+    w.file("", text.as_bytes())?;
+    w.finish()
+}
+
+/// Verifies one file, no key, no outside evidence.
+pub fn verify_file(path: &Path) -> anyhow::Result<Verified> {
+    Ok(verify_files(&[path.to_owned()], &Check::default())??)
+}
+
+/// Verifies a series of files, in the order given, with `check`. The outer
+/// error is a file that cannot be read.
+pub fn verify_files(files: &[PathBuf], check: &Check) -> anyhow::Result<Result<Verified, Broken>> {
+    let shipped = check.against.as_deref().map(Shipped::load).transpose()?;
+    let evidence = Evidence::new(check.expect_head.clone(), shipped);
+    let mut w = Walk::new(check.key.as_ref(), evidence);
+    for f in files {
+        let file = std::fs::File::open(f)
+            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", f.display()))?;
+        let name = super::rotation::file_name(f);
+        match w.file(&name, std::io::BufReader::new(file)) {
+            Ok(()) => {}
+            Err(b) if b.line == 0 => anyhow::bail!("cannot read {}: {}", f.display(), b.reason),
+            Err(b) => return Ok(Err(b)),
         }
-        let line = raw.trim_end_matches(['\n', '\r']);
-        if line.is_empty() {
-            continue;
+    }
+    let evidence = std::mem::take(&mut w.evidence);
+    Ok(w.finish().and_then(|v| evidence.judge(v)))
+}
+
+impl<'a> Walk<'a> {
+    fn new(key: Option<&'a VerifyingKey>, evidence: Evidence) -> Self {
+        Self {
+            key,
+            prev: GENESIS.to_string(),
+            started: false,
+            cp_from: 1,
+            window: VecDeque::new(),
+            last_checkpoint: None,
+            prev_file: String::new(),
+            evidence,
+            out: Verified::default(),
         }
-        let Ok(mut v) = serde_json::from_str::<Value>(line) else {
-            torn_before = Some(i + 1);
-            continue;
-        };
-        let seq = v["seq"].as_u64();
-        let after_torn = |reason: String| match torn_before {
-            Some(t) => {
-                format!("{reason} (after line {t}, which is not a whole record: torn or altered)")
+    }
+
+    fn last(&self) -> u64 {
+        self.out.last_seq
+    }
+
+    /// The first 64 bits of record `seq`'s hash, if it is in the window.
+    fn prefix_of(&self, seq: u64) -> Option<u64> {
+        let first = self.window.front()?.0;
+        let i = seq.checked_sub(first)?;
+        self.window.get(i as usize).map(|(_, h)| *h)
+    }
+
+    /// The next line (into `buf`, at most `MAX_LINE` bytes): its length and
+    /// whether it ends in a newline; a longer line is streamed into `junk`
+    /// and comes back as None.
+    fn read_line(
+        r: &mut impl BufRead,
+        buf: &mut Vec<u8>,
+        junk: &mut Option<Junk>,
+        at: (u64, usize),
+    ) -> std::io::Result<(u64, bool, bool)> {
+        buf.clear();
+        let n = r.by_ref().take(MAX_LINE).read_until(b'\n', buf)? as u64;
+        if buf.ends_with(b"\n") || n < MAX_LINE {
+            return Ok((n, buf.ends_with(b"\n"), false));
+        }
+        let j = junk.get_or_insert_with(|| Junk {
+            start: at.0,
+            line: at.1,
+            bytes: 0,
+            sha: Sha256::new(),
+        });
+        let mut total = n;
+        j.sha.update(&buf[..]);
+        loop {
+            buf.clear();
+            let k = r.by_ref().take(MAX_LINE).read_until(b'\n', buf)? as u64;
+            j.sha.update(&buf[..]);
+            total += k;
+            if k == 0 || buf.ends_with(b"\n") {
+                j.bytes += total;
+                return Ok((total, k > 0, true));
             }
-            None => reason,
-        };
-        if seq != Some(expected) {
+        }
+    }
+
+    /// Walks one file. A read error comes back with line 0.
+    fn file(&mut self, name: &str, mut r: impl BufRead) -> Result<(), Broken> {
+        let (mut offset, mut lines) = (0u64, 0usize);
+        // Bytes that are no record, since the last record.
+        let mut junk: Option<Junk> = None;
+        let mut first_in_file = true;
+        let mut buf = Vec::new();
+        loop {
+            let (line_no, start) = (lines + 1, offset);
+            let expected = self.last() + 1;
+            let brk = |seq: u64, line: usize, reason: String| Broken {
+                seq,
+                file: name.to_owned(),
+                line,
+                reason,
+            };
+            let (n, whole, oversize) =
+                Self::read_line(&mut r, &mut buf, &mut junk, (start, line_no))
+                    .map_err(|e| brk(expected, 0, e.to_string()))?;
+            if n == 0 {
+                break;
+            }
+            offset += n;
+            lines = line_no;
+            if !whole {
+                return Err(brk(expected, line_no, "the last line is cut (no newline): the file was truncated, or a crash tore the last write and the bridge has not reopened the log since".into()));
+            }
+            if oversize {
+                continue;
+            }
+            let parsed = serde_json::from_slice::<Value>(&buf[..buf.len() - 1])
+                .ok()
+                .filter(|v| v["seq"].as_u64().is_some());
+            let Some(mut v) = parsed else {
+                let j = junk.get_or_insert_with(|| Junk {
+                    start,
+                    line: line_no,
+                    bytes: 0,
+                    sha: Sha256::new(),
+                });
+                j.sha.update(&buf[..]);
+                j.bytes += n;
+                continue;
+            };
+            let seq = v["seq"].as_u64().unwrap_or_default();
+            let Some(kind) = Kind::of(&v) else {
+                return Err(brk(
+                    expected,
+                    line_no,
+                    format!("unknown kind {}", v["kind"]),
+                ));
+            };
+            self.account_for_junk(&v, kind, junk.take(), line_no)
+                .map_err(|(line, reason)| brk(expected, line, reason))?;
+            if first_in_file {
+                first_in_file = false;
+                self.start_of_file(&v, kind, name)
+                    .map_err(|reason| brk(expected, line_no, reason))?;
+            } else if kind == Kind::Rotation {
+                return Err(brk(expected, line_no, "a rotation record is only ever the first of a file: records were moved between files".into()));
+            }
+            let expected = self.last() + 1;
+            if seq != expected {
+                let reason = if seq > expected {
+                    format!("record {expected} is missing (found {seq} in its place): removed, or the records are out of order")
+                } else {
+                    format!("found record {seq} where {expected} was due: reordered or duplicated")
+                };
+                return Err(brk(expected, line_no, reason));
+            }
+            if v["prev"].as_str() != Some(self.prev.as_str()) {
+                return Err(brk(expected, line_no, "prev does not match the previous record's hash: a record before it was removed, reordered or altered".into()));
+            }
+            let Some(claimed) = v.as_object_mut().and_then(|o| o.remove("hash")) else {
+                return Err(brk(expected, line_no, "no hash".into()));
+            };
+            let actual = record_hash(&self.prev, &v);
+            if claimed.as_str() != Some(actual.as_str()) {
+                return Err(brk(
+                    expected,
+                    line_no,
+                    "hash does not match the content: the record was altered".into(),
+                ));
+            }
+            if !self.started {
+                self.started = true;
+                self.out.first_seq = seq;
+            }
+            self.evidence.record(seq, &actual);
+            self.out.records += 1;
+            self.out.last_seq = seq;
+            self.out.head = actual.clone();
+            if kind == Kind::Checkpoint {
+                self.checkpoint(&v, seq)
+                    .map_err(|(s, r)| brk(s, line_no, r))?;
+            } else if self.key.is_some() {
+                if self.window.len() == WINDOW {
+                    self.window.pop_front();
+                }
+                self.window
+                    .push_back((seq, prefix64(&actual).unwrap_or_default()));
+            }
+            self.prev = actual;
+        }
+        if let Some(Junk { line, .. }) = junk {
             return Err(Broken {
-                seq: seq.unwrap_or(expected),
-                line: i + 1,
-                reason: after_torn(format!("sequence number {} where {expected} was due: a record was removed or reordered", seq.map_or("missing".into(), |s| s.to_string()))),
+                seq: self.last() + 1,
+                file: name.to_owned(),
+                line,
+                reason: format!("line {line} and on are no records, and no recovered record accounts for them: junk appended, or a torn write"),
             });
         }
-        if v["prev"].as_str() != Some(prev.as_str()) {
-            return Err(broken(&after_torn(
-                "prev does not match the previous record's hash: removed or reordered".into(),
-            )));
-        }
-        let Some(claimed) = v.as_object_mut().and_then(|o| o.remove("hash")) else {
-            return Err(broken("no hash"));
+        self.prev_file = name.to_owned();
+        self.out.last_file = name.to_owned();
+        self.out.last_line = lines;
+        Ok(())
+    }
+
+    /// Bytes that are no record pass only when the next record is a
+    /// `recovered` one that states exactly them. Errors: (line, reason).
+    fn account_for_junk(
+        &mut self,
+        v: &Value,
+        kind: Kind,
+        junk: Option<Junk>,
+        line_no: usize,
+    ) -> Result<(), (usize, String)> {
+        let recovered = || {
+            serde_json::from_value::<RecoveredRecord>(v.clone())
+                .map_err(|e| (line_no, format!("malformed recovered record: {e}")))
         };
-        let actual = record_hash(&prev, &v);
-        if claimed.as_str() != Some(actual.as_str()) {
-            return Err(broken(
-                "hash does not match the content: the record was altered",
+        match junk {
+            Some(Junk {
+                start,
+                line,
+                bytes,
+                sha,
+            }) => {
+                if kind != Kind::Recovered {
+                    return Err((line, format!("line {line} is no record, and no recovered record accounts for it: junk inserted, or a torn write")));
+                }
+                let r = recovered()?;
+                if r.cut_offset != start
+                    || r.cut_bytes != bytes
+                    || r.cut_sha256 != hex::encode(sha.finalize())
+                {
+                    return Err((line, format!("lines {line} to {} are no records, and the recovered record after them does not account for them (it states {} bytes at offset {}; there are {bytes} at {start})", line_no - 1, r.cut_bytes, r.cut_offset)));
+                }
+                self.out.notes.push(format!(
+                    "line {line}: {} bytes that are no record, accounted for by the recovered record on line {line_no} ({}; {} records not written)",
+                    r.cut_bytes, r.reason, r.lost_records
+                ));
+            }
+            None if kind == Kind::Recovered => {
+                let r = recovered()?;
+                if r.cut_bytes != 0 {
+                    return Err((line_no, format!("the recovered record states {} cut bytes that are not there: the bytes it accounted for were removed", r.cut_bytes)));
+                }
+                self.out.notes.push(format!(
+                    "line {line_no}: {} records could not be written before it ({})",
+                    r.lost_records, r.reason
+                ));
+            }
+            None => {}
+        }
+        Ok(())
+    }
+
+    /// The first record of a file: a later file of a series must begin with
+    /// the rotation record naming the file before it; a lone rotated file is
+    /// walked from where it starts.
+    fn start_of_file(&mut self, v: &Value, kind: Kind, name: &str) -> Result<(), String> {
+        let seq = v["seq"].as_u64().unwrap_or_default();
+        let link = || {
+            serde_json::from_value::<RotationRecord>(v.clone())
+                .map_err(|e| format!("malformed rotation record: {e}"))
+        };
+        if self.started {
+            if kind != Kind::Rotation {
+                return Err(format!("{name} does not start with a rotation record: a file of the series is missing or out of order"));
+            }
+            let l = link()?;
+            if l.previous_file != self.prev_file {
+                return Err(format!(
+                    "{name} follows {:?}, but the series walked has {:?} before it",
+                    l.previous_file, self.prev_file
+                ));
+            }
+        } else if seq != 1 && kind == Kind::Rotation {
+            let l = link()?;
+            self.out.last_seq = seq - 1;
+            self.prev = v["prev"].as_str().unwrap_or_default().to_owned();
+            self.cp_from = seq;
+            self.out.notes.push(format!("{name} continues {} from record {}: verify the whole series (its directory) to check what came before", l.previous_file, seq - 1));
+        }
+        Ok(())
+    }
+
+    /// A checkpoint, with a key: signed by it, and listing exactly the
+    /// records since the previous one. Errors: (first bad seq, reason).
+    fn checkpoint(&mut self, v: &Value, seq: u64) -> Result<(), (u64, String)> {
+        let Some(key) = self.key else {
+            self.out.unchecked_checkpoints += 1;
+            return Ok(());
+        };
+        let cp: CheckpointRecord = serde_json::from_value(v.clone())
+            .map_err(|e| (seq, format!("malformed checkpoint: {e}")))?;
+        if cp.key_id != key_id(key) {
+            return Err((
+                seq,
+                format!(
+                    "checkpoint signed by key {}, not by the given key {}",
+                    cp.key_id,
+                    key_id(key)
+                ),
             ));
         }
-        torn_lines.extend(torn_before.take());
-        prev = actual;
-        count = expected;
+        // The first record that differs from what the checkpoint lists.
+        let mut first_bad = None;
+        for (i, listed) in cp.hashes.iter().enumerate() {
+            let s = cp.from_seq + i as u64;
+            let ours = self.prefix_of(s).filter(|_| s < seq);
+            if ours.is_none() || ours != prefix64(listed).filter(|_| listed.len() == HASH_PREFIX) {
+                first_bad = Some(s);
+                break;
+            }
+        }
+        let covered_to = cp.from_seq + cp.hashes.len() as u64;
+        if first_bad.is_none() && covered_to != seq {
+            first_bad = Some(covered_to.min(seq));
+        }
+        if cp.from_seq > self.cp_from {
+            // The checkpoint before this one stood at `from_seq - 1`.
+            let gap = cp.from_seq - 1;
+            first_bad = Some(first_bad.map_or(gap, |b| b.min(gap)));
+        }
+        if first_bad.is_none() && cp.head != self.prev {
+            first_bad = Some(seq - 1);
+        }
+        if !signature_holds(key, v) {
+            return Err(match first_bad {
+                Some(b) => (b, format!("checkpoint {seq}'s signature does not verify (altered or forged), and record {b} is not the one its list names")),
+                None => (seq, format!("checkpoint {seq}'s signature does not verify: the checkpoint was altered or forged")),
+            });
+        }
+        if let Some(b) = first_bad {
+            let reason = if b < cp.from_seq {
+                format!(
+                    "checkpoint {seq} covers records from {}, but the last checkpoint before it ended at record {}: a checkpoint was removed",
+                    cp.from_seq,
+                    self.cp_from.saturating_sub(1)
+                )
+            } else {
+                format!("record {b} is not the one checkpoint {seq} signed: altered, removed or reordered, and the chain recomputed")
+            };
+            return Err((b, reason));
+        }
+        self.out.checkpoints += 1;
+        self.last_checkpoint = Some(seq);
+        self.cp_from = seq + 1;
+        self.window.clear();
+        Ok(())
     }
-    if let Some(t) = torn_before {
-        return Err(Broken {
-            seq: count + 1,
-            line: t,
-            reason: "the last record is not whole: truncated or altered".into(),
-        });
-    }
-    Ok(Verified {
-        records: count,
-        torn_lines,
-    })
-}
 
-pub fn verify_file(path: &Path) -> anyhow::Result<Verified> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-    Ok(verify_text(&text)?)
+    fn finish(mut self) -> Result<Verified, Broken> {
+        if self.key.is_some() && self.out.records > 0 {
+            let Some(last_cp) = self.last_checkpoint else {
+                return Err(Broken {
+                    seq: self.out.first_seq,
+                    file: self.out.last_file.clone(),
+                    line: 1,
+                    reason: "no signed checkpoint: nothing in this log is vouched for by the key (a chain recomputed without its checkpoints looks like this)".into(),
+                });
+            };
+            self.out.unsigned_tail = self.out.last_seq - last_cp;
+        }
+        Ok(self.out)
+    }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::audit::log::AuditLog;
-    use crate::config::FsyncPolicy;
-    use serde_json::json;
-
-    fn sample() -> String {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a.jsonl");
-        let (log, _) = AuditLog::open(&p, FsyncPolicy::Never).unwrap();
-        for i in 0..4 {
-            log.append(&json!({"n": i, "text": "abc"})).unwrap();
-        }
-        drop(log);
-        std::fs::read_to_string(&p).unwrap()
-    }
-
-    #[test]
-    fn intact_chain_verifies() {
-        assert_eq!(verify_text(&sample()).unwrap().records, 4);
-    }
-
-    #[test]
-    fn tampering_is_caught_at_the_right_record() {
-        let good = sample();
-        let lines: Vec<&str> = good.lines().collect();
-        let join = |v: Vec<&str>| v.iter().map(|l| format!("{l}\n")).collect::<String>();
-        // One byte changed in record 2.
-        let altered = good.replacen("\"n\":1", "\"n\":7", 1);
-        assert_eq!(verify_text(&altered).unwrap_err().seq, 2);
-        // Record 3 removed.
-        let removed = join(vec![lines[0], lines[1], lines[3]]);
-        let e = verify_text(&removed).unwrap_err();
-        assert_eq!(e.seq, 4);
-        assert!(e.reason.contains("removed or reordered"));
-        // Records 2 and 3 swapped.
-        let swapped = join(vec![lines[0], lines[2], lines[1], lines[3]]);
-        assert_eq!(verify_text(&swapped).unwrap_err().seq, 3);
-        // Last line cut.
-        let cut = &good[..good.len() - 10];
-        let e = verify_text(cut).unwrap_err();
-        assert_eq!(e.seq, 4);
-        assert!(e.reason.contains("cut"));
-    }
-
-    #[test]
-    fn a_line_torn_by_a_crash_is_skipped_only_if_the_chain_skips_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a.jsonl");
-        let (log, _) = AuditLog::open(&p, FsyncPolicy::Never).unwrap();
-        log.append(&json!({"n": 0})).unwrap();
-        drop(log);
-        // A crash in the middle of writing record 2.
-        let mut f = std::fs::OpenOptions::new().append(true).open(&p).unwrap();
-        std::io::Write::write_all(&mut f, b"{\"n\":1,\"se").unwrap();
-        drop(f);
-        assert!(verify_text(&std::fs::read_to_string(&p).unwrap()).is_err());
-        // Reopened: the torn line stays, the chain continues after it.
-        let (log, rec) = AuditLog::open(&p, FsyncPolicy::Never).unwrap();
-        assert_eq!(rec.records, 1);
-        assert!(rec.torn_bytes.is_some());
-        log.append(&json!({"n": 1})).unwrap();
-        drop(log);
-        let text = std::fs::read_to_string(&p).unwrap();
-        assert!(text.contains("{\"n\":1,\"se\n"), "kept as is: {text}");
-        let ok = verify_text(&text).unwrap();
-        assert_eq!((ok.records, ok.torn_lines), (2, vec![2]));
-        // A whole record garbled in the middle is not a torn line: the chain breaks.
-        let good = sample();
-        let lines: Vec<&str> = good.lines().collect();
-        let garbled = format!("{}\n{}\n{{garbage\n{}\n", lines[0], lines[1], lines[3]);
-        let e = verify_text(&garbled).unwrap_err();
-        assert_eq!(e.seq, 4);
-        assert!(e.reason.contains("torn or altered"), "{}", e.reason);
-    }
-}
+#[path = "verify_tests.rs"]
+mod tests;

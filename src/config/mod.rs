@@ -11,8 +11,10 @@ use serde::{Deserialize, Deserializer};
 
 use crate::sections::SECTION_CATALOGUE;
 
+mod audit;
 mod policy_rules;
 mod principals;
+pub use audit::{AuditConfig, FsyncPolicy, OnFailure, SyslogConfig, SyslogTarget};
 pub use policy_rules::{compile_pattern, Access, EffectiveSection, Mode, SectionRuleConfig};
 pub use principals::{PrincipalConfig, Role, Visibility, TOKEN_PRINCIPAL};
 mod pool;
@@ -239,37 +241,6 @@ impl OverrideAction {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct AuditConfig {
-    /// JSON Lines file; no audit log when unset.
-    pub path: Option<PathBuf>,
-    /// Store section content too, not only hashes.
-    pub include_content: bool,
-    pub fsync: FsyncPolicy,
-}
-
-impl Default for AuditConfig {
-    fn default() -> Self {
-        Self {
-            path: None,
-            include_content: false,
-            fsync: FsyncPolicy::Batch,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum FsyncPolicy {
-    /// fsync after every record.
-    Always,
-    /// fsync at most every 100 ms, from a background flusher.
-    Batch,
-    /// Leave it to the OS.
-    Never,
-}
-
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;
     humantime::parse_duration(&s)
@@ -366,6 +337,7 @@ impl Config {
             }
         }
         self.validate_principals()?;
+        self.audit.validate()?;
         let r = &self.runtime;
         if r.connect.is_none() && r.command.is_empty() {
             return Err(bad(

@@ -24,8 +24,10 @@ use tracing::{debug, info, warn};
 use super::policy::{self, OptIn, Policy, Refusal};
 use super::rules::{self, Broken, RestoreError};
 use crate::audit::log::AuditLog;
-use crate::audit::record::{now_rfc3339, OwnerRecord, SectionRecord, TransformRecord};
-use crate::config::{Config, ConfigError};
+use crate::audit::record::{
+    now_rfc3339, OwnerRecord, PolicyRecord, SectionRecord, TransformRecord,
+};
+use crate::config::{Config, ConfigError, OnFailure};
 use crate::jsonrpc::CallError;
 
 pub type AskFuture = Pin<Box<dyn Future<Output = Result<Value, CallError>> + Send>>;
@@ -79,6 +81,7 @@ pub struct Router {
     policy: RwLock<Arc<Policy>>,
     audit: Option<Arc<AuditLog>>,
     include_content: bool,
+    on_failure: OnFailure,
 }
 
 struct OwnerResult {
@@ -105,6 +108,7 @@ impl Router {
             policy: RwLock::new(Arc::new(policy)),
             audit,
             include_content: cfg.audit.include_content,
+            on_failure: cfg.audit.on_failure,
         })
     }
 
@@ -119,6 +123,24 @@ impl Router {
     /// Swaps the policy; requests already routing keep the one they took.
     pub fn set_policy(&self, policy: Arc<Policy>) {
         *self.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
+    }
+
+    /// The `policy` record of the policy in force.
+    pub fn policy_record(&self) -> PolicyRecord {
+        let policy = self.policy();
+        PolicyRecord {
+            time: now_rfc3339(),
+            policy: policy.policy_document(),
+            policy_sha256: policy.policy_sha256(),
+        }
+    }
+
+    /// Writes the `policy` record (at startup, and after a reload).
+    pub fn audit_policy(&self) -> anyhow::Result<()> {
+        if let Some(log) = &self.audit {
+            log.append(&self.policy_record())?;
+        }
+        Ok(())
     }
 
     /// Routes one request; returns the content for every section asked.
@@ -175,9 +197,17 @@ impl Router {
             &results,
             started.elapsed(),
         );
-        if let Some(log) = &self.audit {
-            if let Err(e) = log.append(&record) {
-                warn!("audit record not written: {e}");
+        // Audit before answer; the file I/O off the async threads.
+        if let Some(log) = self.audit.clone() {
+            let written = tokio::task::spawn_blocking(move || log.append(&record))
+                .await
+                .unwrap_or_else(|e| Err(anyhow::anyhow!("audit writer panicked: {e}")));
+            if let Err(e) = written {
+                if self.on_failure == OnFailure::KeepOriginal && merged != *original {
+                    warn!(session = %ahp_session, "audit record not written ({e}); on_failure = keep-original: the runtime gets the original sections");
+                    return original.clone();
+                }
+                warn!(session = %ahp_session, "audit record not written: {e}");
             }
         }
         merged

@@ -191,7 +191,7 @@ fn assert_audited(
     }
 }
 
-use crate::config::FsyncPolicy;
+use crate::config::{FsyncPolicy, OnFailure};
 
 #[tokio::test(start_paused = true)]
 async fn a_rewrite_is_merged_and_audited_with_both_hashes() {
@@ -445,6 +445,44 @@ async fn an_unchanged_answer_is_recorded_as_unchanged() {
 
     assert_eq!(merged, original);
     assert_eq!(decision(&records(&dir)[0], "tone").0, "unchanged");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rewrite_that_cannot_be_audited_is_not_applied_with_keep_original() {
+    for (mode, applied) in [
+        (OnFailure::KeepOriginal, false),
+        (OnFailure::Continue, true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let (router, log) = router(&dir, |c| c.audit.on_failure = mode);
+        let mut clients = ScriptedClients::default();
+        clients.add("ide", &["tone"], Script::Append(" +ide"));
+        let original = request(&["tone"]);
+        log.fail_writes_for_test(true);
+        let merged = router
+            .route(&clients, "ahp-session:/s1", "rt-1", &original)
+            .await;
+        assert_eq!(
+            merged["tone"] != original["tone"],
+            applied,
+            "{mode:?}: {merged:?}"
+        );
+        assert!(records(&dir).is_empty());
+        // Space returns: the next record is preceded by one that counts the gap.
+        log.fail_writes_for_test(false);
+        let merged = router
+            .route(&clients, "ahp-session:/s1", "rt-1", &original)
+            .await;
+        assert_eq!(merged["tone"], "original tone text +ide");
+        let recs = records(&dir);
+        assert_eq!(recs.len(), 2, "{recs:?}");
+        assert_eq!(
+            (recs[0]["kind"].as_str(), recs[0]["lostRecords"].as_u64()),
+            (Some("recovered"), Some(1))
+        );
+        assert_eq!(recs[1]["kind"], "transform");
+        assert_audited(&recs[1], &merged, &original);
+    }
 }
 
 #[path = "router_policy_tests.rs"]

@@ -1,0 +1,161 @@
+//! Rotation (`max_bytes`, `max_age`) and the series it makes. The full file
+//! is renamed to `NAME.SEQ` (SEQ: its first record), a new NAME is started,
+//! and its first record, `rotation`, names the previous file and links to its
+//! last hash, so the series is one chain. With a key, the old file ends in a
+//! checkpoint, so every file's records are signed within it.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+
+use tracing::{error, info};
+
+use super::log::AuditLog;
+use super::record::{now_rfc3339, Kind, RotationRecord};
+use super::writer::Writer;
+
+impl AuditLog {
+    /// Rotates when the file is due; a failure is logged and the current
+    /// file written on (nothing is lost by not rotating).
+    pub(super) fn rotate_if_due(&self, w: &mut Writer) {
+        if !self.rotation_due(w) {
+            return;
+        }
+        if let Err(e) = self.rotate(w) {
+            error!(path = %self.path.display(), "audit log rotation failed, writing on in the current file: {e}");
+        }
+    }
+
+    fn rotation_due(&self, w: &Writer) -> bool {
+        if w.file_first_seq.is_none() || w.needs_recovery() || w.pending_link.is_some() {
+            return false;
+        }
+        let o = &self.opts;
+        let big = o.max_bytes > 0 && w.len >= o.max_bytes;
+        let old = !o.max_age.is_zero()
+            && w.file_started.is_some_and(|t| {
+                jiff::Timestamp::now().duration_since(t).unsigned_abs() >= o.max_age
+            });
+        big || old
+    }
+
+    fn rotate(&self, w: &mut Writer) -> anyhow::Result<()> {
+        if self.opts.signer.is_some() && !w.cp_hashes.is_empty() {
+            self.checkpoint(w)?;
+        }
+        w.file.sync_data()?;
+        let to = rotated_name(&self.path, w.file_first_seq.unwrap_or(w.seq));
+        std::fs::rename(&self.path, &to)?;
+        let file = match OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&self.path)
+        {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::rename(&to, &self.path);
+                return Err(e.into());
+            }
+        };
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Ok(d) = std::fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        info!(path = %self.path.display(), rotated_to = %to.display(), last_seq = w.seq, "audit log rotated");
+        w.file = file;
+        w.len = 0;
+        w.lines = 0;
+        w.file_first_seq = None;
+        w.file_started = None;
+        let link = RotationRecord {
+            time: now_rfc3339(),
+            previous_file: file_name(&to),
+            previous_seq: w.seq,
+        };
+        // If this write fails, `settle` writes the link before anything else.
+        w.pending_link = Some(link.clone());
+        self.write(w, Kind::Rotation, serde_json::to_value(&link)?)?;
+        w.pending_link = None;
+        Ok(())
+    }
+}
+
+pub(super) fn file_name(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// `NAME.SEQ`, or with a further suffix if that exists (a series restarted
+/// from scratch beside an older one).
+fn rotated_name(path: &Path, first_seq: u64) -> PathBuf {
+    let with = |suffix: String| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        PathBuf::from(p)
+    };
+    let plain = with(format!(".{first_seq}"));
+    if !plain.exists() {
+        return plain;
+    }
+    with(format!(
+        ".{first_seq}.{}",
+        jiff::Timestamp::now().as_nanosecond()
+    ))
+}
+
+/// The files of a series in chain order: the given files, and every regular
+/// file in a given directory, ordered by the sequence number of their first
+/// record (a file with none goes last).
+pub fn series(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            for e in std::fs::read_dir(p)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?
+            {
+                let e = e?;
+                let name = e.file_name();
+                if e.file_type()?.is_file() && !name.to_string_lossy().starts_with('.') {
+                    files.push(e.path());
+                }
+            }
+        } else {
+            files.push(p.clone());
+        }
+    }
+    let mut keyed = Vec::new();
+    for f in files {
+        keyed.push((first_seq(&f)?, f));
+    }
+    keyed.sort_by_key(|(s, _)| s.unwrap_or(u64::MAX));
+    for pair in keyed.windows(2) {
+        if let ((Some(a), fa), (Some(b), fb)) = (&pair[0], &pair[1]) {
+            if a == b {
+                anyhow::bail!(
+                    "{} and {} both start at record {a}: more than one series (verify each on its own)",
+                    fa.display(),
+                    fb.display()
+                );
+            }
+        }
+    }
+    Ok(keyed.into_iter().map(|(_, f)| f).collect())
+}
+
+/// The sequence number of a file's first record.
+fn first_seq(path: &Path) -> anyhow::Result<Option<u64>> {
+    use std::io::BufRead;
+    let f = std::fs::File::open(path)
+        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    for line in std::io::BufReader::new(f).split(b'\n') {
+        let line = line?;
+        if let Some(s) = serde_json::from_slice::<serde_json::Value>(&line)
+            .ok()
+            .and_then(|v| v["seq"].as_u64())
+        {
+            return Ok(Some(s));
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,274 @@
+//! Shipping to a real rsyslogd (Debian package `rsyslog`), started by the test
+//! with its own config: imptcp on a loopback port and on a unix stream socket,
+//! every message of our APP-NAME written as its MSG (the record) to a file.
+//! The bridge runs the real Copilot CLI against the scripted model. Without
+//! rsyslogd the tests FAIL: CI installs it (.ci/run).
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use ahp_copilot_bridge::config::SyslogConfig;
+use serde_json::{json, Value};
+use support::e2e::{ready_session, run_turn, start_stack, Stack};
+use support::*;
+
+struct Rsyslogd {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Rsyslogd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Rsyslogd {
+    fn shipped(&self) -> PathBuf {
+        self.dir.path().join("shipped.jsonl")
+    }
+    fn socket(dir: &Path) -> PathBuf {
+        dir.join("syslog.sock")
+    }
+}
+
+fn rsyslogd_path() -> PathBuf {
+    ["/usr/sbin/rsyslogd", "/sbin/rsyslogd", "/usr/local/sbin/rsyslogd"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.exists())
+        .unwrap_or_else(|| {
+            panic!("rsyslogd not found: install the Debian package rsyslog (apt-get install -y rsyslog); .ci/run installs it for CI")
+        })
+}
+
+/// rsyslogd on a loopback port (chosen by itself, written to a file) and on
+/// `unix_dir/syslog.sock`; returns it and the port.
+async fn start_rsyslogd(dir: tempfile::TempDir) -> (Rsyslogd, u16) {
+    let d = dir.path();
+    let conf = format!(
+        r#"global(workDirectory="{d}" maxMessageSize="256k")
+module(load="imptcp")
+input(type="imptcp" port="0" address="127.0.0.1" listenPortFileName="{d}/port")
+input(type="imptcp" path="{sock}" unlink="on")
+template(name="record" type="string" string="%msg%\n")
+if $app-name == "ahp-bridge-test" then {{
+  action(type="omfile" file="{d}/shipped.jsonl" template="record")
+  stop
+}}
+"#,
+        d = d.display(),
+        sock = Rsyslogd::socket(d).display()
+    );
+    std::fs::write(d.join("rsyslog.conf"), conf).unwrap();
+    let child = std::process::Command::new(rsyslogd_path())
+        .arg("-f")
+        .arg(d.join("rsyslog.conf"))
+        .arg("-i")
+        .arg(d.join("rsyslogd.pid"))
+        .arg("-n")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("rsyslogd starts");
+    let port_file = d.join("port");
+    let sock = Rsyslogd::socket(d);
+    eventually("rsyslogd listens", || {
+        sock.exists()
+            && std::fs::read_to_string(&port_file).is_ok_and(|p| p.trim().parse::<u16>().is_ok())
+    })
+    .await;
+    let port = std::fs::read_to_string(&port_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    (Rsyslogd { child, dir }, port)
+}
+
+fn syslog(address: String, queue: usize) -> SyslogConfig {
+    SyslogConfig {
+        address,
+        app_name: "ahp-bridge-test".into(),
+        queue,
+        ..Default::default()
+    }
+}
+
+fn keygen(dir: &Path) -> PathBuf {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ahp-copilot-bridge"))
+        .args(["audit", "keygen", "--out"])
+        .arg(dir.join("k"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    dir.join("k.key")
+}
+
+async fn turns(st: &Stack, names: &[&str]) {
+    let c = initialized(&st.bridge, "ide").await;
+    c.set_server_request_handler(|_, p: Value| async move {
+        let t = p["sections"]["tone"]["content"].as_str().unwrap();
+        Ok(json!({"sections": {"tone": {"content": format!("{t}\nshipped")}}}))
+    });
+    for n in names {
+        let entry = json!({"clientId": "ide", "tools": [], "systemMessageTransform": {"sections": ["tone"]}});
+        ready_session(&c, &format!("ahp-session:/{n}"), Some(entry)).await;
+        assert_eq!(run_turn(&c, n, "t1", "hi").await.kind, "complete");
+    }
+}
+
+fn read_lines(p: &Path) -> Vec<String> {
+    std::fs::read_to_string(p)
+        .unwrap_or_default()
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// `audit verify` with the key and the shipped copy: (passed, output).
+fn verify_against(log: &Path, key: &Path, shipped: &Path) -> (bool, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ahp-copilot-bridge"))
+        .args(["audit", "verify"])
+        .arg(log)
+        .arg("--pubkey")
+        .arg(key.with_extension("pub"))
+        .arg("--against")
+        .arg(shipped)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rsyslogd_receives_every_record_and_checkpoint_over_tcp_and_catches_a_cut_tail() {
+    let (rs, port) = start_rsyslogd(tempfile::tempdir().unwrap()).await;
+    let keys = tempfile::tempdir().unwrap();
+    let key = keygen(keys.path());
+    let st = start_stack(|c| {
+        c.audit.signing_key = Some(key.clone());
+        c.audit.checkpoint_every = 2;
+        c.audit.syslog = Some(syslog(format!("tcp:127.0.0.1:{port}"), 1000));
+    })
+    .await;
+    turns(&st, &["s1", "s2", "s3"]).await;
+    st.bridge.stop(std::time::Duration::from_secs(10)).await;
+    let log = st.dir.path().join("audit.jsonl");
+    let local = read_lines(&log);
+    let kinds: Vec<Value> = local
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["kind"].clone())
+        .collect();
+    assert!(
+        kinds.contains(&json!("checkpoint")) && kinds.contains(&json!("policy")),
+        "{kinds:?}"
+    );
+    let (sent, dropped) = st
+        .bridge
+        .audit
+        .as_ref()
+        .unwrap()
+        .shipper
+        .as_ref()
+        .unwrap()
+        .stats();
+    assert_eq!((sent, dropped), (local.len() as u64, 0));
+    eventually("rsyslogd wrote every record", || {
+        read_lines(&rs.shipped()).len() >= local.len()
+    })
+    .await;
+    assert_eq!(
+        read_lines(&rs.shipped()),
+        local,
+        "the shipped records are the local ones, byte for byte"
+    );
+
+    let (ok, out) = verify_against(&log, &key, &rs.shipped());
+    assert!(ok, "{out}");
+    assert!(
+        out.contains(&format!("{} shipped records match", local.len())),
+        "{out}"
+    );
+    // The local tail cut (the last two records): the shipped copy catches it.
+    let cut = st.dir.path().join("cut.jsonl");
+    std::fs::write(
+        &cut,
+        local[..local.len() - 2]
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect::<String>(),
+    )
+    .unwrap();
+    let (ok, out) = verify_against(&cut, &key, &rs.shipped());
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(&format!("record {} ", local.len() - 1)) && out.contains("tail was cut"),
+        "{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_a_unix_socket_the_shipper_reconnects_and_reports_what_a_full_queue_skipped() {
+    let rs_dir = tempfile::tempdir().unwrap();
+    let sock = Rsyslogd::socket(rs_dir.path());
+    let keys = tempfile::tempdir().unwrap();
+    let key = keygen(keys.path());
+    // The daemon is not up yet: records queue (2 at most), the rest are counted.
+    let st = start_stack(|c| {
+        c.audit.signing_key = Some(key.clone());
+        c.audit.checkpoint_every = 2;
+        c.audit.syslog = Some(syslog(format!("unix:{}", sock.display()), 2));
+    })
+    .await;
+    turns(&st, &["u1", "u2"]).await;
+    let shipper = st.bridge.audit.as_ref().unwrap().shipper.clone().unwrap();
+    let local_before = read_lines(&st.dir.path().join("audit.jsonl")).len() as u64;
+    assert_eq!(
+        shipper.stats(),
+        (0, local_before - 2),
+        "all but two were counted as not queued"
+    );
+    let (rs, _) = start_rsyslogd(rs_dir).await;
+    // The shipper reconnects by itself (backoff) and drains the queue;
+    // later records flow again.
+    eventually("the queue drains after the reconnect", || {
+        shipper.stats().0 == 2
+    })
+    .await;
+    turns(&st, &["u3"]).await;
+    st.bridge.stop(std::time::Duration::from_secs(10)).await;
+    let log = st.dir.path().join("audit.jsonl");
+    let local = read_lines(&log);
+    let (sent, dropped) = shipper.stats();
+    assert_eq!(
+        sent + dropped,
+        local.len() as u64,
+        "every record sent or counted"
+    );
+    eventually("rsyslogd wrote what was sent", || {
+        read_lines(&rs.shipped()).len() as u64 > sent
+    })
+    .await;
+    let shipped = read_lines(&rs.shipped());
+    let gap: Value = shipped
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .find(|v| v["kind"] == "shipping_gap")
+        .expect("a shipping_gap message");
+    assert_eq!(gap["dropped"], dropped, "{gap}");
+    assert!(
+        shipped.contains(local.last().unwrap()),
+        "the last record arrived after the reconnect"
+    );
+    let (ok, out) = verify_against(&log, &key, &rs.shipped());
+    assert!(ok, "{out}");
+    assert!(out.contains("could not queue"), "{out}");
+}
