@@ -10,17 +10,31 @@ use super::Config;
 /// next to the audit log, with the rest of the bridge's files.
 pub const DEFAULT_STATE_FILE: &str = "state.sqlite3";
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StateConfig {
+    /// Keep sessions across restarts; `false`: in memory only.
+    pub enabled: bool,
     /// The SQLite file sessions are kept in. Unset: `state.sqlite3` next to
     /// the audit log; with no audit log either, sessions live in memory only.
     pub path: Option<PathBuf>,
 }
 
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            path: None,
+        }
+    }
+}
+
 impl Config {
     /// Where the state store lives, if anywhere.
     pub fn state_path(&self) -> Option<PathBuf> {
+        if !self.state.enabled {
+            return None;
+        }
         self.state.path.clone().or_else(|| {
             let audit = self.audit.path.as_ref()?;
             let dir = audit.parent().filter(|d| !d.as_os_str().is_empty());
@@ -50,5 +64,8 @@ mod tests {
         let c =
             Config::parse("[audit]\npath = \"a/audit.jsonl\"\n[state]\npath = \"/s.db\"").unwrap();
         assert_eq!(c.state_path(), Some(PathBuf::from("/s.db")));
+        let c =
+            Config::parse("[audit]\npath = \"a/audit.jsonl\"\n[state]\nenabled = false").unwrap();
+        assert_eq!(c.state_path(), None);
     }
 }

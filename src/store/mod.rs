@@ -61,6 +61,16 @@ impl Store {
         }
         let conn = Connection::open(path)
             .with_context(|| format!("cannot open the state store {}", path.display()))?;
+        Self::prepare(&conn)
+            .with_context(|| format!("cannot use the state store {}", path.display()))?;
+        Ok(Self {
+            conn: Mutex::new(conn),
+            path: path.to_owned(),
+        })
+    }
+
+    /// Journal mode, and the schema created or checked.
+    fn prepare(conn: &Connection) -> anyhow::Result<()> {
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = NORMAL;
@@ -70,8 +80,7 @@ impl Store {
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version > SCHEMA_VERSION {
             anyhow::bail!(
-                "the state store {} has schema version {version}, newer than this build's {SCHEMA_VERSION}; refusing to touch it",
-                path.display()
+                "it has schema version {version}, newer than this build's {SCHEMA_VERSION}; refusing to touch it"
             );
         }
         if version < 1 {
@@ -95,10 +104,7 @@ impl Store {
                  COMMIT;",
             )?;
         }
-        Ok(Self {
-            conn: Mutex::new(conn),
-            path: path.to_owned(),
-        })
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {
@@ -305,7 +311,7 @@ mod tests {
             .unwrap()
             .execute_batch("PRAGMA user_version = 99;")
             .unwrap();
-        let e = Store::open(&path).err().unwrap().to_string();
+        let e = format!("{:#}", Store::open(&path).err().unwrap());
         assert!(e.contains("schema version 99"), "{e}");
     }
 }
