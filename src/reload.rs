@@ -48,6 +48,12 @@ pub fn on_sighup(
                     host.set_hidden_sections(policy.hidden_sections());
                     router.set_policy(Arc::new(policy));
                     info!(path = %path.display(), %sha256, changed, "policy reloaded");
+                    // The reload is evidence too: a `policy` record holding it.
+                    let r = router.clone();
+                    let written = tokio::task::spawn_blocking(move || r.audit_policy()).await;
+                    if let Ok(Err(e)) | Err(e) = written.map_err(anyhow::Error::from) {
+                        warn!("the reloaded policy's audit record was not written: {e:#}");
+                    }
                 }
                 Err(e) => {
                     warn!(path = %path.display(), "policy reload refused, the old policy stays: {e:#}")

@@ -57,10 +57,16 @@ fn shown(seen: &Seen) -> BTreeMap<String, String> {
 }
 
 fn records_in(path: &std::path::Path) -> Vec<Value> {
+    records_of_kind(path, "transform")
+}
+
+/// The records of one `kind` in the log, after checking the chain holds.
+fn records_of_kind(path: &std::path::Path, kind: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(path).unwrap_or_default();
     verify_text(&text).expect("audit chain holds");
     text.lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["kind"] == kind)
         .collect()
 }
 
@@ -371,6 +377,15 @@ async fn sighup_applies_a_new_rule_to_the_next_render_and_a_broken_file_keeps_th
     assert!(
         line.contains(second[1]["policySha256"].as_str().unwrap()),
         "the log names the new hash: {line}"
+    );
+    // The reload itself is audited: a `policy` record holding the new policy.
+    let policies = records_of_kind(&audit, "policy");
+    assert_eq!(policies.len(), 2, "one at start, one at the reload");
+    assert_eq!(policies[1]["policySha256"], second[1]["policySha256"]);
+    assert!(
+        policies[1]["policy"].to_string().contains("MARKER"),
+        "{}",
+        policies[1]
     );
 
     // A broken file: refused naming the key, the deny rule stays.
