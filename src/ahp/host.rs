@@ -25,6 +25,7 @@ use super::clients::ConnId;
 use super::dispatch::{client_may_dispatch, needs_tool_owner};
 use super::extension::opted_in_sections;
 use super::outbound::DeltaKey;
+use super::session_config::chosen_model;
 use super::state::{Replayed, State, PROVIDER};
 use super::uri::{channel_kind, ChannelKind, ROOT_URI};
 use crate::config::Config;
@@ -43,19 +44,14 @@ pub struct Host {
 }
 
 /// Who dispatched an action: the host itself, or a client (echoed with `origin`).
-enum Origin {
+pub(super) enum Origin {
     Host,
     Client(Value),
 }
 
 impl Host {
     pub fn new(cfg: Arc<Config>) -> Arc<Self> {
-        let mut models: Vec<String> = vec![cfg.runtime.model.clone()];
-        for m in &cfg.runtime.models {
-            if !models.contains(m) {
-                models.push(m.clone());
-            }
-        }
+        let models = super::session_config::configured_models(&cfg);
         let root: RootState = serde_json::from_value(json!({
             "agents": [{
                 "provider": PROVIDER,
@@ -176,6 +172,9 @@ impl Host {
             .pointer("/activeClient/systemMessageTransform")
             .is_some_and(|v| !v.is_null());
         check_action(principal, &typed, opts_in)?;
+        if let Some(model) = chosen_model(&typed) {
+            self.check_model(model).map_err(|e| e.message)?;
+        }
         let mut st = self.lock();
         if kind != ChannelKind::Root && !st.visible(principal, channel) {
             // Not visible is not there: existence is not leaked.
@@ -223,7 +222,7 @@ impl Host {
         Ok((session, typed))
     }
 
-    fn commit(
+    pub(super) fn commit(
         &self,
         st: &mut State,
         channel: &str,

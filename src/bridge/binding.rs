@@ -105,7 +105,13 @@ pub fn path_of_uri(uri: &str) -> String {
 
 impl Bridge {
     /// The config a runtime session gets at create/resume.
-    fn session_config(&self, uri: &str, runtime_id: &str, binding: &Binding) -> SessionConfig {
+    fn session_config(
+        &self,
+        uri: &str,
+        runtime_id: &str,
+        model: &str,
+        binding: &Binding,
+    ) -> SessionConfig {
         let working_directory = self
             .host()
             .and_then(|h| h.working_directory(uri))
@@ -125,7 +131,7 @@ impl Bridge {
             .unwrap_or_else(|| "/".into());
         SessionConfig {
             session_id: runtime_id.to_owned(),
-            model: self.cfg.runtime.model.clone(),
+            model: model.to_owned(),
             working_directory,
             tools: binding.runtime_tools(),
             provider: self.cfg.runtime.provider.as_ref().map(|p| ModelProvider {
@@ -164,7 +170,10 @@ impl Bridge {
         if bound.as_ref() == Some(&want) {
             return Ok((conn, runtime_id));
         }
-        let params = self.session_config(uri, &runtime_id, &want).to_params();
+        let model = self.session_model(uri);
+        let params = self
+            .session_config(uri, &runtime_id, &model, &want)
+            .to_params();
         // Before its first message the runtime has nothing on disk to resume.
         let call = if persisted {
             method::SESSION_RESUME
@@ -195,6 +204,7 @@ impl Bridge {
         debug!(session = uri, %runtime_id, call, registered = ?want.registered, "runtime session bound");
         if let Some(c) = self.sessions().get_mut(uri) {
             c.bound = Some((want, generation));
+            c.model = Some(model);
         }
         Ok((conn, runtime_id))
     }

@@ -19,6 +19,8 @@ pub mod method {
     pub const SESSION_ABORT: &str = "session.abort";
     pub const ANSWER_PERMISSION: &str = "session.permissions.handlePendingPermissionRequest";
     pub const ANSWER_TOOL_CALL: &str = "session.tools.handlePendingToolCall";
+    /// Switches a session's model; the runtime re-renders the system prompt.
+    pub const MODEL_SWITCH: &str = "session.model.switchTo";
 }
 
 /// The notification that carries events.
@@ -335,6 +337,15 @@ pub fn session_ref(session_id: &str) -> Value {
 
 pub fn send_params(session_id: &str, prompt: &str) -> Value {
     json!({"sessionId": session_id, "prompt": prompt})
+}
+
+/// A message injected into the running agent loop (steering), not queued.
+pub fn steer_params(session_id: &str, prompt: &str) -> Value {
+    json!({"sessionId": session_id, "prompt": prompt, "mode": "immediate"})
+}
+
+pub fn model_switch_params(session_id: &str, model: &str) -> Value {
+    json!({"sessionId": session_id, "modelId": model})
 }
 
 /// How a client tool call ended, for the runtime.
