@@ -257,3 +257,35 @@ async fn queued_messages_run_in_order_as_further_turns() {
     .await;
     assert_eq!(text, "idle FOUR");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steering_message_reaches_the_running_turn() {
+    let st = start_stack(|_| {}).await;
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/s", None).await;
+    st.model.push(Reply::Slow {
+        chunks: vec!["busy ".into(); 20],
+        delay: Duration::from_millis(50),
+    });
+    st.model.push(Reply::Text("Steered: yes.".into()));
+    let mut sub = start_turn(&c, "s", "t1", "work for a while").await;
+    wait_action(&mut sub, |a| matches!(a, StateAction::ChatDelta(_)).then_some(())).await;
+    let chat = "ahp-chat:/s";
+    dispatch_raw(&c, chat, 10, json!({"type": "chat/pendingMessageSet", "kind": "steering", "id": "s1",
+        "message": {"text": "STEER-NOW: also say yes", "origin": {"kind": "user"}}})).await;
+    let removed = wait_action(&mut sub, |a| match a {
+        StateAction::ChatPendingMessageRemoved(r) => Some(r.id.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(removed, "s1", "the host consumed the steering message");
+    let end = wait_turn_end(&mut sub, "t1").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    // The runtime answers it within the same turn (after the response it was
+    // streaming, or at the next tool boundary): one turn, both answers.
+    assert!(end.text.contains("Steered: yes."), "{end:?}");
+    let steered = st.model.requests().iter().any(|r| r["messages"].to_string().contains("STEER-NOW"));
+    assert!(steered, "the model received the steering message");
+    let snap = raw_subscribe(&c, chat).await;
+    assert_eq!(snap["snapshot"]["state"]["turns"].as_array().unwrap().len(), 1);
+}

@@ -88,6 +88,9 @@ pub trait Backend: Send + Sync + 'static {
     /// A session came back from the store after a restart, `ready`, with the
     /// reference the backend gave it ([`super::host::Host::set_backend_ref`]).
     fn session_restored(&self, _session: &str, _backend_ref: Option<&str>) {}
+    /// `principal` gave a token with `authenticate`
+    /// ([`super::host::Host::github_token_for`] has it).
+    fn authenticated(&self, _principal: &str) {}
     /// Something happened in `session` that the agent must act on.
     fn phase(&self, session: &str, phase: ClientPhase);
 }

@@ -38,6 +38,8 @@ pub struct Host {
     backend: OnceLock<Arc<dyn Backend>>,
     /// Where sessions outlive the process; none: they live in memory only.
     pub(super) store: OnceLock<crate::store::Store>,
+    /// Tokens clients gave with `authenticate`, by principal.
+    pub(super) tokens: super::authenticate::Tokens,
     /// How many connections are open, for a shutdown to wait on.
     pub(super) connections: tokio::sync::watch::Sender<usize>,
     pub(super) grace_timers_fired: AtomicU64,
@@ -58,6 +60,7 @@ impl Host {
                 "displayName": "GitHub Copilot",
                 "description": "The GitHub Copilot agent runtime, through ahp-copilot-bridge",
                 "models": models.iter().map(|m| json!({"id": m, "provider": PROVIDER, "name": m})).collect::<Vec<_>>(),
+                "protectedResources": super::authenticate::protected_resources(&cfg),
             }],
             "activeSessions": 0,
         }))
@@ -68,6 +71,7 @@ impl Host {
             state: Mutex::new(State::new(root)),
             backend: OnceLock::new(),
             store: OnceLock::new(),
+            tokens: Default::default(),
             connections: tokio::sync::watch::Sender::new(0),
             grace_timers_fired: Default::default(),
         })

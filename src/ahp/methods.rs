@@ -79,6 +79,7 @@ impl Host {
             "listSessions" => Ok(self.list_sessions(&principal)),
             "fetchTurns" => self.fetch_turns(&principal, str_field(params, "channel")?),
             "resolveSessionConfig" => self.resolve_session_config(params),
+            "authenticate" => self.authenticate(&principal, params),
             "sessionConfigCompletions" => self.session_config_completions(params),
             _ => Err(RpcError::method_not_found(method)),
         }

@@ -2,6 +2,7 @@
 //! agent behind it is a [`backend::Backend`].
 pub mod access;
 pub mod auth;
+pub mod authenticate;
 pub mod backend;
 pub mod clients;
 pub mod connection;

@@ -12,7 +12,7 @@ use super::session::BridgedSession;
 use super::Bridge;
 use crate::ahp::backend::ActiveClientView;
 use crate::runtime::connection::RuntimeConn;
-use crate::runtime::wire::{self, method, ExternalTool, ModelProvider, SessionConfig};
+use crate::runtime::wire::{self, method, ExternalTool, ModelProvider, Secret, SessionConfig};
 use crate::transform::overrides::system_message;
 use crate::transform::policy::{owners, OptIn, Policy};
 
@@ -140,6 +140,10 @@ impl Bridge {
                 api_key: p.resolved_api_key(),
             }),
             system_message: system_message(&binding.registered, &self.cfg.policy.overrides),
+            github_token: self
+                .host()
+                .and_then(|h| h.github_token_for(uri))
+                .map(Secret),
         }
     }
 

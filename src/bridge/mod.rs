@@ -160,6 +160,10 @@ impl Backend for Bridge {
         self.sessions().insert(session.to_owned(), s);
     }
 
+    fn authenticated(&self, principal: &str) {
+        self.hand_credentials(principal);
+    }
+
     fn session_disposed(&self, session: &str) {
         let Some(c) = self.sessions().remove(session) else {
             return;

@@ -49,3 +49,23 @@ impl Bridge {
         Ok(())
     }
 }
+
+impl Bridge {
+    /// A principal authenticated: its live runtime sessions get the token
+    /// now (new ones get it at create or resume, see `binding`).
+    pub(super) fn hand_credentials(&self, principal: &str) {
+        let Some(host) = self.host() else { return };
+        for uri in host.sessions_owned_by(principal) {
+            let live = self
+                .sessions()
+                .get(&uri)
+                .filter(|s| s.bound.is_some())
+                .map(|s| s.runtime_id.clone());
+            let (Some(runtime_id), Some(token)) = (live, host.github_token_for(&uri)) else {
+                continue;
+            };
+            let params = wire::github_credentials_params(&runtime_id, &wire::Secret(token));
+            self.spawn_call(&runtime_id, method::SET_GITHUB_CREDENTIALS, params);
+        }
+    }
+}
