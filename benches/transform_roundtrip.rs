@@ -5,6 +5,10 @@
 //! (active-client snapshot, ownership, plan, one batched call under the
 //! deadline, validation, merge, hashing for the audit record). Both run in the
 //! same process and run, interleaved, against the same official `ahp` client.
+//! Policy: the same request through a second router whose policy has a
+//! realistic rule set on both owned sections (append-only, limits, must_keep,
+//! deny, and redaction of a token and an address that are in the text), so
+//! the difference is what evaluating the rules costs.
 //! Run: cargo bench --bench transform_roundtrip [-- ITERATIONS]
 
 use std::collections::BTreeMap;
@@ -59,19 +63,33 @@ async fn main() {
         )
         .await
         .unwrap();
-    let router = Router::new(&cfg, None);
+    let router = Router::new(&cfg, None).unwrap();
+    let mut ruled = (*cfg).clone();
+    ruled.policy.sections = Config::parse(RULES).unwrap().policy.sections;
+    ruled.validate().unwrap();
+    let ruled_router = Router::new(&ruled, None).unwrap();
     let clients = HostClients(Some(r.host.clone()));
+    let token = format!("ghp_{}", "Ab12".repeat(9));
     let sections: BTreeMap<String, String> = [
         ("tone", 600),
         ("guidelines", 1200),
         ("environment_context", 900),
     ]
     .into_iter()
-    .map(|(id, n)| (id.to_string(), "x".repeat(n)))
+    .map(|(id, n)| {
+        let mut text = String::new();
+        while text.len() < n {
+            text.push_str("Prefer small, reviewable changes; never run rm -rf. ");
+        }
+        if id == "guidelines" {
+            text.push_str(&format!("Push with {token}; ask ops@example.com. "));
+        }
+        (id.to_string(), text)
+    })
     .collect();
     let direct_params = json!({"channel": "ahp-session:/bench", "sections": {"tone": {"content": sections["tone"]}, "guidelines": {"content": sections["guidelines"]}}});
     let peer = r.host.client_peer("bench").unwrap();
-    // One round: the direct call, then the same request through the router.
+    // One round: the direct call, then the same request through each router.
     let round = || async {
         let t0 = Instant::now();
         peer.call(
@@ -88,20 +106,36 @@ async fn main() {
             .await;
         let routed = t0.elapsed();
         assert!(out["tone"].ends_with("(house style)"));
-        (direct, routed)
+        let t0 = Instant::now();
+        let out = ruled_router
+            .route(&clients, "ahp-session:/bench", "rt", &sections)
+            .await;
+        let with_rules = t0.elapsed();
+        assert!(
+            out["guidelines"].ends_with("(house style)"),
+            "the rules accept the append"
+        );
+        assert!(
+            out["guidelines"].contains(&token),
+            "the redacted token is restored"
+        );
+        (direct, routed, with_rules)
     };
     for _ in 0..200 {
         round().await; // warm-up
     }
-    let (mut base, mut bridged) = (
+    let (mut base, mut bridged, mut policed) = (
+        Vec::with_capacity(iterations),
         Vec::with_capacity(iterations),
         Vec::with_capacity(iterations),
     );
     for _ in 0..iterations {
-        let (d, r) = round().await;
+        let (d, r, p) = round().await;
         base.push(d);
         bridged.push(r);
+        policed.push(p);
     }
+    let (p50, p99) = (pct(&mut policed, 0.5), pct(&mut policed, 0.99));
     let (b50, b99, r50, r99) = (
         pct(&mut base, 0.5),
         pct(&mut base, 0.99),
@@ -113,6 +147,7 @@ async fn main() {
     );
     println!("  direct client call : p50 {b50:?}  p99 {b99:?}");
     println!("  through the router : p50 {r50:?}  p99 {r99:?}");
+    println!("  router + rules     : p50 {p50:?}  p99 {p99:?}");
     println!(
         "  added at p50       : {:?}  (ratio {:.2}x)",
         r50.saturating_sub(b50),
@@ -123,5 +158,26 @@ async fn main() {
         r99.saturating_sub(b99),
         r99.as_secs_f64() / b99.as_secs_f64()
     );
+    println!(
+        "  rules add at p50   : {:?}  p99 {:?}  (over the router without rules)",
+        p50.saturating_sub(r50),
+        p99.saturating_sub(r99)
+    );
     r.shutdown.cancel();
 }
+
+/// A realistic rule set on the two owned sections.
+const RULES: &str = r#"
+[policy.sections.tone]
+mode = "append-only"
+max_growth_bytes = 2000
+must_keep = ["reviewable changes"]
+deny = ['(?i)ignore (all )?previous instructions', '(?i)you are now', '(?i)disregard .* rules']
+
+[policy.sections.guidelines]
+mode = "append-only"
+max_growth_bytes = 4000
+must_keep = ["never run rm -rf", "reviewable"]
+deny = ['(?i)ignore (all )?previous instructions', '(?i)rm\s+-rf\s+/']
+redact = ['ghp_[A-Za-z0-9]{36}', '[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[a-z]{2,}']
+"#;

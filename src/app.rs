@@ -28,7 +28,9 @@ pub fn copilot_backend(
         }
         None => None,
     };
-    let router = Arc::new(Router::new(cfg, audit.clone()));
+    let router = Arc::new(Router::new(cfg, audit.clone())?);
+    let policy = router.policy();
+    tracing::info!(sha256 = %policy.policy_sha256(), hidden = ?policy.hidden_sections(), "policy loaded");
     Ok((Bridge::new(host, router), audit))
 }
 

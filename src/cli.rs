@@ -1,6 +1,7 @@
 //! What `serve` and `demo` do, kept out of main.rs so tests can call it.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::app::{self, Agent};
@@ -8,10 +9,15 @@ use crate::config::{Config, ProviderConfig};
 use crate::demo::model::ScriptedModel;
 
 /// Runs the host in front of the runtime until SIGTERM or SIGINT, then
-/// shuts down gracefully within `[server] shutdown_timeout`.
-pub async fn serve(cfg: Arc<Config>) -> anyhow::Result<()> {
+/// shuts down gracefully within `[server] shutdown_timeout`; SIGHUP reloads
+/// the policy of `config_path` (the file `cfg` was read from).
+pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Result<()> {
     let limit = cfg.server.shutdown_timeout;
-    let running = app::start(cfg, Agent::Copilot).await?;
+    let running = app::start(cfg.clone(), Agent::Copilot).await?;
+    if let Some(bridge) = &running.bridge {
+        let router = bridge.router().clone();
+        crate::reload::on_sighup(config_path, cfg, router, running.host.clone())?;
+    }
     eprintln!("listening on ws://{}", running.addr);
     let signal = stop_signal().await?;
     tracing::info!(signal, "shutting down");

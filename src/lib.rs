@@ -14,6 +14,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod jsonrpc;
+pub mod reload;
 pub mod runtime;
 pub mod sections;
 pub mod store;

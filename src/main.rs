@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use ahp_copilot_bridge::config::Config;
+use ahp_copilot_bridge::transform::policy::Policy;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -23,6 +24,7 @@ enum Command {
     /// Run the AHP host in front of the Copilot runtime.
     Serve {
         /// TOML config file (see config/bridge.toml); defaults apply without one.
+        /// SIGHUP re-reads its [policy].
         #[arg(long)]
         config: Option<PathBuf>,
         /// Address to listen on; overrides [server] listen.
@@ -54,7 +56,7 @@ enum AuditCommand {
 
 #[derive(Subcommand)]
 enum ConfigCommand {
-    /// Validate a config file and exit.
+    /// Validate a config file and print its effective policy, one row per section.
     Check { file: PathBuf },
 }
 
@@ -86,8 +88,12 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Config {
             command: ConfigCommand::Check { file },
-        } => Config::load(&file).map(|_| {
+        } => Config::load(&file).and_then(|cfg| {
+            let policy = Policy::from_config(&cfg)?;
             println!("{}: ok", file.display());
+            println!("policy sha256 {}", policy.policy_sha256());
+            print!("{}", cfg.policy_table());
+            Ok(())
         }),
         Command::Audit {
             command: AuditCommand::Verify { file },
@@ -111,7 +117,7 @@ fn main() -> ExitCode {
                     cfg.server.listen = l;
                     cfg.validate()?;
                 }
-                runtime()?.block_on(ahp_copilot_bridge::cli::serve(Arc::new(cfg)))
+                runtime()?.block_on(ahp_copilot_bridge::cli::serve(Arc::new(cfg), config))
             })
         }
         Command::Demo { listen } => {

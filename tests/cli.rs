@@ -23,6 +23,68 @@ fn example_configs_are_valid() {
 }
 
 #[test]
+fn config_check_prints_the_effective_policy_one_row_per_section() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    std::fs::write(
+        &p,
+        "[policy.sections.tone]\nmode = \"append-only\"\nmax_growth_bytes = 500\ndeny = ['a', 'b']\n\
+         [policy.sections.guidelines]\naccess = \"read-only\"\nredact = ['secret']\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["config", "check"])
+        .arg(&p)
+        .env_remove("AHP_BRIDGE_TOKEN")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let hash = text.lines().find_map(|l| l.strip_prefix("policy sha256 "));
+    assert_eq!(hash.map(str::len), Some(64), "{text}");
+    let rows = |id: &str| -> Vec<String> {
+        let row = text.lines().find(|l| l.starts_with(&format!("{id} ")));
+        let row = row.unwrap_or_else(|| panic!("no row for {id}: {text}"));
+        row.split_whitespace().map(String::from).collect()
+    };
+    for s in ahp_copilot_bridge::sections::SECTION_CATALOGUE {
+        rows(s.id);
+    }
+    assert_eq!(
+        rows("tone"),
+        [
+            "tone",
+            "transform",
+            "append-only",
+            "500",
+            "-",
+            "0",
+            "2",
+            "0",
+            "local"
+        ]
+    );
+    assert_eq!(rows("guidelines")[1..3], ["read-only", "any"]);
+    assert_eq!(rows("guidelines")[7], "1");
+    assert_eq!(rows("safety")[1], "hidden");
+}
+
+#[test]
+fn the_commented_policy_rules_in_the_example_config_are_valid() {
+    let text = std::fs::read_to_string("config/bridge.toml").unwrap();
+    let start = text.find("# [policy.sections.").expect("commented rules");
+    let end = text[start..].find("\n[").map_or(text.len(), |e| start + e);
+    let uncommented: String = text[start..end]
+        .lines()
+        .map(|l| l.strip_prefix("# ").unwrap_or(l.trim_start_matches('#')))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let cfg = ahp_copilot_bridge::config::Config::parse(&uncommented).unwrap();
+    assert!(cfg.policy.sections.len() >= 3, "{uncommented}");
+    cfg.validate().unwrap();
+}
+
+#[test]
 fn bad_configs_exit_non_zero_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     for (text, needle) in [
@@ -32,6 +94,18 @@ fn bad_configs_exit_non_zero_naming_the_key() {
         (
             "[policy.overrides.tone]\naction = \"replace\"\n",
             "policy.overrides.tone",
+        ),
+        (
+            "[policy.sections.tone]\ndeny = ['ok', '(unclosed']\n",
+            "config policy.sections.tone.deny[1]",
+        ),
+        (
+            "[policy.sections.tone]\naccess = \"hidden\"\ndeny = ['x']\n",
+            "config policy.sections.tone.deny",
+        ),
+        (
+            "[policy.sections.nope]\nmode = \"append-only\"\n",
+            "config policy.sections.nope",
         ),
     ] {
         let p = dir.path().join("c.toml");

@@ -269,10 +269,19 @@ async fn a_steering_message_reaches_the_running_turn() {
     });
     st.model.push(Reply::Text("Steered: yes.".into()));
     let mut sub = start_turn(&c, "s", "t1", "work for a while").await;
-    wait_action(&mut sub, |a| matches!(a, StateAction::ChatDelta(_)).then_some(())).await;
+    wait_action(&mut sub, |a| {
+        matches!(a, StateAction::ChatDelta(_)).then_some(())
+    })
+    .await;
     let chat = "ahp-chat:/s";
-    dispatch_raw(&c, chat, 10, json!({"type": "chat/pendingMessageSet", "kind": "steering", "id": "s1",
-        "message": {"text": "STEER-NOW: also say yes", "origin": {"kind": "user"}}})).await;
+    dispatch_raw(
+        &c,
+        chat,
+        10,
+        json!({"type": "chat/pendingMessageSet", "kind": "steering", "id": "s1",
+        "message": {"text": "STEER-NOW: also say yes", "origin": {"kind": "user"}}}),
+    )
+    .await;
     let removed = wait_action(&mut sub, |a| match a {
         StateAction::ChatPendingMessageRemoved(r) => Some(r.id.clone()),
         _ => None,
@@ -284,8 +293,15 @@ async fn a_steering_message_reaches_the_running_turn() {
     // The runtime answers it within the same turn (after the response it was
     // streaming, or at the next tool boundary): one turn, both answers.
     assert!(end.text.contains("Steered: yes."), "{end:?}");
-    let steered = st.model.requests().iter().any(|r| r["messages"].to_string().contains("STEER-NOW"));
+    let steered = st
+        .model
+        .requests()
+        .iter()
+        .any(|r| r["messages"].to_string().contains("STEER-NOW"));
     assert!(steered, "the model received the steering message");
     let snap = raw_subscribe(&c, chat).await;
-    assert_eq!(snap["snapshot"]["state"]["turns"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        snap["snapshot"]["state"]["turns"].as_array().unwrap().len(),
+        1
+    );
 }

@@ -238,16 +238,40 @@ async fn a_refused_create_is_creation_failed_with_the_runtimes_message() {
     assert!(err.contains("model gpt-9 is not available"), "{err}");
 }
 
+/// A bridge on the fake runtime whose session's active client `ide`
+/// provides the tool `lookup` (which `client-tool-requested` calls).
+async fn with_client_tool(tune: impl FnOnce(&mut Config)) -> Fixture {
+    let tool =
+        json!({"name": "lookup", "description": "Looks up", "inputSchema": {"type": "object"}});
+    fixture_with(tune, Some(json!({"clientId": "ide", "tools": [tool]}))).await
+}
+
+/// The runtime's tool call `r-1` answered as failed, on both sides: the
+/// text the runtime got, and the AHP result of tool call `tc-1`.
+async fn tool_call_failed(
+    conn: &mut FakeConn,
+    chat: &mut ahp::SessionSubscription,
+) -> (String, Value) {
+    use ahp_types::actions::StateAction;
+    let answer = conn.call_of("session.tools.handlePendingToolCall").await;
+    let p = &answer["params"];
+    assert_eq!(p["requestId"], "r-1");
+    assert_eq!(p["result"]["resultType"], "failure", "{p}");
+    let text = p["result"]["textResultForLlm"].as_str().unwrap().to_owned();
+    let done = support::e2e::wait_action(chat, |a| match a {
+        StateAction::ChatToolCallComplete(c) if c.tool_call_id == "tc-1" => Some(c.clone()),
+        _ => None,
+    })
+    .await;
+    let result = serde_json::to_value(&done.result).unwrap();
+    assert_eq!(result["success"], false, "{result}");
+    (text, result)
+}
+
 #[tokio::test]
 async fn a_client_tool_whose_owner_is_gone_fails_with_a_clear_message() {
     use ahp_types::actions::StateAction;
-    let tool =
-        json!({"name": "lookup", "description": "Looks up", "inputSchema": {"type": "object"}});
-    let mut f = fixture_with(
-        |c| c.server.client_grace = Duration::from_millis(200),
-        Some(json!({"clientId": "ide", "tools": [tool]})),
-    )
-    .await;
+    let mut f = with_client_tool(|c| c.server.client_grace = Duration::from_millis(200)).await;
     let watcher = initialized(&f._bridge, "watcher").await;
     let (_, mut sub) = watcher.subscribe("ahp-chat:/f".into()).await.unwrap();
     let (_, mut session) = watcher.subscribe("ahp-session:/f".into()).await.unwrap();
@@ -262,24 +286,8 @@ async fn a_client_tool_whose_owner_is_gone_fails_with_a_clear_message() {
     assert_eq!(needed["toolCall"]["toolCallId"], "tc-1", "{needed}");
     // The owner goes away and does not come back within its grace.
     drop(f.client);
-    let answer = f.conn.call_of("session.tools.handlePendingToolCall").await;
-    let p = &answer["params"];
-    assert_eq!(p["requestId"], "r-1");
-    assert_eq!(p["result"]["resultType"], "failure", "{p}");
-    assert!(
-        p["result"]["textResultForLlm"]
-            .as_str()
-            .unwrap()
-            .contains("left"),
-        "{p}"
-    );
-    let done = support::e2e::wait_action(&mut sub, |a| match a {
-        StateAction::ChatToolCallComplete(c) if c.tool_call_id == "tc-1" => Some(c.clone()),
-        _ => None,
-    })
-    .await;
-    let result = serde_json::to_value(&done.result).unwrap();
-    assert_eq!(result["success"], false, "{result}");
+    let (text, _) = tool_call_failed(&mut f.conn, &mut sub).await;
+    assert!(text.contains("left"), "{text}");
     support::e2e::assert_no_input_needed(&watcher, "ahp-session:/f").await;
 }
 
@@ -335,13 +343,8 @@ async fn a_turn_after_a_session_error_without_idle_is_sent_at_once() {
 #[tokio::test]
 async fn a_client_tool_not_completed_in_time_fails_on_both_sides() {
     use ahp_types::actions::StateAction;
-    let tool =
-        json!({"name": "lookup", "description": "Looks up", "inputSchema": {"type": "object"}});
-    let mut f = fixture_with(
-        |c| c.runtime.client_tool_timeout = Duration::from_millis(300),
-        Some(json!({"clientId": "ide", "tools": [tool]})),
-    )
-    .await;
+    let mut f =
+        with_client_tool(|c| c.runtime.client_tool_timeout = Duration::from_millis(300)).await;
     f.fake.apply("client-tool-requested");
     let mut sub = f.start_turn("t1", "look it up").await;
     support::e2e::wait_action(&mut sub, |a| {
@@ -349,23 +352,12 @@ async fn a_client_tool_not_completed_in_time_fails_on_both_sides() {
     })
     .await;
     // The owner stays connected and never completes the call.
-    let answer = f.conn.call_of("session.tools.handlePendingToolCall").await;
-    let p = &answer["params"];
-    assert_eq!(p["requestId"], "r-1");
-    assert_eq!(p["result"]["resultType"], "failure", "{p}");
-    let text = p["result"]["textResultForLlm"].as_str().unwrap();
+    let (text, result) = tool_call_failed(&mut f.conn, &mut sub).await;
     assert!(
         text.contains("did not complete tool lookup within 300ms")
             && text.contains("client_tool_timeout"),
-        "{p}"
+        "{text}"
     );
-    let done = support::e2e::wait_action(&mut sub, |a| match a {
-        StateAction::ChatToolCallComplete(c) if c.tool_call_id == "tc-1" => Some(c.clone()),
-        _ => None,
-    })
-    .await;
-    let result = serde_json::to_value(&done.result).unwrap();
-    assert_eq!(result["success"], false, "{result}");
     assert!(
         result.to_string().contains("client_tool_timeout"),
         "{result}"
@@ -494,7 +486,10 @@ async fn authenticate_hands_the_token_to_the_runtime_sessions_of_its_principal()
     assert_eq!(advertised["resource"], "https://api.github.com", "{root}");
     let wrong = f
         .client
-        .request::<_, Value>("authenticate", json!({"channel": "ahp-root://", "resource": "https://example.com", "token": "t"}))
+        .request::<_, Value>(
+            "authenticate",
+            json!({"channel": "ahp-root://", "resource": "https://example.com", "token": "t"}),
+        )
         .await
         .unwrap_err();
     assert_eq!(rpc_code(&wrong), -32602, "{wrong:?}");
@@ -524,9 +519,17 @@ async fn with_a_provider_nothing_is_advertised_and_authenticate_is_refused() {
     })
     .await;
     let root = raw_subscribe(&client, "ahp-root://").await;
-    assert!(root["snapshot"]["state"]["agents"][0].get("protectedResources").is_none(), "{root}");
+    assert!(
+        root["snapshot"]["state"]["agents"][0]
+            .get("protectedResources")
+            .is_none(),
+        "{root}"
+    );
     let e = client
-        .request::<_, Value>("authenticate", json!({"channel": "ahp-root://", "resource": "https://api.github.com", "token": "t"}))
+        .request::<_, Value>(
+            "authenticate",
+            json!({"channel": "ahp-root://", "resource": "https://api.github.com", "token": "t"}),
+        )
         .await
         .unwrap_err();
     assert_eq!(rpc_code(&e), -32602, "{e:?}");

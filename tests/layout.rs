@@ -20,7 +20,7 @@ enum Layer {
     Ahp,
     /// `bridge/`: the only place north, south and the transform core meet.
     Bridge,
-    /// `main.rs`, `cli.rs`, `app.rs`, `lib.rs`, `demo/`: entry points that wire the layers.
+    /// `main.rs`, `cli.rs`, `app.rs`, `lib.rs`, `reload.rs`, `demo/`: entry points that wire the layers.
     Entry,
 }
 
@@ -49,6 +49,7 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
         "config",
         "demo",
         "jsonrpc",
+        "reload",
         "runtime",
         "sections",
         "store",

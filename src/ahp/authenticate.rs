@@ -50,7 +50,11 @@ pub fn protected_resources(cfg: &Config) -> Option<Value> {
 }
 
 impl Host {
-    pub(super) fn authenticate(&self, principal: &Principal, params: &Value) -> Result<Value, RpcError> {
+    pub(super) fn authenticate(
+        &self,
+        principal: &Principal,
+        params: &Value,
+    ) -> Result<Value, RpcError> {
         let invalid = |m: String| RpcError::new(ErrorCode::InvalidParams, m);
         let resource = params
             .get("resource")

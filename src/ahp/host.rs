@@ -43,6 +43,8 @@ pub struct Host {
     /// How many connections are open, for a shutdown to wait on.
     pub(super) connections: tokio::sync::watch::Sender<usize>,
     pub(super) grace_timers_fired: AtomicU64,
+    /// Sections advertised as `restricted` (hidden); replaced on a policy reload.
+    hidden_sections: Mutex<Vec<String>>,
 }
 
 /// Who dispatched an action: the host itself, or a client (echoed with `origin`).
@@ -66,6 +68,7 @@ impl Host {
         }))
         .expect("static root state");
         Arc::new(Self {
+            hidden_sections: Mutex::new(cfg.policy.hidden_sections()),
             principals: Principals::from_config(&cfg),
             cfg,
             state: Mutex::new(State::new(root)),
@@ -79,6 +82,22 @@ impl Host {
 
     pub fn config(&self) -> &Arc<Config> {
         &self.cfg
+    }
+
+    /// The sections the catalogue marks `restricted` (no client ever sees them).
+    pub fn hidden_sections(&self) -> Vec<String> {
+        self.hidden_sections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// After a policy reload: later snapshots of the root state advertise these.
+    pub fn set_hidden_sections(&self, ids: Vec<String>) {
+        *self
+            .hidden_sections
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = ids;
     }
 
     /// Who may connect.

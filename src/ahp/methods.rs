@@ -152,7 +152,7 @@ impl Host {
     fn root_json(&self, st: &State) -> Value {
         let mut v = serde_json::to_value(&st.root).unwrap_or(Value::Null);
         if let Some(agent) = v["agents"].get_mut(0) {
-            agent["systemMessageSections"] = section_catalogue(&self.cfg.policy.restricted);
+            agent["systemMessageSections"] = section_catalogue(&self.hidden_sections());
         }
         v
     }

@@ -17,6 +17,9 @@ pub struct TransformRecord {
     pub sections: Vec<SectionRecord>,
     /// From the runtime's request to our answer, in microseconds.
     pub latency_us: u64,
+    /// SHA-256 of the effective policy's canonical serialization, as the
+    /// transform core computed it for this request.
+    pub policy_sha256: String,
 }
 
 /// How one owner's part of the request ended.
@@ -24,7 +27,8 @@ pub struct TransformRecord {
 #[serde(rename_all = "camelCase")]
 pub struct OwnerRecord {
     pub client_id: String,
-    /// `transformed`, `unchanged`, `timeout`, `error`, `malformed`, `oversize`, `disconnected`.
+    /// `transformed`, `unchanged`, `refused` (every change broke a rule),
+    /// `timeout`, `error`, `malformed`, `oversize`, `disconnected`.
     pub outcome: &'static str,
     /// Section ids the owner answered without being asked for them.
     pub ignored: Vec<String>,
@@ -34,7 +38,8 @@ pub struct OwnerRecord {
 #[serde(rename_all = "camelCase")]
 pub struct SectionRecord {
     pub id: String,
-    /// `transformed`, an owner's outcome, or `passthrough:REASON`.
+    /// `transformed`, `unchanged`, `refused:RULE` (e.g. `refused:append-only`,
+    /// `refused:deny[0]`), an owner's outcome, or `passthrough:REASON`.
     pub decision: String,
     pub owner: Option<String>,
     pub sha256_before: String,

@@ -11,28 +11,20 @@ use tracing::{debug, info, warn};
 use super::session::BridgedSession;
 use super::Bridge;
 use crate::ahp::backend::ActiveClientView;
+use crate::config::OverrideConfig;
 use crate::runtime::connection::RuntimeConn;
 use crate::runtime::wire::{self, method, ExternalTool, ModelProvider, Secret, SessionConfig};
 use crate::transform::overrides::system_message;
 use crate::transform::policy::{owners, OptIn, Policy};
 
-/// A client's opt-in as the transform core sees it: only the sections its
-/// principal may transform (its `transform` role's allow-list).
+/// A client's opt-in as the transform core sees it: its raw opt-in and its
+/// principal's allow-list, which the policy evaluates.
 impl From<&ActiveClientView> for OptIn {
     fn from(c: &ActiveClientView) -> Self {
-        let sections = c
-            .opt_in
-            .iter()
-            .filter(|id| {
-                c.transform_sections
-                    .as_ref()
-                    .map_or(true, |allowed| allowed.contains(*id))
-            })
-            .cloned()
-            .collect();
         OptIn {
             client_id: c.client_id.clone(),
-            sections,
+            sections: c.opt_in.clone(),
+            allowed: c.transform_sections.clone(),
         }
     }
 }
@@ -46,6 +38,11 @@ pub struct Binding {
     pub owners: BTreeMap<String, String>,
     /// Tool name -> (owning client, the definition given to the runtime).
     pub tools: BTreeMap<String, (String, ExternalTool)>,
+    /// The operator's overrides, registered as they are.
+    pub overrides: BTreeMap<String, OverrideConfig>,
+    /// The policy it was derived under: a reload that changes the policy
+    /// re-binds, so the runtime re-renders the prompt under the new one.
+    pub policy_sha256: String,
 }
 
 impl Binding {
@@ -69,6 +66,8 @@ impl Binding {
             registered: owners.keys().cloned().collect(),
             owners,
             tools,
+            overrides: policy.overrides.clone(),
+            policy_sha256: policy.policy_sha256(),
         }
     }
 
@@ -139,7 +138,7 @@ impl Bridge {
                 base_url: p.base_url.clone(),
                 api_key: p.resolved_api_key(),
             }),
-            system_message: system_message(&binding.registered, &self.cfg.policy.overrides),
+            system_message: system_message(&binding.registered, &binding.overrides),
             github_token: self
                 .host()
                 .and_then(|h| h.github_token_for(uri))
@@ -159,7 +158,7 @@ impl Bridge {
             .ok_or_else(|| anyhow::anyhow!("session {uri} is gone"))?;
         let (conn, generation) = self.runtime(slot).await?;
         let host = self.host().ok_or_else(|| anyhow::anyhow!("host gone"))?;
-        let want = Binding::derive(&self.router.policy, &host.active_clients(uri));
+        let want = Binding::derive(&self.router.policy(), &host.active_clients(uri));
         let (runtime_id, bound, persisted) = {
             let s = self.sessions();
             let c = s
@@ -253,10 +252,8 @@ mod tests {
 
     #[test]
     fn derive_and_compare() {
-        let p = Policy {
-            restricted: ["safety".to_string()].into(),
-            ..Policy::default()
-        };
+        // The default policy: `safety` restricted.
+        let p = Policy::from_config(&crate::config::Config::default()).unwrap();
         let a = Binding::derive(
             &p,
             &[
@@ -282,21 +279,35 @@ mod tests {
             ],
         );
         assert_ne!(a, b);
-        assert_eq!(Binding::derive(&p, &[]), Binding::default());
+        let empty = Binding::derive(&p, &[]);
+        assert!(empty.registered.is_empty() && empty.tools.is_empty());
+        assert_eq!(empty.policy_sha256, p.policy_sha256());
     }
 
     #[test]
     fn a_principal_allow_list_narrows_the_opt_in() {
         let mut c = client("policy", &["tone", "guidelines"], &[]);
         c.transform_sections = Some(["tone".to_string()].into());
-        assert_eq!(OptIn::from(&c).sections, vec!["tone".to_string()]);
+        let b = Binding::derive(&Policy::default(), &[c.clone()]);
+        assert_eq!(b.registered, ["tone".to_string()].into());
         c.transform_sections = Some(Default::default());
-        assert!(
-            OptIn::from(&c).sections.is_empty(),
-            "no transform role: no sections"
-        );
         let b = Binding::derive(&Policy::default(), &[c]);
-        assert!(b.registered.is_empty());
+        assert!(b.registered.is_empty(), "no transform role: no sections");
+    }
+
+    #[test]
+    fn a_changed_policy_changes_the_binding() {
+        let c = [client("a", &["tone"], &[])];
+        let before = Policy::from_config(&crate::config::Config::default()).unwrap();
+        let mut cfg = crate::config::Config::default();
+        cfg.policy.transform_timeout = std::time::Duration::from_secs(9);
+        let after = Policy::from_config(&cfg).unwrap();
+        assert_eq!(Binding::derive(&before, &c), Binding::derive(&before, &c));
+        assert_ne!(
+            Binding::derive(&before, &c),
+            Binding::derive(&after, &c),
+            "a reload re-binds, so the runtime renders again"
+        );
     }
 
     #[test]

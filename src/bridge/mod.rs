@@ -75,6 +75,11 @@ impl Bridge {
         })
     }
 
+    /// The transform router (its policy is swapped on a reload).
+    pub fn router(&self) -> &Arc<Router> {
+        &self.router
+    }
+
     fn host(&self) -> Option<Arc<Host>> {
         self.host.upgrade()
     }

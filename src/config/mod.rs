@@ -11,7 +11,9 @@ use serde::{Deserialize, Deserializer};
 
 use crate::sections::SECTION_CATALOGUE;
 
+mod policy_rules;
 mod principals;
+pub use policy_rules::{compile_pattern, Access, EffectiveSection, Mode, SectionRuleConfig};
 pub use principals::{PrincipalConfig, Role, Visibility, TOKEN_PRINCIPAL};
 mod pool;
 pub use pool::{RuntimeAddresses, MAX_PROCESSES};
@@ -192,6 +194,8 @@ pub struct PolicyConfig {
     pub max_response_bytes: usize,
     /// Operator overrides, fixed for every session.
     pub overrides: BTreeMap<String, OverrideConfig>,
+    /// Per-section rules (`[policy.sections.ID]`), in [`policy_rules`].
+    pub sections: BTreeMap<String, SectionRuleConfig>,
 }
 
 impl Default for PolicyConfig {
@@ -202,6 +206,7 @@ impl Default for PolicyConfig {
             max_sections: 32,
             max_response_bytes: 256 * 1024,
             overrides: BTreeMap::new(),
+            sections: BTreeMap::new(),
         }
     }
 }
@@ -435,7 +440,7 @@ impl Config {
                 _ => {}
             }
         }
-        Ok(())
+        self.validate_policy_rules()
     }
 }
 

@@ -1,7 +1,9 @@
 //! The transform core, pure: opt-ins to registrations ([`policy`],
-//! [`overrides`]), and each runtime `systemMessage.transform` request to the
+//! [`overrides`]), the per-section rules every answer is checked against
+//! ([`rules`]), and each runtime `systemMessage.transform` request to the
 //! owning clients and back ([`router`]). It knows neither AHP nor the runtime:
 //! clients are reached through [`router::TransformClients`].
 pub mod overrides;
 pub mod policy;
 pub mod router;
+pub mod rules;

@@ -1,46 +1,150 @@
 //! Pure policy decisions of the transform bridge: which sections exist, which a
 //! client may have, who owns a section in a render, and whether an answer is
-//! acceptable. No I/O here; everything is unit-tested beside it.
+//! acceptable. The per-section rules a rewrite must keep are in
+//! [`super::rules`]. No I/O here; everything is unit-tested beside it.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Map, Value};
 
+use super::rules::{SectionRules, NO_RULES};
+use crate::audit::sha256_hex;
+use crate::config::{Access, Config, ConfigError, OverrideConfig, PolicyConfig};
 use crate::sections::{is_catalogued, SECTION_CATALOGUE};
 
-/// Static policy: what the operator restricted or fixed.
+/// The effective policy: what the operator hid, fixed or ruled, as one
+/// immutable value; the router swaps it whole on a reload.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
+    /// Hidden sections (`[policy] restricted` and `access = "hidden"`).
     pub restricted: BTreeSet<String>,
     /// Sections with an operator override: fixed, never handed to a client.
-    pub overridden: BTreeSet<String>,
+    pub overrides: BTreeMap<String, OverrideConfig>,
+    /// The rules of each section that has any.
+    pub rules: BTreeMap<String, SectionRules>,
+    /// The one deadline of a runtime transform request.
+    pub timeout: Duration,
     pub max_sections: usize,
     pub max_response_bytes: usize,
+    document: Value,
+    sha256: String,
 }
 
 impl Policy {
-    /// Whether a client may ever transform `id`.
-    pub fn allows(&self, id: &str) -> bool {
-        is_catalogued(id) && !self.restricted.contains(id) && !self.overridden.contains(id)
+    /// The policy of a validated config.
+    pub fn from_config(cfg: &Config) -> Result<Self, ConfigError> {
+        Self::build(&cfg.policy, cfg.transform_principals())
     }
 
-    /// A client's effective opt-in: what it asked for, less unknown, restricted
-    /// and operator-fixed ids, deduplicated, in catalogue order.
-    pub fn effective(&self, opt_in: &[String]) -> Vec<String> {
+    /// `[policy]` with the principals that may transform (name -> allow-list,
+    /// `None`: any section): they decide nothing here (each client's opt-in
+    /// carries its own allow-list) but belong in the policy's document.
+    pub fn build(
+        p: &PolicyConfig,
+        principals: BTreeMap<String, Option<Vec<String>>>,
+    ) -> Result<Self, ConfigError> {
+        let mut out = Self {
+            overrides: p.overrides.clone(),
+            timeout: p.transform_timeout,
+            max_sections: p.max_sections,
+            max_response_bytes: p.max_response_bytes,
+            ..Self::default()
+        };
+        let mut sections = Map::new();
+        for s in p.effective_sections() {
+            let r = &s.rules;
+            if s.access == Access::Hidden {
+                out.restricted.insert(s.id.to_owned());
+            } else if *r != Default::default() || s.access != Access::Transform {
+                let key = format!("policy.sections.{}", s.id);
+                out.rules
+                    .insert(s.id.to_owned(), SectionRules::compile(&key, s.access, r)?);
+            }
+            let fixed = p
+                .overrides
+                .get(s.id)
+                .map(|o| json!({"action": o.action.as_str(), "content": o.content}));
+            sections.insert(
+                s.id.to_owned(),
+                json!({
+                    "access": s.access.as_str(),
+                    "override": fixed,
+                    "mode": r.mode.as_str(),
+                    "maxGrowthBytes": r.max_growth_bytes,
+                    "maxShrinkBytes": r.max_shrink_bytes,
+                    "mustKeep": r.must_keep,
+                    "deny": r.deny,
+                    "redact": r.redact,
+                }),
+            );
+        }
+        out.document = json!({
+            "format": 1,
+            "transformTimeoutMs": p.transform_timeout.as_millis() as u64,
+            "maxSections": p.max_sections,
+            "maxResponseBytes": p.max_response_bytes,
+            "sections": sections,
+            "transformPrincipals": principals,
+        });
+        // serde_json's Map is sorted (no preserve_order): canonical, as the audit hashes records.
+        out.sha256 = sha256_hex(out.document.to_string().as_bytes());
+        Ok(out)
+    }
+
+    /// The policy itself, as a `policy` audit record holds it: every
+    /// catalogued section's effective rules, the limits, the principals.
+    pub fn policy_document(&self) -> Value {
+        self.document.clone()
+    }
+
+    /// SHA-256 (hex) of [`Self::policy_document`] serialized canonically
+    /// (sorted keys, no whitespace): what every transform record names.
+    pub fn policy_sha256(&self) -> String {
+        self.sha256.clone()
+    }
+
+    /// Whether a client may ever be sent `id` (transform or read-only).
+    pub fn allows(&self, id: &str) -> bool {
+        is_catalogued(id) && !self.restricted.contains(id) && !self.overrides.contains_key(id)
+    }
+
+    /// The rules a rewrite of `id` must keep.
+    pub fn rules(&self, id: &str) -> &SectionRules {
+        self.rules.get(id).unwrap_or(&NO_RULES)
+    }
+
+    /// The hidden sections, in catalogue order (for the advertised catalogue).
+    pub fn hidden_sections(&self) -> Vec<String> {
+        SECTION_CATALOGUE
+            .iter()
+            .filter(|s| self.restricted.contains(s.id))
+            .map(|s| s.id.to_owned())
+            .collect()
+    }
+
+    /// A client's effective opt-in: what it asked for, less unknown, hidden
+    /// and operator-fixed ids and ids its principal may not transform,
+    /// deduplicated, in catalogue order.
+    pub fn effective(&self, opt_in: &OptIn) -> Vec<String> {
         SECTION_CATALOGUE
             .iter()
             .map(|s| s.id)
-            .filter(|id| opt_in.iter().any(|o| o == id) && self.allows(id))
+            .filter(|id| opt_in.sections.iter().any(|o| o == id) && self.allows(id))
+            .filter(|id| opt_in.allowed.as_ref().map_or(true, |a| a.contains(*id)))
             .map(String::from)
             .collect()
     }
 }
 
-/// One active client as the transform core sees it: its id and its raw opt-in.
+/// One active client as the transform core sees it: its id, its raw opt-in,
+/// and its principal's allow-list (`None`: any section the policy allows;
+/// empty without the `transform` role).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OptIn {
     pub client_id: String,
     pub sections: Vec<String>,
+    pub allowed: Option<BTreeSet<String>>,
 }
 
 /// Section -> owner: for each section, the FIRST client in active-client order
@@ -48,7 +152,7 @@ pub struct OptIn {
 pub fn owners(policy: &Policy, clients: &[OptIn]) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for c in clients {
-        for id in policy.effective(&c.sections) {
+        for id in policy.effective(c) {
             out.entry(id).or_insert_with(|| c.client_id.clone());
         }
     }
@@ -141,11 +245,23 @@ mod tests {
     use serde_json::json;
 
     fn policy() -> Policy {
+        let fixed = OverrideConfig {
+            action: crate::config::OverrideAction::Remove,
+            content: None,
+        };
         Policy {
             restricted: ["safety".to_string()].into(),
-            overridden: ["guidelines".to_string()].into(),
+            overrides: [("guidelines".to_string(), fixed)].into(),
             max_sections: 3,
             max_response_bytes: 100,
+            ..Policy::default()
+        }
+    }
+    fn opt_in(client_id: &str, sections: &[&str]) -> OptIn {
+        OptIn {
+            client_id: client_id.into(),
+            sections: ids(sections),
+            allowed: None,
         }
     }
     fn ids(v: &[&str]) -> Vec<String> {
@@ -158,14 +274,10 @@ mod tests {
     #[test]
     fn effective_drops_unknown_restricted_and_overridden() {
         let p = policy();
-        let e = p.effective(&ids(&[
-            "tone",
-            "bogus",
-            "safety",
-            "guidelines",
-            "tone",
-            "preamble",
-        ]));
+        let e = p.effective(&opt_in(
+            "a",
+            &["tone", "bogus", "safety", "guidelines", "tone", "preamble"],
+        ));
         assert_eq!(e, ids(&["preamble", "tone"]));
     }
 
@@ -173,14 +285,8 @@ mod tests {
     fn first_client_in_order_owns_a_section() {
         let p = policy();
         let clients = vec![
-            OptIn {
-                client_id: "a".into(),
-                sections: ids(&["tone"]),
-            },
-            OptIn {
-                client_id: "b".into(),
-                sections: ids(&["tone", "last_instructions", "safety"]),
-            },
+            opt_in("a", &["tone"]),
+            opt_in("b", &["tone", "last_instructions", "safety"]),
         ];
         let o = owners(&p, &clients);
         assert_eq!(o.get("tone").map(String::as_str), Some("a"));
@@ -239,6 +345,56 @@ mod tests {
         assert_eq!(
             validate_answer(&p, &asked, &many, 50),
             Err(Refusal::Oversize)
+        );
+    }
+
+    #[test]
+    fn a_principal_allow_list_narrows_ownership() {
+        let p = policy();
+        let mut limited = opt_in("policy-service", &["tone", "preamble"]);
+        limited.allowed = Some(set(&["tone"]));
+        let clients = vec![limited.clone(), opt_in("ide", &["preamble"])];
+        let o = owners(&p, &clients);
+        assert_eq!(o.get("tone").map(String::as_str), Some("policy-service"));
+        assert_eq!(
+            o.get("preamble").map(String::as_str),
+            Some("ide"),
+            "not allowed to the first, so the next owns it"
+        );
+        limited.allowed = Some(BTreeSet::new());
+        assert!(
+            p.effective(&limited).is_empty(),
+            "no transform role: nothing"
+        );
+    }
+
+    #[test]
+    fn built_from_config_with_a_stable_hash_of_its_document() {
+        let text = "[policy]\nrestricted = [\"safety\"]\n\
+            [policy.sections.tone]\nmode = \"append-only\"\ndeny = ['x+']\n\
+            [policy.sections.guidelines]\naccess = \"read-only\"\n\
+            [policy.sections.last_instructions]\naccess = \"hidden\"\n";
+        let cfg = Config::parse(text).unwrap();
+        cfg.validate().unwrap();
+        let p = Policy::from_config(&cfg).unwrap();
+        assert_eq!(p.hidden_sections(), ids(&["safety", "last_instructions"]));
+        assert!(!p.allows("last_instructions") && p.allows("guidelines"));
+        assert_eq!(p.rules("guidelines").access, Access::ReadOnly);
+        assert_eq!(p.rules("tone").deny.len(), 1);
+        assert!(p.rules("identity").deny.is_empty(), "no rules: none");
+        let doc = p.policy_document();
+        assert_eq!(doc["sections"]["tone"]["mode"], "append-only");
+        assert_eq!(doc["sections"]["safety"]["access"], "hidden");
+        assert_eq!(doc["transformPrincipals"], json!({"local": null}));
+        assert_eq!(p.policy_sha256(), sha256_hex(doc.to_string().as_bytes()));
+        assert_eq!(p.policy_sha256().len(), 64);
+        // The same policy hashes the same; any change of a rule changes it.
+        let again = Policy::from_config(&Config::parse(text).unwrap()).unwrap();
+        assert_eq!(again.policy_sha256(), p.policy_sha256());
+        let changed = Config::parse(&text.replace("x+", "y+")).unwrap();
+        assert_ne!(
+            Policy::from_config(&changed).unwrap().policy_sha256(),
+            p.policy_sha256()
         );
     }
 }

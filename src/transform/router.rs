@@ -5,20 +5,27 @@
 //! The router owns the deadline (`[policy] transform_timeout`): every owner's
 //! call is given the time left until that one instant, so the answer goes back
 //! by then plus the audit write (audit before answer).
+//!
+//! The policy is one immutable snapshot per request: a reload swaps it whole
+//! ([`Router::set_policy`]) and the next request sees the new one. Each owner
+//! is shown its sections redacted, and each section of its answer is
+//! restored and checked against the section's rules ([`super::rules`]); a
+//! section that breaks one keeps its original text, the rest still applies.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use tracing::{debug, info, warn};
 
 use super::policy::{self, OptIn, Policy, Refusal};
+use super::rules::{self, Broken, RestoreError};
 use crate::audit::log::AuditLog;
 use crate::audit::record::{now_rfc3339, OwnerRecord, SectionRecord, TransformRecord};
-use crate::config::Config;
+use crate::config::{Config, ConfigError};
 use crate::jsonrpc::CallError;
 
 pub type AskFuture = Pin<Box<dyn Future<Output = Result<Value, CallError>> + Send>>;
@@ -49,6 +56,8 @@ pub enum Outcome {
     Malformed,
     Oversize,
     Disconnected,
+    /// Every section it changed broke a rule of the policy.
+    Refused,
 }
 
 impl Outcome {
@@ -61,13 +70,13 @@ impl Outcome {
             Self::Malformed => "malformed",
             Self::Oversize => "oversize",
             Self::Disconnected => "disconnected",
+            Self::Refused => "refused",
         }
     }
 }
 
 pub struct Router {
-    pub policy: Policy,
-    timeout: Duration,
+    policy: RwLock<Arc<Policy>>,
     audit: Option<Arc<AuditLog>>,
     include_content: bool,
 }
@@ -76,22 +85,40 @@ struct OwnerResult {
     client_id: String,
     outcome: Outcome,
     replaced: BTreeMap<String, String>,
+    /// Sections whose rewrite broke a rule, and the rule.
+    refused: BTreeMap<String, Broken>,
     ignored: Vec<String>,
 }
 
+/// What one owner is sent: each section as it is shown (redacted), and what
+/// each placeholder of a section stands for.
+struct Ask {
+    shown: BTreeMap<String, String>,
+    hidden: BTreeMap<String, Vec<(u64, String)>>,
+}
+
 impl Router {
-    pub fn new(cfg: &Config, audit: Option<Arc<AuditLog>>) -> Self {
-        Self {
-            policy: Policy {
-                restricted: cfg.policy.restricted.iter().cloned().collect(),
-                overridden: cfg.policy.overrides.keys().cloned().collect(),
-                max_sections: cfg.policy.max_sections,
-                max_response_bytes: cfg.policy.max_response_bytes,
-            },
-            timeout: cfg.policy.transform_timeout,
+    /// A router with the policy of a validated config.
+    pub fn new(cfg: &Config, audit: Option<Arc<AuditLog>>) -> Result<Self, ConfigError> {
+        let policy = Policy::from_config(cfg)?;
+        Ok(Self {
+            policy: RwLock::new(Arc::new(policy)),
             audit,
             include_content: cfg.audit.include_content,
-        }
+        })
+    }
+
+    /// The policy now: one snapshot, for one request or one binding.
+    pub fn policy(&self) -> Arc<Policy> {
+        self.policy
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Swaps the policy; requests already routing keep the one they took.
+    pub fn set_policy(&self, policy: Arc<Policy>) {
+        *self.policy.write().unwrap_or_else(|e| e.into_inner()) = policy;
     }
 
     /// Routes one request; returns the content for every section asked.
@@ -103,22 +130,26 @@ impl Router {
         original: &BTreeMap<String, String>,
     ) -> BTreeMap<String, String> {
         let started = Instant::now();
-        let deadline = tokio::time::Instant::now() + self.timeout;
+        let policy = self.policy();
+        let policy = &*policy;
+        let deadline = tokio::time::Instant::now() + policy.timeout;
         // Snapshot: whoever owns a section now gets this request, nobody else.
-        let owners = policy::owners(&self.policy, &clients.opt_ins(ahp_session));
+        let opt_ins = clients.opt_ins(ahp_session);
+        let owners = policy::owners(policy, &opt_ins);
         let requested: BTreeSet<String> = original.keys().cloned().collect();
-        let plan = policy::plan(&self.policy, &owners, &requested);
+        let plan = policy::plan(policy, &owners, &requested);
 
         let asks = plan.asks.iter().map(|(owner, ids)| {
-            let sections: BTreeMap<String, String> = ids
+            let ask = redacted(policy, ids, original);
+            let allowed = opt_ins
                 .iter()
-                .map(|id| (id.clone(), original[id].clone()))
-                .collect();
+                .find(|o| &o.client_id == owner)
+                .and_then(|o| o.allowed.as_ref());
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            let call = clients.ask(owner, ahp_session, &sections, left);
+            let call = clients.ask(owner, ahp_session, &ask.shown, left);
             async move {
                 let answer = call.await;
-                self.judge(owner, ids, original, answer)
+                judge(policy, owner, allowed, ids, original, &ask, answer)
             }
         });
         let results = futures_util::future::join_all(asks).await;
@@ -134,6 +165,7 @@ impl Router {
             }
         }
         let record = self.record(
+            policy,
             ahp_session,
             runtime_session,
             original,
@@ -151,54 +183,10 @@ impl Router {
         merged
     }
 
-    /// What one owner's answer is worth.
-    fn judge(
-        &self,
-        owner: &str,
-        asked: &BTreeSet<String>,
-        original: &BTreeMap<String, String>,
-        answer: Result<Value, CallError>,
-    ) -> OwnerResult {
-        let mut r = OwnerResult {
-            client_id: owner.to_owned(),
-            outcome: Outcome::Disconnected,
-            replaced: BTreeMap::new(),
-            ignored: vec![],
-        };
-        r.outcome = match answer {
-            Err(CallError::Timeout(_)) => Outcome::Timeout,
-            Err(CallError::Closed) => Outcome::Disconnected,
-            Err(CallError::Rpc(e)) => {
-                debug!(client_id = ?owner, error = ?e, "client answered the transform with an error");
-                Outcome::Error
-            }
-            Ok(result) => {
-                // Measured as the client's answer serialized: what it sent, near enough.
-                let bytes = result.to_string().len();
-                match policy::validate_answer(&self.policy, asked, &result, bytes) {
-                    Err(Refusal::Malformed) => Outcome::Malformed,
-                    Err(Refusal::Oversize) => Outcome::Oversize,
-                    Ok(acc) => {
-                        r.ignored = acc.ignored;
-                        r.replaced = acc.replaced;
-                        if r.replaced.iter().any(|(id, c)| original.get(id) != Some(c)) {
-                            Outcome::Transformed
-                        } else {
-                            Outcome::Unchanged
-                        }
-                    }
-                }
-            }
-        };
-        if !matches!(r.outcome, Outcome::Transformed | Outcome::Unchanged) {
-            r.replaced.clear();
-        }
-        r
-    }
-
     #[allow(clippy::too_many_arguments)]
     fn record(
         &self,
+        policy: &Policy,
         ahp_session: &str,
         runtime_session: &str,
         original: &BTreeMap<String, String>,
@@ -213,8 +201,16 @@ impl Router {
             .map(|(id, before)| {
                 let after = &merged[id];
                 let owned = section_owner.get(id.as_str());
+                let refused = results.iter().find_map(|r| r.refused.get(id));
                 let decision = match (owned, passthrough.get(id)) {
                     (Some(_), _) if before != after => "transformed".to_string(),
+                    (Some(_), _) if refused.is_some() => {
+                        format!("refused:{}", refused.map(|b| b.rule()).unwrap_or_default())
+                    }
+                    // The owner answered, but not this section (or with its own text).
+                    (Some((_, Outcome::Transformed | Outcome::Refused)), _) => {
+                        "unchanged".to_string()
+                    }
                     (Some((_, o)), _) => o.as_str().to_string(),
                     (None, Some(reason)) => format!("passthrough:{reason}"),
                     (None, None) => "passthrough:deadline".to_string(),
@@ -227,6 +223,10 @@ impl Router {
             info!(session = %ahp_session, client_id = ?r.client_id, outcome = r.outcome.as_str(),
                 sections = ?section_owner.iter().filter(|(_, (c, _))| *c == r.client_id).map(|(id, _)| *id).collect::<Vec<_>>(),
                 ignored = ?r.ignored, "transform");
+            for (id, broken) in &r.refused {
+                info!(session = %ahp_session, client_id = ?r.client_id, section = %id, rule = %broken.rule(),
+                    "rewrite refused by policy; the original text is kept");
+            }
         }
         TransformRecord {
             time: now_rfc3339(),
@@ -242,7 +242,114 @@ impl Router {
                 .collect(),
             sections,
             latency_us: latency.as_micros() as u64,
+            policy_sha256: policy.policy_sha256(),
         }
+    }
+}
+
+/// What `owner` is sent of `ids`: each section redacted by its own rules,
+/// placeholders numbered across the whole request.
+fn redacted(policy: &Policy, ids: &BTreeSet<String>, original: &BTreeMap<String, String>) -> Ask {
+    let mut next = 1;
+    let mut ask = Ask {
+        shown: BTreeMap::new(),
+        hidden: BTreeMap::new(),
+    };
+    for id in ids {
+        let r = rules::redact(&original[id], &policy.rules(id).redact, &mut next);
+        ask.shown.insert(id.clone(), r.shown);
+        if !r.hidden.is_empty() {
+            ask.hidden.insert(id.clone(), r.hidden);
+        }
+    }
+    ask
+}
+
+/// What one owner's answer is worth: the answer as a whole first (error,
+/// malformed, oversize), then each section restored and checked by its rules.
+fn judge(
+    policy: &Policy,
+    owner: &str,
+    allowed: Option<&BTreeSet<String>>,
+    asked: &BTreeSet<String>,
+    original: &BTreeMap<String, String>,
+    ask: &Ask,
+    answer: Result<Value, CallError>,
+) -> OwnerResult {
+    let mut r = OwnerResult {
+        client_id: owner.to_owned(),
+        outcome: Outcome::Disconnected,
+        replaced: BTreeMap::new(),
+        refused: BTreeMap::new(),
+        ignored: vec![],
+    };
+    r.outcome = match answer {
+        Err(CallError::Timeout(_)) => Outcome::Timeout,
+        Err(CallError::Closed) => Outcome::Disconnected,
+        Err(CallError::Rpc(e)) => {
+            debug!(client_id = ?owner, error = ?e, "client answered the transform with an error");
+            Outcome::Error
+        }
+        Ok(result) => {
+            // Measured as the client's answer serialized: what it sent, near enough.
+            let bytes = result.to_string().len();
+            match policy::validate_answer(policy, asked, &result, bytes) {
+                Err(Refusal::Malformed) => Outcome::Malformed,
+                Err(Refusal::Oversize) => Outcome::Oversize,
+                Ok(acc) => {
+                    r.ignored = acc.ignored;
+                    apply_rules(policy, allowed, original, ask, acc.replaced, &mut r)
+                }
+            }
+        }
+    };
+    if !matches!(
+        r.outcome,
+        Outcome::Transformed | Outcome::Unchanged | Outcome::Refused
+    ) {
+        r.replaced.clear();
+        r.refused.clear();
+    }
+    r
+}
+
+/// Restores and checks each answered section; fills `r.replaced` with what
+/// passes and `r.refused` with what breaks a rule.
+fn apply_rules(
+    policy: &Policy,
+    allowed: Option<&BTreeSet<String>>,
+    original: &BTreeMap<String, String>,
+    ask: &Ask,
+    answered: BTreeMap<String, String>,
+    r: &mut OwnerResult,
+) -> Outcome {
+    let none = Vec::new();
+    for (id, text) in answered {
+        let hidden = ask.hidden.get(&id).unwrap_or(&none);
+        let restored = match rules::restore(&text, hidden, policy.max_response_bytes) {
+            Ok(t) => t,
+            // A placeholder never sent: the answer as a whole is malformed.
+            Err(RestoreError::UnknownPlaceholder) => return Outcome::Malformed,
+            Err(RestoreError::TooLarge) => return Outcome::Oversize,
+        };
+        match policy
+            .rules(&id)
+            .check(&id, allowed, &original[&id], &restored)
+        {
+            Ok(()) => {
+                r.replaced.insert(id, restored);
+            }
+            Err(broken) => {
+                r.refused.insert(id, broken);
+            }
+        }
+    }
+    if r.replaced.iter().any(|(id, c)| original.get(id) != Some(c)) {
+        Outcome::Transformed
+    } else if !r.refused.is_empty() {
+        Outcome::Refused
+    } else {
+        Outcome::Unchanged
     }
 }
 

@@ -68,6 +68,7 @@ impl ScriptedClients {
             opt_in: OptIn {
                 client_id: client_id.into(),
                 sections: sections.iter().map(|s| s.to_string()).collect(),
+                allowed: None,
             },
             peer: peer.clone(),
             asked,
@@ -139,7 +140,8 @@ fn router(dir: &tempfile::TempDir, edit: impl FnOnce(&mut Config)) -> (Router, A
     cfg.policy.transform_timeout = TIMEOUT;
     edit(&mut cfg);
     let (log, _) = AuditLog::open(&dir.path().join("audit.jsonl"), FsyncPolicy::Always).unwrap();
-    (Router::new(&cfg, Some(log.clone())), log)
+    cfg.validate().expect("a valid test config");
+    (Router::new(&cfg, Some(log.clone())).unwrap(), log)
 }
 
 fn request(ids: &[&str]) -> BTreeMap<String, String> {
@@ -444,3 +446,6 @@ async fn an_unchanged_answer_is_recorded_as_unchanged() {
     assert_eq!(merged, original);
     assert_eq!(decision(&records(&dir)[0], "tone").0, "unchanged");
 }
+
+#[path = "router_policy_tests.rs"]
+mod policy_rules;

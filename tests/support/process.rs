@@ -55,24 +55,13 @@ impl BridgeProcess {
         server_toml: &str,
         nofile: Option<u32>,
     ) -> Self {
-        let mut cfg = Config::default();
-        offline_runtime(&mut cfg, &model.base_url(), dir);
-        let env: String = cfg
-            .runtime
-            .env
-            .iter()
-            .map(|(k, v)| format!("{k} = {v:?}\n"))
-            .collect();
         let toml = format!(
             "[server]\nlisten = \"127.0.0.1:0\"\n{server_toml}\n\
              [[principals]]\nname = \"ide\"\ntoken_sha256 = \"{}\"\nroles = [\"observe\", \"participate\"]\n\
-             [audit]\npath = {:?}\n\
-             [runtime]\nworking_directory = {:?}\n[runtime.env]\n{env}\
-             [runtime.provider]\ntype = \"openai\"\nbase_url = {:?}\napi_key = \"sk-offline\"\n",
+             [audit]\npath = {:?}\n{}",
             sha256_hex(TOKEN.as_bytes()),
             dir.join("audit.jsonl").display().to_string(),
-            dir.display().to_string(),
-            model.base_url(),
+            offline_runtime_toml(model, dir),
         );
         let path = dir.join("bridge.toml");
         std::fs::write(&path, toml).unwrap();
@@ -165,6 +154,25 @@ impl BridgeProcess {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+}
+
+/// `[runtime]` for the real CLI, offline, on `model`: its home and the
+/// sessions' working directory under `dir`.
+pub fn offline_runtime_toml(model: &ScriptedModel, dir: &Path) -> String {
+    let mut cfg = Config::default();
+    offline_runtime(&mut cfg, &model.base_url(), dir);
+    let env: String = cfg
+        .runtime
+        .env
+        .iter()
+        .map(|(k, v)| format!("{k} = {v:?}\n"))
+        .collect();
+    format!(
+        "[runtime]\nworking_directory = {:?}\n[runtime.env]\n{env}\
+         [runtime.provider]\ntype = \"openai\"\nbase_url = {:?}\napi_key = \"sk-offline\"\n",
+        dir.display().to_string(),
+        model.base_url(),
+    )
 }
 
 /// The direct children of `pid`, from `/proc` (each thread lists the
