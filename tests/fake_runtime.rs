@@ -476,3 +476,61 @@ async fn a_streaming_burst_reaches_a_slow_reader_whole_and_cuts_off_a_stalled_on
         "dropped without a close frame, as a client that does not read is"
     );
 }
+
+#[tokio::test]
+async fn authenticate_hands_the_token_to_the_runtime_sessions_of_its_principal() {
+    let mut f = fixture(|_| {}).await;
+    // No provider of the operator's: the runtime signs in to GitHub.
+    let root = raw_subscribe(&f.client, "ahp-root://").await;
+    let advertised = &root["snapshot"]["state"]["agents"][0]["protectedResources"][0];
+    assert_eq!(advertised["resource"], "https://api.github.com", "{root}");
+    let wrong = f
+        .client
+        .request::<_, Value>(
+            "authenticate",
+            json!({"channel": "ahp-root://", "resource": "https://example.com", "token": "t"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(rpc_code(&wrong), -32602, "{wrong:?}");
+    f.client
+        .request::<_, Value>("authenticate", json!({"channel": "ahp-root://", "resource": "https://api.github.com", "token": "gho_SECRET1"}))
+        .await
+        .unwrap();
+    // The live session gets it at once...
+    let call = f.conn.call_of("session.gitHubAuth.setCredentials").await;
+    assert_eq!(call["params"]["sessionId"], f.runtime_id.as_str());
+    assert_eq!(call["params"]["credentials"]["token"], "gho_SECRET1");
+    // ...and a new one at create.
+    create_session(&f.client, "ahp-session:/g", None).await;
+    let create = f.conn.call_of("session.create").await;
+    assert_eq!(create["params"]["gitHubToken"], "gho_SECRET1");
+}
+
+#[tokio::test]
+async fn with_a_provider_nothing_is_advertised_and_authenticate_is_refused() {
+    let (_fake, _bridge, client) = bridge_on_fake(|c| {
+        c.runtime.provider = Some(ahp_copilot_bridge::config::ProviderConfig {
+            kind: "openai".into(),
+            base_url: "http://127.0.0.1:9/v1".into(),
+            api_key: Some("sk-x".into()),
+            api_key_env: None,
+        })
+    })
+    .await;
+    let root = raw_subscribe(&client, "ahp-root://").await;
+    assert!(
+        root["snapshot"]["state"]["agents"][0]
+            .get("protectedResources")
+            .is_none(),
+        "{root}"
+    );
+    let e = client
+        .request::<_, Value>(
+            "authenticate",
+            json!({"channel": "ahp-root://", "resource": "https://api.github.com", "token": "t"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(rpc_code(&e), -32602, "{e:?}");
+}

@@ -11,6 +11,10 @@ use crate::config::Role;
 pub fn role_for_request(method: &str) -> Option<(Role, &'static str)> {
     Some(match method {
         "subscribe" | "listSessions" | "fetchTurns" => (Role::Observe, "read sessions"),
+        "authenticate" => (Role::Participate, "sign the runtime in"),
+        "resolveSessionConfig" | "sessionConfigCompletions" => {
+            (Role::Participate, "configure new sessions")
+        }
         "createSession" => (Role::Participate, "create sessions"),
         "disposeSession" => (Role::Participate, "dispose sessions"),
         _ => return None,

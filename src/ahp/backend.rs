@@ -6,18 +6,21 @@
 use std::collections::BTreeSet;
 
 use ahp_types::actions::{ChatInputCompletedAction, StateAction};
-use ahp_types::state::ToolCallResult;
+use ahp_types::state::{PendingMessageKind, ToolCallResult};
 use serde_json::{json, Value};
 
 /// What happened in a session that the agent must act on.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ClientPhase {
-    /// A client started a turn on `chat`.
+    /// A client started a turn on `chat`; `model`: the message chose one.
     TurnStarted {
         chat: String,
         turn_id: String,
         text: String,
+        model: Option<String>,
     },
+    /// A client queued a message, or left one to steer the running turn.
+    PendingMessageSet { chat: String, steering: bool },
     /// A client cancelled the running turn on `chat`.
     TurnCancelled { chat: String },
     /// A client approved or denied a tool call waiting for confirmation.
@@ -52,6 +55,11 @@ impl ClientPhase {
                 chat: channel.to_owned(),
                 turn_id: a.turn_id.clone(),
                 text: a.message.text.clone(),
+                model: a.message.model.as_ref().map(|m| m.id.clone()),
+            },
+            StateAction::ChatPendingMessageSet(a) => Self::PendingMessageSet {
+                chat: channel.to_owned(),
+                steering: a.kind == PendingMessageKind::Steering,
             },
             StateAction::ChatTurnCancelled(_) => Self::TurnCancelled {
                 chat: channel.to_owned(),
@@ -80,6 +88,9 @@ pub trait Backend: Send + Sync + 'static {
     /// A session came back from the store after a restart, `ready`, with the
     /// reference the backend gave it ([`super::host::Host::set_backend_ref`]).
     fn session_restored(&self, _session: &str, _backend_ref: Option<&str>) {}
+    /// `principal` gave a token with `authenticate`
+    /// ([`super::host::Host::github_token_for`] has it).
+    fn authenticated(&self, _principal: &str) {}
     /// Something happened in `session` that the agent must act on.
     fn phase(&self, session: &str, phase: ClientPhase);
 }
@@ -126,7 +137,8 @@ mod tests {
             Some(ClientPhase::TurnStarted {
                 chat: "ahp-chat:/a".into(),
                 turn_id: "t".into(),
-                text: "hi".into()
+                text: "hi".into(),
+                model: None,
             })
         );
         // The host's own actions raise nothing but a removal.

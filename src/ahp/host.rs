@@ -25,6 +25,7 @@ use super::clients::ConnId;
 use super::dispatch::{client_may_dispatch, needs_tool_owner};
 use super::extension::opted_in_sections;
 use super::outbound::DeltaKey;
+use super::session_config::chosen_model;
 use super::state::{Replayed, State, PROVIDER};
 use super::uri::{channel_kind, ChannelKind, ROOT_URI};
 use crate::config::Config;
@@ -37,6 +38,8 @@ pub struct Host {
     backend: OnceLock<Arc<dyn Backend>>,
     /// Where sessions outlive the process; none: they live in memory only.
     pub(super) store: OnceLock<crate::store::Store>,
+    /// Tokens clients gave with `authenticate`, by principal.
+    pub(super) tokens: super::authenticate::Tokens,
     /// How many connections are open, for a shutdown to wait on.
     pub(super) connections: tokio::sync::watch::Sender<usize>,
     pub(super) grace_timers_fired: AtomicU64,
@@ -45,25 +48,21 @@ pub struct Host {
 }
 
 /// Who dispatched an action: the host itself, or a client (echoed with `origin`).
-enum Origin {
+pub(super) enum Origin {
     Host,
     Client(Value),
 }
 
 impl Host {
     pub fn new(cfg: Arc<Config>) -> Arc<Self> {
-        let mut models: Vec<String> = vec![cfg.runtime.model.clone()];
-        for m in &cfg.runtime.models {
-            if !models.contains(m) {
-                models.push(m.clone());
-            }
-        }
+        let models = super::session_config::configured_models(&cfg);
         let root: RootState = serde_json::from_value(json!({
             "agents": [{
                 "provider": PROVIDER,
                 "displayName": "GitHub Copilot",
                 "description": "The GitHub Copilot agent runtime, through ahp-copilot-bridge",
                 "models": models.iter().map(|m| json!({"id": m, "provider": PROVIDER, "name": m})).collect::<Vec<_>>(),
+                "protectedResources": super::authenticate::protected_resources(&cfg),
             }],
             "activeSessions": 0,
         }))
@@ -75,6 +74,7 @@ impl Host {
             state: Mutex::new(State::new(root)),
             backend: OnceLock::new(),
             store: OnceLock::new(),
+            tokens: Default::default(),
             connections: tokio::sync::watch::Sender::new(0),
             grace_timers_fired: Default::default(),
         })
@@ -195,6 +195,9 @@ impl Host {
             .pointer("/activeClient/systemMessageTransform")
             .is_some_and(|v| !v.is_null());
         check_action(principal, &typed, opts_in)?;
+        if let Some(model) = chosen_model(&typed) {
+            self.check_model(model).map_err(|e| e.message)?;
+        }
         let mut st = self.lock();
         if kind != ChannelKind::Root && !st.visible(principal, channel) {
             // Not visible is not there: existence is not leaked.
@@ -242,7 +245,7 @@ impl Host {
         Ok((session, typed))
     }
 
-    fn commit(
+    pub(super) fn commit(
         &self,
         st: &mut State,
         channel: &str,

@@ -78,6 +78,9 @@ impl Host {
             "disposeSession" => self.dispose_session(&principal, str_field(params, "channel")?),
             "listSessions" => Ok(self.list_sessions(&principal)),
             "fetchTurns" => self.fetch_turns(&principal, str_field(params, "channel")?),
+            "resolveSessionConfig" => self.resolve_session_config(params),
+            "authenticate" => self.authenticate(&principal, params),
+            "sessionConfigCompletions" => self.session_config_completions(params),
             _ => Err(RpcError::method_not_found(method)),
         }
     }

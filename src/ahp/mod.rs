@@ -2,6 +2,7 @@
 //! agent behind it is a [`backend::Backend`].
 pub mod access;
 pub mod auth;
+pub mod authenticate;
 pub mod backend;
 pub mod clients;
 pub mod connection;
@@ -13,7 +14,9 @@ pub mod handshake;
 pub mod host;
 pub mod methods;
 pub mod outbound;
+pub mod pending;
 pub mod server;
+pub mod session_config;
 pub mod sessions;
 pub mod state;
 pub mod uri;

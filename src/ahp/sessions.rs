@@ -79,12 +79,13 @@ impl Host {
                 Some(set)
             }
         };
+        let config = self.session_config_state(params.get("config"))?;
         let chat = chat_uri_of(id);
         let now = now_iso();
         let state: SessionState = serde_json::from_value(json!({
             "provider": PROVIDER, "title": "New session", "status": 1, "lifecycle": "creating",
             "activeClients": [], "chats": [{"resource": chat, "title": "Chat", "status": 1, "modifiedAt": now}],
-            "defaultChat": chat, "workingDirectories": dirs,
+            "defaultChat": chat, "workingDirectories": dirs, "config": config,
         }))
         .map_err(|e| RpcError::new(ErrorCode::InvalidParams, e.to_string()))?;
         let chat_state: ChatState = serde_json::from_value(

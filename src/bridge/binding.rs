@@ -13,7 +13,7 @@ use super::Bridge;
 use crate::ahp::backend::ActiveClientView;
 use crate::config::OverrideConfig;
 use crate::runtime::connection::RuntimeConn;
-use crate::runtime::wire::{self, method, ExternalTool, ModelProvider, SessionConfig};
+use crate::runtime::wire::{self, method, ExternalTool, ModelProvider, Secret, SessionConfig};
 use crate::transform::overrides::system_message;
 use crate::transform::policy::{owners, OptIn, Policy};
 
@@ -104,7 +104,13 @@ pub fn path_of_uri(uri: &str) -> String {
 
 impl Bridge {
     /// The config a runtime session gets at create/resume.
-    fn session_config(&self, uri: &str, runtime_id: &str, binding: &Binding) -> SessionConfig {
+    fn session_config(
+        &self,
+        uri: &str,
+        runtime_id: &str,
+        model: &str,
+        binding: &Binding,
+    ) -> SessionConfig {
         let working_directory = self
             .host()
             .and_then(|h| h.working_directory(uri))
@@ -124,7 +130,7 @@ impl Bridge {
             .unwrap_or_else(|| "/".into());
         SessionConfig {
             session_id: runtime_id.to_owned(),
-            model: self.cfg.runtime.model.clone(),
+            model: model.to_owned(),
             working_directory,
             tools: binding.runtime_tools(),
             provider: self.cfg.runtime.provider.as_ref().map(|p| ModelProvider {
@@ -133,6 +139,10 @@ impl Bridge {
                 api_key: p.resolved_api_key(),
             }),
             system_message: system_message(&binding.registered, &binding.overrides),
+            github_token: self
+                .host()
+                .and_then(|h| h.github_token_for(uri))
+                .map(Secret),
         }
     }
 
@@ -163,7 +173,10 @@ impl Bridge {
         if bound.as_ref() == Some(&want) {
             return Ok((conn, runtime_id));
         }
-        let params = self.session_config(uri, &runtime_id, &want).to_params();
+        let model = self.session_model(uri);
+        let params = self
+            .session_config(uri, &runtime_id, &model, &want)
+            .to_params();
         // Before its first message the runtime has nothing on disk to resume.
         let call = if persisted {
             method::SESSION_RESUME
@@ -194,6 +207,7 @@ impl Bridge {
         debug!(session = uri, %runtime_id, call, registered = ?want.registered, "runtime session bound");
         if let Some(c) = self.sessions().get_mut(uri) {
             c.bound = Some((want, generation));
+            c.model = Some(model);
         }
         Ok((conn, runtime_id))
     }

@@ -12,6 +12,8 @@
 pub mod actions;
 pub mod binding;
 pub mod input;
+pub mod models;
+pub mod pending;
 pub mod runtime_side;
 pub mod session;
 pub mod shutdown;
@@ -163,6 +165,10 @@ impl Backend for Bridge {
         self.sessions().insert(session.to_owned(), s);
     }
 
+    fn authenticated(&self, principal: &str) {
+        self.hand_credentials(principal);
+    }
+
     fn session_disposed(&self, session: &str) {
         let Some(c) = self.sessions().remove(session) else {
             return;
@@ -186,10 +192,20 @@ impl Backend for Bridge {
                 chat,
                 turn_id,
                 text,
+                model,
             } => {
                 if let Some(me) = self.me.upgrade() {
-                    tokio::spawn(me.start_turn(session.to_owned(), chat, turn_id, text));
+                    let turn = turn::TurnRequest {
+                        chat,
+                        turn_id,
+                        prompt: text,
+                        model,
+                    };
+                    tokio::spawn(me.start_turn(session.to_owned(), turn));
                 }
+            }
+            ClientPhase::PendingMessageSet { chat, steering } => {
+                self.pending_message_set(session, &chat, steering)
             }
             ClientPhase::TurnCancelled { .. } => self.cancel_turn(session),
             ClientPhase::ToolCallConfirmed {

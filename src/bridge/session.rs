@@ -81,6 +81,9 @@ pub(super) struct BridgedSession {
     /// The runtime keeps the session on disk (it has had a message):
     /// re-binding resumes it. Before that there is nothing to resume.
     pub persisted: bool,
+    /// The model the runtime session was last given (at bind or by a
+    /// switch); `None` before it is bound.
+    pub model: Option<String>,
     turn: TurnState,
     /// Whether `turn` is `Idle`, for waiters: one subscribes before it looks,
     /// so a change between its look and its wait is never lost.
@@ -114,6 +117,7 @@ impl BridgedSession {
             slot,
             bound: None,
             persisted: false,
+            model: None,
             turn: TurnState::Idle { stale_idle: false },
             idle: watch::Sender::new(true),
             permissions: HashMap::new(),

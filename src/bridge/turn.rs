@@ -11,14 +11,24 @@ use super::session::{TurnState, DRAIN_LIMIT};
 use super::Bridge;
 use crate::runtime::wire::{self, method, RuntimeEvent, ToolOutcome};
 
+/// A turn to run: started by a client, or by the host from the queue.
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    pub chat: String,
+    pub turn_id: String,
+    pub prompt: String,
+    /// The model the message chose, if any: the session switches to it.
+    pub model: Option<String>,
+}
+
 impl Bridge {
-    pub(super) async fn start_turn(
-        self: Arc<Self>,
-        uri: String,
-        chat: String,
-        turn_id: String,
-        prompt: String,
-    ) {
+    pub(super) async fn start_turn(self: Arc<Self>, uri: String, turn: TurnRequest) {
+        let TurnRequest {
+            chat,
+            turn_id,
+            prompt,
+            model,
+        } = turn;
         let Some((gate, mut idle)) = self
             .sessions()
             .get(&uri)
@@ -35,11 +45,19 @@ impl Bridge {
             warn!(session = %uri, "the runtime did not go idle after a cancel within {DRAIN_LIMIT:?}; sending anyway");
         }
         match self.sessions().get_mut(&uri) {
-            Some(s) => s.begin(&turn_id, &chat),
+            Some(s) => {
+                s.begin(&turn_id, &chat);
+                // Not bound yet: bind with the message's model, no switch.
+                if s.bound.is_none() && model.is_some() {
+                    s.model = model.clone();
+                }
+            }
             None => return,
         }
         let sent = async {
             let (conn, runtime_id) = self.ensure_bound(&uri).await?;
+            self.switch_model(&conn, &uri, &runtime_id, model.as_deref())
+                .await?;
             conn.call(
                 method::SESSION_SEND,
                 wire::send_params(&runtime_id, &prompt),
@@ -74,10 +92,17 @@ impl Bridge {
         else {
             return;
         };
-        if let Some((chat, actions)) = e.turn.map(|t| t.fail(kind, message)) {
-            self.emit(&chat, actions);
-        }
+        let chat = e
+            .turn
+            .map(|t| t.fail(kind, message))
+            .map(|(chat, actions)| {
+                self.emit(&chat, actions);
+                chat
+            });
         self.emit(uri, e.removals);
+        if let Some(chat) = chat {
+            self.start_queued_if_idle(uri, &chat);
+        }
     }
 
     /// A client cancelled the turn: nothing more is mapped into it; what the
@@ -142,7 +167,8 @@ impl Bridge {
             }
             let actions = t.mapper.map(event, t.elapsed_ms());
             let chat = t.chat.clone();
-            let removals = if t.mapper.ended {
+            let ended = t.mapper.ended;
+            let removals = if ended {
                 // An error ends the runtime's work on the message too; its
                 // idle may still follow, and must not end the next turn.
                 let stale_idle = matches!(event, RuntimeEvent::Error { .. });
@@ -150,9 +176,13 @@ impl Bridge {
             } else {
                 Vec::new()
             };
-            (chat, actions, removals)
+            (chat, actions, removals, ended)
         };
-        self.emit(&out.0, out.1);
-        self.emit(uri, out.2);
+        let (chat, actions, removals, ended) = out;
+        self.emit(&chat, actions);
+        self.emit(uri, removals);
+        if ended {
+            self.start_queued_if_idle(uri, &chat);
+        }
     }
 }

@@ -19,6 +19,10 @@ pub mod method {
     pub const SESSION_ABORT: &str = "session.abort";
     pub const ANSWER_PERMISSION: &str = "session.permissions.handlePendingPermissionRequest";
     pub const ANSWER_TOOL_CALL: &str = "session.tools.handlePendingToolCall";
+    /// Switches a session's model; the runtime re-renders the system prompt.
+    pub const MODEL_SWITCH: &str = "session.model.switchTo";
+    /// Gives a live session GitHub credentials.
+    pub const SET_GITHUB_CREDENTIALS: &str = "session.gitHubAuth.setCredentials";
 }
 
 /// The notification that carries events.
@@ -291,6 +295,16 @@ pub struct ModelProvider {
     pub api_key: Option<String>,
 }
 
+/// A credential: carried to the runtime, never shown by `Debug`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
 /// What `session.create` and `session.resume` fix for a runtime session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionConfig {
@@ -301,6 +315,9 @@ pub struct SessionConfig {
     pub provider: Option<ModelProvider>,
     /// The `systemMessage` config; `None` leaves the runtime's default prompt.
     pub system_message: Option<Value>,
+    /// A GitHub token for the runtime's sign-in (only without a provider:
+    /// the runtime refuses both).
+    pub github_token: Option<Secret>,
 }
 
 impl SessionConfig {
@@ -325,6 +342,9 @@ impl SessionConfig {
         if let Some(sm) = &self.system_message {
             p["systemMessage"] = sm.clone();
         }
+        if let (None, Some(t)) = (&self.provider, &self.github_token) {
+            p["gitHubToken"] = json!(t.0);
+        }
         p
     }
 }
@@ -335,6 +355,20 @@ pub fn session_ref(session_id: &str) -> Value {
 
 pub fn send_params(session_id: &str, prompt: &str) -> Value {
     json!({"sessionId": session_id, "prompt": prompt})
+}
+
+/// Hands a session a GitHub token while it lives.
+pub fn github_credentials_params(session_id: &str, token: &Secret) -> Value {
+    json!({"sessionId": session_id, "credentials": {"type": "token", "host": "https://github.com", "token": token.0}})
+}
+
+/// A message injected into the running agent loop (steering), not queued.
+pub fn steer_params(session_id: &str, prompt: &str) -> Value {
+    json!({"sessionId": session_id, "prompt": prompt, "mode": "immediate"})
+}
+
+pub fn model_switch_params(session_id: &str, model: &str) -> Value {
+    json!({"sessionId": session_id, "modelId": model})
 }
 
 /// How a client tool call ended, for the runtime.
