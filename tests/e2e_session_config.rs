@@ -133,13 +133,13 @@ async fn a_session_config_chooses_the_model_and_a_message_switches_it() {
         prompt.contains(&format!("MARKER-tone-{asked_after}")),
         "the model received the newest rewrite"
     );
-    // The audit shows the second render.
+    // The audit shows the second render: one transform record per render.
     let audit = std::fs::read_to_string(st.dir.path().join("audit.jsonl")).unwrap();
-    assert_eq!(
-        audit.lines().count(),
-        asked_after,
-        "one audit record per render"
-    );
+    let transforms = audit
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).unwrap()["kind"] == "transform")
+        .count();
+    assert_eq!(transforms, asked_after, "one audit record per render");
     // A message choosing a model nobody offers is refused.
     let bad = json!({"type": "chat/turnStarted", "turnId": "t3", "startedAt": "2026-11-23T00:00:00Z",
         "message": {"text": "x", "origin": {"kind": "user"}, "model": {"id": "model-z"}}});
