@@ -55,6 +55,18 @@ impl BridgeProcess {
         server_toml: &str,
         nofile: Option<u32>,
     ) -> Self {
+        Self::start_with_runtime(model, dir, server_toml, "", nofile)
+    }
+
+    /// As [`Self::start_in`], with `runtime_toml` under `[runtime]` (e.g.
+    /// `processes = 2`, or `connect = "127.0.0.1:PORT"`).
+    pub fn start_with_runtime(
+        model: &ScriptedModel,
+        dir: &Path,
+        server_toml: &str,
+        runtime_toml: &str,
+        nofile: Option<u32>,
+    ) -> Self {
         let mut cfg = Config::default();
         offline_runtime(&mut cfg, &model.base_url(), dir);
         let env: String = cfg
@@ -67,7 +79,7 @@ impl BridgeProcess {
             "[server]\nlisten = \"127.0.0.1:0\"\n{server_toml}\n\
              [[principals]]\nname = \"ide\"\ntoken_sha256 = \"{}\"\nroles = [\"observe\", \"participate\"]\n\
              [audit]\npath = {:?}\n\
-             [runtime]\nworking_directory = {:?}\n[runtime.env]\n{env}\
+             [runtime]\n{runtime_toml}\nworking_directory = {:?}\n[runtime.env]\n{env}\
              [runtime.provider]\ntype = \"openai\"\nbase_url = {:?}\napi_key = \"sk-offline\"\n",
             sha256_hex(TOKEN.as_bytes()),
             dir.join("audit.jsonl").display().to_string(),
