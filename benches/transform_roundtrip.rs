@@ -1,15 +1,29 @@
-//! Time the bridge adds to one transform round trip.
+//! Time the bridge adds to one transform round trip, measured two ways in
+//! the same run, interleaved, against the same official `ahp` client:
 //!
-//! Baseline: the host's peer asks the client `systemMessageTransform` directly
-//! over its WebSocket. Bridged: the same request goes through the router
-//! (active-client snapshot, ownership, plan, one batched call under the
-//! deadline, validation, merge, hashing for the audit record). Both run in the
-//! same process and run, interleaved, against the same official `ahp` client.
-//! Policy: the same request through a second router whose policy has a
-//! realistic rule set on both owned sections (append-only, limits, must_keep,
-//! deny, and redaction of a token and an address that are in the text), so
-//! the difference is what evaluating the rules costs.
+//! 1. At the router. Baseline: the host's peer asks the client
+//!    `systemMessageTransform` directly over its WebSocket. Bridged: the same
+//!    request through the router (active-client snapshot, ownership, plan,
+//!    one batched call under the deadline, validation, merge, hashing).
+//! 2. At the runtime's pipe, as the runtime sees it. A fake runtime
+//!    (`common::pipe`) that the bridge reaches over TCP (`[runtime] connect`)
+//!    sends `systemMessage.transform` for a bound session and times it from
+//!    writing the request to reading the answer. Bridged: the whole bridge
+//!    (frame, typing, routing, the AHP request to the client over a real
+//!    WebSocket, validation, merge, the audit record appended) answers.
+//!    Direct: a client connected to the same fake the same way answers it
+//!    itself (reads the frame, appends to the owned sections, writes).
+//!
+//! Every round is timed on a worker thread, where the bridge's own tasks run.
+//!
+//! 3. With rules: the router request again through a second router whose
+//!    policy has a realistic rule set on both owned sections (append-only,
+//!    limits, must_keep, deny, and redaction of a token and an address that
+//!    are in the text), so the difference is what evaluating the rules costs.
+//!
 //! Run: cargo bench --bench transform_roundtrip [-- ITERATIONS]
+
+mod common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,11 +33,61 @@ use ahp_copilot_bridge::app::{self, Agent};
 use ahp_copilot_bridge::bridge::transform_clients::HostClients;
 use ahp_copilot_bridge::config::Config;
 use ahp_copilot_bridge::transform::router::Router;
+use common::pipe::{frame, read_frame, PipeRuntime};
+use common::{pct, us};
 use serde_json::{json, Value};
+use tokio::io::{AsyncWriteExt, BufReader};
 
-fn pct(v: &mut [Duration], p: f64) -> Duration {
-    v.sort();
-    v[((v.len() as f64 - 1.0) * p).round() as usize]
+/// The sections the client owns; a third one is asked but not owned.
+const OWNED: [&str; 2] = ["tone", "guidelines"];
+
+/// A client answering the runtime's transforms itself, on its own
+/// connection: what the bridge is compared with at the pipe.
+async fn answer_directly(addr: std::net::SocketAddr) {
+    let s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.set_nodelay(true).unwrap();
+    let (r, mut w) = s.into_split();
+    let mut r = BufReader::new(r);
+    while let Some(m) = read_frame(&mut r).await {
+        let (Some(id), Some(method)) = (m.get("id"), m["method"].as_str()) else {
+            continue;
+        };
+        let result = if method == "systemMessage.transform" {
+            let mut out = serde_json::Map::new();
+            for (k, s) in m["params"]["sections"].as_object().unwrap() {
+                let v = if OWNED.contains(&k.as_str()) {
+                    json!({"content": format!("{} (house style)", s["content"].as_str().unwrap())})
+                } else {
+                    s.clone()
+                };
+                out.insert(k.clone(), v);
+            }
+            json!({"sections": out})
+        } else {
+            json!({})
+        };
+        let reply = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+        if w.write_all(&frame(reply.as_bytes())).await.is_err() {
+            break;
+        }
+    }
+}
+
+fn line(name: &str, v: &mut [Duration]) -> (Duration, Duration) {
+    let (p50, p99) = (pct(v, 0.5), pct(v, 0.99));
+    println!("  {name:<28}: p50 {:>9}  p99 {:>9}", us(p50), us(p99));
+    (p50, p99)
+}
+
+fn added(base: (Duration, Duration), bridged: (Duration, Duration)) {
+    for (what, b, r) in [("p50", base.0, bridged.0), ("p99", base.1, bridged.1)] {
+        println!(
+            "  added at {what}{:<19}: {:>9}  (ratio {:.2}x)",
+            "",
+            us(r.saturating_sub(b)),
+            r.as_secs_f64() / b.as_secs_f64()
+        );
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -32,10 +96,21 @@ async fn main() {
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(2000);
+    // Measured on a worker thread, where the bridge's own tasks run: the
+    // main thread (block_on) would add a cross-thread wake-up to every await.
+    tokio::spawn(run(iterations)).await.unwrap();
+}
+
+async fn run(iterations: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut fake = PipeRuntime::start().await;
     let mut cfg = Config::default();
     cfg.server.listen = "127.0.0.1:0".parse().unwrap();
+    cfg.runtime.connect = Some(fake.addr.to_string().into());
+    // As an operator runs it: an audit log, and the state store next to it.
+    cfg.audit.path = Some(dir.path().join("audit.jsonl"));
     let cfg = Arc::new(cfg);
-    let r = app::start(cfg.clone(), Agent::None).await.unwrap();
+    let r = app::start(cfg.clone(), Agent::Copilot).await.unwrap();
     let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{}", r.addr))
         .await
         .unwrap();
@@ -63,6 +138,12 @@ async fn main() {
         )
         .await
         .unwrap();
+    // The bridge created the runtime session on the fake; a direct answerer
+    // connects to the same fake the same way.
+    let mut bridge_pipe = fake.next_conn().await;
+    let runtime_id = bridge_pipe.created().await;
+    tokio::spawn(answer_directly(fake.addr));
+    let direct_pipe = fake.next_conn().await;
     let router = Router::new(&cfg, None).unwrap();
     let mut ruled = (*cfg).clone();
     ruled.policy.sections = Config::parse(RULES).unwrap().policy.sections;
@@ -88,81 +169,100 @@ async fn main() {
     })
     .collect();
     let direct_params = json!({"channel": "ahp-session:/bench", "sections": {"tone": {"content": sections["tone"]}, "guidelines": {"content": sections["guidelines"]}}});
+    let pipe_sections: serde_json::Map<String, Value> = sections
+        .iter()
+        .map(|(k, v)| (k.clone(), json!({"content": v})))
+        .collect();
+    let bridged_ask = json!({"sessionId": runtime_id, "sections": pipe_sections});
+    let direct_ask = json!({"sessionId": "direct", "sections": pipe_sections});
     let peer = r.host.client_peer("bench").unwrap();
-    // One round: the direct call, then the same request through each router.
-    let round = || async {
-        let t0 = Instant::now();
-        peer.call(
-            "systemMessageTransform",
-            direct_params.clone(),
-            Duration::from_secs(5),
-        )
-        .await
-        .unwrap();
-        let direct = t0.elapsed();
-        let t0 = Instant::now();
-        let out = router
-            .route(&clients, "ahp-session:/bench", "rt", &sections)
-            .await;
-        let routed = t0.elapsed();
-        assert!(out["tone"].ends_with("(house style)"));
-        let t0 = Instant::now();
-        let out = ruled_router
-            .route(&clients, "ahp-session:/bench", "rt", &sections)
-            .await;
-        let with_rules = t0.elapsed();
-        assert!(
-            out["guidelines"].ends_with("(house style)"),
-            "the rules accept the append"
-        );
-        assert!(
-            out["guidelines"].contains(&token),
-            "the redacted token is restored"
-        );
-        (direct, routed, with_rules)
+    // One round: the direct call, then the same request through the router;
+    // then at the pipe, the direct answerer and the bridge, in turn first.
+    let round = |i: usize| {
+        let (router, ruled_router, clients, peer) = (&router, &ruled_router, &clients, &peer);
+        let token = &token;
+        let (direct_params, sections) = (&direct_params, &sections);
+        let (bridge_pipe, direct_pipe) = (&bridge_pipe, &direct_pipe);
+        let (bridged_ask, direct_ask) = (&bridged_ask, &direct_ask);
+        async move {
+            let t0 = Instant::now();
+            peer.call(
+                "systemMessageTransform",
+                direct_params.clone(),
+                Duration::from_secs(5),
+            )
+            .await
+            .unwrap();
+            let direct = t0.elapsed();
+            let t0 = Instant::now();
+            let out = router
+                .route(clients, "ahp-session:/bench", "rt", sections)
+                .await;
+            let routed = t0.elapsed();
+            assert!(out["tone"].ends_with("(house style)"));
+            let t0 = Instant::now();
+            let out = ruled_router
+                .route(clients, "ahp-session:/bench", "rt", sections)
+                .await;
+            let with_rules = t0.elapsed();
+            assert!(
+                out["guidelines"].ends_with("(house style)"),
+                "the rules accept the append"
+            );
+            assert!(
+                out["guidelines"].contains(token.as_str()),
+                "the redacted token is restored"
+            );
+            let pipe = |conn: &'static str| async move {
+                let (t, answer) = match conn {
+                    "bridge" => bridge_pipe.ask("systemMessage.transform", bridged_ask.clone()),
+                    _ => direct_pipe.ask("systemMessage.transform", direct_ask.clone()),
+                }
+                .await;
+                let tone = answer["result"]["sections"]["tone"]["content"].as_str();
+                assert!(
+                    tone.is_some_and(|t| t.ends_with("(house style)")),
+                    "{conn}: {answer}"
+                );
+                t
+            };
+            let (pipe_direct, pipe_bridged) = if i % 2 == 0 {
+                let d = pipe("direct").await;
+                (d, pipe("bridge").await)
+            } else {
+                let b = pipe("bridge").await;
+                (pipe("direct").await, b)
+            };
+            [direct, routed, with_rules, pipe_direct, pipe_bridged]
+        }
     };
-    for _ in 0..200 {
-        round().await; // warm-up
+    for i in 0..200 {
+        round(i).await; // warm-up
     }
-    let (mut base, mut bridged, mut policed) = (
-        Vec::with_capacity(iterations),
-        Vec::with_capacity(iterations),
-        Vec::with_capacity(iterations),
-    );
-    for _ in 0..iterations {
-        let (d, r, p) = round().await;
-        base.push(d);
-        bridged.push(r);
-        policed.push(p);
+    let mut samples: [Vec<Duration>; 5] = Default::default();
+    for i in 0..iterations {
+        for (v, d) in samples.iter_mut().zip(round(i).await) {
+            v.push(d);
+        }
     }
-    let (p50, p99) = (pct(&mut policed, 0.5), pct(&mut policed, 0.99));
-    let (b50, b99, r50, r99) = (
-        pct(&mut base, 0.5),
-        pct(&mut base, 0.99),
-        pct(&mut bridged, 0.5),
-        pct(&mut bridged, 0.99),
-    );
+    let [base, bridged, policed, pipe_direct, pipe_bridged] = &mut samples;
     println!(
         "transform round trip, {iterations} iterations, 3 sections (2 owned), loopback WebSocket"
     );
-    println!("  direct client call : p50 {b50:?}  p99 {b99:?}");
-    println!("  through the router : p50 {r50:?}  p99 {r99:?}");
-    println!("  router + rules     : p50 {p50:?}  p99 {p99:?}");
-    println!(
-        "  added at p50       : {:?}  (ratio {:.2}x)",
-        r50.saturating_sub(b50),
-        r50.as_secs_f64() / b50.as_secs_f64()
-    );
-    println!(
-        "  added at p99       : {:?}  (ratio {:.2}x)",
-        r99.saturating_sub(b99),
-        r99.as_secs_f64() / b99.as_secs_f64()
-    );
+    println!("at the router:");
+    let b = line("direct client call", base);
+    let r2 = line("through the router", bridged);
+    added(b, r2);
+    let p = line("router + rules", policed);
     println!(
         "  rules add at p50   : {:?}  p99 {:?}  (over the router without rules)",
-        p50.saturating_sub(r50),
-        p99.saturating_sub(r99)
+        p.0.saturating_sub(r2.0),
+        p.1.saturating_sub(r2.1)
     );
+    println!("at the runtime's pipe (fake runtime on TCP, the bridge with an audit log):");
+    let b = line("a client answering directly", pipe_direct);
+    let r2 = line("through the bridge", pipe_bridged);
+    added(b, r2);
     r.shutdown.cancel();
 }
 

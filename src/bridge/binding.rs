@@ -8,7 +8,6 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tracing::{debug, info, warn};
 
-use super::session::BridgedSession;
 use super::Bridge;
 use crate::ahp::backend::ActiveClientView;
 use crate::config::OverrideConfig;
@@ -220,9 +219,7 @@ impl Bridge {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(runtime_id.clone(), uri.clone());
-        let slot = self.least_loaded_slot();
-        self.sessions()
-            .insert(uri.clone(), BridgedSession::new(runtime_id, slot));
+        self.place_session(&uri, runtime_id, false);
         let action = match self.ensure_bound(&uri).await {
             Ok(_) => json!({"type": "session/ready"}),
             Err(e) => {

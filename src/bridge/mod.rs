@@ -152,17 +152,14 @@ impl Backend for Bridge {
     fn session_restored(&self, session: &str, backend_ref: Option<&str>) {
         // A reference is stored once the runtime has the session on disk
         // (after its first message): then it is resumed, history and all.
-        let slot = self.least_loaded_slot();
-        let mut s = match backend_ref {
-            Some(r) => BridgedSession::new(r.to_owned(), slot),
-            None => BridgedSession::new(uuid::Uuid::new_v4().to_string(), slot),
-        };
-        s.persisted = backend_ref.is_some();
+        let runtime_id = backend_ref
+            .map(String::from)
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         self.by_runtime
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(s.runtime_id.clone(), session.to_owned());
-        self.sessions().insert(session.to_owned(), s);
+            .insert(runtime_id.clone(), session.to_owned());
+        self.place_session(session, runtime_id, backend_ref.is_some());
     }
 
     fn authenticated(&self, principal: &str) {

@@ -12,7 +12,7 @@ use serde_json::json;
 use tracing::warn;
 
 use super::runtime_side::RuntimeEvents;
-use super::session::TurnState;
+use super::session::{BridgedSession, TurnState};
 use super::Bridge;
 use crate::jsonrpc::CallError;
 use crate::runtime::connection::{RuntimeConn, RuntimeHandler};
@@ -40,15 +40,20 @@ pub(super) struct LiveRuntime {
 }
 
 impl Bridge {
-    /// The least loaded runtime: where a new session goes.
-    pub(super) fn least_loaded_slot(&self) -> usize {
+    /// Records a new session on the least loaded runtime, choosing and
+    /// recording under one lock so that sessions created at once spread out.
+    pub(super) fn place_session(&self, uri: &str, runtime_id: String, persisted: bool) {
+        let mut sessions = self.sessions();
         let mut load = vec![0usize; self.pool.len()];
-        for s in self.sessions().values() {
+        for s in sessions.values() {
             if let Some(n) = load.get_mut(s.slot) {
                 *n += 1;
             }
         }
-        (0..load.len()).min_by_key(|i| load[*i]).unwrap_or(0)
+        let slot = (0..load.len()).min_by_key(|i| load[*i]).unwrap_or(0);
+        let mut s = BridgedSession::new(runtime_id, slot);
+        s.persisted = persisted;
+        sessions.insert(uri.to_owned(), s);
     }
 
     /// The runtime a runtime session lives on (0 for one the bridge forgot).

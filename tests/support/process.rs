@@ -55,13 +55,25 @@ impl BridgeProcess {
         server_toml: &str,
         nofile: Option<u32>,
     ) -> Self {
+        Self::start_with_runtime(model, dir, server_toml, "", nofile)
+    }
+
+    /// As [`Self::start_in`], with `runtime_toml` under `[runtime]` (e.g.
+    /// `processes = 2`, or `connect = "127.0.0.1:PORT"`).
+    pub fn start_with_runtime(
+        model: &ScriptedModel,
+        dir: &Path,
+        server_toml: &str,
+        runtime_toml: &str,
+        nofile: Option<u32>,
+    ) -> Self {
         let toml = format!(
             "[server]\nlisten = \"127.0.0.1:0\"\n{server_toml}\n\
              [[principals]]\nname = \"ide\"\ntoken_sha256 = \"{}\"\nroles = [\"observe\", \"participate\"]\n\
              [audit]\npath = {:?}\n{}",
             sha256_hex(TOKEN.as_bytes()),
             dir.join("audit.jsonl").display().to_string(),
-            offline_runtime_toml(model, dir),
+            offline_runtime_toml_with(model, dir, runtime_toml),
         );
         let path = dir.join("bridge.toml");
         std::fs::write(&path, toml).unwrap();
@@ -159,6 +171,11 @@ impl BridgeProcess {
 /// `[runtime]` for the real CLI, offline, on `model`: its home and the
 /// sessions' working directory under `dir`.
 pub fn offline_runtime_toml(model: &ScriptedModel, dir: &Path) -> String {
+    offline_runtime_toml_with(model, dir, "")
+}
+
+/// As [`offline_runtime_toml`], with `extra` keys under `[runtime]`.
+pub fn offline_runtime_toml_with(model: &ScriptedModel, dir: &Path, extra: &str) -> String {
     let mut cfg = Config::default();
     offline_runtime(&mut cfg, &model.base_url(), dir);
     let env: String = cfg
@@ -168,7 +185,7 @@ pub fn offline_runtime_toml(model: &ScriptedModel, dir: &Path) -> String {
         .map(|(k, v)| format!("{k} = {v:?}\n"))
         .collect();
     format!(
-        "[runtime]\nworking_directory = {:?}\n[runtime.env]\n{env}\
+        "[runtime]\n{extra}\nworking_directory = {:?}\n[runtime.env]\n{env}\
          [runtime.provider]\ntype = \"openai\"\nbase_url = {:?}\napi_key = \"sk-offline\"\n",
         dir.display().to_string(),
         model.base_url(),

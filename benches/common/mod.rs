@@ -1,0 +1,147 @@
+//! Shared by the benches: percentiles, what `/proc` says about a process
+//! (CPU time, resident memory, children) and about the machine, and a small
+//! fake runtime that times requests at its end of the pipe ([`pipe`]).
+#![allow(dead_code)]
+
+pub mod pipe;
+
+use std::time::Duration;
+
+/// The `p` quantile (0..=1) of `v`, nearest rank.
+pub fn pct(v: &mut [Duration], p: f64) -> Duration {
+    v.sort();
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+pub fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+pub fn us(d: Duration) -> String {
+    format!("{:.1} µs", d.as_secs_f64() * 1e6)
+}
+
+fn clock_ticks_per_second() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as f64
+    } else {
+        100.0
+    }
+}
+
+/// CPU time (user + system, every thread) a live process has used, from
+/// `/proc/PID/stat`; zero when it is gone.
+pub fn cpu_time(pid: u32) -> Duration {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return Duration::ZERO;
+    };
+    // The command name may contain spaces: fields count from after its ')'.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return Duration::ZERO;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of the whole line; `rest` starts at field 3.
+    let ticks: u64 = f[11].parse::<u64>().unwrap_or(0) + f[12].parse::<u64>().unwrap_or(0);
+    Duration::from_secs_f64(ticks as f64 / clock_ticks_per_second())
+}
+
+/// Every descendant of `pid` (children, their children, ...), from `/proc`.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for c in children(p) {
+            out.push(c);
+            todo.push(c);
+        }
+    }
+    out
+}
+
+/// The direct children of `pid` (every thread lists the ones it spawned).
+pub fn children(pid: u32) -> Vec<u32> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten();
+    tasks
+        .flatten()
+        .flat_map(|t| {
+            std::fs::read_to_string(t.path().join("children"))
+                .unwrap_or_default()
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// A field of `/proc/PID/status` in KiB (e.g. "VmRSS", "VmHWM").
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+pub fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+/// The machine's CPU counters from `/proc/stat`: (busy, all), in ticks of
+/// every core together.
+pub fn machine_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let line = stat.lines().next().unwrap_or_default();
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let all: u64 = v.iter().take(8).sum();
+    // idle and iowait are fields 4 and 5.
+    let idle = v.get(3).copied().unwrap_or(0) + v.get(4).copied().unwrap_or(0);
+    (all - idle, all)
+}
+
+/// How busy the machine's cores were between two [`machine_ticks`] readings
+/// (1.0 = every core all the time).
+pub fn busy_between(a: (u64, u64), b: (u64, u64)) -> f64 {
+    let (busy, all) = (b.0 - a.0, b.1 - a.1);
+    if all == 0 {
+        0.0
+    } else {
+        busy as f64 / all as f64
+    }
+}
+
+pub fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+/// CPU time of each thread of a live process, by thread id, with its name
+/// (`/proc/PID/task/TID/stat`).
+pub fn thread_cpu(pid: u32) -> Vec<(u32, String, Duration)> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten();
+    tasks
+        .filter_map(|t| {
+            let tid: u32 = t.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+            let (head, rest) = stat.rsplit_once(')')?;
+            let name = head.split_once('(')?.1.to_owned();
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks: u64 = f[11].parse::<u64>().ok()? + f[12].parse::<u64>().ok()?;
+            Some((
+                tid,
+                name,
+                Duration::from_secs_f64(ticks as f64 / clock_ticks_per_second()),
+            ))
+        })
+        .collect()
+}

@@ -1,0 +1,303 @@
+//! A first turn with one transform: through the bridge vs the runtime
+//! driven directly.
+//!
+//! Both sides run the real Copilot CLI (each its own process and home),
+//! pointed at the same scripted model on loopback (short replies).
+//! - Bridged: the bridge (in this process, with an audit log and the state
+//!   store next to it, as an operator runs it) and an official `ahp` client
+//!   over a real WebSocket, opted in to `tone`, answering its
+//!   `systemMessageTransform` request at once. Timed from dispatching
+//!   `chat/turnStarted` to receiving `chat/turnComplete`.
+//! - Direct: a JSON-RPC client on the CLI's stdio creates a session with the
+//!   same parameters the bridge sends (`tone` registered for `transform`),
+//!   answers `systemMessage.transform` itself, and is timed from
+//!   `session.send` to `session.idle`.
+//!
+//! Each round makes a fresh session on each side (not timed; the transform
+//! fires on a session's first turn), runs its first turn, and disposes it;
+//! rounds alternate which side goes first.
+//!
+//! Run: cargo bench --bench first_turn_transform [-- ROUNDS]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ahp::Client;
+use ahp_copilot_bridge::app::{self, Agent};
+use ahp_copilot_bridge::cli::offline_runtime;
+use ahp_copilot_bridge::config::Config;
+use ahp_copilot_bridge::demo::model::{ScriptedModel, DEFAULT_REPLY};
+use ahp_copilot_bridge::runtime::connection::{ReplyFuture, RuntimeConn, RuntimeHandler};
+use ahp_copilot_bridge::runtime::process;
+use ahp_copilot_bridge::runtime::wire::{
+    self, ModelProvider, RuntimeAnswer, RuntimeEvent, RuntimeRequest, SessionConfig,
+    UserInputAnswer,
+};
+use ahp_copilot_bridge::transform::overrides::system_message;
+use common::{ms, pct};
+use serde_json::{json, Value};
+use support::e2e::{ready_session, wait_turn_end};
+use tokio::sync::mpsc;
+
+const SECTION: &str = "tone";
+const PROMPT: &str = "Say hello.";
+
+fn house_style(sections: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    sections
+        .into_iter()
+        .map(|(k, v)| (k, format!("{v} (house style)")))
+        .collect()
+}
+
+/// The direct client's side of the runtime connection: transforms answered
+/// at once, the end of each turn reported.
+struct Direct {
+    idle: mpsc::UnboundedSender<String>,
+    transforms: Arc<AtomicUsize>,
+}
+
+impl RuntimeHandler for Direct {
+    fn event(&self, session_id: &str, event: RuntimeEvent) {
+        if matches!(event, RuntimeEvent::Idle) {
+            let _ = self.idle.send(session_id.to_owned());
+        }
+    }
+
+    fn request(&self, request: RuntimeRequest) -> ReplyFuture {
+        let answer = match request {
+            RuntimeRequest::Transform { sections, .. } => {
+                self.transforms.fetch_add(1, Ordering::Relaxed);
+                RuntimeAnswer::Transformed(house_style(sections))
+            }
+            RuntimeRequest::UserInput { .. } => {
+                RuntimeAnswer::UserInput(UserInputAnswer::NoResponse)
+            }
+            RuntimeRequest::Hooks => RuntimeAnswer::Hooks,
+        };
+        Box::pin(async move { answer })
+    }
+}
+
+struct DirectSide {
+    conn: Arc<RuntimeConn>,
+    idle: mpsc::UnboundedReceiver<String>,
+    transforms: Arc<AtomicUsize>,
+    cfg: Config,
+    _child: Option<tokio::process::Child>,
+}
+
+impl DirectSide {
+    async fn start(cfg: Config) -> Self {
+        let (tx, idle) = mpsc::unbounded_channel();
+        let transforms = Arc::new(AtomicUsize::new(0));
+        let handler = Arc::new(Direct {
+            idle: tx,
+            transforms: transforms.clone(),
+        });
+        let rt = process::start(&cfg.runtime, 0, handler).await.unwrap();
+        Self {
+            conn: rt.conn,
+            idle,
+            transforms,
+            cfg,
+            _child: rt.child,
+        }
+    }
+
+    /// The `session.create` params the bridge sends for a session whose
+    /// one active client opted in to [`SECTION`].
+    fn create_params(&self, id: &str) -> Value {
+        let r = &self.cfg.runtime;
+        SessionConfig {
+            session_id: id.to_owned(),
+            model: r.model.clone(),
+            working_directory: r.working_directory.as_ref().unwrap().display().to_string(),
+            tools: vec![],
+            provider: r.provider.as_ref().map(|p| ModelProvider {
+                kind: p.kind.clone(),
+                base_url: p.base_url.clone(),
+                api_key: p.resolved_api_key(),
+            }),
+            system_message: system_message(
+                &BTreeSet::from([SECTION.to_owned()]),
+                &self.cfg.policy.overrides,
+            ),
+            github_token: None,
+        }
+        .to_params()
+    }
+
+    async fn first_turn(&mut self) -> Duration {
+        let id = uuid::Uuid::new_v4().to_string();
+        let before = self.transforms.load(Ordering::Relaxed);
+        self.conn
+            .call(wire::method::SESSION_CREATE, self.create_params(&id))
+            .await
+            .unwrap();
+        let t0 = Instant::now();
+        self.conn
+            .call(wire::method::SESSION_SEND, wire::send_params(&id, PROMPT))
+            .await
+            .unwrap();
+        loop {
+            let s = tokio::time::timeout(Duration::from_secs(60), self.idle.recv())
+                .await
+                .expect("the turn ends within 60 s")
+                .unwrap();
+            if s == id {
+                break;
+            }
+        }
+        let took = t0.elapsed();
+        assert_eq!(self.transforms.load(Ordering::Relaxed), before + 1);
+        self.conn
+            .call(wire::method::SESSION_DESTROY, wire::session_ref(&id))
+            .await
+            .unwrap();
+        took
+    }
+}
+
+async fn bridged_first_turn(c: &Client, transforms: &AtomicUsize, i: usize) -> Duration {
+    let id = format!("b{i}");
+    let active = json!({"clientId": "bench", "tools": [], "systemMessageTransform": {"sections": [SECTION]}});
+    ready_session(c, &format!("ahp-session:/{id}"), Some(active)).await;
+    let chat = format!("ahp-chat:/{id}");
+    let (_, mut sub) = c.subscribe(chat.clone()).await.unwrap();
+    let before = transforms.load(Ordering::Relaxed);
+    let t0 = Instant::now();
+    support::dispatch_raw(
+        c,
+        &chat,
+        1,
+        json!({"type": "chat/turnStarted", "turnId": "t1",
+        "startedAt": jiff::Timestamp::now().to_string(),
+        "message": {"text": PROMPT, "origin": {"kind": "user"}}}),
+    )
+    .await;
+    let end = wait_turn_end(&mut sub, "t1").await;
+    let took = t0.elapsed();
+    assert_eq!((end.kind, end.text.as_str()), ("complete", DEFAULT_REPLY));
+    assert_eq!(transforms.load(Ordering::Relaxed), before + 1);
+    for ch in [chat, format!("ahp-session:/{id}")] {
+        c.unsubscribe(ch).await.unwrap();
+    }
+    let _: Value = c
+        .request(
+            "disposeSession",
+            json!({"channel": format!("ahp-session:/{id}")}),
+        )
+        .await
+        .unwrap();
+    took
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let rounds: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(60);
+    // On a worker thread, like the bridge's own tasks (see transform_roundtrip).
+    tokio::spawn(run(rounds)).await.unwrap();
+}
+
+async fn run(rounds: usize) {
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = Config::default();
+    cfg.server.listen = "127.0.0.1:0".parse().unwrap();
+    cfg.runtime.working_directory = Some(dir.path().to_owned());
+    let mut direct_cfg = cfg.clone();
+    offline_runtime(&mut cfg, &model.base_url(), &dir.path().join("bridge"));
+    cfg.audit.path = Some(dir.path().join("bridge/audit.jsonl"));
+    offline_runtime(
+        &mut direct_cfg,
+        &model.base_url(),
+        &dir.path().join("direct"),
+    );
+    let bridge = app::start(Arc::new(cfg), Agent::Copilot).await.unwrap();
+    let c = support::client(&bridge).await;
+    c.initialize("bench".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .unwrap();
+    let transforms = Arc::new(AtomicUsize::new(0));
+    let counted = transforms.clone();
+    c.set_server_request_handler(move |_, p: Value| {
+        counted.fetch_add(1, Ordering::Relaxed);
+        async move {
+            let mut out = serde_json::Map::new();
+            for (id, s) in p["sections"].as_object().unwrap() {
+                out.insert(
+                    id.clone(),
+                    json!({"content": format!("{} (house style)", s["content"].as_str().unwrap())}),
+                );
+            }
+            Ok(json!({"sections": out}))
+        }
+    });
+    let mut direct = DirectSide::start(direct_cfg).await;
+    // Warm-up: both runtimes start, and each side has run a few turns.
+    for i in 0..3 {
+        bridged_first_turn(&c, &transforms, 1000 + i).await;
+        direct.first_turn().await;
+    }
+    let (mut via_bridge, mut via_direct) = (Vec::new(), Vec::new());
+    for i in 0..rounds {
+        if i % 2 == 0 {
+            via_bridge.push(bridged_first_turn(&c, &transforms, i).await);
+            via_direct.push(direct.first_turn().await);
+        } else {
+            via_direct.push(direct.first_turn().await);
+            via_bridge.push(bridged_first_turn(&c, &transforms, i).await);
+        }
+    }
+    // The model got the transformed section on both sides.
+    let requests = model.requests();
+    let transformed = requests
+        .iter()
+        .filter(|r| ScriptedModel::system_prompt(r).is_some_and(|p| p.contains("(house style)")))
+        .count();
+    assert!(
+        transformed >= 2 * rounds,
+        "{transformed} of {}",
+        requests.len()
+    );
+    println!("first turn with one transform ({SECTION}), {rounds} rounds, real Copilot CLI, scripted model on loopback");
+    let row = |name: &str, v: &mut Vec<Duration>| {
+        let (p50, p90, min) = (pct(v, 0.5), pct(v, 0.9), pct(v, 0.0));
+        println!(
+            "  {name:<18}: p50 {:>8}  p90 {:>8}  min {:>8}",
+            ms(p50),
+            ms(p90),
+            ms(min)
+        );
+        p50
+    };
+    // Per round, bridge minus direct: robust to drift over the run.
+    let mut diffs: Vec<f64> = via_bridge
+        .iter()
+        .zip(&via_direct)
+        .map(|(b, d)| b.as_secs_f64() - d.as_secs_f64())
+        .collect();
+    diffs.sort_by(f64::total_cmp);
+    let d = row("direct runtime", &mut via_direct);
+    let b = row("through the bridge", &mut via_bridge);
+    println!(
+        "  ratio at p50      : {:.2}x ({:+.1} ms)",
+        b.as_secs_f64() / d.as_secs_f64(),
+        (b.as_secs_f64() - d.as_secs_f64()) * 1e3
+    );
+    println!(
+        "  median of the per-round differences (bridge - direct): {:+.1} ms",
+        diffs[diffs.len() / 2] * 1e3
+    );
+    bridge.stop(Duration::from_secs(10)).await;
+}
