@@ -22,6 +22,7 @@ use super::access::check_action;
 use super::auth::{Principal, Principals};
 use super::backend::{ActiveClientView, Backend, ClientPhase};
 use super::clients::ConnId;
+use super::cursor::CursorKey;
 use super::dispatch::{client_may_dispatch, needs_tool_owner};
 use super::extension::opted_in_sections;
 use super::outbound::DeltaKey;
@@ -40,6 +41,8 @@ pub struct Host {
     /// How many connections are open, for a shutdown to wait on.
     pub(super) connections: tokio::sync::watch::Sender<usize>,
     pub(super) grace_timers_fired: AtomicU64,
+    /// Seals and opens this instance's paging cursors.
+    pub(super) cursors: CursorKey,
 }
 
 /// Who dispatched an action: the host itself, or a client (echoed with `origin`).
@@ -74,6 +77,7 @@ impl Host {
             store: OnceLock::new(),
             connections: tokio::sync::watch::Sender::new(0),
             grace_timers_fired: Default::default(),
+            cursors: CursorKey::random(),
         })
     }
 

@@ -76,8 +76,8 @@ impl Host {
             "subscribe" => self.subscribe(conn, str_field(params, "channel")?),
             "createSession" => self.create_session(conn, &principal, params),
             "disposeSession" => self.dispose_session(&principal, str_field(params, "channel")?),
-            "listSessions" => Ok(self.list_sessions(&principal)),
-            "fetchTurns" => self.fetch_turns(&principal, str_field(params, "channel")?),
+            "listSessions" => self.list_sessions(&principal, params),
+            "fetchTurns" => self.fetch_turns(&principal, params),
             _ => Err(RpcError::method_not_found(method)),
         }
     }
