@@ -23,7 +23,7 @@ use super::auth::{Principal, Principals};
 use super::backend::{ActiveClientView, Backend, ClientPhase};
 use super::clients::ConnId;
 use super::cursor::CursorKey;
-use super::dispatch::{client_may_dispatch, needs_tool_owner};
+use super::dispatch::{client_may_dispatch, needs_tool_owner, parse_client_action};
 use super::extension::opted_in_sections;
 use super::outbound::DeltaKey;
 use super::state::{Replayed, State, PROVIDER};
@@ -174,8 +174,7 @@ impl Host {
                 self.cfg.server.max_action_bytes
             ));
         }
-        let typed: StateAction =
-            serde_json::from_value(action.clone()).map_err(|e| format!("malformed {ty}: {e}"))?;
+        let typed = parse_client_action(ty, action)?;
         let opts_in = action
             .pointer("/activeClient/systemMessageTransform")
             .is_some_and(|v| !v.is_null());
