@@ -78,7 +78,7 @@ impl Host {
             "disposeSession" => self.dispose_session(&principal, str_field(params, "channel")?),
             "listSessions" => self.list_sessions(&principal, params),
             "fetchTurns" => self.fetch_turns(&principal, params),
-            _ => Err(RpcError::method_not_found(method)),
+            _ => Err(super::surface::refusal(method)),
         }
     }
 

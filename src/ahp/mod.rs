@@ -18,4 +18,5 @@ pub mod outbound;
 pub mod server;
 pub mod sessions;
 pub mod state;
+pub mod surface;
 pub mod uri;
