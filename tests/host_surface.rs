@@ -24,6 +24,11 @@ async fn negotiation_picks_the_highest_version_implemented_and_advertises_the_ex
     assert_eq!(ext["name"], "systemMessageTransform");
     assert_eq!(ext["version"], "0.1.0");
     assert_eq!(ext["sections"], json!(SECTION_CATALOGUE.len()));
+    // `@` asks for file references.
+    assert_eq!(
+        res.completion_trigger_characters,
+        Some(vec!["@".to_string()])
+    );
 
     // Offered only a newer compatible minor, the host still connects (the
     // spec's compatibility rule) and names the offered string.

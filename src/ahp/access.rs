@@ -11,6 +11,10 @@ use crate::config::Role;
 pub fn role_for_request(method: &str) -> Option<(Role, &'static str)> {
     Some(match method {
         "subscribe" | "listSessions" | "fetchTurns" => (Role::Observe, "read sessions"),
+        // Files are read only where a session the caller sees works.
+        "resourceRead" | "resourceList" | "resourceResolve" | "resourceRequest" | "completions" => {
+            (Role::Observe, "read files in the working directories")
+        }
         "createSession" => (Role::Participate, "create sessions"),
         "disposeSession" => (Role::Participate, "dispose sessions"),
         _ => return None,

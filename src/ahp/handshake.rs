@@ -7,8 +7,10 @@ use serde_json::{json, Value};
 use tracing::info;
 
 use super::clients::ConnId;
+use super::completions::COMPLETION_TRIGGER;
 use super::errors::AhpError;
 use super::extension;
+use super::files::file_uri_of;
 use super::host::Host;
 use super::methods::{field, str_field};
 use crate::jsonrpc::{ErrorCode, RpcError};
@@ -77,13 +79,17 @@ impl Host {
             c.subs.extend(initial);
         }
         info!(client_id = ?client_id, protocol = %chosen, "client initialized");
-        let result = json!({
+        let mut result = json!({
             "protocolVersion": chosen,
             "serverSeq": st.seq,
             "serverInfo": {"name": "ahp-copilot-bridge", "version": env!("CARGO_PKG_VERSION"), "title": "AHP bridge for GitHub Copilot"},
             "snapshots": snapshots,
             "_meta": extension::advertisement(),
+            "completionTriggerCharacters": [COMPLETION_TRIGGER],
         });
+        if let Some(dir) = &self.cfg.runtime.working_directory {
+            result["defaultDirectory"] = json!(file_uri_of(dir));
+        }
         Ok(result)
     }
 

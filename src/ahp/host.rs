@@ -43,6 +43,8 @@ pub struct Host {
     pub(super) grace_timers_fired: AtomicU64,
     /// Seals and opens this instance's paging cursors.
     pub(super) cursors: CursorKey,
+    /// Bounds the file requests running at once (see [`super::resources`]).
+    pub(super) file_workers: Arc<tokio::sync::Semaphore>,
 }
 
 /// Who dispatched an action: the host itself, or a client (echoed with `origin`).
@@ -78,6 +80,7 @@ impl Host {
             connections: tokio::sync::watch::Sender::new(0),
             grace_timers_fired: Default::default(),
             cursors: CursorKey::random(),
+            file_workers: Arc::new(tokio::sync::Semaphore::new(super::resources::FILE_WORKERS)),
         })
     }
 

@@ -68,6 +68,8 @@ pub struct ServerConfig {
     /// How long a graceful shutdown (SIGTERM, SIGINT) may take before the process exits anyway.
     #[serde(deserialize_with = "duration")]
     pub shutdown_timeout: Duration,
+    /// The largest file `resourceRead` returns; a larger one is refused (never truncated).
+    pub max_resource_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -90,6 +92,7 @@ impl Default for ServerConfig {
             outbound_queue_bytes: 16 * 1024 * 1024,
             max_action_bytes: 256 * 1024,
             shutdown_timeout: Duration::from_secs(10),
+            max_resource_bytes: 1024 * 1024,
         }
     }
 }
@@ -355,10 +358,22 @@ impl Config {
                 64 * 1024,
             ),
             ("server.max_action_bytes", s.max_action_bytes, 1024),
+            ("server.max_resource_bytes", s.max_resource_bytes, 1),
         ] {
             if v < min {
                 return Err(bad(key, format!("must be at least {min}")));
             }
+        }
+        // A file goes out in one message, escaped (JSON text, up to 6 bytes a
+        // byte) or base64: it must fit a client's outbound queue with room to spare.
+        if s.max_resource_bytes > s.outbound_queue_bytes / 8 {
+            return Err(bad(
+                "server.max_resource_bytes",
+                format!(
+                    "must be at most server.outbound_queue_bytes / 8 ({}), so a file fits a client's outbound queue",
+                    s.outbound_queue_bytes / 8
+                ),
+            ));
         }
         self.validate_principals()?;
         let r = &self.runtime;
@@ -474,6 +489,13 @@ mod tests {
             .validate()
             .unwrap_err();
         assert_eq!(e.key, "policy.restricted");
+        for bad in ["0", "2097153"] {
+            let e = Config::parse(&format!("[server]\nmax_resource_bytes = {bad}"))
+                .unwrap()
+                .validate()
+                .unwrap_err();
+            assert_eq!(e.key, "server.max_resource_bytes", "{bad}");
+        }
     }
 
     #[test]
