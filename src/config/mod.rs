@@ -38,7 +38,7 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Bearer token required in the WebSocket upgrade; env AHP_BRIDGE_TOKEN also sets it.
     pub token: Option<String>,
-    /// Origins a browser may connect from; requests with any other Origin get 403.
+    /// Origins a browser may connect from (`scheme://host:*` for any port); any other Origin gets 403.
     pub allowed_origins: Vec<String>,
     pub max_frame_bytes: usize,
     pub max_json_depth: usize,
@@ -338,6 +338,17 @@ impl Config {
         if s.outbound_queue < 16 {
             return Err(bad("server.outbound_queue", "must be at least 16"));
         }
+        for o in &s.allowed_origins {
+            let is_origin = o.split_once("://").is_some_and(|(scheme, rest)| {
+                !scheme.is_empty() && !rest.is_empty() && !rest.contains('/')
+            });
+            if !is_origin {
+                return Err(bad(
+                    "server.allowed_origins",
+                    format!("{o:?} is not an origin: scheme://host, scheme://host:port, or scheme://host:* for any port"),
+                ));
+            }
+        }
         if s.shutdown_timeout.is_zero() {
             return Err(bad("server.shutdown_timeout", "must be more than 0s"));
         }
@@ -495,6 +506,13 @@ mod tests {
                 .validate()
                 .unwrap_err();
             assert_eq!(e.key, "server.max_resource_bytes", "{bad}");
+        }
+        for bad in ["localhost:5173", "http://x/", "*"] {
+            let e = Config::parse(&format!("[server]\nallowed_origins = [{bad:?}]"))
+                .unwrap()
+                .validate()
+                .unwrap_err();
+            assert_eq!(e.key, "server.allowed_origins", "{bad}");
         }
     }
 
