@@ -67,13 +67,30 @@ pub fn offline_runtime(cfg: &mut Config, base_url: &str, state_dir: &std::path::
     });
 }
 
-/// Everything offline: the scripted model, the real CLI pointed at it, the host.
-pub async fn demo(listen: SocketAddr) -> anyhow::Result<()> {
+/// Browser origins the demo allows without being asked: loopback, any port
+/// (a web UI's dev server on `http://localhost:5173`, ...).
+pub const LOOPBACK_ORIGINS: &[&str] =
+    &["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"];
+
+/// The demo's `[server] allowed_origins`: loopback on any port, and `extra`
+/// (`--allow-origin`). `serve` allows only what its config lists.
+pub fn demo_origins(extra: &[String]) -> Vec<String> {
+    LOOPBACK_ORIGINS
+        .iter()
+        .map(|o| o.to_string())
+        .chain(extra.iter().cloned())
+        .collect()
+}
+
+/// Everything offline: the scripted model, the real CLI pointed at it, the
+/// host, which browsers on loopback (and `allow_origins`) may reach.
+pub async fn demo(listen: SocketAddr, allow_origins: &[String]) -> anyhow::Result<()> {
     let model = ScriptedModel::start().await?;
     let state =
         std::env::temp_dir().join(format!("ahp-copilot-bridge-demo-{}", std::process::id()));
     let mut cfg = Config::default();
     cfg.server.listen = listen;
+    cfg.server.allowed_origins = demo_origins(allow_origins);
     cfg.audit.path = Some(state.join("audit.jsonl"));
     offline_runtime(&mut cfg, &model.base_url(), &state);
     let running = app::start(Arc::new(cfg), Agent::Copilot).await?;

@@ -35,6 +35,10 @@ enum Command {
     Demo {
         #[arg(long, default_value = "127.0.0.1:8421")]
         listen: std::net::SocketAddr,
+        /// A browser origin that may connect besides loopback on any port,
+        /// e.g. https://ui.example or http://192.168.1.5:* (repeatable).
+        #[arg(long = "allow-origin", value_name = "ORIGIN")]
+        allow_origin: Vec<String>,
     },
     /// Audit log tools.
     Audit {
@@ -145,9 +149,13 @@ fn main() -> ExitCode {
                 runtime()?.block_on(ahp_copilot_bridge::cli::serve(Arc::new(cfg), config))
             })
         }
-        Command::Demo { listen } => {
+        Command::Demo {
+            listen,
+            allow_origin,
+        } => {
             init_logs();
-            runtime().and_then(|rt| rt.block_on(ahp_copilot_bridge::cli::demo(listen)))
+            runtime()
+                .and_then(|rt| rt.block_on(ahp_copilot_bridge::cli::demo(listen, &allow_origin)))
         }
     };
     match result {

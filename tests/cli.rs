@@ -1,5 +1,6 @@
 //! The binary: config errors name the key and exit non-zero; the example
-//! config is valid; `demo` serves a whole conversation and stops on Ctrl-C.
+//! config is valid; `demo` lets loopback browsers in, serves a whole
+//! conversation and stops on Ctrl-C.
 
 mod support;
 
@@ -124,14 +125,30 @@ fn bad_configs_exit_non_zero_naming_the_key() {
     }
 }
 
+/// The HTTP status of a WebSocket upgrade to `addr` carrying `Origin: origin`.
+async fn upgrade_status(addr: std::net::SocketAddr, origin: &str) -> u16 {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = format!("ws://{addr}").into_client_request().unwrap();
+    req.headers_mut().insert("origin", origin.parse().unwrap());
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((_, resp)) => resp.status().as_u16(),
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
+        Err(e) => panic!("upgrade failed: {e}"),
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_serves_a_conversation_and_stops_on_ctrl_c() {
     let mut child = bin()
         .args(["demo", "--listen", "127.0.0.1:0"])
+        .args(["--allow-origin", "https://ui.example"])
         .env("AHP_BRIDGE_LOG", "warn")
+        .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // A failed assertion must not leave the demo (and its runtime) running.
+    let mut reap = KillOnDrop(child.id(), true);
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -146,6 +163,15 @@ async fn demo_serves_a_conversation_and_stops_on_ctrl_c() {
         .expect("the demo says where it listens")
         .parse()
         .unwrap();
+    // A browser on loopback (a web UI's dev server) and the allowed origin
+    // get in; any other origin gets 403.
+    for (origin, status) in [
+        ("http://localhost:5173", 101),
+        ("https://ui.example", 101),
+        ("http://evil.example", 403),
+    ] {
+        assert_eq!(upgrade_status(addr, origin).await, status, "{origin}");
+    }
     let c = support::client_at(addr).await;
     c.initialize("demo-test".into(), vec!["1.0.0".into()], vec![])
         .await
@@ -176,5 +202,19 @@ async fn demo_serves_a_conversation_and_stops_on_ctrl_c() {
         .await
         .unwrap()
         .unwrap();
+    reap.1 = false;
     assert!(status.success(), "{status:?}");
+}
+
+/// SIGKILLs a process on drop while armed.
+struct KillOnDrop(u32, bool);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if self.1 {
+            let _ = Command::new("kill")
+                .args(["-KILL", &self.0.to_string()])
+                .status();
+        }
+    }
 }

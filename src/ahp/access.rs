@@ -15,6 +15,10 @@ pub fn role_for_request(method: &str) -> Option<(Role, &'static str)> {
         "resolveSessionConfig" | "sessionConfigCompletions" => {
             (Role::Participate, "configure new sessions")
         }
+        // Files are read only where a session the caller sees works.
+        "resourceRead" | "resourceList" | "resourceResolve" | "resourceRequest" | "completions" => {
+            (Role::Observe, "read files in the working directories")
+        }
         "createSession" => (Role::Participate, "create sessions"),
         "disposeSession" => (Role::Participate, "dispose sessions"),
         _ => return None,

@@ -44,6 +44,10 @@ struct ClientMessages {
 
 impl InboundHandler for ClientMessages {
     fn request(&self, method: &str, params: Value) -> Answer {
+        // Files are read off the reader: a slow disk delays only its answer.
+        if let Some(reply) = self.host.file_request(self.conn, method, &params) {
+            return Answer::Later(reply);
+        }
         match self.host.request(self.conn, method, &params) {
             // Nothing more can be said without a common version: answer, then close.
             Err(e) if e.is(AhpError::UnsupportedProtocolVersion) => Answer::Last(Err(e)),

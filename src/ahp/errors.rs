@@ -7,6 +7,7 @@ pub enum AhpError {
     ProviderNotFound,
     SessionAlreadyExists,
     UnsupportedProtocolVersion,
+    NotFound,
     PermissionDenied,
     Conflict,
 }
@@ -18,6 +19,7 @@ impl From<AhpError> for i32 {
             AhpError::ProviderNotFound => -32002,
             AhpError::SessionAlreadyExists => -32003,
             AhpError::UnsupportedProtocolVersion => -32005,
+            AhpError::NotFound => -32008,
             AhpError::PermissionDenied => -32009,
             AhpError::Conflict => -32011,
         }

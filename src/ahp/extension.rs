@@ -10,8 +10,28 @@ use serde_json::{json, Value};
 
 use crate::sections::SECTION_CATALOGUE;
 
-/// The server -> client request that asks an owner to rewrite its sections.
+/// The server -> client request that asks an owner to rewrite its sections;
+/// also the extension's name (the proposal, upstream issue #164, names both so).
 pub const TRANSFORM_METHOD: &str = "systemMessageTransform";
+
+/// The version of the extension as this host speaks it. The proposal is in no
+/// AHP release yet, so it is pre-1.0: a change to its fields bumps the minor.
+pub const TRANSFORM_EXTENSION_VERSION: &str = "0.1.0";
+
+/// `InitializeResult._meta`: tells a client before it creates a session that
+/// this host speaks the extension, which version, and how many sections the
+/// catalogue (`systemMessageSections` on the root state's agent) holds.
+pub fn advertisement() -> Value {
+    json!({
+        TRANSFORM_METHOD: {
+            "name": TRANSFORM_METHOD,
+            "version": TRANSFORM_EXTENSION_VERSION,
+            "sections": SECTION_CATALOGUE.len(),
+            "catalogue": "the root state's agents[].systemMessageSections",
+            "optIn": "SessionActiveClient.systemMessageTransform.sections",
+        }
+    })
+}
 
 /// Keeps the opt-in of an applied active-client change.
 pub fn keep_opt_in(opt_ins: &mut BTreeMap<String, Value>, typed: &StateAction, raw: &Value) {

@@ -7,10 +7,41 @@ use serde_json::{json, Value};
 use tracing::info;
 
 use super::clients::ConnId;
+use super::completions::COMPLETION_TRIGGER;
 use super::errors::AhpError;
+use super::extension;
+use super::files::file_uri_of;
 use super::host::Host;
 use super::methods::{field, str_field};
 use crate::jsonrpc::{ErrorCode, RpcError};
+
+/// The protocol versions this host implements, most preferred first.
+pub const IMPLEMENTED_VERSIONS: &[&str] = ahp_types::SUPPORTED_PROTOCOL_VERSIONS;
+
+/// The version to speak: the highest offered one this host implements
+/// exactly; failing that, the highest offered one the spec makes compatible
+/// with one it implements (same major, `>= 1`, or same `0.minor`), which the
+/// answer must then name as offered. `None`: nothing in common.
+pub fn negotiate(offered: &[String]) -> Option<String> {
+    let exact = offered
+        .iter()
+        .filter(|v| IMPLEMENTED_VERSIONS.contains(&v.as_str()))
+        .max_by_key(|v| semver(v));
+    match exact {
+        Some(v) => Some(v.clone()),
+        // The official selection: malformed entries make it give up.
+        None => ahp_types::negotiate_protocol_version(offered)
+            .ok()
+            .flatten()
+            .map(String::from),
+    }
+}
+
+fn semver(v: &str) -> Option<(u64, u64, u64)> {
+    let mut parts = v.split('.').map(|p| p.parse::<u64>().ok());
+    let out = (parts.next()??, parts.next()??, parts.next()??);
+    parts.next().is_none().then_some(out)
+}
 
 impl Host {
     pub(super) fn initialize(&self, conn: ConnId, params: &Value) -> Result<Value, RpcError> {
@@ -22,16 +53,13 @@ impl Host {
                 )
             })?;
         let client_id = str_field(params, "clientId")?;
-        let chosen = match ahp_types::negotiate_protocol_version(&versions) {
-            Ok(Some(v)) => v.to_owned(),
-            Ok(None) | Err(_) => {
-                return Err(RpcError::new(
-                    AhpError::UnsupportedProtocolVersion,
-                    "no supported protocol version offered",
-                )
-                .with_data(json!({"supportedVersions": ahp_types::SUPPORTED_PROTOCOL_VERSIONS})))
-            }
-        };
+        let chosen = negotiate(&versions).ok_or_else(|| {
+            RpcError::new(
+                AhpError::UnsupportedProtocolVersion,
+                "no supported protocol version offered",
+            )
+            .with_data(json!({"supportedVersions": IMPLEMENTED_VERSIONS}))
+        })?;
         let initial: Vec<String> = match params.get("initialSubscriptions") {
             None | Some(Value::Null) => vec![],
             Some(v) => serde_json::from_value(v.clone()).map_err(|_| {
@@ -51,12 +79,18 @@ impl Host {
             c.subs.extend(initial);
         }
         info!(client_id = ?client_id, protocol = %chosen, "client initialized");
-        Ok(json!({
+        let mut result = json!({
             "protocolVersion": chosen,
             "serverSeq": st.seq,
             "serverInfo": {"name": "ahp-copilot-bridge", "version": env!("CARGO_PKG_VERSION"), "title": "AHP bridge for GitHub Copilot"},
             "snapshots": snapshots,
-        }))
+            "_meta": extension::advertisement(),
+            "completionTriggerCharacters": [COMPLETION_TRIGGER],
+        });
+        if let Some(dir) = &self.cfg.runtime.working_directory {
+            result["defaultDirectory"] = json!(file_uri_of(dir));
+        }
+        Ok(result)
     }
 
     pub(super) fn reconnect(&self, conn: ConnId, params: &Value) -> Result<Value, RpcError> {
@@ -119,5 +153,27 @@ impl Host {
             info!(client_id = ?client_id, "client reconnected by snapshot");
             Ok(json!({"type": "snapshot", "snapshots": snapshots}))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pick(offered: &[&str]) -> Option<String> {
+        negotiate(&offered.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn the_highest_implemented_offer_wins() {
+        assert_eq!(pick(&["1.1.0", "1.0.0"]).as_deref(), Some("1.0.0"));
+        assert_eq!(pick(&["0.9.0", "1.0.0"]).as_deref(), Some("1.0.0"));
+        assert_eq!(pick(&["0.9.0"]).as_deref(), Some("0.9.0"));
+        // Nothing implemented offered: a compatible version still connects.
+        assert_eq!(pick(&["1.2.0"]).as_deref(), Some("1.2.0"));
+        assert_eq!(pick(&["2.0.0"]), None);
+        assert_eq!(pick(&["0.8.0"]), None);
+        assert_eq!(pick(&["banana"]), None);
+        assert_eq!(pick(&[]), None);
     }
 }

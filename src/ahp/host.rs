@@ -22,7 +22,8 @@ use super::access::check_action;
 use super::auth::{Principal, Principals};
 use super::backend::{ActiveClientView, Backend, ClientPhase};
 use super::clients::ConnId;
-use super::dispatch::{client_may_dispatch, needs_tool_owner};
+use super::cursor::CursorKey;
+use super::dispatch::{client_may_dispatch, needs_tool_owner, parse_client_action};
 use super::extension::opted_in_sections;
 use super::outbound::DeltaKey;
 use super::session_config::chosen_model;
@@ -45,6 +46,10 @@ pub struct Host {
     pub(super) grace_timers_fired: AtomicU64,
     /// Sections advertised as `restricted` (hidden); replaced on a policy reload.
     hidden_sections: Mutex<Vec<String>>,
+    /// Seals and opens this instance's paging cursors.
+    pub(super) cursors: CursorKey,
+    /// Bounds the file requests running at once (see [`super::resources`]).
+    pub(super) file_workers: Arc<tokio::sync::Semaphore>,
 }
 
 /// Who dispatched an action: the host itself, or a client (echoed with `origin`).
@@ -77,6 +82,8 @@ impl Host {
             tokens: Default::default(),
             connections: tokio::sync::watch::Sender::new(0),
             grace_timers_fired: Default::default(),
+            cursors: CursorKey::random(),
+            file_workers: Arc::new(tokio::sync::Semaphore::new(super::resources::FILE_WORKERS)),
         })
     }
 
@@ -189,8 +196,7 @@ impl Host {
                 self.cfg.server.max_action_bytes
             ));
         }
-        let typed: StateAction =
-            serde_json::from_value(action.clone()).map_err(|e| format!("malformed {ty}: {e}"))?;
+        let typed = parse_client_action(ty, action)?;
         let opts_in = action
             .pointer("/activeClient/systemMessageTransform")
             .is_some_and(|v| !v.is_null());

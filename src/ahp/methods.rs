@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use tracing::debug;
 
 use super::access::role_for_request;
+use super::auth::Principal;
 use super::clients::ConnId;
 use super::errors::AhpError;
 use super::extension::section_catalogue;
@@ -43,17 +44,38 @@ impl Host {
             // The response itself is the signal; the official client expects `null`.
             return Ok(Value::Null);
         }
-        let initialized = self.client_id_of(conn).is_some();
         match method {
             "initialize" => return self.initialize(conn, params),
             "reconnect" => return self.reconnect(conn, params),
-            _ if !initialized => {
-                return Err(RpcError::new(
-                    ErrorCode::InvalidRequest,
-                    format!("{method}: call initialize (or reconnect) first"),
-                ))
-            }
             _ => {}
+        }
+        let principal = self.caller(conn, method, params)?;
+        match method {
+            "subscribe" => self.subscribe(conn, str_field(params, "channel")?),
+            "createSession" => self.create_session(conn, &principal, params),
+            "disposeSession" => self.dispose_session(&principal, str_field(params, "channel")?),
+            "listSessions" => self.list_sessions(&principal, params),
+            "fetchTurns" => self.fetch_turns(&principal, params),
+            "resolveSessionConfig" => self.resolve_session_config(params),
+            "sessionConfigCompletions" => self.session_config_completions(params),
+            "authenticate" => self.authenticate(&principal, params),
+            _ => Err(super::surface::refusal(method)),
+        }
+    }
+
+    /// Who sends `method` on `conn`: an initialized client whose principal
+    /// holds the role the method needs, with params that are an object.
+    pub(super) fn caller(
+        &self,
+        conn: ConnId,
+        method: &str,
+        params: &Value,
+    ) -> Result<Arc<Principal>, RpcError> {
+        if self.client_id_of(conn).is_none() {
+            return Err(RpcError::new(
+                ErrorCode::InvalidRequest,
+                format!("{method}: call initialize (or reconnect) first"),
+            ));
         }
         if !params.is_object() {
             return Err(RpcError::new(
@@ -72,17 +94,7 @@ impl Host {
             debug!(principal = %principal.name, client_id = ?client_id, method, allowed = decision.is_ok(), "authorization");
             decision.map_err(|why| RpcError::new(AhpError::PermissionDenied, why))?;
         }
-        match method {
-            "subscribe" => self.subscribe(conn, str_field(params, "channel")?),
-            "createSession" => self.create_session(conn, &principal, params),
-            "disposeSession" => self.dispose_session(&principal, str_field(params, "channel")?),
-            "listSessions" => Ok(self.list_sessions(&principal)),
-            "fetchTurns" => self.fetch_turns(&principal, str_field(params, "channel")?),
-            "resolveSessionConfig" => self.resolve_session_config(params),
-            "authenticate" => self.authenticate(&principal, params),
-            "sessionConfigCompletions" => self.session_config_completions(params),
-            _ => Err(RpcError::method_not_found(method)),
-        }
+        Ok(principal)
     }
 
     fn subscribe(&self, conn: ConnId, uri: &str) -> Result<Value, RpcError> {

@@ -37,6 +37,25 @@ pub fn presented_token<'a>(
     from_header.or(from_query)
 }
 
+/// Whether a browser at `origin` may connect: it equals an entry of
+/// `allowed`, or an entry ends in `:*` (`http://localhost:*`) and the origin
+/// is that scheme and host on any port (or none). Nothing else matches: not
+/// `http://localhost.evil.example`, not another scheme.
+pub fn origin_allowed(allowed: &[String], origin: &str) -> bool {
+    allowed.iter().any(|a| match a.strip_suffix(":*") {
+        Some(base) => {
+            origin == base
+                || origin
+                    .strip_prefix(base)
+                    .and_then(|rest| rest.strip_prefix(':'))
+                    .is_some_and(|port| {
+                        (1..=5).contains(&port.len()) && port.bytes().all(|b| b.is_ascii_digit())
+                    })
+        }
+        None => a == origin,
+    })
+}
+
 /// The principal an upgrade request authenticates as, or why it is refused:
 /// the HTTP status and a body that says why.
 pub fn check_upgrade(
@@ -47,7 +66,7 @@ pub fn check_upgrade(
     origin: Option<&str>,
 ) -> Result<Arc<Principal>, (StatusCode, &'static str)> {
     if let Some(origin) = origin {
-        if !cfg.allowed_origins.iter().any(|o| o == origin) {
+        if !origin_allowed(&cfg.allowed_origins, origin) {
             return Err((
                 StatusCode::FORBIDDEN,
                 "origin not allowed; add it to [server] allowed_origins\n",
@@ -287,6 +306,38 @@ mod tests {
         assert!(check(&c, None, None, Some("https://ok.example")).is_ok());
         assert_eq!(
             check(&c, None, None, Some("https://evil.example")),
+            Err(StatusCode::FORBIDDEN)
+        );
+    }
+
+    #[test]
+    fn any_port_patterns_match_only_that_host() {
+        let allowed = vec![
+            "http://localhost:*".to_string(),
+            "https://ide.example".into(),
+        ];
+        for ok in [
+            "http://localhost:5173",
+            "http://localhost",
+            "https://ide.example",
+        ] {
+            assert!(origin_allowed(&allowed, ok), "{ok}");
+        }
+        for bad in [
+            "http://localhost.evil.example:5173",
+            "http://localhost:5173.evil.example",
+            "http://localhost:",
+            "http://localhost:123456",
+            "https://localhost:5173",
+            "http://evil.example",
+            "https://ide.example:8443",
+        ] {
+            assert!(!origin_allowed(&allowed, bad), "{bad}");
+        }
+        // `serve` without allowed_origins refuses every browser, loopback included.
+        let c = cfg(None, &[]);
+        assert_eq!(
+            check(&c, None, None, Some("http://localhost:5173")),
             Err(StatusCode::FORBIDDEN)
         );
     }

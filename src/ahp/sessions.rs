@@ -1,5 +1,5 @@
-//! Session lifecycle and listing: `createSession` (owned by the principal
-//! that creates it), `disposeSession`, `listSessions`, `fetchTurns`.
+//! Session lifecycle: `createSession` (owned by the principal that creates
+//! it) and `disposeSession`; listing is in [`super::listing`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -183,30 +183,6 @@ impl Host {
             b.session_disposed(uri);
         }
         Ok(json!({}))
-    }
-
-    pub(super) fn list_sessions(&self, principal: &Principal) -> Value {
-        let st = self.lock();
-        let items: Vec<Value> = st
-            .sessions
-            .iter()
-            .filter(|(_, e)| principal.sees(&e.owner))
-            .map(|(u, e)| summary_json(u, e))
-            .collect();
-        json!({"items": items})
-    }
-
-    /// All turns are always in the chat state, so there is never a page to fetch.
-    pub(super) fn fetch_turns(&self, principal: &Principal, chat: &str) -> Result<Value, RpcError> {
-        let st = self.lock();
-        if st.chats.contains_key(chat) && st.visible(principal, chat) {
-            Ok(json!({}))
-        } else {
-            Err(RpcError::new(
-                AhpError::SessionNotFound,
-                format!("no chat {chat:?}"),
-            ))
-        }
     }
 
     pub(super) fn update_active_sessions(&self) {

@@ -42,7 +42,7 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Bearer token required in the WebSocket upgrade; env AHP_BRIDGE_TOKEN also sets it.
     pub token: Option<String>,
-    /// Origins a browser may connect from; requests with any other Origin get 403.
+    /// Origins a browser may connect from (`scheme://host:*` for any port); any other Origin gets 403.
     pub allowed_origins: Vec<String>,
     pub max_frame_bytes: usize,
     pub max_json_depth: usize,
@@ -72,6 +72,8 @@ pub struct ServerConfig {
     /// How long a graceful shutdown (SIGTERM, SIGINT) may take before the process exits anyway.
     #[serde(deserialize_with = "duration")]
     pub shutdown_timeout: Duration,
+    /// The largest file `resourceRead` returns; a larger one is refused (never truncated).
+    pub max_resource_bytes: usize,
 }
 
 impl Default for ServerConfig {
@@ -94,6 +96,7 @@ impl Default for ServerConfig {
             outbound_queue_bytes: 16 * 1024 * 1024,
             max_action_bytes: 256 * 1024,
             shutdown_timeout: Duration::from_secs(10),
+            max_resource_bytes: 1024 * 1024,
         }
     }
 }
@@ -311,6 +314,17 @@ impl Config {
         if s.outbound_queue < 16 {
             return Err(bad("server.outbound_queue", "must be at least 16"));
         }
+        for o in &s.allowed_origins {
+            let is_origin = o.split_once("://").is_some_and(|(scheme, rest)| {
+                !scheme.is_empty() && !rest.is_empty() && !rest.contains('/')
+            });
+            if !is_origin {
+                return Err(bad(
+                    "server.allowed_origins",
+                    format!("{o:?} is not an origin: scheme://host, scheme://host:port, or scheme://host:* for any port"),
+                ));
+            }
+        }
         if s.shutdown_timeout.is_zero() {
             return Err(bad("server.shutdown_timeout", "must be more than 0s"));
         }
@@ -331,10 +345,22 @@ impl Config {
                 64 * 1024,
             ),
             ("server.max_action_bytes", s.max_action_bytes, 1024),
+            ("server.max_resource_bytes", s.max_resource_bytes, 1),
         ] {
             if v < min {
                 return Err(bad(key, format!("must be at least {min}")));
             }
+        }
+        // A file goes out in one message, escaped (JSON text, up to 6 bytes a
+        // byte) or base64: it must fit a client's outbound queue with room to spare.
+        if s.max_resource_bytes > s.outbound_queue_bytes / 8 {
+            return Err(bad(
+                "server.max_resource_bytes",
+                format!(
+                    "must be at most server.outbound_queue_bytes / 8 ({}), so a file fits a client's outbound queue",
+                    s.outbound_queue_bytes / 8
+                ),
+            ));
         }
         self.validate_principals()?;
         self.audit.validate()?;
@@ -451,6 +477,20 @@ mod tests {
             .validate()
             .unwrap_err();
         assert_eq!(e.key, "policy.restricted");
+        for bad in ["0", "2097153"] {
+            let e = Config::parse(&format!("[server]\nmax_resource_bytes = {bad}"))
+                .unwrap()
+                .validate()
+                .unwrap_err();
+            assert_eq!(e.key, "server.max_resource_bytes", "{bad}");
+        }
+        for bad in ["localhost:5173", "http://x/", "*"] {
+            let e = Config::parse(&format!("[server]\nallowed_origins = [{bad:?}]"))
+                .unwrap()
+                .validate()
+                .unwrap_err();
+            assert_eq!(e.key, "server.allowed_origins", "{bad}");
+        }
     }
 
     #[test]

@@ -1,0 +1,188 @@
+//! Paging: `listSessions` pages newest first with `limit` and an opaque
+//! cursor that only its principal can use; `fetchTurns` refuses cursors it
+//! never issued. The official client over a real socket, no runtime.
+
+mod support;
+
+use ahp::{Client, ClientConfig};
+use ahp_copilot_bridge::audit::sha256_hex;
+use ahp_copilot_bridge::config::{PrincipalConfig, Role, Visibility};
+use serde_json::{json, Value};
+use support::*;
+
+async fn list(c: &Client, params: Value) -> Result<Value, ahp::ClientError> {
+    let mut p = json!({"channel": "ahp-root://"});
+    p.as_object_mut()
+        .unwrap()
+        .extend(params.as_object().unwrap().clone());
+    c.request::<_, Value>("listSessions", p).await
+}
+
+fn uris(page: &Value) -> Vec<String> {
+    page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["resource"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn list_sessions_pages_newest_first() {
+    let r = start_host(test_config()).await;
+    let c = initialized(&r, "pager").await;
+    for i in 0..25 {
+        create_session(&c, &format!("ahp-session:/s{i:02}"), None).await;
+    }
+    // A change makes s05 the most recently modified (the dispatch is applied
+    // before the next request on this connection is read).
+    dispatch_raw(
+        &c,
+        "ahp-session:/s05",
+        1,
+        json!({"type": "session/titleChanged", "title": "touched"}),
+    )
+    .await;
+    let mut want: Vec<String> = vec!["ahp-session:/s05".into()];
+    want.extend(
+        (0..25)
+            .rev()
+            .filter(|i| *i != 5)
+            .map(|i| format!("ahp-session:/s{i:02}")),
+    );
+
+    let mut got = Vec::new();
+    let mut cursor: Option<String> = None;
+    let mut pages = Vec::new();
+    for _ in 0..3 {
+        let mut p = json!({"limit": 10});
+        if let Some(c) = &cursor {
+            p["cursor"] = json!(c);
+        }
+        let page = list(&c, p).await.expect("listSessions");
+        pages.push(uris(&page).len());
+        got.extend(uris(&page));
+        cursor = page["nextCursor"].as_str().map(String::from);
+    }
+    assert_eq!(pages, vec![10, 10, 5]);
+    assert_eq!(cursor, None, "the third page is the last");
+    assert_eq!(got, want, "newest first, nothing twice, nothing lost");
+
+    // Without `limit`, one page of everything.
+    let all = list(&c, json!({})).await.unwrap();
+    assert_eq!(uris(&all), want);
+    assert!(all.get("nextCursor").is_none());
+
+    // A page boundary holds while sessions change: the first page's cursor
+    // still yields the same next page after a new session arrives on top.
+    let first = list(&c, json!({"limit": 10})).await.unwrap();
+    let cur = first["nextCursor"].as_str().unwrap().to_owned();
+    create_session(&c, "ahp-session:/late", None).await;
+    let second = list(&c, json!({"limit": 10, "cursor": cur})).await.unwrap();
+    assert_eq!(uris(&second), want[10..20].to_vec());
+
+    // Bad inputs: exactly InvalidParams.
+    for bad in [
+        json!({"cursor": "bogus"}),
+        json!({"cursor": ""}),
+        json!({"cursor": 7}),
+        json!({"limit": 0}),
+        json!({"limit": "10"}),
+    ] {
+        let e = list(&c, bad.clone()).await.unwrap_err();
+        assert_eq!(rpc_code(&e), -32602, "{bad}");
+    }
+    let e = list(&c, json!({"cursor": "bogus"})).await.unwrap_err();
+    assert!(e.to_string().contains("cursor"), "{e}");
+}
+
+#[tokio::test]
+async fn fetch_turns_rejects_cursors_it_never_issued() {
+    let r = start_host(test_config()).await;
+    let c = initialized(&r, "turns").await;
+    create_session(&c, "ahp-session:/t", None).await;
+    let ok: Value = c
+        .request("fetchTurns", json!({"channel": "ahp-chat:/t"}))
+        .await
+        .expect("no cursor: nothing to load");
+    assert_eq!(ok, json!({}));
+    for bogus in [json!("bogus"), json!(""), json!(12)] {
+        let e = c
+            .request::<_, Value>(
+                "fetchTurns",
+                json!({"channel": "ahp-chat:/t", "cursor": bogus}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(rpc_code(&e), -32602, "{bogus}");
+    }
+    // An unknown chat is not found, cursor or not.
+    let e = c
+        .request::<_, Value>(
+            "fetchTurns",
+            json!({"channel": "ahp-chat:/nope", "cursor": "x"}),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(rpc_code(&e), -32001);
+}
+
+const ALICE: &str = "alice-token-0123456789";
+const BOB: &str = "bob-token-0123456789ab";
+
+fn principal(name: &str, token: &str) -> PrincipalConfig {
+    PrincipalConfig {
+        name: name.into(),
+        token_env: None,
+        token_sha256: Some(sha256_hex(token.as_bytes())),
+        roles: vec![Role::Observe, Role::Participate],
+        sections: None,
+        session_visibility: None,
+    }
+}
+
+async fn connect(addr: std::net::SocketAddr, token: &str, id: &str) -> Client {
+    let url = format!("ws://{addr}/?tkn={token}");
+    let t = ahp_ws::WebSocketTransport::connect(&url).await.unwrap();
+    let c = Client::connect(t, ClientConfig::default()).await.unwrap();
+    c.initialize(id.into(), vec!["1.0.0".into()], vec![])
+        .await
+        .unwrap();
+    c
+}
+
+#[tokio::test]
+async fn a_cursor_is_its_principals_alone() {
+    let mut cfg = test_config();
+    cfg.server.session_visibility = Visibility::Owner;
+    cfg.principals = vec![principal("alice", ALICE), principal("bob", BOB)];
+    let r = start_host(cfg).await;
+    let alice = connect(r.addr, ALICE, "alice-1").await;
+    let bob = connect(r.addr, BOB, "bob-1").await;
+    for i in 0..3 {
+        create_session(&alice, &format!("ahp-session:/a{i}"), None).await;
+        create_session(&bob, &format!("ahp-session:/b{i}"), None).await;
+    }
+    let page = list(&alice, json!({"limit": 1})).await.unwrap();
+    assert_eq!(uris(&page), vec!["ahp-session:/a2"]);
+    let cur = page["nextCursor"].as_str().unwrap().to_owned();
+    // Bob gets what garbage gets, and nothing of Alice's.
+    let e = list(&bob, json!({"limit": 1, "cursor": cur}))
+        .await
+        .unwrap_err();
+    assert_eq!(rpc_code(&e), -32602);
+    assert!(!e.to_string().contains("ahp-session:/a"), "{e}");
+    // Alice, on another connection of hers, goes on.
+    let alice2 = connect(r.addr, ALICE, "alice-2").await;
+    let next = list(&alice2, json!({"limit": 5, "cursor": cur}))
+        .await
+        .unwrap();
+    assert_eq!(uris(&next), vec!["ahp-session:/a1", "ahp-session:/a0"]);
+    assert!(next.get("nextCursor").is_none());
+    // Bob's own list holds only his.
+    let mine = list(&bob, json!({})).await.unwrap();
+    assert_eq!(
+        uris(&mine),
+        vec!["ahp-session:/b2", "ahp-session:/b1", "ahp-session:/b0"]
+    );
+}

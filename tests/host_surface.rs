@@ -1,0 +1,177 @@
+//! The host's answers at the edges of what it offers: protocol negotiation,
+//! the extension advertised in `initialize`, malformed actions of known
+//! types, commands it does not offer. The official client over a real
+//! socket, no runtime.
+
+mod support;
+
+use ahp::SubscriptionEvent;
+use ahp_copilot_bridge::sections::SECTION_CATALOGUE;
+use serde_json::{json, Value};
+use support::*;
+
+#[tokio::test]
+async fn negotiation_picks_the_highest_version_implemented_and_advertises_the_extension() {
+    let r = start_host(test_config()).await;
+    let c = client(&r).await;
+    let res = c
+        .initialize("neg".into(), vec!["1.1.0".into(), "1.0.0".into()], vec![])
+        .await
+        .expect("initialize");
+    assert_eq!(res.protocol_version, "1.0.0");
+    let meta = res.meta.expect("_meta");
+    let ext = &meta["systemMessageTransform"];
+    assert_eq!(ext["name"], "systemMessageTransform");
+    assert_eq!(ext["version"], "0.1.0");
+    assert_eq!(ext["sections"], json!(SECTION_CATALOGUE.len()));
+    // `@` asks for file references.
+    assert_eq!(
+        res.completion_trigger_characters,
+        Some(vec!["@".to_string()])
+    );
+
+    // Offered only a newer compatible minor, the host still connects (the
+    // spec's compatibility rule) and names the offered string.
+    let c = client(&r).await;
+    let res = c
+        .initialize("neg2".into(), vec!["1.1.0".into()], vec![])
+        .await
+        .expect("initialize");
+    assert_eq!(res.protocol_version, "1.1.0");
+}
+
+async fn rejection(c: &ahp::Client, channel: &str, seq: i64, action: Value) -> Option<String> {
+    let mut events = c.events();
+    dispatch_raw(c, channel, seq, action).await;
+    wait_event(&mut events, |e| match e {
+        SubscriptionEvent::Action(env)
+            if env.origin.as_ref().is_some_and(|o| o.client_seq == seq) =>
+        {
+            Some(env.rejection_reason.clone())
+        }
+        _ => None,
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_malformed_action_of_a_known_type_is_refused_naming_the_field() {
+    let r = start_host(test_config()).await;
+    let c = initialized(&r, "m").await;
+    create_session(&c, "ahp-session:/m", None).await;
+    c.subscribe("ahp-chat:/m".into()).await.expect("subscribe");
+    let no_turn_id = json!({"type": "chat/turnStarted", "startedAt": "2026-01-01T00:00:00Z",
+        "message": {"text": "hi", "origin": {"kind": "user"}}});
+    let reason = rejection(&c, "ahp-chat:/m", 1, no_turn_id).await;
+    assert_eq!(
+        reason.as_deref(),
+        Some("malformed chat/turnStarted: missing field `turnId`")
+    );
+    let bad_title = json!({"type": "session/titleChanged", "title": 7});
+    let reason = rejection(&c, "ahp-session:/m", 2, bad_title).await.unwrap();
+    assert!(
+        reason.starts_with("malformed session/titleChanged:"),
+        "{reason}"
+    );
+    // Nothing was applied.
+    let snap = raw_subscribe(&c, "ahp-chat:/m").await;
+    assert_eq!(snap["snapshot"]["state"]["turns"], json!([]));
+    assert!(snap["snapshot"]["state"].get("activeTurn").is_none());
+    // A well-formed one is applied and echoed without a reason.
+    let ok = json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": "2026-01-01T00:00:00Z",
+        "message": {"text": "hi", "origin": {"kind": "user"}}});
+    assert_eq!(rejection(&c, "ahp-chat:/m", 3, ok).await, None);
+}
+
+#[tokio::test]
+async fn commands_not_offered_are_32601_naming_the_method_and_writes_are_refused() {
+    let r = start_host(test_config()).await;
+    let c = initialized(&r, "n").await;
+    create_session(&c, "ahp-session:/n", None).await;
+    for (method, params) in [
+        (
+            "createChat",
+            json!({"channel": "ahp-session:/n", "chat": "ahp-chat:/other"}),
+        ),
+        ("disposeChat", json!({"channel": "ahp-chat:/n"})),
+        (
+            "createTerminal",
+            json!({"channel": "ahp-root://", "claim": {"kind": "client", "clientId": "n"}}),
+        ),
+        ("disposeTerminal", json!({"channel": "ahp-terminal:/x"})),
+        (
+            "createResourceWatch",
+            json!({"channel": "ahp-root://", "uri": "file:///tmp"}),
+        ),
+    ] {
+        let e = c.request::<_, Value>(method, params).await.unwrap_err();
+        assert_eq!(rpc_code(&e), -32601, "{method}");
+        assert!(e.to_string().contains(method), "{method}: {e}");
+        assert!(e.to_string().contains("not offered"), "{method}: {e}");
+    }
+    for method in [
+        "resourceWrite",
+        "resourceCopy",
+        "resourceDelete",
+        "resourceMove",
+        "resourceMkdir",
+    ] {
+        let e = c
+            .request::<_, Value>(
+                method,
+                json!({"channel": "ahp-root://", "uri": "file:///tmp/x"}),
+            )
+            .await
+            .unwrap_err();
+        assert_eq!(rpc_code(&e), -32009, "{method}");
+        assert!(e.to_string().contains(method), "{method}: {e}");
+        assert!(e.to_string().contains("read-only"), "{method}: {e}");
+    }
+    // The session and its one chat are untouched.
+    let snap = raw_subscribe(&c, "ahp-session:/n").await;
+    assert_eq!(
+        snap["snapshot"]["state"]["chats"].as_array().unwrap().len(),
+        1
+    );
+}
+
+/// The HTTP status of a WebSocket upgrade to `addr` with `Origin: origin`.
+async fn upgrade_with_origin(addr: std::net::SocketAddr, origin: &str) -> u16 {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = format!("ws://{addr}").into_client_request().unwrap();
+    req.headers_mut().insert("origin", origin.parse().unwrap());
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((_, resp)) => resp.status().as_u16(),
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
+        Err(e) => panic!("upgrade failed: {e}"),
+    }
+}
+
+#[tokio::test]
+async fn the_demo_lets_loopback_browsers_in_and_serve_does_not() {
+    let mut cfg = test_config();
+    cfg.server.allowed_origins =
+        ahp_copilot_bridge::cli::demo_origins(&["https://ui.example".into()]);
+    let demo = start_host(cfg).await;
+    for ok in [
+        "http://localhost:5173",
+        "http://127.0.0.1:3000",
+        "http://[::1]:8080",
+        "https://ui.example",
+    ] {
+        assert_eq!(upgrade_with_origin(demo.addr, ok).await, 101, "{ok}");
+    }
+    for bad in [
+        "http://evil.example",
+        "http://localhost.evil.example:5173",
+        "https://ui.example:444",
+    ] {
+        assert_eq!(upgrade_with_origin(demo.addr, bad).await, 403, "{bad}");
+    }
+    // `serve` keeps its explicit list: by default no browser at all.
+    let serve = start_host(test_config()).await;
+    assert_eq!(
+        upgrade_with_origin(serve.addr, "http://localhost:5173").await,
+        403
+    );
+}
