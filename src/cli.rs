@@ -69,8 +69,7 @@ pub fn offline_runtime(cfg: &mut Config, base_url: &str, state_dir: &std::path::
 
 /// Browser origins the demo allows without being asked: loopback, any port
 /// (a web UI's dev server on `http://localhost:5173`, ...).
-pub const LOOPBACK_ORIGINS: &[&str] =
-    &["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"];
+const LOOPBACK_ORIGINS: &[&str] = &["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"];
 
 /// The demo's `[server] allowed_origins`: loopback on any port, and `extra`
 /// (`--allow-origin`). `serve` allows only what its config lists.

@@ -159,16 +159,17 @@ impl Host {
 /// A session as the store keeps it.
 fn snapshot(st: &State, session: &str) -> Option<StoredSession> {
     let e = st.sessions.get(session)?;
+    // A session has one chat, its default (see `sessions::create_session`).
     let chats = st
         .chats
-        .iter()
-        .filter(|(_, (_, s))| s == session)
-        .filter_map(|(uri, (c, _))| {
+        .get(&e.chat)
+        .and_then(|(c, _)| {
             Some(StoredChat {
-                uri: uri.clone(),
+                uri: e.chat.clone(),
                 state: serde_json::to_value(c).ok()?,
             })
         })
+        .into_iter()
         .collect();
     Some(StoredSession {
         uri: session.to_owned(),

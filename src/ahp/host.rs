@@ -39,6 +39,8 @@ pub struct Host {
     backend: OnceLock<Arc<dyn Backend>>,
     /// Where sessions outlive the process; none: they live in memory only.
     pub(super) store: OnceLock<crate::store::Store>,
+    /// The models this host offers, the default first (`[runtime] model`, `models`).
+    pub(super) models: Vec<String>,
     /// Tokens clients gave with `authenticate`, by principal.
     pub(super) tokens: super::authenticate::Tokens,
     /// How many connections are open, for a shutdown to wait on.
@@ -80,6 +82,7 @@ impl Host {
             backend: OnceLock::new(),
             store: OnceLock::new(),
             tokens: Default::default(),
+            models,
             connections: tokio::sync::watch::Sender::new(0),
             grace_timers_fired: Default::default(),
             cursors: CursorKey::random(),
@@ -135,7 +138,6 @@ impl Host {
             st.apply(channel, &typed, &action)?;
             let session = st.session_of(channel).map(String::from);
             let seq = self.commit(&mut st, channel, &action, &typed, Origin::Host);
-            self.persist_after(&mut st, channel, &typed);
             (seq, session)
         };
         self.raise(session, &typed, channel, false);
@@ -247,7 +249,6 @@ impl Host {
         st.apply(channel, &typed, action)?;
         let session = st.session_of(channel).map(String::from);
         self.commit(&mut st, channel, action, &typed, Origin::Client(origin));
-        self.persist_after(&mut st, channel, &typed);
         Ok((session, typed))
     }
 
@@ -268,20 +269,19 @@ impl Host {
         let text = notification.to_string();
         // A streamed delta may be merged into the one queued before it.
         let delta = match typed {
-            StateAction::ChatDelta(d) => Some(DeltaKey {
-                channel: channel.to_owned(),
-                turn_id: d.turn_id.clone(),
-                part_id: d.part_id.clone(),
-            }),
+            StateAction::ChatDelta(d) => Some((
+                DeltaKey {
+                    channel: channel.to_owned(),
+                    turn_id: d.turn_id.clone(),
+                    part_id: d.part_id.clone(),
+                },
+                d.content.as_str(),
+            )),
             _ => None,
-        };
-        let content = match typed {
-            StateAction::ChatDelta(d) => d.content.as_str(),
-            _ => "",
         };
         for c in st.conns.values() {
             if c.subs.contains(channel) {
-                let delta = delta.clone().map(|k| (k, content));
+                let delta = delta.as_ref().map(|(k, content)| (k, *content));
                 c.out.send_action(&notification, &text, delta);
             }
         }
@@ -292,6 +292,8 @@ impl Host {
         };
         let server = &self.cfg.server;
         st.keep_for_replay(replayed, server.replay_buffer, server.replay_buffer_bytes);
+        // Every applied action passes here: the one place the store hears of it.
+        self.persist_after(st, channel, typed);
         seq
     }
 

@@ -69,7 +69,6 @@ impl Host {
                 return None;
             }
             self.commit(st, channel, &a, &typed, Origin::Host);
-            self.persist_after(st, channel, &typed);
         }
         Some(())
     }

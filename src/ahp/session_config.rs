@@ -38,9 +38,9 @@ pub fn configured_models(cfg: &Config) -> Vec<String> {
 }
 
 impl Host {
-    /// The models a session may choose.
-    pub fn models(&self) -> Vec<String> {
-        configured_models(&self.cfg)
+    /// The models a session may choose, the default first.
+    pub(super) fn models(&self) -> &[String] {
+        &self.models
     }
 
     /// The JSON Schema of a session's config.
@@ -134,7 +134,7 @@ impl Host {
             .to_lowercase();
         let items: Vec<Value> = self
             .models()
-            .into_iter()
+            .iter()
             .filter(|m| m.to_lowercase().contains(&query))
             .map(|m| json!({"value": m, "label": m}))
             .collect();

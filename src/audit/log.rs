@@ -23,9 +23,9 @@ use super::writer::Writer;
 use crate::config::{AuditConfig, FsyncPolicy};
 
 /// Where written records go besides the file (the syslog shipper). Called
-/// under the log's lock, in order; must not block.
+/// under the log's lock, in order, with the line as written; must not block.
 pub trait Ship: Send + Sync {
-    fn ship(&self, record: &Value);
+    fn ship(&self, record: &Value, line: &str);
 }
 
 /// How a log is written.
@@ -190,16 +190,6 @@ impl AuditLog {
         self.w.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// The last record written: (seq, hash), what `verify --expect-head` takes.
-    pub fn head(&self) -> (u64, String) {
-        let w = self.lock();
-        (w.seq, w.prev.clone())
-    }
-
     /// Appends one record: `kind`, `seq`, `prev` and `hash` are filled in
     /// here. Returns the record as written. On an error nothing of it is in
     /// the file, and the next record that is written is preceded by a
@@ -293,7 +283,8 @@ impl AuditLog {
         }
         let hash = record_hash(&w.prev, &record);
         record["hash"] = Value::from(hash.clone());
-        w.write_line(&record.to_string())?;
+        let line = record.to_string();
+        w.write_line(&line)?;
         w.advance(&record, &hash, kind == Kind::Checkpoint);
         match self.opts.fsync {
             // The record is in the file and the chain moved on: a failed
@@ -307,13 +298,13 @@ impl AuditLog {
             FsyncPolicy::Never => {}
         }
         if let Some(ship) = &self.opts.ship {
-            ship.ship(&record);
+            ship.ship(&record, &line);
         }
         Ok(record)
     }
 
-    /// Makes what was written durable now (a shutdown calls it).
-    pub fn sync_if_dirty(&self) {
+    /// Makes what was written durable now (the batch flusher's tick).
+    fn sync_if_dirty(&self) {
         if self.dirty.swap(false, Ordering::AcqRel) {
             let w = self.lock();
             if let Err(e) = w.file.sync_data() {

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use tracing::{error, info};
 
 use super::log::AuditLog;
-use super::record::{now_rfc3339, Kind, RotationRecord};
+use super::record::{now_rfc3339, RotationRecord};
 use super::writer::Writer;
 
 impl AuditLog {
@@ -72,11 +72,10 @@ impl AuditLog {
             previous_file: file_name(&to),
             previous_seq: w.seq,
         };
-        // If this write fails, `settle` writes the link before anything else.
-        w.pending_link = Some(link.clone());
-        self.write(w, Kind::Rotation, serde_json::to_value(&link)?)?;
-        w.pending_link = None;
-        Ok(())
+        // Written by `settle`, which also retries it before anything else
+        // if this write fails (no recovery is pending: `rotation_due` says so).
+        w.pending_link = Some(link);
+        self.settle(w)
     }
 }
 

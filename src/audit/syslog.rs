@@ -28,7 +28,9 @@ const SD_ID: &str = "ahp@32473";
 
 #[derive(Default)]
 struct Queue {
-    items: VecDeque<Value>,
+    /// Each record with the length of its line, so the byte bound is kept
+    /// without serializing it again.
+    items: VecDeque<(Value, usize)>,
     bytes: usize,
     /// Records not queued since the last gap message went out.
     dropped: u64,
@@ -148,8 +150,8 @@ impl Shared {
 }
 
 impl Ship for Shipper {
-    fn ship(&self, record: &Value) {
-        let size = record.to_string().len();
+    fn ship(&self, record: &Value, line: &str) {
+        let size = line.len();
         let mut q = self.shared.lock();
         if q.items.len() >= self.shared.max_items || q.bytes + size > self.shared.max_bytes {
             q.dropped += 1;
@@ -162,7 +164,7 @@ impl Ship for Shipper {
             return;
         }
         q.bytes += size;
-        q.items.push_back(record.clone());
+        q.items.push_back((record.clone(), size));
         drop(q);
         self.shared.wake.notify_one();
     }
@@ -200,7 +202,9 @@ fn next(shared: &Shared, format: &Format) -> Option<(String, bool)> {
         );
         return Some((format.message(&gap, &sd), true));
     }
-    q.items.front().map(|v| (format.message(v, "-"), false))
+    q.items
+        .front()
+        .map(|(v, _)| (format.message(v, "-"), false))
 }
 
 async fn run(shared: Arc<Shared>, target: SyslogTarget, format: Format) {
@@ -245,8 +249,8 @@ async fn run(shared: Arc<Shared>, target: SyslogTarget, format: Format) {
                 if is_gap {
                     q.dropped = 0;
                     q.dropped_seqs = None;
-                } else if let Some(v) = q.items.pop_front() {
-                    q.bytes -= v.to_string().len();
+                } else if let Some((_, size)) = q.items.pop_front() {
+                    q.bytes -= size;
                     shared.sent.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -298,7 +302,8 @@ mod tests {
             shared: shared.clone(),
         };
         for seq in 1..=5 {
-            s.ship(&json!({"seq": seq}));
+            let r = json!({"seq": seq});
+            s.ship(&r, &r.to_string());
         }
         assert_eq!(s.stats(), (0, 3));
         let f = Format {

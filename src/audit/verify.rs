@@ -72,12 +72,10 @@ pub struct Check {
 struct Walk<'a> {
     key: Option<&'a VerifyingKey>,
     prev: String,
-    started: bool,
     cp_from: u64,
     /// (seq, the first 64 bits of its hash) since `cp_from`, with a key.
     window: VecDeque<(u64, u64)>,
     last_checkpoint: Option<u64>,
-    prev_file: String,
     pub(super) evidence: Evidence,
     out: Verified,
 }
@@ -88,6 +86,18 @@ struct Junk {
     line: usize,
     bytes: u64,
     sha: Sha256,
+}
+
+impl Junk {
+    /// Junk that starts at byte `start`, line `line`; nothing counted yet.
+    fn at(start: u64, line: usize) -> Self {
+        Self {
+            start,
+            line,
+            bytes: 0,
+            sha: Sha256::new(),
+        }
+    }
 }
 
 fn prefix64(hex_hash: &str) -> Option<u64> {
@@ -131,11 +141,9 @@ impl<'a> Walk<'a> {
         Self {
             key,
             prev: GENESIS.to_string(),
-            started: false,
             cp_from: 1,
             window: VecDeque::new(),
             last_checkpoint: None,
-            prev_file: String::new(),
             evidence,
             out: Verified::default(),
         }
@@ -166,12 +174,7 @@ impl<'a> Walk<'a> {
         if buf.ends_with(b"\n") || n < MAX_LINE {
             return Ok((n, buf.ends_with(b"\n"), false));
         }
-        let j = junk.get_or_insert_with(|| Junk {
-            start: at.0,
-            line: at.1,
-            bytes: 0,
-            sha: Sha256::new(),
-        });
+        let j = junk.get_or_insert_with(|| Junk::at(at.0, at.1));
         let mut total = n;
         j.sha.update(&buf[..]);
         loop {
@@ -220,12 +223,7 @@ impl<'a> Walk<'a> {
                 .ok()
                 .filter(|v| v["seq"].as_u64().is_some());
             let Some(mut v) = parsed else {
-                let j = junk.get_or_insert_with(|| Junk {
-                    start,
-                    line: line_no,
-                    bytes: 0,
-                    sha: Sha256::new(),
-                });
+                let j = junk.get_or_insert_with(|| Junk::at(start, line_no));
                 j.sha.update(&buf[..]);
                 j.bytes += n;
                 continue;
@@ -270,8 +268,7 @@ impl<'a> Walk<'a> {
                     "hash does not match the content: the record was altered".into(),
                 ));
             }
-            if !self.started {
-                self.started = true;
+            if self.out.records == 0 {
                 self.out.first_seq = seq;
             }
             self.evidence.record(seq, &actual);
@@ -298,7 +295,6 @@ impl<'a> Walk<'a> {
                 reason: format!("line {line} and on are no records, and no recovered record accounts for them: junk appended, or a torn write"),
             });
         }
-        self.prev_file = name.to_owned();
         self.out.last_file = name.to_owned();
         self.out.last_line = lines;
         Ok(())
@@ -363,15 +359,15 @@ impl<'a> Walk<'a> {
             serde_json::from_value::<RotationRecord>(v.clone())
                 .map_err(|e| format!("malformed rotation record: {e}"))
         };
-        if self.started {
+        if self.out.records > 0 {
             if kind != Kind::Rotation {
                 return Err(format!("{name} does not start with a rotation record: a file of the series is missing or out of order"));
             }
             let l = link()?;
-            if l.previous_file != self.prev_file {
+            if l.previous_file != self.out.last_file {
                 return Err(format!(
                     "{name} follows {:?}, but the series walked has {:?} before it",
-                    l.previous_file, self.prev_file
+                    l.previous_file, self.out.last_file
                 ));
             }
         } else if seq != 1 && kind == Kind::Rotation {

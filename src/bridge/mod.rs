@@ -107,14 +107,8 @@ impl Bridge {
         }
     }
 
-    /// Calls the runtime that `runtime_id` lives on and logs a failure: for
-    /// answers nobody here waits on.
-    async fn call_runtime(&self, runtime_id: &str, method: &str, params: Value) {
-        let slot = self.slot_of_runtime_session(runtime_id);
-        self.call_runtime_on(slot, method, params).await
-    }
-
-    /// Calls runtime `slot` and logs a failure.
+    /// Calls runtime `slot` and logs a failure: for answers nobody here
+    /// waits on.
     async fn call_runtime_on(&self, slot: usize, method: &str, params: Value) {
         match self.runtime(slot).await {
             Ok((conn, _)) => {
@@ -126,7 +120,7 @@ impl Bridge {
         }
     }
 
-    /// [`Self::call_runtime`] in the background.
+    /// Calls, in the background, the runtime that `runtime_id` lives on.
     fn spawn_call(&self, runtime_id: &str, method: &'static str, params: Value) {
         self.spawn_call_on(self.slot_of_runtime_session(runtime_id), method, params);
     }

@@ -5,9 +5,7 @@
 //! injects into its ongoing agent loop; left while idle, it waits for the
 //! next turn, as the spec says.
 
-use std::sync::Arc;
-
-use tracing::{info, warn};
+use tracing::info;
 
 use super::session::TurnState;
 use super::turn::TurnRequest;
@@ -62,33 +60,11 @@ impl Bridge {
         let Some((slot, runtime_id)) = running else {
             return;
         };
-        let (Some(host), Some(me)) = (self.host(), self.me.upgrade()) else {
-            return;
-        };
-        let Some(text) = host.take_steering(chat) else {
+        let Some(text) = self.host().and_then(|h| h.take_steering(chat)) else {
             return;
         };
         info!(session = %uri, "steering message sent into the running turn");
-        tokio::spawn(async move {
-            let params = wire::steer_params(&runtime_id, &text);
-            if let Err(e) = me.runtime_call(slot, method::SESSION_SEND, params).await {
-                warn!("steering message not delivered: {e:#}");
-            }
-        });
-    }
-}
-
-impl Bridge {
-    async fn runtime_call(
-        self: &Arc<Self>,
-        slot: usize,
-        m: &str,
-        params: serde_json::Value,
-    ) -> anyhow::Result<()> {
-        let (conn, _) = self.runtime(slot).await?;
-        conn.call(m, params)
-            .await
-            .map_err(|e| anyhow::anyhow!("{m}: {e}"))?;
-        Ok(())
+        let params = wire::steer_params(&runtime_id, &text);
+        self.spawn_call_on(slot, method::SESSION_SEND, params);
     }
 }

@@ -10,7 +10,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::actions::TurnMapper;
 use super::binding::Binding;
-use crate::runtime::wire::UserInputAnswer;
+use crate::runtime::wire::{self, method, ToolOutcome, UserInputAnswer};
 
 /// The life of a session's turn, as the runtime and the AHP chat see it.
 pub(super) enum TurnState {
@@ -108,6 +108,24 @@ pub(super) struct Ended {
     pub tools: Vec<String>,
     /// Their `inputNeeded` entries, to take out of the session.
     pub removals: Vec<Value>,
+}
+
+impl Ended {
+    /// The runtime calls that answer what the ended turn left waiting, in
+    /// order: its permissions denied, its client tools failed with `why`,
+    /// then its message aborted.
+    pub fn runtime_answers(&self, runtime_id: &str, why: &str) -> Vec<(&'static str, Value)> {
+        let denied = self.permissions.iter().map(|request_id| {
+            let params = wire::permission_answer(runtime_id, request_id, false);
+            (method::ANSWER_PERMISSION, params)
+        });
+        let failed = self.tools.iter().map(|request_id| {
+            let params = wire::tool_answer(runtime_id, request_id, &ToolOutcome::failed(why));
+            (method::ANSWER_TOOL_CALL, params)
+        });
+        let abort = (method::SESSION_ABORT, wire::session_ref(runtime_id));
+        denied.chain(failed).chain([abort]).collect()
+    }
 }
 
 impl BridgedSession {

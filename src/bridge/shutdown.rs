@@ -12,7 +12,6 @@ use tracing::{info, warn};
 
 use super::session::TurnState;
 use super::Bridge;
-use crate::runtime::wire::{self, method, ToolOutcome};
 
 /// What a turn ended by a shutdown tells the client (and the runtime).
 pub const SHUTTING_DOWN: &str = "the host is shutting down";
@@ -70,27 +69,13 @@ impl Bridge {
         );
         for (uri, runtime_id, slot, e) in ended {
             let conn = self.live_runtime(slot).await;
+            let calls = e.runtime_answers(&runtime_id, SHUTTING_DOWN);
             if let Some(t) = e.turn {
                 let (chat, actions) = t.fail("shutdown", SHUTTING_DOWN);
                 self.emit(&chat, actions);
             }
             self.emit(&uri, e.removals);
             let Some(conn) = &conn else { continue };
-            let mut calls = Vec::new();
-            for request_id in e.permissions {
-                calls.push((
-                    method::ANSWER_PERMISSION,
-                    wire::permission_answer(&runtime_id, &request_id, false),
-                ));
-            }
-            for request_id in e.tools {
-                let failed = ToolOutcome::failed(SHUTTING_DOWN);
-                calls.push((
-                    method::ANSWER_TOOL_CALL,
-                    wire::tool_answer(&runtime_id, &request_id, &failed),
-                ));
-            }
-            calls.push((method::SESSION_ABORT, wire::session_ref(&runtime_id)));
             for (m, params) in calls {
                 if let Err(e) = conn.call(m, params).await {
                     warn!(method = m, "runtime call at shutdown failed: {e}");

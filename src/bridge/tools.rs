@@ -172,7 +172,8 @@ impl Bridge {
             }
         }
         if owner.is_some() {
-            // Connected is not answering: the call has a deadline of its own.
+            // Connected is not answering: the call has a deadline of its own
+            // (a no-op if the call is over by then).
             let me = self.me.clone();
             let limit = self.cfg.runtime.client_tool_timeout;
             let (uri, id, request, name) = (
@@ -187,8 +188,7 @@ impl Bridge {
                     b.client_tool_timed_out(&uri, &id, &request, &name);
                 }
             });
-        }
-        if owner.is_none() {
+        } else {
             let why = format!("Tool {name} is unavailable: the client that provides it is gone.");
             let outcome = ToolOutcome {
                 error: Some(json!("client gone")),
@@ -272,28 +272,31 @@ impl Bridge {
     fn client_tool_timed_out(&self, uri: &str, tool_call_id: &str, request_id: &str, name: &str) {
         let limit = humantime::format_duration(self.cfg.runtime.client_tool_timeout);
         let why = format!("the client did not complete tool {name} within {limit} ([runtime] client_tool_timeout)");
-        warn!(session = %uri, tool_call_id = ?tool_call_id, "client tool call timed out after {limit}");
-        self.fail_client_tools(
+        let failed = self.fail_client_tools(
             uri,
             |id, (request, _)| id == tool_call_id && request == request_id,
             &why,
             "timeout",
         );
+        if failed > 0 {
+            warn!(session = %uri, tool_call_id = ?tool_call_id, "client tool call timed out after {limit}");
+        }
     }
 
     /// Fails the pending client tool calls `pick` selects (tool call id,
     /// (runtime request id, owner)): in AHP, and towards the runtime.
+    /// Returns how many it failed.
     fn fail_client_tools(
         &self,
         uri: &str,
         pick: impl Fn(&str, &(String, String)) -> bool,
         why: &str,
         error: &str,
-    ) {
+    ) -> usize {
         let (runtime_id, chat, actions, gone, requests) = {
             let mut sessions = self.sessions();
             let Some(s) = sessions.get_mut(uri) else {
-                return;
+                return 0;
             };
             let gone: Vec<String> = s
                 .client_tools
@@ -325,9 +328,10 @@ impl Bridge {
             error: Some(json!(error)),
             ..ToolOutcome::failed(why)
         };
-        for request_id in requests {
-            self.answer_tool(&runtime_id, &request_id, &outcome);
+        for request_id in &requests {
+            self.answer_tool(&runtime_id, request_id, &outcome);
         }
+        requests.len()
     }
 
     /// Answers the runtime's pending external tool call, in the background.

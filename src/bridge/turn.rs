@@ -9,7 +9,7 @@ use tracing::{debug, warn};
 
 use super::session::{TurnState, DRAIN_LIMIT};
 use super::Bridge;
-use crate::runtime::wire::{self, method, RuntimeEvent, ToolOutcome};
+use crate::runtime::wire::{self, method, RuntimeEvent};
 
 /// A turn to run: started by a client, or by the host from the queue.
 #[derive(Debug, Clone)]
@@ -109,31 +109,20 @@ impl Bridge {
     /// runtime waits on is answered (denied, failed), then the runtime aborts.
     pub(super) fn cancel_turn(&self, uri: &str) {
         const WHY: &str = "the turn was cancelled";
-        let Some((runtime_id, e)) = self.sessions().get_mut(uri).and_then(|s| {
-            matches!(s.turn(), TurnState::Running(_))
-                .then(|| (s.runtime_id.clone(), s.end_turn(TurnState::Draining)))
+        let Some((slot, calls, e)) = self.sessions().get_mut(uri).and_then(|s| {
+            matches!(s.turn(), TurnState::Running(_)).then(|| {
+                let e = s.end_turn(TurnState::Draining);
+                (s.slot, e.runtime_answers(&s.runtime_id, WHY), e)
+            })
         }) else {
             return;
         };
         self.emit(uri, e.removals);
         let Some(me) = self.me.upgrade() else { return };
         tokio::spawn(async move {
-            for request_id in e.permissions {
-                let params = wire::permission_answer(&runtime_id, &request_id, false);
-                me.call_runtime(&runtime_id, method::ANSWER_PERMISSION, params)
-                    .await;
+            for (m, params) in calls {
+                me.call_runtime_on(slot, m, params).await;
             }
-            for request_id in e.tools {
-                let params = wire::tool_answer(&runtime_id, &request_id, &ToolOutcome::failed(WHY));
-                me.call_runtime(&runtime_id, method::ANSWER_TOOL_CALL, params)
-                    .await;
-            }
-            me.call_runtime(
-                &runtime_id,
-                method::SESSION_ABORT,
-                wire::session_ref(&runtime_id),
-            )
-            .await;
         });
     }
 

@@ -191,15 +191,6 @@ impl Store {
         Ok(())
     }
 
-    /// Records the backend's reference for a stored session.
-    pub fn set_backend_ref(&self, uri: &str, backend_ref: &str) -> anyhow::Result<()> {
-        self.conn().execute(
-            "UPDATE sessions SET backend_ref = ?2 WHERE uri = ?1",
-            params![uri, backend_ref],
-        )?;
-        Ok(())
-    }
-
     /// Forgets a session and its chats.
     pub fn delete_session(&self, uri: &str) -> anyhow::Result<()> {
         self.conn()
@@ -263,10 +254,9 @@ mod tests {
         let path = dir.path().join("sub/state.sqlite3");
         {
             let store = Store::open(&path).unwrap();
-            store
-                .save_session(&session("ahp-session:/a", "one"))
-                .unwrap();
-            store.set_backend_ref("ahp-session:/a", "rt-a").unwrap();
+            let mut first = session("ahp-session:/a", "one");
+            first.backend_ref = Some("rt-a".into());
+            store.save_session(&first).unwrap();
             // A later save without a reference keeps the one stored.
             store
                 .save_session(&session("ahp-session:/a", "two"))

@@ -126,7 +126,7 @@ impl Router {
     }
 
     /// The `policy` record of the policy in force.
-    pub fn policy_record(&self) -> PolicyRecord {
+    fn policy_record(&self) -> PolicyRecord {
         let policy = self.policy();
         PolicyRecord {
             time: now_rfc3339(),
