@@ -20,11 +20,12 @@ mod common;
 use std::time::{Duration, Instant};
 
 use ahp_copilot_bridge::demo::model::ScriptedModel;
+use common::mib;
 use common::pipe::PipeRuntime;
-use common::{mib, status_kib};
 use futures_util::future::join_all;
 use serde_json::{json, Value};
 use support::e2e::{ready_session, run_turn};
+use support::process::status_kib;
 use support::process::{connect, BridgeProcess};
 
 fn prompt(i: usize) -> String {

@@ -27,10 +27,11 @@ use std::time::{Duration, Instant};
 
 use ahp::Client;
 use ahp_copilot_bridge::demo::model::ScriptedModel;
-use common::{busy_between, children, cpu_time, descendants, machine_ticks, ms, secs, thread_cpu};
+use common::{busy_between, cpu_time, machine_ticks, ms, secs, thread_cpu};
 use futures_util::future::join_all;
 use serde_json::json;
 use support::e2e::{ready_session, wait_turn_end};
+use support::process::{children_of, descendants};
 use support::process::{connect, BridgeProcess};
 
 struct Pool {
@@ -62,7 +63,7 @@ struct RuntimeCpu {
 
 /// The CPU counters of each runtime under the bridge, by pid.
 fn runtime_cpu(bridge_pid: u32) -> Vec<RuntimeCpu> {
-    let mut out: Vec<RuntimeCpu> = children(bridge_pid)
+    let mut out: Vec<RuntimeCpu> = children_of(bridge_pid)
         .into_iter()
         .map(|pid| {
             let d = descendants(pid).into_iter().map(cpu_time).sum::<Duration>();

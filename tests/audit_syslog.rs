@@ -6,12 +6,14 @@
 
 mod support;
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use ahp_copilot_bridge::config::SyslogConfig;
 use serde_json::{json, Value};
 use support::e2e::{ready_session, run_turn, start_stack, Stack};
+use support::process::run_bin;
 use support::*;
 
 struct Rsyslogd {
@@ -99,12 +101,13 @@ fn syslog(address: String, queue: usize) -> SyslogConfig {
 }
 
 fn keygen(dir: &Path) -> PathBuf {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ahp-copilot-bridge"))
-        .args(["audit", "keygen", "--out"])
-        .arg(dir.join("k"))
-        .output()
-        .unwrap();
-    assert!(out.status.success());
+    let (ok, out) = run_bin([
+        OsStr::new("audit"),
+        "keygen".as_ref(),
+        "--out".as_ref(),
+        dir.join("k").as_os_str(),
+    ]);
+    assert!(ok, "{out}");
     dir.join("k.key")
 }
 
@@ -131,21 +134,16 @@ fn read_lines(p: &Path) -> Vec<String> {
 
 /// `audit verify` with the key and the shipped copy: (passed, output).
 fn verify_against(log: &Path, key: &Path, shipped: &Path) -> (bool, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ahp-copilot-bridge"))
-        .args(["audit", "verify"])
-        .arg(log)
-        .arg("--pubkey")
-        .arg(key.with_extension("pub"))
-        .arg("--against")
-        .arg(shipped)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    let pubkey = key.with_extension("pub");
+    run_bin([
+        OsStr::new("audit"),
+        "verify".as_ref(),
+        log.as_os_str(),
+        "--pubkey".as_ref(),
+        pubkey.as_os_str(),
+        "--against".as_ref(),
+        shipped.as_os_str(),
+    ])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -15,19 +15,9 @@ use serde_json::{json, Value};
 use support::e2e::{ready_session, run_turn, start_stack};
 use support::*;
 
-fn bin() -> std::process::Command {
-    std::process::Command::new(env!("CARGO_BIN_EXE_ahp-copilot-bridge"))
-}
-
 /// Runs the binary; (success, stdout + stderr).
 fn run(args: &[&str]) -> (bool, String) {
-    let out = bin().args(args).output().unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    support::process::run_bin(args)
 }
 
 struct Matrix {

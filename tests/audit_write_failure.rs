@@ -210,17 +210,12 @@ async fn a_full_disk_keeps_the_original_and_the_log_verifies_after() {
         bridge.stderr.lock().unwrap()
     );
 
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ahp-copilot-bridge"))
-        .args(["audit", "verify"])
-        .arg(&log)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (ok, text) = support::process::run_bin([
+        std::ffi::OsStr::new("audit"),
+        "verify".as_ref(),
+        log.as_os_str(),
+    ]);
+    assert!(ok, "{text}");
     let records: Vec<Value> = std::fs::read_to_string(&log)
         .unwrap()
         .lines()

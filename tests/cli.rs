@@ -125,18 +125,6 @@ fn bad_configs_exit_non_zero_naming_the_key() {
     }
 }
 
-/// The HTTP status of a WebSocket upgrade to `addr` carrying `Origin: origin`.
-async fn upgrade_status(addr: std::net::SocketAddr, origin: &str) -> u16 {
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let mut req = format!("ws://{addr}").into_client_request().unwrap();
-    req.headers_mut().insert("origin", origin.parse().unwrap());
-    match tokio_tungstenite::connect_async(req).await {
-        Ok((_, resp)) => resp.status().as_u16(),
-        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
-        Err(e) => panic!("upgrade failed: {e}"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn demo_serves_a_conversation_and_stops_on_ctrl_c() {
     let mut child = bin()
@@ -170,7 +158,11 @@ async fn demo_serves_a_conversation_and_stops_on_ctrl_c() {
         ("https://ui.example", 101),
         ("http://evil.example", 403),
     ] {
-        assert_eq!(upgrade_status(addr, origin).await, status, "{origin}");
+        assert_eq!(
+            support::raw::upgrade_status(addr, origin).await,
+            status,
+            "{origin}"
+        );
     }
     let c = support::client_at(addr).await;
     c.initialize("demo-test".into(), vec!["1.0.0".into()], vec![])

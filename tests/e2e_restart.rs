@@ -18,19 +18,6 @@ use support::*;
 /// A hang guard for the bridge's exit, not a speed claim.
 const EXIT_GUARD: Duration = Duration::from_secs(60);
 
-/// Every descendant of `pid` (the runtime and whatever it spawned).
-fn descendants(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut todo = vec![pid];
-    while let Some(p) = todo.pop() {
-        for c in children_of(p) {
-            out.push(c);
-            todo.push(c);
-        }
-    }
-    out
-}
-
 /// The text of every message the model was sent in its last request.
 fn last_model_request(model: &ScriptedModel) -> String {
     model

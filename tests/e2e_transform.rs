@@ -362,17 +362,11 @@ async fn opting_in_later_is_asked_next_turn_and_opting_out_stops_it() {
 
 /// Runs `audit verify` on `path`; returns (success, stdout + stderr).
 fn audit_verify(path: &std::path::Path) -> (bool, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ahp-copilot-bridge"))
-        .args(["audit", "verify"])
-        .arg(path)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
+    support::process::run_bin([
+        std::ffi::OsStr::new("audit"),
+        "verify".as_ref(),
+        path.as_os_str(),
+    ])
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -135,18 +135,6 @@ async fn commands_not_offered_are_32601_naming_the_method_and_writes_are_refused
     );
 }
 
-/// The HTTP status of a WebSocket upgrade to `addr` with `Origin: origin`.
-async fn upgrade_with_origin(addr: std::net::SocketAddr, origin: &str) -> u16 {
-    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-    let mut req = format!("ws://{addr}").into_client_request().unwrap();
-    req.headers_mut().insert("origin", origin.parse().unwrap());
-    match tokio_tungstenite::connect_async(req).await {
-        Ok((_, resp)) => resp.status().as_u16(),
-        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
-        Err(e) => panic!("upgrade failed: {e}"),
-    }
-}
-
 #[tokio::test]
 async fn the_demo_lets_loopback_browsers_in_and_serve_does_not() {
     let mut cfg = test_config();
@@ -159,19 +147,27 @@ async fn the_demo_lets_loopback_browsers_in_and_serve_does_not() {
         "http://[::1]:8080",
         "https://ui.example",
     ] {
-        assert_eq!(upgrade_with_origin(demo.addr, ok).await, 101, "{ok}");
+        assert_eq!(
+            support::raw::upgrade_status(demo.addr, ok).await,
+            101,
+            "{ok}"
+        );
     }
     for bad in [
         "http://evil.example",
         "http://localhost.evil.example:5173",
         "https://ui.example:444",
     ] {
-        assert_eq!(upgrade_with_origin(demo.addr, bad).await, 403, "{bad}");
+        assert_eq!(
+            support::raw::upgrade_status(demo.addr, bad).await,
+            403,
+            "{bad}"
+        );
     }
     // `serve` keeps its explicit list: by default no browser at all.
     let serve = start_host(test_config()).await;
     assert_eq!(
-        upgrade_with_origin(serve.addr, "http://localhost:5173").await,
+        support::raw::upgrade_status(serve.addr, "http://localhost:5173").await,
         403
     );
 }

@@ -1,5 +1,6 @@
-//! Shared by the benches: percentiles, what `/proc` says about a process
-//! (CPU time, resident memory, children) and about the machine, and a small
+//! Shared by the benches: percentiles, what `/proc` says about a process's
+//! CPU time and about the machine (a process's memory and children:
+//! `tests/support/process.rs`), and a small
 //! fake runtime that times requests at its end of the pipe ([`pipe`]).
 #![allow(dead_code)]
 
@@ -45,46 +46,6 @@ pub fn cpu_time(pid: u32) -> Duration {
     // utime and stime are fields 14 and 15 of the whole line; `rest` starts at field 3.
     let ticks: u64 = f[11].parse::<u64>().unwrap_or(0) + f[12].parse::<u64>().unwrap_or(0);
     Duration::from_secs_f64(ticks as f64 / clock_ticks_per_second())
-}
-
-/// Every descendant of `pid` (children, their children, ...), from `/proc`.
-pub fn descendants(pid: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let mut todo = vec![pid];
-    while let Some(p) = todo.pop() {
-        for c in children(p) {
-            out.push(c);
-            todo.push(c);
-        }
-    }
-    out
-}
-
-/// The direct children of `pid` (every thread lists the ones it spawned).
-pub fn children(pid: u32) -> Vec<u32> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
-        .into_iter()
-        .flatten();
-    tasks
-        .flatten()
-        .flat_map(|t| {
-            std::fs::read_to_string(t.path().join("children"))
-                .unwrap_or_default()
-                .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect::<Vec<u32>>()
-        })
-        .collect()
-}
-
-/// A field of `/proc/PID/status` in KiB (e.g. "VmRSS", "VmHWM").
-pub fn status_kib(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
 }
 
 pub fn mib(kib: u64) -> String {

@@ -130,18 +130,9 @@ impl BridgeProcess {
 
     /// Resident memory of the bridge process (not the runtime it spawned).
     pub fn rss_bytes(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        let kb: u64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .expect("VmRSS");
-        kb * 1024
-    }
-
-    /// The pids of the bridge's child processes (the runtime).
-    pub fn children(&self) -> Vec<u32> {
-        children_of(self.child.id())
+        let kib = status_kib(self.child.id(), "VmRSS");
+        assert!(kib > 0, "VmRSS of the bridge");
+        kib * 1024
     }
 
     /// Sends `signal` (e.g. "TERM", "KILL") and waits for the exit, at most
@@ -192,6 +183,20 @@ pub fn offline_runtime_toml_with(model: &ScriptedModel, dir: &Path, extra: &str)
     )
 }
 
+/// Runs the bridge binary with `args` to its end; (success, stdout + stderr).
+pub fn run_bin<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ahp-copilot-bridge"))
+        .args(args)
+        .output()
+        .expect("the bridge binary runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
 /// The direct children of `pid`, from `/proc` (each thread lists the
 /// children it spawned, so every thread is read).
 pub fn children_of(pid: u32) -> Vec<u32> {
@@ -208,6 +213,30 @@ pub fn children_of(pid: u32) -> Vec<u32> {
                 .collect::<Vec<u32>>()
         })
         .collect()
+}
+
+/// Every descendant of `pid` (children, their children, ...).
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let mut todo = vec![pid];
+    while let Some(p) = todo.pop() {
+        for c in children_of(p) {
+            out.push(c);
+            todo.push(c);
+        }
+    }
+    out
+}
+
+/// A field of `/proc/PID/status` in KiB (e.g. "VmRSS", "VmHWM"); 0 when
+/// the process or the field is gone.
+pub fn status_kib(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }
 
 /// Whether a process is still alive (a zombie counts as gone).

@@ -81,3 +81,15 @@ impl Raw {
         a.get("result").is_some()
     }
 }
+
+/// The HTTP status of a WebSocket upgrade to `addr` carrying `Origin: origin`.
+pub async fn upgrade_status(addr: std::net::SocketAddr, origin: &str) -> u16 {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let mut req = format!("ws://{addr}").into_client_request().unwrap();
+    req.headers_mut().insert("origin", origin.parse().unwrap());
+    match tokio_tungstenite::connect_async(req).await {
+        Ok((_, resp)) => resp.status().as_u16(),
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
+        Err(e) => panic!("upgrade failed: {e}"),
+    }
+}
