@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 
 use ahp_copilot_bridge::audit::checkpoint::Signer;
 use ahp_copilot_bridge::audit::log::{AuditLog, Options};
-use ahp_copilot_bridge::audit::record::{now_rfc3339, OwnerRecord, SectionRecord, TransformRecord};
+use ahp_copilot_bridge::audit::record::{
+    now_rfc3339, OwnerOutcome, OwnerRecord, SectionDecision, SectionRecord, TransformRecord,
+};
 use ahp_copilot_bridge::config::FsyncPolicy;
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
@@ -31,7 +33,7 @@ fn record(i: usize) -> TransformRecord {
         let after = format!("{before} (house style)");
         SectionRecord::new(
             id,
-            "transformed".into(),
+            SectionDecision::Transformed,
             Some("bench"),
             &before,
             &after,
@@ -45,7 +47,7 @@ fn record(i: usize) -> TransformRecord {
         runtime_session: "rt".into(),
         owners: vec![OwnerRecord {
             client_id: "bench".into(),
-            outcome: "transformed",
+            outcome: OwnerOutcome::Transformed,
             ignored: vec![],
         }],
         sections,

@@ -24,7 +24,7 @@ mod support;
 
 mod common;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -37,10 +37,9 @@ use ahp_copilot_bridge::demo::model::{ScriptedModel, DEFAULT_REPLY};
 use ahp_copilot_bridge::runtime::connection::{ReplyFuture, RuntimeConn, RuntimeHandler};
 use ahp_copilot_bridge::runtime::process;
 use ahp_copilot_bridge::runtime::wire::{
-    self, ModelProvider, RuntimeAnswer, RuntimeEvent, RuntimeRequest, SessionConfig,
-    UserInputAnswer,
+    self, ModelProvider, RuntimeAnswer, RuntimeEvent, RuntimeRequest, SectionAction,
+    SectionOverride, SessionConfig, SystemMessage, UserInputAnswer,
 };
-use ahp_copilot_bridge::transform::overrides::system_message;
 use common::{ms, pct};
 use serde_json::{json, Value};
 use support::e2e::{ready_session, wait_turn_end};
@@ -125,10 +124,15 @@ impl DirectSide {
                 base_url: p.base_url.clone(),
                 api_key: p.resolved_api_key(),
             }),
-            system_message: system_message(
-                &BTreeSet::from([SECTION.to_owned()]),
-                &self.cfg.policy.overrides,
-            ),
+            system_message: Some(SystemMessage {
+                sections: BTreeMap::from([(
+                    SECTION.to_owned(),
+                    SectionOverride {
+                        action: SectionAction::Transform,
+                        content: None,
+                    },
+                )]),
+            }),
             github_token: None,
         }
         .to_params()

@@ -32,7 +32,8 @@ use std::time::{Duration, Instant};
 use ahp_copilot_bridge::app::{self, Agent};
 use ahp_copilot_bridge::bridge::transform_clients::HostClients;
 use ahp_copilot_bridge::config::Config;
-use ahp_copilot_bridge::transform::router::Router;
+use ahp_copilot_bridge::policy::{Policy, PolicyReader};
+use ahp_copilot_bridge::transform::router::{RecordOptions, Router};
 use common::pipe::{frame, read_frame, PipeRuntime};
 use common::{pct, us};
 use serde_json::{json, Value};
@@ -144,11 +145,15 @@ async fn run(iterations: usize) {
     let runtime_id = bridge_pipe.created().await;
     tokio::spawn(answer_directly(fake.addr));
     let direct_pipe = fake.next_conn().await;
-    let router = Router::new(&cfg, None).unwrap();
+    let unaudited = |cfg: &Config| {
+        let policy = PolicyReader::fixed(Policy::from_config(cfg).unwrap());
+        Router::new(policy, None, RecordOptions::from_config(&cfg.audit))
+    };
+    let router = unaudited(&cfg);
     let mut ruled = (*cfg).clone();
     ruled.policy.sections = Config::parse(RULES).unwrap().policy.sections;
     ruled.validate().unwrap();
-    let ruled_router = Router::new(&ruled, None).unwrap();
+    let ruled_router = unaudited(&ruled);
     let clients = HostClients(Some(r.host.clone()));
     let token = format!("ghp_{}", "Ab12".repeat(9));
     let sections: BTreeMap<String, String> = [

@@ -10,22 +10,26 @@ use crate::ahp::backend::{Backend, NullBackend};
 use crate::ahp::host::Host;
 use crate::ahp::server;
 use crate::audit::log::{AuditLog, Options, Ship};
+use crate::audit::record::PolicyRecord;
 use crate::audit::syslog::Shipper;
+use crate::bridge::audit_port::LogPort;
 use crate::bridge::Bridge;
 use crate::config::Config;
+use crate::policy::{Policy, PolicySource};
 use crate::store::Store;
-use crate::transform::router::Router;
+use crate::transform::router::{RecordOptions, Router};
+use crate::transform::AuditPort;
 
 /// How long shutdown waits for the syslog queue to drain.
 const SHIP_FLUSH: Duration = Duration::from_secs(5);
 
 /// The audit log and where its records are shipped.
-pub struct Evidence {
+pub struct AuditTrail {
     pub log: Arc<AuditLog>,
     pub shipper: Option<Arc<Shipper>>,
 }
 
-impl Evidence {
+impl AuditTrail {
     /// At shutdown: the last checkpoint, the file synced, the queue drained.
     pub async fn close(&self) {
         let log = self.log.clone();
@@ -43,7 +47,7 @@ impl Evidence {
 }
 
 /// Opens `[audit] path` with its key, rotation and shipper; None without a path.
-pub fn open_audit(cfg: &Config) -> anyhow::Result<Option<Evidence>> {
+pub fn open_audit(cfg: &Config) -> anyhow::Result<Option<AuditTrail>> {
     let Some(p) = &cfg.audit.path else {
         return Ok(None);
     };
@@ -53,7 +57,12 @@ pub fn open_audit(cfg: &Config) -> anyhow::Result<Option<Evidence>> {
     let signed = opts.signer.as_ref().map(|s| s.key_id().to_owned());
     let (log, rec) = AuditLog::open_with(p, opts)?;
     tracing::info!(path = %p.display(), records = rec.records, torn = ?rec.torn_bytes, signing_key = ?signed, "audit log open");
-    Ok(Some(Evidence { log, shipper }))
+    Ok(Some(AuditTrail { log, shipper }))
+}
+
+/// Writes the `policy` record of `policy`: at startup, and after a reload.
+pub fn audit_policy(log: &AuditLog, policy: &Policy) -> anyhow::Result<()> {
+    log.append(&PolicyRecord::of(policy)).map(drop)
 }
 
 /// The bridge to the Copilot runtime, with its router and audit log; the
@@ -61,18 +70,24 @@ pub fn open_audit(cfg: &Config) -> anyhow::Result<Option<Evidence>> {
 pub fn copilot_backend(
     host: &Arc<Host>,
     cfg: &Config,
-    audit: Option<&Evidence>,
-) -> anyhow::Result<Arc<Bridge>> {
-    let router = Arc::new(Router::new(cfg, audit.map(|e| e.log.clone()))?);
-    let policy = router.policy();
-    tracing::info!(sha256 = %policy.policy_sha256(), hidden = ?policy.hidden_sections(), "policy loaded");
+    policy: &PolicySource,
+    audit: Option<&AuditTrail>,
+) -> Arc<Bridge> {
+    let port =
+        audit.map(|a| Arc::new(LogPort::new(a.log.clone(), cfg.audit.fsync)) as Arc<dyn AuditPort>);
+    let options = RecordOptions::from_config(&cfg.audit);
+    let router = Arc::new(Router::new(policy.reader(), port, options));
+    let current = policy.current();
+    tracing::info!(sha256 = %current.policy_sha256(), hidden = ?current.hidden_sections(), "policy loaded");
     // A full disk at startup does not keep the bridge from serving: the next
     // record that can be written is preceded by a `recovered` record that
     // counts this one, and keep-original fails transforms closed meanwhile.
-    if let Err(e) = router.audit_policy() {
-        tracing::error!("the policy record was not written: {e}");
+    if let Some(a) = audit {
+        if let Err(e) = audit_policy(&a.log, &current) {
+            tracing::error!("the policy record was not written: {e}");
+        }
     }
-    Ok(Bridge::new(host, router))
+    Bridge::new(host, router, policy.reader())
 }
 
 /// A running host.
@@ -87,7 +102,9 @@ pub struct Running {
     /// The bridge to the runtime, with [`Agent::Copilot`].
     pub bridge: Option<Arc<Bridge>>,
     /// The audit log, with [`Agent::Copilot`] and `[audit] path`.
-    pub audit: Option<Evidence>,
+    pub audit: Option<AuditTrail>,
+    /// The policy in force; a reload replaces it here.
+    pub policy: Arc<PolicySource>,
 }
 
 impl Running {
@@ -144,14 +161,15 @@ pub enum Agent {
 /// Binds `cfg.server.listen` and serves until `shutdown` is cancelled.
 pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     cfg.validate()?;
-    let host = Host::new(cfg.clone());
+    let policy = Arc::new(PolicySource::new(Policy::from_config(&cfg)?));
+    let host = Host::new(cfg.clone(), policy.reader());
     let mut bridge = None;
     let mut audit = None;
     let backend: Arc<dyn Backend> = match agent {
         Agent::None => Arc::new(NullBackend(Arc::downgrade(&host))),
         Agent::Copilot => {
             audit = open_audit(&cfg)?;
-            let b = copilot_backend(&host, &cfg, audit.as_ref())?;
+            let b = copilot_backend(&host, &cfg, &policy, audit.as_ref());
             bridge = Some(b.clone());
             b
         }
@@ -183,5 +201,6 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
         accepting,
         bridge,
         audit,
+        policy,
     })
 }

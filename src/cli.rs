@@ -14,9 +14,9 @@ use crate::demo::model::ScriptedModel;
 pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Result<()> {
     let limit = cfg.server.shutdown_timeout;
     let running = app::start(cfg.clone(), Agent::Copilot).await?;
-    if let Some(bridge) = &running.bridge {
-        let router = bridge.router().clone();
-        crate::reload::on_sighup(config_path, cfg, router, running.host.clone())?;
+    if running.bridge.is_some() {
+        let log = running.audit.as_ref().map(|a| a.log.clone());
+        crate::reload::on_sighup(config_path, cfg, running.policy.clone(), log)?;
     }
     eprintln!("listening on ws://{}", running.addr);
     let signal = stop_signal().await?;

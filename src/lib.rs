@@ -14,6 +14,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod jsonrpc;
+pub mod policy;
 pub mod reload;
 pub mod runtime;
 pub mod sections;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use ahp_copilot_bridge::config::Config;
-use ahp_copilot_bridge::transform::policy::Policy;
+use ahp_copilot_bridge::policy::Policy;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]

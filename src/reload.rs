@@ -11,10 +11,9 @@ use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{info, warn};
 
-use crate::ahp::host::Host;
+use crate::audit::log::AuditLog;
 use crate::config::Config;
-use crate::transform::policy::Policy;
-use crate::transform::router::Router;
+use crate::policy::{Policy, PolicySource};
 
 /// The policy of the file at `path`, with the principals of the running config.
 pub fn load_policy(path: &Path, running: &Config) -> anyhow::Result<Policy> {
@@ -27,12 +26,14 @@ pub fn load_policy(path: &Path, running: &Config) -> anyhow::Result<Policy> {
 }
 
 /// Installs the SIGHUP handler now (so a signal that arrives once this
-/// returns is never the default "terminate"), and reloads on each one.
+/// returns is never the default "terminate"), and reloads on each one: the
+/// new policy is put in force for every reader of `source` at once, and
+/// written to `audit` as a `policy` record.
 pub fn on_sighup(
     path: Option<PathBuf>,
     running: Arc<Config>,
-    router: Arc<Router>,
-    host: Arc<Host>,
+    source: Arc<PolicySource>,
+    audit: Option<Arc<AuditLog>>,
 ) -> anyhow::Result<()> {
     let mut hangups = signal(SignalKind::hangup())?;
     tokio::spawn(async move {
@@ -44,15 +45,18 @@ pub fn on_sighup(
             match load_policy(path, &running) {
                 Ok(policy) => {
                     let sha256 = policy.policy_sha256();
-                    let changed = sha256 != router.policy().policy_sha256();
-                    host.set_hidden_sections(policy.hidden_sections());
-                    router.set_policy(Arc::new(policy));
+                    let changed = source.replace(policy);
                     info!(path = %path.display(), %sha256, changed, "policy reloaded");
                     // The reload is evidence too: a `policy` record holding it.
-                    let r = router.clone();
-                    let written = tokio::task::spawn_blocking(move || r.audit_policy()).await;
-                    if let Ok(Err(e)) | Err(e) = written.map_err(anyhow::Error::from) {
-                        warn!("the reloaded policy's audit record was not written: {e:#}");
+                    if let Some(log) = audit.clone() {
+                        let current = source.current();
+                        let written = tokio::task::spawn_blocking(move || {
+                            crate::app::audit_policy(&log, &current)
+                        })
+                        .await;
+                        if let Ok(Err(e)) | Err(e) = written.map_err(anyhow::Error::from) {
+                            warn!("the reloaded policy's audit record was not written: {e:#}");
+                        }
                     }
                 }
                 Err(e) => {

@@ -229,7 +229,7 @@ async fn every_rule_in_one_render_on_the_real_cli() {
     assert_eq!(ci["sha256After"], sha256_hex(ci_after.as_bytes()));
     let tone = audited(&records, "tone");
     assert_eq!(tone["sha256After"], sha256_hex(shown["tone"].as_bytes()));
-    let policy = st.bridge.bridge.as_ref().unwrap().router().policy();
+    let policy = st.bridge.policy.current();
     assert!(records
         .iter()
         .all(|r| r["policySha256"] == policy.policy_sha256().as_str()));

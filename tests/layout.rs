@@ -8,7 +8,7 @@ const MAX_LINES: usize = 600;
 /// The layers of the crate, by path under `src/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Layer {
-    /// `config/`, `jsonrpc/`, `sections.rs`: at the bottom, used by all.
+    /// `config/`, `jsonrpc/`, `policy/`, `sections.rs`, `store/`: at the bottom, used by all.
     Bottom,
     /// `transform/`: the transform core, pure.
     Transform,
@@ -27,7 +27,7 @@ enum Layer {
 fn layer_of(rel: &str) -> Layer {
     let top = rel.split('/').next().unwrap_or_default();
     match top {
-        "config" | "config.rs" | "jsonrpc" | "sections.rs" | "store" => Layer::Bottom,
+        "config" | "config.rs" | "jsonrpc" | "policy" | "sections.rs" | "store" => Layer::Bottom,
         "transform" => Layer::Transform,
         "audit" => Layer::Audit,
         "runtime" => Layer::Runtime,
@@ -49,6 +49,7 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
         "config",
         "demo",
         "jsonrpc",
+        "policy",
         "reload",
         "runtime",
         "sections",
@@ -56,14 +57,24 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
         "transform",
     ];
     match layer {
-        Layer::Bottom => (&["config", "jsonrpc", "sections", "store"], false),
+        Layer::Bottom => (&["config", "jsonrpc", "policy", "sections", "store"], false),
         Layer::Transform => (
-            &["transform", "audit", "config", "jsonrpc", "sections"],
+            &[
+                "transform",
+                "audit",
+                "config",
+                "jsonrpc",
+                "policy",
+                "sections",
+            ],
             false,
         ),
-        Layer::Audit => (&["audit", "config"], false),
+        Layer::Audit => (&["audit", "config", "policy"], false),
         Layer::Runtime => (&["runtime", "config", "jsonrpc"], false),
-        Layer::Ahp => (&["ahp", "config", "jsonrpc", "sections", "store"], true),
+        Layer::Ahp => (
+            &["ahp", "config", "jsonrpc", "policy", "sections", "store"],
+            true,
+        ),
         Layer::Bridge => (
             &[
                 "bridge",
@@ -73,6 +84,7 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
                 "audit",
                 "config",
                 "jsonrpc",
+                "policy",
                 "sections",
             ],
             true,

@@ -1,11 +1,14 @@
-//! The `systemMessageTransform` extension as AHP data: the section catalogue
-//! on the agent (`systemMessageSections`) and each active client's opt-in
-//! (`systemMessageTransform`). `ahp-types` drops both fields, so they are
-//! kept here beside the typed state and put back into every snapshot.
+//! The `systemMessageTransform` extension as AHP data, all of its wire
+//! shapes in one place: the request a client receives and the answer it
+//! gives, the section catalogue on the agent (`systemMessageSections`) and
+//! each active client's opt-in (`systemMessageTransform`). `ahp-types` drops
+//! the last two fields, so they are kept here beside the typed state and put
+//! back into every snapshot.
 
 use std::collections::BTreeMap;
 
 use ahp_types::actions::StateAction;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::sections::SECTION_CATALOGUE;
@@ -17,6 +20,63 @@ pub const TRANSFORM_METHOD: &str = "systemMessageTransform";
 /// The version of the extension as this host speaks it. The proposal is in no
 /// AHP release yet, so it is pre-1.0: a change to its fields bumps the minor.
 pub const TRANSFORM_EXTENSION_VERSION: &str = "0.1.0";
+
+/// One section in a request or an answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransformSection {
+    pub content: String,
+}
+
+/// The params of the `systemMessageTransform` request (host -> client).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TransformParams<'a> {
+    /// The session URI the transform applies to.
+    pub channel: &'a str,
+    pub sections: BTreeMap<&'a str, TransformSection>,
+}
+
+impl<'a> TransformParams<'a> {
+    /// A request for `sections` (id -> text) of `session`.
+    pub fn new(session: &'a str, sections: &'a BTreeMap<String, String>) -> Self {
+        let sections = sections
+            .iter()
+            .map(|(id, text)| {
+                (
+                    id.as_str(),
+                    TransformSection {
+                        content: text.clone(),
+                    },
+                )
+            })
+            .collect();
+        Self {
+            channel: session,
+            sections,
+        }
+    }
+}
+
+/// The client's answer. A result that does not deserialize as this (no
+/// `sections`, a section without a string `content`) is malformed, which
+/// the proposal treats as a failed call.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct TransformResult {
+    pub sections: BTreeMap<String, TransformSection>,
+}
+
+impl TransformResult {
+    /// The answer's sections (id -> text), or `None` when it is malformed.
+    pub fn parse(result: Value) -> Option<BTreeMap<String, String>> {
+        let parsed: Self = serde_json::from_value(result).ok()?;
+        Some(
+            parsed
+                .sections
+                .into_iter()
+                .map(|(id, s)| (id, s.content))
+                .collect(),
+        )
+    }
+}
 
 /// `InitializeResult._meta`: tells a client before it creates a session that
 /// this host speaks the extension, which version, and how many sections the
@@ -91,6 +151,28 @@ pub fn section_catalogue(restricted: &[String]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn answers_parse_or_are_malformed() {
+        let ok = TransformResult::parse(json!({"sections": {"tone": {"content": "T"}}})).unwrap();
+        assert_eq!(ok["tone"], "T");
+        for malformed in [
+            json!({"nope": 1}),
+            json!({"sections": {"tone": {"content": 3}}}),
+            json!({"sections": {"tone": "x"}}),
+        ] {
+            assert_eq!(
+                TransformResult::parse(malformed.clone()),
+                None,
+                "{malformed}"
+            );
+        }
+        let sections = BTreeMap::from([("tone".to_string(), "T".to_string())]);
+        assert_eq!(
+            serde_json::to_value(TransformParams::new("ahp-session:/s", &sections)).unwrap(),
+            json!({"channel": "ahp-session:/s", "sections": {"tone": {"content": "T"}}})
+        );
+    }
 
     #[test]
     fn catalogue_marks_restricted() {

@@ -31,6 +31,7 @@ use super::state::{Replayed, State, PROVIDER};
 use super::uri::{channel_kind, ChannelKind, ROOT_URI};
 use crate::config::Config;
 use crate::jsonrpc;
+use crate::policy::PolicyReader;
 
 pub struct Host {
     pub(super) cfg: Arc<Config>,
@@ -46,8 +47,8 @@ pub struct Host {
     /// How many connections are open, for a shutdown to wait on.
     pub(super) connections: tokio::sync::watch::Sender<usize>,
     pub(super) grace_timers_fired: AtomicU64,
-    /// Sections advertised as `restricted` (hidden); replaced on a policy reload.
-    hidden_sections: Mutex<Vec<String>>,
+    /// The policy in force: the catalogue advertises its hidden sections.
+    policy: PolicyReader,
     /// Seals and opens this instance's paging cursors.
     pub(super) cursors: CursorKey,
     /// Bounds the file requests running at once (see [`super::resources`]).
@@ -61,7 +62,7 @@ pub(super) enum Origin {
 }
 
 impl Host {
-    pub fn new(cfg: Arc<Config>) -> Arc<Self> {
+    pub fn new(cfg: Arc<Config>, policy: PolicyReader) -> Arc<Self> {
         let models = super::session_config::configured_models(&cfg);
         let root: RootState = serde_json::from_value(json!({
             "agents": [{
@@ -75,7 +76,7 @@ impl Host {
         }))
         .expect("static root state");
         Arc::new(Self {
-            hidden_sections: Mutex::new(cfg.policy.hidden_sections()),
+            policy,
             principals: Principals::from_config(&cfg),
             cfg,
             state: Mutex::new(State::new(root)),
@@ -96,18 +97,7 @@ impl Host {
 
     /// The sections the catalogue marks `restricted` (no client ever sees them).
     pub fn hidden_sections(&self) -> Vec<String> {
-        self.hidden_sections
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    /// After a policy reload: later snapshots of the root state advertise these.
-    pub fn set_hidden_sections(&self, ids: Vec<String>) {
-        *self
-            .hidden_sections
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = ids;
+        self.policy.current().hidden_sections()
     }
 
     /// Who may connect.

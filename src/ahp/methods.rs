@@ -178,7 +178,10 @@ mod tests {
 
     #[test]
     fn root_state_advertises_sections_and_restriction() {
-        let host = Host::new(Arc::new(Config::default()));
+        let cfg = Config::default();
+        let policy =
+            crate::policy::PolicyReader::fixed(crate::policy::Policy::from_config(&cfg).unwrap());
+        let host = Host::new(Arc::new(cfg), policy);
         let snap = host.snapshot(ROOT_URI).unwrap();
         let secs = snap["state"]["agents"][0]["systemMessageSections"]
             .as_array()

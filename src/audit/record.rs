@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::sha256_hex;
+use crate::policy::rules::BrokenRule;
+use crate::policy::Policy;
 
 /// What a record is; the log writes it as the record's `kind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -77,6 +79,17 @@ pub struct PolicyRecord {
     pub policy_sha256: String,
 }
 
+impl PolicyRecord {
+    /// The record of `policy`, now.
+    pub fn of(policy: &Policy) -> Self {
+        Self {
+            time: now_rfc3339(),
+            policy: policy.policy_document(),
+            policy_sha256: policy.policy_sha256(),
+        }
+    }
+}
+
 impl Record for PolicyRecord {
     const KIND: Kind = Kind::Policy;
 }
@@ -141,20 +154,112 @@ impl Record for CheckpointRecord {
 #[serde(rename_all = "camelCase")]
 pub struct OwnerRecord {
     pub client_id: String,
-    /// `transformed`, `unchanged`, `refused` (every change broke a rule),
-    /// `timeout`, `error`, `malformed`, `oversize`, `disconnected`.
-    pub outcome: &'static str,
+    pub outcome: OwnerOutcome,
     /// Section ids the owner answered without being asked for them.
     pub ignored: Vec<String>,
+}
+
+/// How one owner's part of a transform request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OwnerOutcome {
+    /// It changed at least one section, and the change passed the rules.
+    Transformed,
+    /// It answered, and nothing it sent changed a section.
+    Unchanged,
+    /// Every section it changed broke a rule of the policy.
+    Refused,
+    /// No answer by the request's one deadline.
+    Timeout,
+    /// It answered with a JSON-RPC error.
+    Error,
+    /// Its answer was not a `systemMessageTransform` result, or named a
+    /// placeholder it was never sent.
+    Malformed,
+    /// Its answer was over `max_response_bytes` or `max_sections`.
+    Oversize,
+    /// It was not connected (or went away before answering).
+    Disconnected,
+}
+
+impl OwnerOutcome {
+    /// Whether its answer was used at all (section by section).
+    pub fn answered(self) -> bool {
+        matches!(self, Self::Transformed | Self::Unchanged | Self::Refused)
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Transformed => "transformed",
+            Self::Unchanged => "unchanged",
+            Self::Refused => "refused",
+            Self::Timeout => "timeout",
+            Self::Error => "error",
+            Self::Malformed => "malformed",
+            Self::Oversize => "oversize",
+            Self::Disconnected => "disconnected",
+        }
+    }
+}
+
+/// Why a section went back unchanged without being asked of anyone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Passthrough {
+    /// Hidden by the policy (`[policy] restricted`, `access = "hidden"`).
+    Restricted,
+    /// Fixed by an operator override, or not in the catalogue.
+    NotAllowed,
+    /// No active client opted in to it.
+    NoOwner,
+}
+
+impl Passthrough {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Restricted => "restricted",
+            Self::NotAllowed => "not_allowed",
+            Self::NoOwner => "no_owner",
+        }
+    }
+}
+
+/// What happened to one section of a transform request; written as
+/// `transformed`, `unchanged`, `refused:RULE` (e.g. `refused:append-only`,
+/// `refused:deny[0]`), the owner's outcome when its answer was not used
+/// (`timeout`, ...), or `passthrough:REASON`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SectionDecision {
+    Transformed,
+    Unchanged,
+    Refused(BrokenRule),
+    /// The owner's answer as a whole was not used.
+    Failed(OwnerOutcome),
+    Passthrough(Passthrough),
+}
+
+impl std::fmt::Display for SectionDecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Transformed => f.write_str("transformed"),
+            Self::Unchanged => f.write_str("unchanged"),
+            Self::Refused(rule) => write!(f, "refused:{rule}"),
+            Self::Failed(o) => f.write_str(o.as_str()),
+            Self::Passthrough(p) => write!(f, "passthrough:{}", p.as_str()),
+        }
+    }
+}
+
+impl Serialize for SectionDecision {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SectionRecord {
     pub id: String,
-    /// `transformed`, `unchanged`, `refused:RULE` (e.g. `refused:append-only`,
-    /// `refused:deny[0]`), an owner's outcome, or `passthrough:REASON`.
-    pub decision: String,
+    pub decision: SectionDecision,
     pub owner: Option<String>,
     pub sha256_before: String,
     pub sha256_after: String,
@@ -170,7 +275,7 @@ impl SectionRecord {
     /// Hashes both texts; keeps them only with `include_content`.
     pub fn new(
         id: &str,
-        decision: String,
+        decision: SectionDecision,
         owner: Option<&str>,
         before: &str,
         after: &str,
@@ -201,12 +306,19 @@ mod tests {
 
     #[test]
     fn wire_names_and_content_only_on_request() {
-        let s = SectionRecord::new("tone", "transformed".into(), Some("a"), "x", "yy", false);
+        let s = SectionRecord::new(
+            "tone",
+            SectionDecision::Transformed,
+            Some("a"),
+            "x",
+            "yy",
+            false,
+        );
         let v = serde_json::to_value(&s).unwrap();
         assert_eq!(v["sha256Before"], sha256_hex(b"x"));
         assert_eq!(v["lenAfter"], 2);
         assert!(v.get("contentBefore").is_none());
-        let s = SectionRecord::new("tone", "unchanged".into(), None, "x", "x", true);
+        let s = SectionRecord::new("tone", SectionDecision::Unchanged, None, "x", "x", true);
         assert_eq!(serde_json::to_value(&s).unwrap()["contentAfter"], "x");
     }
 

@@ -11,10 +11,13 @@ use tracing::{debug, info, warn};
 use super::Bridge;
 use crate::ahp::backend::ActiveClientView;
 use crate::config::OverrideConfig;
+use crate::policy::{owners, OptIn, Policy};
 use crate::runtime::connection::RuntimeConn;
-use crate::runtime::wire::{self, method, ExternalTool, ModelProvider, Secret, SessionConfig};
-use crate::transform::overrides::system_message;
-use crate::transform::policy::{owners, OptIn, Policy};
+use crate::runtime::wire::{
+    self, method, ExternalTool, ModelProvider, Secret, SectionAction, SectionOverride,
+    SessionConfig, SystemMessage,
+};
+use crate::transform::registrations::{registrations, Registration};
 
 /// A client's opt-in as the transform core sees it: its raw opt-in and its
 /// principal's allow-list, which the policy evaluates.
@@ -37,10 +40,9 @@ pub struct Binding {
     pub owners: BTreeMap<String, String>,
     /// Tool name -> (owning client, the definition given to the runtime).
     pub tools: BTreeMap<String, (String, ExternalTool)>,
-    /// The operator's overrides, registered as they are.
-    pub overrides: BTreeMap<String, OverrideConfig>,
-    /// The policy it was derived under: a reload that changes the policy
-    /// re-binds, so the runtime re-renders the prompt under the new one.
+    /// The policy it was derived under (its overrides are registered too):
+    /// a reload that changes the policy re-binds, so the runtime re-renders
+    /// the prompt under the new one.
     pub policy_sha256: String,
 }
 
@@ -65,7 +67,6 @@ impl Binding {
             registered: owners.keys().cloned().collect(),
             owners,
             tools,
-            overrides: policy.overrides.clone(),
             policy_sha256: policy.policy_sha256(),
         }
     }
@@ -77,6 +78,36 @@ impl Binding {
 
     pub fn tool_owner(&self, name: &str) -> Option<&str> {
         self.tools.get(name).map(|(o, _)| o.as_str())
+    }
+}
+
+/// The runtime's `systemMessage` for the sections a binding registers
+/// under `policy`; `None` when it registers none.
+fn system_message(registered: &BTreeSet<String>, policy: &Policy) -> Option<SystemMessage> {
+    let regs = registrations(registered, &policy.overrides);
+    let sections: BTreeMap<String, SectionOverride> = regs
+        .into_iter()
+        .map(|(id, r)| (id, section_override(r)))
+        .collect();
+    (!sections.is_empty()).then_some(SystemMessage { sections })
+}
+
+fn section_override(r: Registration) -> SectionOverride {
+    use crate::config::OverrideAction as A;
+    match r {
+        Registration::Transform => SectionOverride {
+            action: SectionAction::Transform,
+            content: None,
+        },
+        Registration::Fixed(OverrideConfig { action, content }) => SectionOverride {
+            action: match action {
+                A::Append => SectionAction::Append,
+                A::Prepend => SectionAction::Prepend,
+                A::Replace => SectionAction::Replace,
+                A::Remove => SectionAction::Remove,
+            },
+            content,
+        },
     }
 }
 
@@ -109,6 +140,7 @@ impl Bridge {
         runtime_id: &str,
         model: &str,
         binding: &Binding,
+        policy: &Policy,
     ) -> SessionConfig {
         let working_directory = self
             .host()
@@ -137,7 +169,7 @@ impl Bridge {
                 base_url: p.base_url.clone(),
                 api_key: p.resolved_api_key(),
             }),
-            system_message: system_message(&binding.registered, &binding.overrides),
+            system_message: system_message(&binding.registered, policy),
             github_token: self
                 .host()
                 .and_then(|h| h.github_token_for(uri))
@@ -157,7 +189,8 @@ impl Bridge {
             .ok_or_else(|| anyhow::anyhow!("session {uri} is gone"))?;
         let (conn, generation) = self.runtime(slot).await?;
         let host = self.host().ok_or_else(|| anyhow::anyhow!("host gone"))?;
-        let want = Binding::derive(&self.router.policy(), &host.active_clients(uri));
+        let policy = self.policy.current();
+        let want = Binding::derive(&policy, &host.active_clients(uri));
         let (runtime_id, bound, persisted) = {
             let s = self.sessions();
             let c = s
@@ -174,7 +207,7 @@ impl Bridge {
         }
         let model = self.session_model(uri);
         let params = self
-            .session_config(uri, &runtime_id, &model, &want)
+            .session_config(uri, &runtime_id, &model, &want, &policy)
             .to_params();
         // Before its first message the runtime has nothing on disk to resume.
         let call = if persisted {

@@ -10,6 +10,7 @@
 //! - transforms: the router asks clients through [`transform_clients`].
 
 pub mod actions;
+pub mod audit_port;
 pub mod binding;
 pub mod input;
 pub mod models;
@@ -35,6 +36,7 @@ use self::supervisor::Slot;
 use crate::ahp::backend::{Backend, ClientPhase};
 use crate::ahp::host::Host;
 use crate::config::Config;
+use crate::policy::PolicyReader;
 use crate::runtime::wire;
 use crate::transform::router::Router;
 
@@ -43,6 +45,8 @@ pub struct Bridge {
     host: Weak<Host>,
     cfg: Arc<Config>,
     router: Arc<Router>,
+    /// The policy in force, for bindings (the router reads the same one).
+    policy: PolicyReader,
     /// The runtimes sessions live on (`[runtime] processes`).
     pool: Vec<Slot>,
     /// Counts runtime starts across the pool: a binding names the start it
@@ -58,12 +62,13 @@ pub struct Bridge {
 }
 
 impl Bridge {
-    pub fn new(host: &Arc<Host>, router: Arc<Router>) -> Arc<Self> {
+    pub fn new(host: &Arc<Host>, router: Arc<Router>, policy: PolicyReader) -> Arc<Self> {
         Arc::new_cyclic(|me| Self {
             me: me.clone(),
             host: Arc::downgrade(host),
             cfg: host.config().clone(),
             router,
+            policy,
             pool: (0..host.config().runtime.pool_size().max(1))
                 .map(|_| Slot::new())
                 .collect(),
@@ -73,11 +78,6 @@ impl Bridge {
             stopping: AtomicBool::new(false),
             in_flight: InFlight::new(),
         })
-    }
-
-    /// The transform router (its policy is swapped on a reload).
-    pub fn router(&self) -> &Arc<Router> {
-        &self.router
     }
 
     fn host(&self) -> Option<Arc<Host>> {

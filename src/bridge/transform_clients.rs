@@ -1,17 +1,15 @@
 //! The transform core's view of the AHP host: each active client's opt-in,
-//! and the `systemMessageTransform` request to one of them.
+//! and the `systemMessageTransform` request to one of them, in the wire
+//! shapes of [`crate::ahp::extension`].
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
-
-use crate::ahp::extension::TRANSFORM_METHOD;
+use crate::ahp::extension::{TransformParams, TransformResult, TRANSFORM_METHOD};
 use crate::ahp::host::Host;
 use crate::jsonrpc::CallError;
-use crate::transform::policy::OptIn;
-use crate::transform::router::{AskFuture, TransformClients};
+use crate::policy::OptIn;
+use crate::transform::{AskError, AskFuture, ClientAnswer, Sections, TransformClients};
 
 /// The host's clients, or none when the host is gone (shutting down).
 pub struct HostClients(pub Option<Arc<Host>>);
@@ -28,19 +26,26 @@ impl TransformClients for HostClients {
         &self,
         client_id: &str,
         session: &str,
-        sections: &BTreeMap<String, String>,
+        sections: &Sections,
         timeout: Duration,
     ) -> AskFuture {
         let peer = self.0.as_ref().and_then(|h| h.client_peer(client_id));
-        let sections: Map<String, Value> = sections
-            .iter()
-            .map(|(id, c)| (id.clone(), json!({"content": c})))
-            .collect();
-        let params = json!({"channel": session, "sections": sections});
+        let params = serde_json::to_value(TransformParams::new(session, sections));
         Box::pin(async move {
-            match peer {
-                Some(p) => p.call(TRANSFORM_METHOD, params, timeout).await,
-                None => Err(CallError::Closed),
+            let (Some(peer), Ok(params)) = (peer, params) else {
+                return Err(AskError::Disconnected);
+            };
+            let result = match peer.call(TRANSFORM_METHOD, params, timeout).await {
+                Ok(result) => result,
+                Err(CallError::Timeout(_)) => return Err(AskError::Timeout),
+                Err(CallError::Closed) => return Err(AskError::Disconnected),
+                Err(CallError::Rpc(_)) => return Err(AskError::Failed),
+            };
+            // Measured as the client's answer serialized: what it sent, near enough.
+            let bytes = result.to_string().len();
+            match TransformResult::parse(result) {
+                Some(sections) => Ok(ClientAnswer { sections, bytes }),
+                None => Err(AskError::Malformed { bytes }),
             }
         })
     }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
 /// Methods we call on the runtime.
@@ -278,6 +278,39 @@ impl RuntimeAnswer {
     }
 }
 
+/// How the runtime renders one section (`systemMessage.sections.ID.action`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SectionAction {
+    /// Rendered, then handed to us (`systemMessage.transform`).
+    Transform,
+    Append,
+    Prepend,
+    Replace,
+    Remove,
+}
+
+/// One section's entry in the `systemMessage` config.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SectionOverride {
+    pub action: SectionAction,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+/// The `systemMessage` config of `session.create` / `session.resume`, in
+/// `customize` mode (without it the runtime asks for no transform at all).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemMessage {
+    pub sections: BTreeMap<String, SectionOverride>,
+}
+
+impl SystemMessage {
+    pub fn to_json(&self) -> Value {
+        json!({"mode": "customize", "sections": self.sections})
+    }
+}
+
 /// A tool the session offers the model, run by a client (an "external tool").
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExternalTool {
@@ -314,7 +347,7 @@ pub struct SessionConfig {
     pub tools: Vec<ExternalTool>,
     pub provider: Option<ModelProvider>,
     /// The `systemMessage` config; `None` leaves the runtime's default prompt.
-    pub system_message: Option<Value>,
+    pub system_message: Option<SystemMessage>,
     /// A GitHub token for the runtime's sign-in (only without a provider:
     /// the runtime refuses both).
     pub github_token: Option<Secret>,
@@ -340,7 +373,7 @@ impl SessionConfig {
             p["provider"] = prov;
         }
         if let Some(sm) = &self.system_message {
-            p["systemMessage"] = sm.clone();
+            p["systemMessage"] = sm.to_json();
         }
         if let (None, Some(t)) = (&self.provider, &self.github_token) {
             p["gitHubToken"] = json!(t.0);

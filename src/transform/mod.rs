@@ -1,9 +1,71 @@
-//! The transform core, pure: opt-ins to registrations ([`policy`],
-//! [`overrides`]), the per-section rules every answer is checked against
-//! ([`rules`]), and each runtime `systemMessage.transform` request to the
-//! owning clients and back ([`router`]). It knows neither AHP nor the runtime:
-//! clients are reached through [`router::TransformClients`].
-pub mod overrides;
-pub mod policy;
+//! The transform core, pure: each runtime `systemMessage.transform` request
+//! routed to the owning clients and back ([`router`]), by the decisions of
+//! [`plan`], under the policy of [`crate::policy`]; which sections a runtime
+//! session registers ([`registrations`]).
+//!
+//! It speaks neither AHP nor the runtime's wire: sections go in and come out
+//! as typed text ([`Sections`]); clients are reached through
+//! [`TransformClients`] and the audit log through [`AuditPort`], both
+//! provided by the bridge (and by in-process doubles in the tests).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::audit::record::TransformRecord;
+use crate::policy::OptIn;
+
+pub mod plan;
+pub mod registrations;
 pub mod router;
-pub mod rules;
+
+/// Section id -> its text.
+pub type Sections = BTreeMap<String, String>;
+
+/// An owner's answer, as read off the wire by whoever asked it: the
+/// sections it returned and the size of the answer in bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClientAnswer {
+    pub sections: Sections,
+    pub bytes: usize,
+}
+
+/// Why an owner's answer is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AskError {
+    /// No answer by the deadline it was given.
+    Timeout,
+    /// Not connected, or gone before it answered.
+    Disconnected,
+    /// It answered with an error.
+    Failed,
+    /// It answered something that is not a transform result (`bytes` long).
+    Malformed { bytes: usize },
+}
+
+pub type AskFuture = Pin<Box<dyn Future<Output = Result<ClientAnswer, AskError>> + Send>>;
+
+/// The clients a transform is routed to: the bridge implements this over
+/// the AHP host, a test over an in-process peer.
+pub trait TransformClients: Send + Sync {
+    /// The session's active clients with their opt-ins, in active-client order.
+    fn opt_ins(&self, session: &str) -> Vec<OptIn>;
+    /// Asks `client_id` to rewrite `sections` of `session`, waiting at most
+    /// `timeout`; fails at once when the client is not connected.
+    fn ask(
+        &self,
+        client_id: &str,
+        session: &str,
+        sections: &Sections,
+        timeout: Duration,
+    ) -> AskFuture;
+}
+
+pub type AppendFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
+
+/// Where the router's records go: the audit log, as the bridge writes it.
+pub trait AuditPort: Send + Sync {
+    /// Appends one record; done when it is written (audit before answer).
+    fn append(&self, record: TransformRecord) -> AppendFuture;
+}

@@ -166,7 +166,7 @@ async fn a_swapped_policy_applies_to_the_next_request() {
     let mut cfg = Config::default();
     with_rules("[policy.sections.tone]\naccess = \"read-only\"\n")(&mut cfg);
     cfg.validate().unwrap();
-    router.set_policy(Arc::new(Policy::from_config(&cfg).unwrap()));
+    router.set_policy(Policy::from_config(&cfg).unwrap());
     let second = router.route(&clients, "s", "rt", &original).await;
 
     assert_eq!(second, original, "read-only now: the rewrite is refused");

@@ -4,12 +4,17 @@
 
 use std::sync::Mutex;
 
-use serde_json::json;
+use serde::Deserialize;
+use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::*;
+use crate::audit::log::AuditLog;
 use crate::audit::verify::verify_text;
-use crate::jsonrpc::{classify, Incoming, Peer, RpcError};
+use crate::config::Config;
+use crate::jsonrpc::{classify, CallError, Incoming, Peer, RpcError};
+use crate::policy::{OptIn, PolicySource};
+use crate::transform::AskFuture;
 
 /// How a scripted client answers a transform request.
 #[derive(Clone)]
@@ -109,7 +114,7 @@ impl TransformClients for ScriptedClients {
         &self,
         client_id: &str,
         session: &str,
-        sections: &BTreeMap<String, String>,
+        sections: &Sections,
         timeout: Duration,
     ) -> AskFuture {
         let peer = self
@@ -123,11 +128,65 @@ impl TransformClients for ScriptedClients {
             .collect();
         let params = json!({"channel": session, "sections": sections});
         Box::pin(async move {
-            match peer {
-                Some(p) => p.call("systemMessageTransform", params, timeout).await,
-                None => Err(CallError::Closed),
+            let Some(p) = peer else {
+                return Err(AskError::Disconnected);
+            };
+            match p.call("systemMessageTransform", params, timeout).await {
+                Ok(result) => typed_answer(result),
+                Err(CallError::Timeout(_)) => Err(AskError::Timeout),
+                Err(CallError::Closed) => Err(AskError::Disconnected),
+                Err(CallError::Rpc(_)) => Err(AskError::Failed),
             }
         })
+    }
+}
+
+/// A result as the bridge reads it off the wire (the AHP shape, in short).
+fn typed_answer(result: Value) -> Result<ClientAnswer, AskError> {
+    #[derive(Deserialize)]
+    struct Section {
+        content: String,
+    }
+    #[derive(Deserialize)]
+    struct Answer {
+        sections: BTreeMap<String, Section>,
+    }
+    let bytes = result.to_string().len();
+    let parsed: Answer =
+        serde_json::from_value(result).map_err(|_| AskError::Malformed { bytes })?;
+    let sections = parsed
+        .sections
+        .into_iter()
+        .map(|(id, s)| (id, s.content))
+        .collect();
+    Ok(ClientAnswer { sections, bytes })
+}
+
+/// The audit log as the bridge gives it to the router: appended in place.
+struct LogPort(Arc<AuditLog>);
+
+impl AuditPort for LogPort {
+    fn append(&self, record: crate::audit::record::TransformRecord) -> super::super::AppendFuture {
+        Box::pin(std::future::ready(self.0.append(&record).map(drop)))
+    }
+}
+
+/// The router under test, with the source of its policy.
+struct Fixture {
+    router: Router,
+    source: PolicySource,
+}
+
+impl std::ops::Deref for Fixture {
+    type Target = Router;
+    fn deref(&self) -> &Router {
+        &self.router
+    }
+}
+
+impl Fixture {
+    fn set_policy(&self, policy: Policy) {
+        self.source.replace(policy);
     }
 }
 
@@ -135,13 +194,17 @@ const TIMEOUT: Duration = Duration::from_millis(1500);
 
 /// A router with the default policy (`safety` restricted), a 1.5 s
 /// deadline, and a real audit log in `dir`.
-fn router(dir: &tempfile::TempDir, edit: impl FnOnce(&mut Config)) -> (Router, Arc<AuditLog>) {
+fn router(dir: &tempfile::TempDir, edit: impl FnOnce(&mut Config)) -> (Fixture, Arc<AuditLog>) {
     let mut cfg = Config::default();
     cfg.policy.transform_timeout = TIMEOUT;
     edit(&mut cfg);
     let (log, _) = AuditLog::open(&dir.path().join("audit.jsonl"), FsyncPolicy::Always).unwrap();
     cfg.validate().expect("a valid test config");
-    (Router::new(&cfg, Some(log.clone())).unwrap(), log)
+    let source = PolicySource::new(Policy::from_config(&cfg).unwrap());
+    let options = RecordOptions::from_config(&cfg.audit);
+    let port = Arc::new(LogPort(log.clone()));
+    let router = Router::new(source.reader(), Some(port), options);
+    (Fixture { router, source }, log)
 }
 
 fn request(ids: &[&str]) -> BTreeMap<String, String> {

@@ -1,15 +1,27 @@
-//! Pure policy decisions of the transform bridge: which sections exist, which a
-//! client may have, who owns a section in a render, and whether an answer is
-//! acceptable. The per-section rules a rewrite must keep are in
-//! [`super::rules`]. No I/O here; everything is unit-tested beside it.
+//! The operator's policy as one immutable value: which sections are hidden
+//! or fixed, the rules a rewrite of each must keep ([`rules`], [`redact`]),
+//! the limits of an answer, and its canonical document and hash. Who owns a
+//! section in a render follows from it ([`owners`]).
+//!
+//! One policy is in force at a time, shared through a [`PolicySource`]: a
+//! reload replaces it whole, and every reader (the router, the host, the
+//! bridge's bindings) takes a snapshot per use, so a request in flight keeps
+//! the policy it started with. At the bottom of the crate: pure, no I/O.
+
+pub mod redact;
+pub mod rules;
+mod source;
+
+pub use source::{PolicyReader, PolicySource};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::rules::{SectionRules, NO_RULES};
-use crate::audit::sha256_hex;
+use sha2::{Digest, Sha256};
+
+use self::rules::{SectionRules, NO_RULES};
 use crate::config::{Access, Config, ConfigError, OverrideConfig, PolicyConfig};
 use crate::sections::{is_catalogued, SECTION_CATALOGUE};
 
@@ -88,7 +100,7 @@ impl Policy {
             "transformPrincipals": principals,
         });
         // serde_json's Map is sorted (no preserve_order): canonical, as the audit hashes records.
-        out.sha256 = sha256_hex(out.document.to_string().as_bytes());
+        out.sha256 = hex::encode(Sha256::digest(out.document.to_string().as_bytes()));
         Ok(out)
     }
 
@@ -159,86 +171,6 @@ pub fn owners(policy: &Policy, clients: &[OptIn]) -> BTreeMap<String, String> {
     out
 }
 
-/// A routing plan for one runtime request.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Plan {
-    /// owner client id -> the sections it is asked for (in request order of ids).
-    pub asks: BTreeMap<String, BTreeSet<String>>,
-    /// Sections that go back unchanged at once, with the reason.
-    pub passthrough: BTreeMap<String, &'static str>,
-}
-
-/// Splits a runtime request's sections between owners. Restricted sections are
-/// refused here a second time, whatever the registration said.
-pub fn plan(
-    policy: &Policy,
-    owners: &BTreeMap<String, String>,
-    requested: &BTreeSet<String>,
-) -> Plan {
-    let mut p = Plan::default();
-    for id in requested {
-        if policy.restricted.contains(id) {
-            p.passthrough.insert(id.clone(), "restricted");
-        } else if !policy.allows(id) {
-            p.passthrough.insert(id.clone(), "not_allowed");
-        } else if let Some(owner) = owners.get(id) {
-            p.asks.entry(owner.clone()).or_default().insert(id.clone());
-        } else {
-            p.passthrough.insert(id.clone(), "no_owner");
-        }
-    }
-    p
-}
-
-/// Why an owner's answer was not used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    Malformed,
-    Oversize,
-}
-
-/// An accepted answer: the sections it replaces and the ids it should not have sent.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Accepted {
-    pub replaced: BTreeMap<String, String>,
-    pub ignored: Vec<String>,
-}
-
-/// Checks one owner's result against what it was asked: it must be
-/// `{sections: {ID: {content: string}}}`; extra ids are ignored (and reported);
-/// more than `max_sections` entries or more than `max_response_bytes` is refused whole.
-pub fn validate_answer(
-    policy: &Policy,
-    asked: &BTreeSet<String>,
-    result: &Value,
-    result_bytes: usize,
-) -> Result<Accepted, Refusal> {
-    if result_bytes > policy.max_response_bytes {
-        return Err(Refusal::Oversize);
-    }
-    let sections = result
-        .get("sections")
-        .and_then(Value::as_object)
-        .ok_or(Refusal::Malformed)?;
-    if sections.len() > policy.max_sections {
-        return Err(Refusal::Oversize);
-    }
-    let mut out = Accepted::default();
-    for (id, s) in sections {
-        let content = s
-            .as_object()
-            .and_then(|o| o.get("content"))
-            .and_then(Value::as_str)
-            .ok_or(Refusal::Malformed)?;
-        if asked.contains(id) {
-            out.replaced.insert(id.clone(), content.to_owned());
-        } else {
-            out.ignored.push(id.clone());
-        }
-    }
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,60 +227,6 @@ mod tests {
     }
 
     #[test]
-    fn plan_refuses_restricted_even_if_owned_and_passes_unowned() {
-        let p = policy();
-        let mut o = BTreeMap::new();
-        o.insert("safety".to_string(), "a".to_string());
-        o.insert("tone".to_string(), "a".to_string());
-        let pl = plan(&p, &o, &set(&["safety", "tone", "identity"]));
-        assert_eq!(pl.asks.get("a"), Some(&set(&["tone"])));
-        assert_eq!(pl.passthrough.get("safety"), Some(&"restricted"));
-        assert_eq!(pl.passthrough.get("identity"), Some(&"no_owner"));
-    }
-
-    #[test]
-    fn validation_accepts_replaces_and_ignores_extras() {
-        let p = policy();
-        let r = json!({"sections": {"tone": {"content": "T"}, "extra": {"content": "x"}}});
-        let a = validate_answer(&p, &set(&["tone", "preamble"]), &r, 10).unwrap();
-        assert_eq!(a.replaced.get("tone").map(String::as_str), Some("T"));
-        assert_eq!(a.ignored, ids(&["extra"]));
-        assert!(!a.replaced.contains_key("preamble"));
-    }
-
-    #[test]
-    fn validation_refuses_malformed_and_oversize() {
-        let p = policy();
-        let asked = set(&["tone"]);
-        assert_eq!(
-            validate_answer(&p, &asked, &json!({"nope": 1}), 5),
-            Err(Refusal::Malformed)
-        );
-        assert_eq!(
-            validate_answer(
-                &p,
-                &asked,
-                &json!({"sections": {"tone": {"content": 3}}}),
-                5
-            ),
-            Err(Refusal::Malformed)
-        );
-        assert_eq!(
-            validate_answer(&p, &asked, &json!({"sections": {"tone": "x"}}), 5),
-            Err(Refusal::Malformed)
-        );
-        assert_eq!(
-            validate_answer(&p, &asked, &json!({"sections": {}}), 101),
-            Err(Refusal::Oversize)
-        );
-        let many = json!({"sections": {"a": {"content": ""}, "b": {"content": ""}, "c": {"content": ""}, "d": {"content": ""}}});
-        assert_eq!(
-            validate_answer(&p, &asked, &many, 50),
-            Err(Refusal::Oversize)
-        );
-    }
-
-    #[test]
     fn a_principal_allow_list_narrows_ownership() {
         let p = policy();
         let mut limited = opt_in("policy-service", &["tone", "preamble"]);
@@ -386,7 +264,10 @@ mod tests {
         assert_eq!(doc["sections"]["tone"]["mode"], "append-only");
         assert_eq!(doc["sections"]["safety"]["access"], "hidden");
         assert_eq!(doc["transformPrincipals"], json!({"local": null}));
-        assert_eq!(p.policy_sha256(), sha256_hex(doc.to_string().as_bytes()));
+        assert_eq!(
+            p.policy_sha256(),
+            hex::encode(Sha256::digest(doc.to_string().as_bytes()))
+        );
         assert_eq!(p.policy_sha256().len(), 64);
         // The same policy hashes the same; any change of a rule changes it.
         let again = Policy::from_config(&Config::parse(text).unwrap()).unwrap();
