@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::ahp::backend::{Backend, NullBackend};
+use crate::ahp::backend::{Backend, ClientPhase};
 use crate::ahp::host::Host;
-use crate::ahp::server;
+use crate::ahp::net::server;
 use crate::audit::log::{AuditLog, Options, Ship};
 use crate::audit::record::PolicyRecord;
 use crate::audit::syslog::Shipper;
@@ -143,6 +143,24 @@ impl Running {
         tracing::info!(clean = finished, "shut down");
         finished
     }
+}
+
+/// A backend without an agent: sessions become ready at once, turns do
+/// nothing (tests of the host alone).
+pub struct NullBackend(pub std::sync::Weak<Host>);
+
+impl Backend for NullBackend {
+    fn session_created(&self, session: &str) {
+        if let Some(h) = self.0.upgrade() {
+            let ready = ahp_types::actions::SessionReadyAction {};
+            let _ = h.dispatch(
+                session,
+                ahp_types::actions::StateAction::SessionReady(ready),
+            );
+        }
+    }
+    fn session_disposed(&self, _: &str) {}
+    fn phase(&self, _: &str, _: ClientPhase) {}
 }
 
 /// Builds the backend once the host exists (it needs a handle to the host).

@@ -5,7 +5,7 @@ mod support;
 use std::time::Duration;
 
 use ahp::SubscriptionEvent;
-use ahp_copilot_bridge::ahp::errors::AhpError;
+use ahp_copilot_bridge::ahp::protocol::errors::AhpError;
 use ahp_copilot_bridge::jsonrpc::ErrorCode;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
@@ -205,9 +205,9 @@ async fn tool_call_complete_only_from_owner() {
     let chat = "ahp-chat:/s4";
     raw_subscribe(&other, chat).await;
     // The host starts a turn and a client tool call owned by "owner".
-    r.host.server_action(chat, json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": "2026-01-01T00:00:00Z", "message": {"text": "hi", "origin": {"kind": "user"}}})).unwrap();
-    r.host.server_action(chat, json!({"type": "chat/toolCallStart", "turnId": "t1", "toolCallId": "c1", "toolName": "x", "displayName": "x", "contributor": {"kind": "client", "clientId": "owner"}})).unwrap();
-    r.host.set_tool_owner("ahp-session:/s4", "c1", "owner");
+    let typed = |v: Value| serde_json::from_value::<ahp_types::actions::StateAction>(v).unwrap();
+    r.host.dispatch(chat, typed(json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": "2026-01-01T00:00:00Z", "message": {"text": "hi", "origin": {"kind": "user"}}}))).unwrap();
+    r.host.dispatch(chat, typed(json!({"type": "chat/toolCallStart", "turnId": "t1", "toolCallId": "c1", "toolName": "x", "displayName": "x", "contributor": {"kind": "client", "clientId": "owner"}}))).unwrap();
     let complete = json!({"type": "chat/toolCallComplete", "turnId": "t1", "toolCallId": "c1", "result": {"success": true, "pastTenseMessage": "done"}});
     let mut ev = other.events();
     dispatch_raw(&other, chat, 7, complete.clone()).await;

@@ -1,13 +1,12 @@
 //! The seam between the host and whatever runs the agent: the host tells its
 //! backend what clients did, as typed, named phases, after it has applied and
-//! broadcast the change; the backend answers with server actions
-//! ([`super::host::Host::server_action`]).
+//! broadcast the change; the backend answers with typed actions
+//! (`Host::dispatch`).
 
 use std::collections::BTreeSet;
 
 use ahp_types::actions::{ChatInputCompletedAction, StateAction};
-use ahp_types::state::{PendingMessageKind, ToolCallResult};
-use serde_json::{json, Value};
+use ahp_types::state::{PendingMessageKind, ToolCallResult, ToolDefinition};
 
 /// What happened in a session that the agent must act on.
 #[derive(Debug, Clone, PartialEq)]
@@ -86,42 +85,39 @@ pub trait Backend: Send + Sync + 'static {
     /// A session was disposed.
     fn session_disposed(&self, session: &str);
     /// A session came back from the store after a restart, `ready`, with the
-    /// reference the backend gave it ([`super::host::Host::set_backend_ref`]).
+    /// reference the backend gave it (`Host::set_backend_ref`).
     fn session_restored(&self, _session: &str, _backend_ref: Option<&str>) {}
     /// `principal` gave a token with `authenticate`
-    /// ([`super::host::Host::github_token_for`] has it).
+    /// (`Host::github_token_for` has it).
     fn authenticated(&self, _principal: &str) {}
     /// Something happened in `session` that the agent must act on.
     fn phase(&self, session: &str, phase: ClientPhase);
 }
 
-/// A backend without an agent: sessions become ready at once, turns do nothing.
-pub struct NullBackend(pub std::sync::Weak<super::host::Host>);
-
-impl Backend for NullBackend {
-    fn session_created(&self, session: &str) {
-        if let Some(h) = self.0.upgrade() {
-            let _ = h.server_action(session, json!({"type": "session/ready"}));
-        }
-    }
-    fn session_disposed(&self, _: &str) {}
-    fn phase(&self, _: &str, _: ClientPhase) {}
-}
-
-/// An active client as the agent needs it: its tools and its raw
+/// An active client as the agent needs it: its tools and its
 /// `systemMessageTransform.sections` opt-in, as the client sent them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ActiveClientView {
     pub client_id: String,
-    pub tools: Vec<Value>,
+    pub tools: Vec<ToolDefinition>,
     pub opt_in: Vec<String>,
     /// The sections its principal may transform: `None` for any the policy
     /// allows, empty without the `transform` role (or once it is gone).
     pub transform_sections: Option<BTreeSet<String>>,
 }
 
+/// A turn the host started from the queue, for the agent to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueuedTurn {
+    pub turn_id: String,
+    pub text: String,
+    pub model: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
+    use serde_json::{json, Value};
+
     use super::*;
 
     fn action(v: Value) -> StateAction {

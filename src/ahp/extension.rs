@@ -7,7 +7,6 @@
 
 use std::collections::BTreeMap;
 
-use ahp_types::actions::StateAction;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
@@ -93,44 +92,43 @@ pub fn advertisement() -> Value {
     })
 }
 
-/// Keeps the opt-in of an applied active-client change.
-pub fn keep_opt_in(opt_ins: &mut BTreeMap<String, Value>, typed: &StateAction, raw: &Value) {
-    match typed {
-        StateAction::SessionActiveClientSet(a) => {
-            let id = &a.active_client.client_id;
-            match raw.pointer("/activeClient/systemMessageTransform") {
-                Some(v) if !v.is_null() => opt_ins.insert(id.clone(), v.clone()),
-                _ => opt_ins.remove(id),
-            };
+/// The key of the opt-in on an active-client entry.
+pub const OPT_IN_FIELD: &str = "systemMessageTransform";
+
+/// `SessionActiveClient.systemMessageTransform`: the sections a client
+/// wants to transform.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TransformOptIn {
+    pub sections: Vec<String>,
+}
+
+impl TransformOptIn {
+    /// The opt-in of an active-client entry as sent: none when absent or
+    /// null; an error naming the field when it is not an opt-in.
+    pub fn of_entry(entry: &Value) -> Result<Option<Self>, String> {
+        match entry.get(OPT_IN_FIELD) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => serde_path_to_error::deserialize(v)
+                .map(Some)
+                .map_err(|e| format!("{OPT_IN_FIELD}.{}: {}", e.path(), e.inner())),
         }
-        StateAction::SessionActiveClientRemoved(a) => {
-            opt_ins.remove(&a.client_id);
-        }
-        _ => {}
     }
 }
 
-/// Puts the opt-ins back into a serialized session state.
-pub fn restore_opt_ins(session: &mut Value, opt_ins: &BTreeMap<String, Value>) {
-    if let Some(list) = session
+/// Puts the opt-ins back into a serialized session state (clientId -> opt-in).
+pub fn restore_opt_ins(session: &mut Value, opt_ins: &BTreeMap<String, TransformOptIn>) {
+    let Some(list) = session
         .get_mut("activeClients")
         .and_then(Value::as_array_mut)
-    {
-        for c in list {
-            let id = c["clientId"].as_str().unwrap_or_default().to_owned();
-            if let Some(o) = opt_ins.get(&id) {
-                c["systemMessageTransform"] = o.clone();
-            }
+    else {
+        return;
+    };
+    for c in list {
+        let id = c["clientId"].as_str().unwrap_or_default().to_owned();
+        if let Some(o) = opt_ins.get(&id) {
+            c[OPT_IN_FIELD] = serde_json::to_value(o).unwrap_or(Value::Null);
         }
     }
-}
-
-/// The raw opt-in's section ids (an opt-in that is not a list of strings is none).
-pub fn opted_in_sections(opt_in: Option<&Value>) -> Vec<String> {
-    opt_in
-        .and_then(|o| o.get("sections"))
-        .and_then(|v| serde_json::from_value(v.clone()).ok())
-        .unwrap_or_default()
 }
 
 /// The catalogue as the agent advertises it; `restricted` ones are marked.
@@ -192,25 +190,29 @@ mod tests {
     }
 
     #[test]
-    fn opt_ins_are_kept_and_restored() {
-        let mut kept = BTreeMap::new();
-        let raw = json!({"type": "session/activeClientSet", "activeClient": {"clientId": "a", "tools": [],
-            "systemMessageTransform": {"sections": ["tone"]}}});
-        let typed: StateAction = serde_json::from_value(raw.clone()).unwrap();
-        keep_opt_in(&mut kept, &typed, &raw);
-        assert_eq!(opted_in_sections(kept.get("a")), vec!["tone".to_string()]);
-        let mut session = json!({"activeClients": [{"clientId": "a"}]});
+    fn opt_ins_are_restored_into_snapshots() {
+        let kept = BTreeMap::from([(
+            "a".to_string(),
+            TransformOptIn {
+                sections: vec!["tone".into()],
+            },
+        )]);
+        let mut session = json!({"activeClients": [{"clientId": "a"}, {"clientId": "b"}]});
         restore_opt_ins(&mut session, &kept);
         assert_eq!(
             session["activeClients"][0]["systemMessageTransform"]["sections"][0],
             "tone"
         );
-        let gone = json!({"type": "session/activeClientRemoved", "clientId": "a"});
-        keep_opt_in(
-            &mut kept,
-            &serde_json::from_value(gone.clone()).unwrap(),
-            &gone,
+        assert!(session["activeClients"][1]
+            .get("systemMessageTransform")
+            .is_none());
+        assert_eq!(
+            TransformOptIn::of_entry(&json!({"clientId": "a"})),
+            Ok(None)
         );
-        assert!(kept.is_empty());
+        let e = TransformOptIn::of_entry(&json!({"systemMessageTransform": {"sections": 1}}));
+        assert!(e
+            .unwrap_err()
+            .starts_with("systemMessageTransform.sections"));
     }
 }

@@ -1,28 +1,19 @@
 //! North side: the AHP host that clients connect to. Speaks only AHP; the
 //! agent behind it is a [`backend::Backend`].
-pub mod access;
+//!
+//! - [`net`]: the listener and each connection (frames in, queue out);
+//! - [`cmd`]: each request, parsed and answered, one file per group;
+//! - [`host`]: the state, each part owned by one type, and the action path;
+//! - [`files`]: read-only file requests under the working directories;
+//! - [`auth`]: principals, roles, runtime tokens;
+//! - [`protocol`]: URIs, error codes, actions, typed params, versions;
+//! - [`extension`]: the `systemMessageTransform` extension's wire shapes;
+//! - [`backend`]: the seam to the agent.
 pub mod auth;
-pub mod authenticate;
 pub mod backend;
-pub mod clients;
-pub mod completions;
-pub mod connection;
-pub mod cursor;
-pub mod dispatch;
-pub mod durable;
-pub mod errors;
+pub mod cmd;
 pub mod extension;
 pub mod files;
-pub mod handshake;
 pub mod host;
-pub mod listing;
-pub mod methods;
-pub mod outbound;
-pub mod pending;
-pub mod resources;
-pub mod server;
-pub mod session_config;
-pub mod sessions;
-pub mod state;
-pub mod surface;
-pub mod uri;
+pub mod net;
+pub mod protocol;

@@ -11,7 +11,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::record_hash;
-use super::verify::{Broken, Verified};
+use super::verdict::{Broken, Verified};
 
 /// `SEQ:HASH`, as `audit verify` prints it.
 pub fn parse_head(s: &str) -> Result<(u64, String), String> {

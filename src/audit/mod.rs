@@ -12,6 +12,7 @@ pub mod rotation;
 mod scan;
 pub mod show;
 pub mod syslog;
+pub mod verdict;
 pub mod verify;
 mod writer;
 

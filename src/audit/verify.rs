@@ -16,6 +16,7 @@ use sha2::{Digest, Sha256};
 use super::against::{Evidence, Shipped};
 use super::checkpoint::{key_id, signature_holds, HASH_PREFIX};
 use super::record::{CheckpointRecord, Kind, RecoveredRecord, RotationRecord};
+pub use super::verdict::{Broken, Verified};
 use super::{record_hash, GENESIS};
 
 /// A line longer than this is not parsed (no record is this large): it is
@@ -28,36 +29,6 @@ const MAX_LINE: u64 = 64 << 10;
 /// Hash prefixes kept since the last checkpoint (the bridge writes one at
 /// least every `checkpoint_every` <= 100 000 records).
 const WINDOW: usize = 1_000_000;
-
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
-#[error("record {seq} ({}line {line}): {reason}", if file.is_empty() { String::new() } else { format!("{file} ") })]
-pub struct Broken {
-    /// The first sequence number at which the log is not what it should be.
-    pub seq: u64,
-    pub file: String,
-    pub line: usize,
-    pub reason: String,
-}
-
-/// A chain that holds.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Verified {
-    pub records: u64,
-    /// The first and last record walked, and the last one's hash.
-    pub first_seq: u64,
-    pub last_seq: u64,
-    pub head: String,
-    /// Checkpoints whose signature was checked with the given key.
-    pub checkpoints: u64,
-    /// Checkpoints seen without a key to check them.
-    pub unchecked_checkpoints: u64,
-    /// With a key: records after the last checkpoint, which no signature covers.
-    pub unsigned_tail: u64,
-    /// What a person should know: recoveries, a series walked from its middle.
-    pub notes: Vec<String>,
-    pub(super) last_file: String,
-    pub(super) last_line: usize,
-}
 
 /// What to check besides the chain.
 #[derive(Debug, Clone, Default)]

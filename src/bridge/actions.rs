@@ -1,10 +1,22 @@
-//! How a runtime event becomes AHP chat actions: a pure mapping. The mapper
-//! remembers, per turn, which response parts and tool calls it has opened so
-//! that streamed deltas and final messages never duplicate each other.
+//! How a runtime event becomes AHP chat actions: a pure mapping to typed
+//! `StateAction`s. The mapper remembers, per turn, which response parts and
+//! tool calls it has opened so that streamed deltas and final messages never
+//! duplicate each other, and which tool calls ended.
 
 use std::collections::HashSet;
 
-use serde_json::{json, Value};
+use ahp_types::actions::{
+    ChatDeltaAction, ChatErrorAction, ChatReasoningAction, ChatResponsePartAction,
+    ChatToolCallCompleteAction, ChatToolCallReadyAction, ChatToolCallStartAction,
+    ChatTurnCompleteAction, ChatUsageAction, StateAction,
+};
+use ahp_types::common::StringOrMarkdown;
+use ahp_types::state::{
+    ErrorInfo, ErrorResponsePart, MarkdownResponsePart, ReasoningResponsePart, ResponsePart,
+    ToolCallClientContributor, ToolCallConfirmationReason, ToolCallContributor, ToolCallResult,
+    ToolInput, ToolResultContent, ToolResultTextContent, UsageInfo,
+};
+use serde_json::Value;
 
 use crate::runtime::wire::RuntimeEvent;
 
@@ -13,21 +25,6 @@ use crate::runtime::wire::RuntimeEvent;
 enum Stream {
     Answer,
     Reasoning,
-}
-
-impl Stream {
-    fn part_kind(self) -> &'static str {
-        match self {
-            Self::Answer => "markdown",
-            Self::Reasoning => "reasoning",
-        }
-    }
-    fn delta_action(self) -> &'static str {
-        match self {
-            Self::Answer => "chat/delta",
-            Self::Reasoning => "chat/reasoning",
-        }
-    }
 }
 
 /// Per-turn memory of the mapping.
@@ -41,12 +38,25 @@ pub struct TurnMapper {
     pub ended: bool,
 }
 
+/// A runtime value as the text AHP shows (a tool's input).
 fn text(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
         Value::Null => String::new(),
         other => other.to_string(),
     }
+}
+
+/// How a tool call opens: who runs it, and whether it runs at once.
+pub struct OpenTool<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub input: &'a Value,
+    /// The client that runs it (a client tool), if any.
+    pub client: Option<&'a str>,
+    /// Runs at once (`not-needed`); `false`: waits for the client's confirmation.
+    pub confirmed: bool,
+    pub message: &'a str,
 }
 
 impl TurnMapper {
@@ -57,30 +67,51 @@ impl TurnMapper {
         }
     }
 
-    /// Opens a tool call: `chat/toolCallStart` then `chat/toolCallReady`;
-    /// without `confirmed` it waits for the client's confirmation.
-    pub fn open_tool(
-        &mut self,
-        id: &str,
-        name: &str,
-        input: &Value,
-        contributor: Option<Value>,
-        confirmed: Option<&str>,
-        message: &str,
-    ) -> Vec<Value> {
-        if !self.tools.insert(id.to_owned()) {
+    /// Opens a tool call: `chat/toolCallStart` then `chat/toolCallReady`,
+    /// running (`confirmed`) or pending the client's confirmation.
+    pub fn open_tool(&mut self, t: OpenTool) -> Vec<StateAction> {
+        if !self.tools.insert(t.id.to_owned()) {
             return vec![];
         }
-        let mut start = json!({"type": "chat/toolCallStart", "turnId": self.turn_id, "toolCallId": id, "toolName": name, "displayName": name});
-        let mut ready = json!({"type": "chat/toolCallReady", "turnId": self.turn_id, "toolCallId": id, "invocationMessage": message, "toolInput": text(input)});
-        if let Some(c) = contributor {
-            start["contributor"] = c.clone();
-            ready["contributor"] = c;
+        let contributor = t.client.map(|c| {
+            ToolCallContributor::Client(ToolCallClientContributor {
+                client_id: c.to_owned(),
+            })
+        });
+        let start = ChatToolCallStartAction {
+            turn_id: self.turn_id.clone(),
+            tool_call_id: t.id.to_owned(),
+            meta: None,
+            tool_name: t.name.to_owned(),
+            display_name: t.name.to_owned(),
+            intention: None,
+            contributor: contributor.clone(),
+        };
+        let mut ready = self.ready(t.id, t.input, t.message);
+        ready.contributor = contributor;
+        ready.confirmed = t.confirmed.then_some(ToolCallConfirmationReason::NotNeeded);
+        vec![
+            StateAction::ChatToolCallStart(start),
+            StateAction::ChatToolCallReady(ready),
+        ]
+    }
+
+    fn ready(&self, id: &str, input: &Value, message: &str) -> ChatToolCallReadyAction {
+        ChatToolCallReadyAction {
+            turn_id: self.turn_id.clone(),
+            tool_call_id: id.to_owned(),
+            meta: None,
+            contributor: None,
+            intention: None,
+            invocation_message: StringOrMarkdown::Plain(message.to_owned()),
+            tool_input: Some(ToolInput::Inline(text(input))),
+            confirmation_title: None,
+            risk_assessment: None,
+            edits: None,
+            editable: None,
+            confirmed: None,
+            options: None,
         }
-        if let Some(c) = confirmed {
-            ready["confirmed"] = json!(c);
-        }
-        vec![start, ready]
     }
 
     /// Asks the client to confirm a tool call. The runtime announces its own
@@ -92,16 +123,23 @@ impl TurnMapper {
         name: &str,
         input: &Value,
         message: &str,
-    ) -> Vec<Value> {
+    ) -> Vec<StateAction> {
         if self.completed.contains(id) {
             return vec![];
         }
         if !self.tools.contains(id) {
-            return self.open_tool(id, name, input, None, None, message);
+            let t = OpenTool {
+                id,
+                name,
+                input,
+                client: None,
+                confirmed: false,
+                message,
+            };
+            return self.open_tool(t);
         }
-        vec![
-            json!({"type": "chat/toolCallReady", "turnId": self.turn_id, "toolCallId": id, "invocationMessage": message, "toolInput": text(input)}),
-        ]
+        let ready = self.ready(id, input, message);
+        vec![StateAction::ChatToolCallReady(ready)]
     }
 
     /// Ends a tool call unless it already ended.
@@ -111,7 +149,7 @@ impl TurnMapper {
         success: bool,
         output: &str,
         name: &str,
-    ) -> Vec<Value> {
+    ) -> Vec<StateAction> {
         if !self.completed.insert(id.to_owned()) {
             return vec![];
         }
@@ -120,10 +158,24 @@ impl TurnMapper {
         } else {
             format!("{name} failed")
         };
-        vec![
-            json!({"type": "chat/toolCallComplete", "turnId": self.turn_id, "toolCallId": id,
-            "result": {"success": success, "pastTenseMessage": past, "content": [{"type": "text", "text": output}]}}),
-        ]
+        let result = ToolCallResult {
+            success,
+            past_tense_message: StringOrMarkdown::Plain(past),
+            content: Some(vec![ToolResultContent::Text(ToolResultTextContent {
+                text: output.to_owned(),
+            })]),
+            structured_content: None,
+            error: None,
+        };
+        vec![StateAction::ChatToolCallComplete(
+            ChatToolCallCompleteAction {
+                turn_id: self.turn_id.clone(),
+                tool_call_id: id.to_owned(),
+                meta: None,
+                result,
+                requires_result_confirmation: None,
+            },
+        )]
     }
 
     /// Marks a tool call as completed by its client (the runtime's own
@@ -132,42 +184,75 @@ impl TurnMapper {
         self.completed.insert(id.to_owned());
     }
 
-    fn part(&mut self, kind: &str, id: &str, content: &str) -> Option<Value> {
-        self.parts.insert(id.to_owned()).then(|| {
-            json!({"type": "chat/responsePart", "turnId": self.turn_id, "part": {"kind": kind, "id": id, "content": content}})
-        })
+    fn part(&mut self, stream: Stream, id: &str, content: &str) -> Option<StateAction> {
+        if !self.parts.insert(id.to_owned()) {
+            return None;
+        }
+        let (id, content) = (id.to_owned(), content.to_owned());
+        let part = match stream {
+            Stream::Answer => ResponsePart::Markdown(MarkdownResponsePart { id, content }),
+            Stream::Reasoning => ResponsePart::Reasoning(ReasoningResponsePart { id, content }),
+        };
+        Some(StateAction::ChatResponsePart(ChatResponsePartAction {
+            turn_id: self.turn_id.clone(),
+            part,
+            meta: None,
+        }))
     }
 
     /// Ends the turn with an error (once).
-    pub fn error(&mut self, error_type: &str, message: &str, duration_ms: i64) -> Vec<Value> {
+    pub fn error(&mut self, error_type: &str, message: &str, duration_ms: i64) -> Vec<StateAction> {
         if std::mem::replace(&mut self.ended, true) {
             return vec![];
         }
-        vec![
-            json!({"type": "chat/error", "turnId": self.turn_id, "duration": duration_ms,
-            "part": {"error": {"errorType": error_type, "message": message}}}),
-        ]
+        let error = ErrorInfo {
+            error_type: error_type.to_owned(),
+            message: message.to_owned(),
+            stack: None,
+            meta: None,
+        };
+        vec![StateAction::ChatError(ChatErrorAction {
+            turn_id: self.turn_id.clone(),
+            duration: duration_ms,
+            part: ErrorResponsePart {
+                error,
+                resumable: None,
+            },
+            meta: None,
+        })]
     }
 
-    fn delta(&mut self, stream: Stream, id: &str, delta: &str) -> Vec<Value> {
-        let mut out: Vec<Value> = self.part(stream.part_kind(), id, "").into_iter().collect();
+    fn delta(&mut self, stream: Stream, id: &str, delta: &str) -> Vec<StateAction> {
+        let mut out: Vec<StateAction> = self.part(stream, id, "").into_iter().collect();
         self.streamed.insert(id.to_owned());
-        out.push(json!({"type": stream.delta_action(), "turnId": self.turn_id, "partId": id, "content": delta}));
+        let (turn_id, part_id, content) = (self.turn_id.clone(), id.to_owned(), delta.to_owned());
+        out.push(match stream {
+            Stream::Answer => StateAction::ChatDelta(ChatDeltaAction {
+                turn_id,
+                part_id,
+                content,
+                meta: None,
+            }),
+            Stream::Reasoning => StateAction::ChatReasoning(ChatReasoningAction {
+                turn_id,
+                part_id,
+                content,
+                meta: None,
+            }),
+        });
         out
     }
 
     /// A whole message: a part of its own unless it was streamed already.
-    fn whole(&mut self, stream: Stream, id: &str, content: &str) -> Vec<Value> {
+    fn whole(&mut self, stream: Stream, id: &str, content: &str) -> Vec<StateAction> {
         if self.streamed.contains(id) || content.is_empty() {
             return vec![];
         }
-        self.part(stream.part_kind(), id, content)
-            .into_iter()
-            .collect()
+        self.part(stream, id, content).into_iter().collect()
     }
 
     /// Maps one runtime event. Events that mean nothing to a chat map to nothing.
-    pub fn map(&mut self, event: &RuntimeEvent, duration_ms: i64) -> Vec<Value> {
+    pub fn map(&mut self, event: &RuntimeEvent, duration_ms: i64) -> Vec<StateAction> {
         match event {
             RuntimeEvent::MessageDelta { message_id, delta } => {
                 self.delta(Stream::Answer, message_id, delta)
@@ -184,34 +269,29 @@ impl TurnMapper {
                 reasoning_id,
                 content,
             } => self.whole(Stream::Reasoning, reasoning_id, content),
-            RuntimeEvent::Usage(u) => {
-                let mut usage = json!({});
-                for (key, n) in [
-                    ("inputTokens", u.input_tokens),
-                    ("outputTokens", u.output_tokens),
-                    ("cacheReadTokens", u.cache_read_tokens),
-                ] {
-                    if let Some(n) = n {
-                        usage[key] = json!(n);
-                    }
-                }
-                if let Some(m) = &u.model {
-                    usage["model"] = json!(m);
-                }
-                vec![json!({"type": "chat/usage", "turnId": self.turn_id, "usage": usage})]
-            }
+            RuntimeEvent::Usage(u) => vec![StateAction::ChatUsage(ChatUsageAction {
+                turn_id: self.turn_id.clone(),
+                usage: UsageInfo {
+                    input_tokens: u.input_tokens,
+                    output_tokens: u.output_tokens,
+                    model: u.model.clone(),
+                    cache_read_tokens: u.cache_read_tokens,
+                    meta: None,
+                },
+                meta: None,
+            })],
             RuntimeEvent::ToolStarted {
                 tool_call_id,
                 tool_name,
                 arguments,
-            } => self.open_tool(
-                tool_call_id,
-                tool_name,
-                arguments,
-                None,
-                Some("not-needed"),
-                &format!("Running {tool_name}"),
-            ),
+            } => self.open_tool(OpenTool {
+                id: tool_call_id,
+                name: tool_name,
+                input: arguments,
+                client: None,
+                confirmed: true,
+                message: &format!("Running {tool_name}"),
+            }),
             RuntimeEvent::ToolCompleted {
                 tool_call_id,
                 tool_name,
@@ -228,9 +308,11 @@ impl TurnMapper {
                 message,
             } => self.error(error_type, message, duration_ms),
             RuntimeEvent::Idle if !std::mem::replace(&mut self.ended, true) => {
-                vec![
-                    json!({"type": "chat/turnComplete", "turnId": self.turn_id, "duration": duration_ms}),
-                ]
+                vec![StateAction::ChatTurnComplete(ChatTurnCompleteAction {
+                    turn_id: self.turn_id.clone(),
+                    duration: duration_ms,
+                    meta: None,
+                })]
             }
             _ => vec![],
         }
@@ -238,150 +320,5 @@ impl TurnMapper {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use ahp_types::actions::StateAction;
-
-    fn event(ty: &str, data: Value) -> RuntimeEvent {
-        RuntimeEvent::parse(&json!({"sessionId": "s", "event": {"type": ty, "data": data}})).1
-    }
-
-    fn types(v: &[Value]) -> Vec<String> {
-        v.iter()
-            .map(|a| a["type"].as_str().unwrap().to_owned())
-            .collect()
-    }
-
-    #[test]
-    fn table() {
-        // (event type, data, expected action types)
-        let table: Vec<(&str, Value, Vec<&str>)> = vec![
-            (
-                "assistant.message_delta",
-                json!({"messageId": "m1", "deltaContent": "He"}),
-                vec!["chat/responsePart", "chat/delta"],
-            ),
-            (
-                "assistant.message_delta",
-                json!({"messageId": "m1", "deltaContent": "llo"}),
-                vec!["chat/delta"],
-            ),
-            (
-                "assistant.message",
-                json!({"messageId": "m1", "content": "Hello"}),
-                vec![],
-            ),
-            (
-                "assistant.message",
-                json!({"messageId": "m2", "content": "Whole"}),
-                vec!["chat/responsePart"],
-            ),
-            (
-                "assistant.reasoning_delta",
-                json!({"reasoningId": "r1", "deltaContent": "hmm"}),
-                vec!["chat/responsePart", "chat/reasoning"],
-            ),
-            (
-                "assistant.usage",
-                json!({"model": "gpt-4.1", "inputTokens": 10, "outputTokens": 2}),
-                vec!["chat/usage"],
-            ),
-            (
-                "tool.execution_start",
-                json!({"toolCallId": "c1", "toolName": "view", "arguments": {"path": "."}}),
-                vec!["chat/toolCallStart", "chat/toolCallReady"],
-            ),
-            (
-                "tool.execution_complete",
-                json!({"toolCallId": "c1", "success": true, "result": {"content": "ok"}}),
-                vec!["chat/toolCallComplete"],
-            ),
-            (
-                "tool.execution_complete",
-                json!({"toolCallId": "c1", "success": true}),
-                vec![],
-            ),
-            ("some.future.event", json!({}), vec![]),
-            (
-                "session.error",
-                json!({"errorType": "model", "message": "500"}),
-                vec!["chat/error"],
-            ),
-            ("session.idle", json!({}), vec![]),
-        ];
-        let mut m = TurnMapper::new("t1");
-        for (ty, data, want) in table {
-            let got = m.map(&event(ty, data.clone()), 5);
-            assert_eq!(types(&got), want, "{ty} {data}");
-            // Every action is a valid AHP action.
-            for a in got {
-                serde_json::from_value::<StateAction>(a.clone())
-                    .unwrap_or_else(|e| panic!("{a}: {e}"));
-            }
-        }
-    }
-
-    #[test]
-    fn idle_completes_a_turn_once() {
-        let mut m = TurnMapper::new("t");
-        assert_eq!(
-            types(&m.map(&RuntimeEvent::Idle, 1)),
-            vec!["chat/turnComplete"]
-        );
-        assert!(m.map(&RuntimeEvent::Idle, 1).is_empty());
-    }
-
-    /// Applies actions with the official reducer, failing on any the state refuses.
-    fn apply(chat: &mut ahp_types::state::ChatState, actions: Vec<Value>) {
-        use ahp::reducers::{apply_action_to_chat, ReduceOutcome};
-        for a in actions {
-            let typed: StateAction = serde_json::from_value(a.clone()).unwrap();
-            assert_eq!(
-                apply_action_to_chat(chat, &typed),
-                ReduceOutcome::Applied,
-                "{a}"
-            );
-        }
-    }
-
-    fn tool_status(chat: &ahp_types::state::ChatState, id: &str) -> String {
-        let v = serde_json::to_value(chat).unwrap();
-        let parts = v["activeTurn"]["responseParts"].as_array().unwrap().clone();
-        let tc = parts
-            .iter()
-            .find(|p| p["toolCall"]["toolCallId"] == id)
-            .unwrap_or_else(|| panic!("no tool call {id} in {v}"));
-        tc["toolCall"]["status"].as_str().unwrap().to_owned()
-    }
-
-    #[test]
-    fn a_running_runtime_tool_goes_back_to_pending_confirmation() {
-        let mut chat: ahp_types::state::ChatState = serde_json::from_value(json!({
-            "resource": "ahp-chat:/x", "title": "Chat", "status": 1,
-            "modifiedAt": "2026-01-01T00:00:00Z", "turns": []}))
-        .unwrap();
-        apply(
-            &mut chat,
-            vec![
-                json!({"type": "chat/turnStarted", "turnId": "t", "startedAt": "2026-01-01T00:00:00Z",
-                "message": {"text": "go", "origin": {"kind": "user"}}}),
-            ],
-        );
-        let mut m = TurnMapper::new("t");
-        let start = json!({"toolCallId": "c", "toolName": "bash", "arguments": {"command": "ls"}});
-        apply(&mut chat, m.map(&event("tool.execution_start", start), 1));
-        assert_eq!(tool_status(&chat, "c"), "running");
-        let ask = m.ask_confirmation("c", "bash", &json!("ls"), "Allow shell: ls");
-        assert_eq!(types(&ask), vec!["chat/toolCallReady"]);
-        apply(&mut chat, ask);
-        assert_eq!(tool_status(&chat, "c"), "pending-confirmation");
-        // A permission for a call never announced opens it, pending.
-        let fresh = m.ask_confirmation("d", "write", &json!({}), "Allow write");
-        assert_eq!(
-            types(&fresh),
-            vec!["chat/toolCallStart", "chat/toolCallReady"]
-        );
-        apply(&mut chat, fresh);
-        assert_eq!(tool_status(&chat, "d"), "pending-confirmation");
-    }
-}
+#[path = "actions_tests.rs"]
+mod tests;

@@ -1,129 +1,91 @@
-//! The runtime asks the user (`userInput.request`): an AHP input request in
-//! the running turn, mirrored in the session's `inputNeeded`, answered by the
-//! first `chat/inputCompleted`. A cancelled turn or a lost runtime drops the
-//! question, which answers "no response": the runtime never waits forever.
+//! The runtime asks the user (`userInput.request`), mapped both ways, pure:
+//! the question as an AHP `ChatInputRequest` (a single-select question when
+//! the runtime gives choices, a text question otherwise), and the client's
+//! `chat/inputCompleted` as the runtime's answer.
 
 use ahp_types::actions::ChatInputCompletedAction;
-use serde_json::{json, Value};
-use tracing::info;
+use ahp_types::state::{
+    ChatInputAnswer, ChatInputAnswerValue, ChatInputOption, ChatInputQuestion, ChatInputRequest,
+    ChatInputResponseKind, ChatInputSingleSelectQuestion, ChatInputTextQuestion,
+};
 
-use super::session::PendingInput;
-use super::Bridge;
 use crate::runtime::wire::UserInputAnswer;
 
 /// The one question of a runtime input request.
 pub const QUESTION_ID: &str = "answer";
 
-impl Bridge {
-    pub(super) async fn ask_user(
-        &self,
-        uri: &str,
-        question: Option<&str>,
-        choices: Vec<String>,
-        allow_freeform: Option<bool>,
-    ) -> UserInputAnswer {
-        let id = format!("input-{}", uuid::Uuid::new_v4().simple());
-        let request = chat_request(&id, question, &choices, allow_freeform);
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let chat = {
-            let mut sessions = self.sessions();
-            let Some(s) = sessions.get_mut(uri) else {
-                return UserInputAnswer::NoResponse;
-            };
-            let Some(chat) = s.running().map(|t| t.chat.clone()) else {
-                return UserInputAnswer::NoResponse;
-            };
-            s.inputs.insert(
-                id.clone(),
-                PendingInput {
-                    answer: tx,
-                    choices,
-                },
-            );
-            chat
-        };
-        info!(session = uri, request = %id, "the agent asks the user");
-        self.emit(
-            &chat,
-            vec![json!({"type": "chat/inputRequested", "request": request})],
-        );
-        self.emit(
-            uri,
-            vec![json!({"type": "session/inputNeededSet", "request": {"kind": "chatInput", "id": id, "chat": chat, "request": request}})],
-        );
-        let answer = rx.await.unwrap_or(UserInputAnswer::NoResponse);
-        self.emit(
-            uri,
-            vec![json!({"type": "session/inputNeededRemoved", "id": id})],
-        );
-        answer
-    }
-
-    pub(super) fn input_completed(&self, uri: &str, completed: &ChatInputCompletedAction) {
-        let pending = self
-            .sessions()
-            .get_mut(uri)
-            .and_then(|s| s.inputs.remove(&completed.request_id));
-        if let Some(p) = pending {
-            let raw = serde_json::to_value(completed).unwrap_or(Value::Null);
-            let _ = p.answer.send(runtime_answer(&raw, &p.choices));
-        }
-    }
-}
-
-/// `userInput.request {question, choices?, allowFreeform?}` as an AHP
-/// `ChatInputRequest`: a single-select question when there are choices, a
-/// text question otherwise.
+/// `userInput.request {question, choices?, allowFreeform?}` as an AHP request.
 pub fn chat_request(
     id: &str,
     question: Option<&str>,
     choices: &[String],
     allow_freeform: Option<bool>,
-) -> Value {
-    let message = question.unwrap_or("The agent asks for input");
+) -> ChatInputRequest {
+    let message = question.unwrap_or("The agent asks for input").to_owned();
     let question = if choices.is_empty() {
-        json!({"kind": "text", "id": QUESTION_ID, "message": message, "required": true})
+        ChatInputQuestion::Text(ChatInputTextQuestion {
+            id: QUESTION_ID.into(),
+            title: None,
+            message: message.clone(),
+            required: Some(true),
+            format: None,
+            min: None,
+            max: None,
+            default_value: None,
+        })
     } else {
-        let options: Vec<Value> = choices
+        let options = choices
             .iter()
-            .map(|c| json!({"id": c, "label": c}))
+            .map(|c| ChatInputOption {
+                id: c.clone(),
+                label: c.clone(),
+                description: None,
+                recommended: None,
+            })
             .collect();
-        json!({"kind": "single-select", "id": QUESTION_ID, "message": message, "required": true,
-            "options": options, "allowFreeformInput": allow_freeform.unwrap_or(true)})
+        ChatInputQuestion::SingleSelect(ChatInputSingleSelectQuestion {
+            id: QUESTION_ID.into(),
+            title: None,
+            message: message.clone(),
+            required: Some(true),
+            options,
+            allow_freeform_input: Some(allow_freeform.unwrap_or(true)),
+        })
     };
-    json!({"id": id, "message": message, "questions": [question]})
+    ChatInputRequest {
+        id: id.to_owned(),
+        message: Some(message),
+        url: None,
+        questions: Some(vec![question]),
+        answers: None,
+    }
 }
 
 /// The client's `chat/inputCompleted` as the runtime's answer
 /// `{answer, wasFreeform}`; anything but an accepted answer is no response.
 /// `choices` are the runtime's, to tell a picked choice from free text.
-pub fn runtime_answer(completed: &Value, choices: &[String]) -> UserInputAnswer {
-    if completed["response"] != "accept" {
+pub fn runtime_answer(completed: &ChatInputCompletedAction, choices: &[String]) -> UserInputAnswer {
+    if completed.response != ChatInputResponseKind::Accept {
         return UserInputAnswer::NoResponse;
     }
-    let answer = &completed["answers"][QUESTION_ID];
-    if answer["state"] == "skipped" {
-        return UserInputAnswer::NoResponse;
-    }
-    let value = &answer["value"];
-    let text = match value["kind"].as_str() {
-        Some("text") | Some("selected") => value["value"].as_str().map(String::from),
-        Some("selected-many") => value["value"].as_array().map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(", ")
-        }),
-        Some("number") | Some("boolean") => Some(value["value"].to_string()),
-        _ => None,
+    let answer = completed.answers.as_ref().and_then(|a| a.get(QUESTION_ID));
+    let value = match answer {
+        Some(ChatInputAnswer::Submitted(a) | ChatInputAnswer::Draft(a)) => &a.value,
+        _ => return UserInputAnswer::NoResponse,
     };
-    let free = value["freeformValues"]
-        .as_array()
-        .and_then(|a| a.first())
-        .and_then(Value::as_str);
+    let (text, free) = match value {
+        ChatInputAnswerValue::Text(t) => (Some(t.value.clone()), None),
+        ChatInputAnswerValue::Selected(s) => (Some(s.value.clone()), first(&s.freeform_values)),
+        ChatInputAnswerValue::SelectedMany(s) => {
+            (Some(s.value.join(", ")), first(&s.freeform_values))
+        }
+        ChatInputAnswerValue::Number(n) => (Some(n.value.to_string()), None),
+        ChatInputAnswerValue::Boolean(b) => (Some(b.value.to_string()), None),
+        ChatInputAnswerValue::Unknown(_) => (None, None),
+    };
     match (text, free) {
         (_, Some(f)) => UserInputAnswer::Answer {
-            text: f.to_owned(),
+            text: f,
             was_freeform: true,
         },
         (Some(t), None) => {
@@ -137,10 +99,16 @@ pub fn runtime_answer(completed: &Value, choices: &[String]) -> UserInputAnswer 
     }
 }
 
+fn first(values: &Option<Vec<String>>) -> Option<String> {
+    values.as_ref()?.first().cloned()
+}
+
 #[cfg(test)]
 mod tests {
+    use ahp_types::actions::{ChatInputRequestedAction, StateAction};
+    use serde_json::{json, Value};
+
     use super::*;
-    use ahp_types::actions::StateAction;
 
     #[test]
     fn requests_are_valid_ahp_actions() {
@@ -150,27 +118,33 @@ mod tests {
             (Some("Name?"), vec![], None),
             (None, vec![], None),
         ] {
-            let req = chat_request("r1", q, &c, f);
-            let action = json!({"type": "chat/inputRequested", "request": req});
-            serde_json::from_value::<StateAction>(action.clone())
-                .unwrap_or_else(|e| panic!("{action}: {e}"));
+            let request = chat_request("r1", q, &c, f);
+            let action = StateAction::ChatInputRequested(ChatInputRequestedAction { request });
+            let v = serde_json::to_value(&action).unwrap();
+            assert_eq!(serde_json::from_value::<StateAction>(v).unwrap(), action);
         }
-        let req = chat_request("r1", Some("Colour?"), &["red".to_string()], None);
+        let req = serde_json::to_value(chat_request(
+            "r1",
+            Some("Colour?"),
+            &["red".to_string()],
+            None,
+        ))
+        .unwrap();
         assert_eq!(req["questions"][0]["kind"], "single-select");
         assert_eq!(req["questions"][0]["options"][0]["id"], "red");
-        assert_eq!(
-            chat_request("r", Some("Name?"), &[], None)["questions"][0]["kind"],
-            "text"
-        );
+        let text = serde_json::to_value(chat_request("r", Some("Name?"), &[], None)).unwrap();
+        assert_eq!(text["questions"][0]["kind"], "text");
     }
 
+    /// A client's `chat/inputCompleted` payload.
     fn completed(response: &str, answer: Value) -> Value {
-        json!({"type": "chat/inputCompleted", "requestId": "r1", "response": response,
-            "answers": {QUESTION_ID: answer}})
+        json!({"requestId": "r1", "response": response, "answers": {QUESTION_ID: answer}})
     }
 
     fn answer_json(completed: &Value, choices: &[String]) -> Value {
-        crate::runtime::wire::RuntimeAnswer::UserInput(runtime_answer(completed, choices)).to_json()
+        let typed: ChatInputCompletedAction = serde_json::from_value(completed.clone())
+            .unwrap_or_else(|e| panic!("{completed}: {e}"));
+        crate::runtime::wire::RuntimeAnswer::UserInput(runtime_answer(&typed, choices)).to_json()
     }
 
     #[test]
@@ -200,7 +174,9 @@ mod tests {
             answer_json(&other, &choices),
             json!({"answer": "teal", "wasFreeform": true})
         );
-        let action: StateAction = serde_json::from_value(picked).unwrap();
+        let mut tagged = picked;
+        tagged["type"] = "chat/inputCompleted".into();
+        let action: StateAction = serde_json::from_value(tagged).unwrap();
         assert!(matches!(action, StateAction::ChatInputCompleted(_)));
     }
 
@@ -220,7 +196,7 @@ mod tests {
             json!({"noResponse": true})
         );
         assert_eq!(
-            answer_json(&json!({"response": "accept"}), &[]),
+            answer_json(&json!({"requestId": "r1", "response": "accept"}), &[]),
             json!({"noResponse": true})
         );
     }

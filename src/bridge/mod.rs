@@ -2,42 +2,49 @@
 //! south side (the runtime) and the transform core. One runtime session per
 //! AHP session.
 //!
-//! - north -> south: the host's [`ClientPhase`]s, dispatched below;
+//! Its state is owned in parts: the sessions ([`registry`], each a
+//! [`session::BridgedSession`] whose running turn is [`turn::RunningTurn`]),
+//! the runtimes ([`pool`]), the transform router. A change of a session
+//! returns [`effects::Effects`] (typed actions, runtime calls), carried out
+//! here once the lock is released.
+//!
+//! - north -> south: the host's [`ClientPhase`]s and the turn's life, here;
 //! - south -> north: runtime events and requests, in [`runtime_side`];
-//! - the runtime process: [`supervisor`]; binding a session: [`binding`];
-//! - a turn's life: [`turn`] (state in [`session`], event mapping in
-//!   [`actions`]); tools and permissions: [`tools`]; user questions: [`input`];
-//! - transforms: the router asks clients through [`transform_clients`].
+//! - what a turn maps to: [`actions`] (events), [`input`] (questions);
+//! - what a runtime session is bound to: [`binding`];
+//! - transforms: the router asks clients through [`transform_clients`] and
+//!   writes through [`audit_port`].
 
 pub mod actions;
 pub mod audit_port;
 pub mod binding;
+mod effects;
 pub mod input;
-pub mod models;
-pub mod pending;
+mod pool;
+mod registry;
 pub mod runtime_side;
-pub mod session;
+mod session;
 pub mod shutdown;
-pub mod supervisor;
-pub mod tools;
 pub mod transform_clients;
 pub mod turn;
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 
-use serde_json::Value;
-use tracing::warn;
+use tracing::{info, warn};
 
-use self::session::BridgedSession;
-use self::shutdown::InFlight;
-use self::supervisor::Slot;
+use self::binding::Binding;
+use self::effects::{Effects, Mirror};
+use self::pool::Pool;
+use self::registry::Registry;
+use self::session::DRAIN_LIMIT;
+use self::shutdown::{InFlight, SHUTTING_DOWN};
+use self::turn::{mirror_id, TurnRequest};
 use crate::ahp::backend::{Backend, ClientPhase};
 use crate::ahp::host::Host;
 use crate::config::Config;
 use crate::policy::PolicyReader;
-use crate::runtime::wire;
+use crate::runtime::connection::RuntimeConn;
+use crate::runtime::wire::{self, method, ModelProvider, Secret, SessionConfig};
 use crate::transform::router::Router;
 
 pub struct Bridge {
@@ -47,16 +54,8 @@ pub struct Bridge {
     router: Arc<Router>,
     /// The policy in force, for bindings (the router reads the same one).
     policy: PolicyReader,
-    /// The runtimes sessions live on (`[runtime] processes`).
-    pool: Vec<Slot>,
-    /// Counts runtime starts across the pool: a binding names the start it
-    /// lives in.
-    generation: AtomicU64,
-    sessions: Mutex<HashMap<String, BridgedSession>>,
-    /// Runtime session id -> AHP session URI.
-    by_runtime: Mutex<HashMap<String, String>>,
-    /// Set by a shutdown: no runtime is started or restarted any more.
-    stopping: AtomicBool,
+    pool: Pool,
+    sessions: Registry,
     /// The runtime's requests not answered yet.
     in_flight: InFlight,
 }
@@ -69,13 +68,8 @@ impl Bridge {
             cfg: host.config().clone(),
             router,
             policy,
-            pool: (0..host.config().runtime.pool_size().max(1))
-                .map(|_| Slot::new())
-                .collect(),
-            generation: AtomicU64::new(0),
-            sessions: Mutex::new(HashMap::new()),
-            by_runtime: Mutex::new(HashMap::new()),
-            stopping: AtomicBool::new(false),
+            pool: Pool::new(&host.config().runtime),
+            sessions: Registry::default(),
             in_flight: InFlight::new(),
         })
     }
@@ -84,32 +78,58 @@ impl Bridge {
         self.host.upgrade()
     }
 
-    fn sessions(&self) -> MutexGuard<'_, HashMap<String, BridgedSession>> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// The AHP session URI of a runtime session.
-    fn session_of_runtime(&self, runtime_id: &str) -> Option<String> {
-        self.by_runtime
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(runtime_id)
-            .cloned()
-    }
-
-    /// Applies host actions on a channel; a refused one is a bug worth a warning.
-    fn emit(&self, channel: &str, actions: Vec<Value>) {
+    /// Carries out what a change of a session asked for: its actions, in
+    /// order; then the mirrors of tool calls that wait on a client; then its
+    /// runtime calls, in order, in the background; then the next queued
+    /// message if a turn ended.
+    fn carry_out(&self, fx: Effects) {
         let Some(host) = self.host() else { return };
-        for a in actions {
-            if let Err(e) = host.server_action(channel, a.clone()) {
-                warn!(channel, action = %a["type"], "host refused a bridge action: {e}");
+        for (channel, a) in fx.actions {
+            if let Err(e) = host.dispatch(&channel, a) {
+                warn!(channel, "host refused a bridge action: {e}");
             }
+        }
+        for m in &fx.mirrors {
+            self.mirror(&host, &fx.session, m);
+        }
+        if !fx.calls.is_empty() {
+            let calls: Vec<_> = fx.calls.iter().map(|c| c.wire(&fx.runtime_id)).collect();
+            let me = self.me.clone();
+            let slot = fx.slot;
+            tokio::spawn(async move {
+                let Some(b) = me.upgrade() else { return };
+                for (m, params) in calls {
+                    b.call_runtime(slot, m, params).await;
+                }
+            });
+        }
+        if let Some(chat) = fx.ended {
+            self.start_queued_if_idle(&fx.session, &chat);
         }
     }
 
-    /// Calls runtime `slot` and logs a failure: for answers nobody here
-    /// waits on.
-    async fn call_runtime_on(&self, slot: usize, method: &str, params: Value) {
+    /// Mirrors a tool call that waits on a client (its confirmation, or its
+    /// execution by its owner) into the session's `inputNeeded`, carrying
+    /// the tool call as the chat state has it now. Set only while the call
+    /// still waits, checked and set under the registry's lock: an answer or a
+    /// removal that came first must not be followed by a stale entry.
+    fn mirror(&self, host: &Host, uri: &str, m: &Mirror) {
+        let Some((turn_id, call)) = host.tool_call(&m.chat, &m.tool_call_id) else {
+            return;
+        };
+        let Some(request) = effects::mirror_request(mirror_id(&m.tool_call_id), m, turn_id, call)
+        else {
+            return;
+        };
+        self.sessions.with(uri, |s| {
+            if s.waits_on_client(&m.tool_call_id) {
+                let _ = host.dispatch(uri, request);
+            }
+        });
+    }
+
+    /// Calls runtime `slot` and logs a failure: for answers nobody here waits on.
+    async fn call_runtime(&self, slot: usize, method: &str, params: serde_json::Value) {
         match self.runtime(slot).await {
             Ok((conn, _)) => {
                 if let Err(e) = conn.call(method, params).await {
@@ -120,19 +140,275 @@ impl Bridge {
         }
     }
 
-    /// Calls, in the background, the runtime that `runtime_id` lives on.
-    fn spawn_call(&self, runtime_id: &str, method: &'static str, params: Value) {
-        self.spawn_call_on(self.slot_of_runtime_session(runtime_id), method, params);
+    /// Runtime `slot`, started (or restarted) on demand.
+    pub async fn runtime(&self, slot: usize) -> anyhow::Result<(Arc<RuntimeConn>, u64)> {
+        let me = self
+            .me
+            .upgrade()
+            .ok_or_else(|| anyhow::anyhow!("bridge gone"))?;
+        self.pool.runtime(slot, me).await
     }
 
-    /// [`Self::call_runtime_on`] in the background.
-    fn spawn_call_on(&self, slot: usize, method: &'static str, params: Value) {
-        let me = self.me.upgrade();
-        tokio::spawn(async move {
-            if let Some(b) = me {
-                b.call_runtime_on(slot, method, params).await;
+    /// The first runtime's process id (None before it starts, or over TCP):
+    /// for an operator's diagnostics, and for tests that kill it.
+    pub async fn runtime_pid(&self) -> Option<u32> {
+        self.runtime_pids().await.into_iter().flatten().next()
+    }
+
+    /// Each runtime's process id, by slot.
+    pub async fn runtime_pids(&self) -> Vec<Option<u32>> {
+        self.pool.pids().await
+    }
+
+    /// Which runtime a session lives on.
+    pub fn slot_of_session(&self, uri: &str) -> Option<usize> {
+        self.sessions.with(uri, |s| s.slot())
+    }
+
+    // ── a turn's life ────────────────────────────────────────────────────
+
+    /// Runs a turn: waits until the session is idle (a cancelled turn's
+    /// tail must not end this one), binds the runtime session as the AHP
+    /// state wants it, switches the model if the message chose another, and
+    /// sends the message. A failure ends the turn with `chat/error`.
+    async fn start_turn(self: Arc<Self>, uri: String, turn: TurnRequest) {
+        let Some((gate, mut idle)) = self.sessions.with(&uri, |s| (s.gate(), s.idle_watch()))
+        else {
+            return;
+        };
+        let _g = gate.lock().await;
+        if tokio::time::timeout(DRAIN_LIMIT, idle.wait_for(|is_idle| *is_idle))
+            .await
+            .is_err()
+        {
+            warn!(session = %uri, "the runtime did not go idle after a cancel within {DRAIN_LIMIT:?}; sending anyway");
+        }
+        let model = turn.model.as_deref();
+        if self
+            .sessions
+            .with(&uri, |s| s.begin(&turn.turn_id, &turn.chat, model))
+            .is_none()
+        {
+            return;
+        }
+        if let Err(e) = self.send(&uri, &turn).await {
+            warn!(session = %uri, "turn not started: {e:#}");
+            let msg = format!("{e:#}");
+            if let Some(fx) = self
+                .sessions
+                .change(&uri, |s, fx| s.fail("runtime", &msg, fx))
+            {
+                self.carry_out(fx);
             }
-        });
+        }
+    }
+
+    async fn send(&self, uri: &str, turn: &TurnRequest) -> anyhow::Result<()> {
+        let (conn, runtime_id) = self.ensure_bound(uri).await?;
+        self.switch_model(&conn, uri, &runtime_id, turn.model.as_deref())
+            .await?;
+        let params = wire::send_params(&runtime_id, &turn.prompt);
+        conn.call(method::SESSION_SEND, params)
+            .await
+            .map_err(|e| anyhow::anyhow!("session.send: {e}"))?;
+        // From its first message on, the runtime keeps the session on disk:
+        // from now on a restart resumes it, so the host stores it.
+        if self.sessions.with(uri, |s| s.persist()) == Some(true) {
+            if let Some(h) = self.host() {
+                h.set_backend_ref(uri, &runtime_id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Creates, resumes or re-binds the runtime session so that it matches the
+    /// AHP state now. Registration is fixed at create/resume, so a change of
+    /// opt-ins, owners, tools or policy means destroy + resume (history kept).
+    async fn ensure_bound(&self, uri: &str) -> anyhow::Result<(Arc<RuntimeConn>, String)> {
+        let gone = || anyhow::anyhow!("session {uri} is gone");
+        let slot = self.slot_of_session(uri).ok_or_else(gone)?;
+        let (conn, generation) = self.runtime(slot).await?;
+        let host = self.host().ok_or_else(|| anyhow::anyhow!("host gone"))?;
+        let policy = self.policy.current();
+        let want = Binding::derive(&policy, &host.active_clients(uri));
+        let (runtime_id, bound, persisted) = self
+            .sessions
+            .with(uri, |s| {
+                let bound = s.binding_in(generation).cloned();
+                (s.runtime_id().to_owned(), bound, s.persisted())
+            })
+            .ok_or_else(gone)?;
+        if bound.as_ref() == Some(&want) {
+            return Ok((conn, runtime_id));
+        }
+        let model = self.session_model(uri);
+        let config = SessionConfig {
+            session_id: runtime_id.clone(),
+            model: model.clone(),
+            working_directory: self.working_directory(&host, uri),
+            tools: want.runtime_tools(),
+            provider: self.cfg.runtime.provider.as_ref().map(|p| ModelProvider {
+                kind: p.kind.clone(),
+                base_url: p.base_url.clone(),
+                api_key: p.resolved_api_key(),
+            }),
+            system_message: want.system_message(&policy),
+            github_token: host.github_token_for(uri).map(Secret),
+        };
+        if bound.is_some() {
+            info!(session = uri, registered = ?want.registered, owners = ?want.owners, "opt-ins, owners or tools changed; re-binding the runtime session");
+            if let Err(e) = conn
+                .call(method::SESSION_DESTROY, wire::session_ref(&runtime_id))
+                .await
+            {
+                tracing::debug!("session.destroy before re-bind: {e}");
+            }
+        }
+        runtime_side::bind(&conn, uri, &config, persisted, bound.is_none()).await?;
+        self.sessions
+            .with(uri, |s| s.bound(want, generation, model));
+        Ok((conn, runtime_id))
+    }
+
+    /// The working directory a runtime session is given: the session's
+    /// first, else `[runtime] working_directory`, else the bridge's own.
+    fn working_directory(&self, host: &Host, uri: &str) -> String {
+        host.working_directory(uri)
+            .or_else(|| self.cfg.runtime.working_directory.clone())
+            .or_else(|| std::env::current_dir().ok())
+            .map_or_else(|| "/".into(), |p| p.display().to_string())
+    }
+
+    /// The model a (re)bind gives the runtime session of `uri`: the one it
+    /// was last given, else its session config's, else `[runtime] model`.
+    fn session_model(&self, uri: &str) -> String {
+        let current = self
+            .sessions
+            .with(uri, |s| s.model().map(String::from))
+            .flatten();
+        current
+            .or_else(|| self.host().and_then(|h| h.session_model(uri)))
+            .unwrap_or_else(|| self.cfg.runtime.model.clone())
+    }
+
+    /// Switches the runtime session to `wanted` when it uses another model
+    /// (the runtime re-renders the prompt, so opted-in clients are asked
+    /// again and the audit records it).
+    async fn switch_model(
+        &self,
+        conn: &RuntimeConn,
+        uri: &str,
+        runtime_id: &str,
+        wanted: Option<&str>,
+    ) -> anyhow::Result<()> {
+        let Some(wanted) = wanted else { return Ok(()) };
+        let current = self
+            .sessions
+            .with(uri, |s| s.model().map(String::from))
+            .flatten();
+        if current.as_deref() == Some(wanted) {
+            return Ok(());
+        }
+        conn.call(
+            method::MODEL_SWITCH,
+            wire::model_switch_params(runtime_id, wanted),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{}: {e}", method::MODEL_SWITCH))?;
+        info!(session = %uri, from = ?current, to = %wanted, "model switched");
+        self.sessions.with(uri, |s| s.set_model(wanted));
+        Ok(())
+    }
+
+    /// Starts the next queued message of `chat` when its session is idle.
+    fn start_queued_if_idle(&self, uri: &str, chat: &str) {
+        if self.sessions.with(uri, |s| s.is_idle()) != Some(true) {
+            return;
+        }
+        let (Some(host), Some(me)) = (self.host(), self.me.upgrade()) else {
+            return;
+        };
+        let Some(next) = host.start_next_queued(chat) else {
+            return;
+        };
+        info!(session = %uri, turn_id = ?next.turn_id, "queued message starts as a turn");
+        let turn = TurnRequest {
+            chat: chat.to_owned(),
+            turn_id: next.turn_id,
+            prompt: next.text,
+            model: next.model,
+        };
+        tokio::spawn(me.start_turn(uri.to_owned(), turn));
+    }
+
+    /// Sends the steering message of `chat` into its running turn
+    /// (`session.send` mode `immediate`); while no turn runs, it stays in
+    /// the state for the next one.
+    fn steer(&self, uri: &str, chat: &str) {
+        let running = self.sessions.with(uri, |s| s.running_chat() == Some(chat));
+        if running != Some(true) {
+            return;
+        }
+        let Some(text) = self.host().and_then(|h| h.take_steering(chat)) else {
+            return;
+        };
+        info!(session = %uri, "steering message sent into the running turn");
+        let fx = self
+            .sessions
+            .change(uri, |_, fx| fx.call(effects::RuntimeCall::Steer(text)));
+        if let Some(fx) = fx {
+            self.carry_out(fx);
+        }
+    }
+
+    /// Changes one session and carries out what the change asks for.
+    fn change(&self, uri: &str, f: impl FnOnce(&mut session::BridgedSession, &mut Effects)) {
+        if let Some(fx) = self.sessions.change(uri, f) {
+            self.carry_out(fx);
+        }
+    }
+
+    // ── shutdown ─────────────────────────────────────────────────────────
+
+    /// Ends every running turn with [`SHUTTING_DOWN`] and answers what the
+    /// runtime waits on for it (permissions denied, client tools failed,
+    /// questions unanswered, the message aborted). From now on no runtime is
+    /// started. The clients are still connected: they see the end.
+    pub async fn end_turns_for_shutdown(&self) {
+        self.pool.stop_starting();
+        let ended = self
+            .sessions
+            .change_all(|s, fx| s.shut_down(SHUTTING_DOWN, fx));
+        info!(
+            turns = ended.len(),
+            "shutting down: ending the running turns"
+        );
+        for fx in ended {
+            let conn = self.pool.live(fx.slot).await;
+            let calls: Vec<_> = fx.calls.iter().map(|c| c.wire(&fx.runtime_id)).collect();
+            self.carry_out(Effects {
+                calls: vec![],
+                ended: None,
+                ..fx
+            });
+            let Some(conn) = &conn else { continue };
+            for (m, params) in calls {
+                if let Err(e) = conn.call(m, params).await {
+                    warn!(method = m, "runtime call at shutdown failed: {e}");
+                }
+            }
+        }
+    }
+
+    /// Waits until the runtime's requests are all answered (transforms whose
+    /// clients are gone are answered with the original text at once).
+    pub async fn runtime_requests_answered(&self) {
+        self.in_flight.all_answered().await;
+    }
+
+    /// Stops every runtime of the pool, at once.
+    pub async fn stop_runtime(&self) {
+        self.pool.stop_all().await;
     }
 }
 
@@ -149,11 +425,8 @@ impl Backend for Bridge {
         let runtime_id = backend_ref
             .map(String::from)
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        self.by_runtime
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(runtime_id.clone(), session.to_owned());
-        self.place_session(session, runtime_id, backend_ref.is_some());
+        self.sessions
+            .place(session, runtime_id, backend_ref.is_some(), self.pool.size());
     }
 
     fn authenticated(&self, principal: &str) {
@@ -161,19 +434,17 @@ impl Backend for Bridge {
     }
 
     fn session_disposed(&self, session: &str) {
-        let Some(c) = self.sessions().remove(session) else {
+        let Some(s) = self.sessions.remove(session) else {
             return;
         };
-        self.by_runtime
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&c.runtime_id);
-        if c.bound.is_some() {
-            self.spawn_call_on(
-                c.slot,
-                wire::method::SESSION_DESTROY,
-                wire::session_ref(&c.runtime_id),
-            );
+        if s.is_bound() {
+            let (slot, params) = (s.slot(), wire::session_ref(s.runtime_id()));
+            let me = self.me.clone();
+            tokio::spawn(async move {
+                if let Some(b) = me.upgrade() {
+                    b.call_runtime(slot, method::SESSION_DESTROY, params).await;
+                }
+            });
         }
     }
 
@@ -186,7 +457,7 @@ impl Backend for Bridge {
                 model,
             } => {
                 if let Some(me) = self.me.upgrade() {
-                    let turn = turn::TurnRequest {
+                    let turn = TurnRequest {
                         chat,
                         turn_id,
                         prompt: text,
@@ -196,20 +467,38 @@ impl Backend for Bridge {
                 }
             }
             ClientPhase::PendingMessageSet { chat, steering } => {
-                self.pending_message_set(session, &chat, steering)
+                if steering {
+                    self.steer(session, &chat)
+                } else {
+                    self.start_queued_if_idle(session, &chat)
+                }
             }
-            ClientPhase::TurnCancelled { .. } => self.cancel_turn(session),
+            ClientPhase::TurnCancelled { .. } => {
+                self.change(session, |s, fx| s.cancel("the turn was cancelled", fx))
+            }
             ClientPhase::ToolCallConfirmed {
                 tool_call_id,
                 approved,
-            } => self.tool_call_confirmed(session, &tool_call_id, approved),
+            } => self.change(session, |s, fx| {
+                s.tool_call_confirmed(&tool_call_id, approved, fx)
+            }),
             ClientPhase::ToolCallCompleted {
                 tool_call_id,
                 result,
-            } => self.client_tool_completed(session, &tool_call_id, &result),
-            ClientPhase::InputCompleted(completed) => self.input_completed(session, &completed),
+            } => self.change(session, |s, fx| {
+                s.client_tool_completed(&tool_call_id, &result, fx)
+            }),
+            ClientPhase::InputCompleted(completed) => {
+                self.sessions
+                    .with(session, |s| s.input_completed(&completed));
+            }
             ClientPhase::ActiveClientRemoved { client_id } => {
-                self.active_client_removed(session, &client_id)
+                // Its in-flight tool calls fail now, in AHP and towards the runtime.
+                const WHY: &str = "the client that provides this tool left";
+                let gone = |_: &str, _: &str, owner: &str| owner == client_id;
+                self.change(session, |s, fx| {
+                    s.fail_client_tools(gone, WHY, "client gone", fx);
+                })
             }
         }
     }

@@ -1,14 +1,22 @@
-//! South to north: what the runtime sends on its own, typed by the runtime
-//! side, routed to the bridge's handlers.
+//! South to north: what the runtime sends on its own (events and requests,
+//! typed by the runtime side), routed to the session it concerns; creating
+//! runtime sessions; and a runtime that is lost.
 
-use std::sync::Weak;
+use std::sync::{Arc, Weak};
 
-use tracing::{debug, info};
+use ahp_types::actions::{SessionCreationFailedAction, SessionReadyAction, StateAction};
+use ahp_types::state::ErrorInfo;
+use serde_json::Value;
+use tracing::{debug, info, warn};
 
+use super::pool::Starts;
 use super::transform_clients::HostClients;
 use super::Bridge;
-use crate::runtime::connection::{ReplyFuture, RuntimeHandler};
-use crate::runtime::wire::{RuntimeAnswer, RuntimeEvent, RuntimeRequest, UserInputAnswer};
+use crate::runtime::connection::{ReplyFuture, RuntimeConn, RuntimeHandler};
+use crate::runtime::wire::{
+    self, method, PermissionRequest, RuntimeAnswer, RuntimeEvent, RuntimeRequest, SessionConfig,
+    UserInputAnswer,
+};
 
 /// The bridge as the runtime connection's handler (weak: the connection must
 /// not keep the bridge alive).
@@ -16,80 +24,307 @@ pub(super) struct RuntimeEvents {
     bridge: Weak<Bridge>,
 }
 
-impl RuntimeEvents {
-    pub fn new(bridge: Weak<Bridge>) -> Self {
-        Self { bridge }
-    }
-}
-
 impl RuntimeHandler for RuntimeEvents {
     fn event(&self, runtime_id: &str, event: RuntimeEvent) {
         let Some(b) = self.bridge.upgrade() else {
             return;
         };
-        let Some(uri) = b.session_of_runtime(runtime_id) else {
+        let Some(uri) = b.sessions.uri_of(runtime_id) else {
             debug!(runtime_id, "event for an unknown runtime session");
             return;
         };
-        match &event {
-            RuntimeEvent::PermissionRequested(p) => b.permission_requested(&uri, runtime_id, p),
-            RuntimeEvent::ExternalToolRequested {
-                request_id,
-                tool_call_id,
-                tool_name,
-                arguments,
-            } => b.external_tool_requested(
-                &uri,
-                runtime_id,
-                request_id,
-                tool_call_id,
-                tool_name,
-                arguments,
-            ),
-            RuntimeEvent::Warning { warning_type } => {
-                info!(session = %uri, warning = %warning_type, "runtime warning")
-            }
-            // A client's own tool is opened by external_tool.requested, with its owner.
-            RuntimeEvent::ToolStarted { tool_name, .. }
-                if b.client_tool_owner(&uri, tool_name).is_some() => {}
-            _ => b.turn_event(&uri, &event),
-        }
+        b.event(&uri, &event);
     }
 
     fn request(&self, request: RuntimeRequest) -> ReplyFuture {
         let bridge = self.bridge.clone();
         Box::pin(async move {
-            let b = bridge.upgrade();
-            // Counted until answered, so a shutdown can wait for the answer.
-            let _answering = b.as_ref().map(|b| b.in_flight.enter());
-            let uri_of = |id: &str| b.as_ref().and_then(|b| b.session_of_runtime(id));
-            match request {
-                RuntimeRequest::Transform {
-                    session_id,
-                    sections,
-                } => match (uri_of(&session_id), &b) {
-                    (Some(uri), Some(b)) => {
-                        let clients = HostClients(b.host());
-                        let merged = b.router.route(&clients, &uri, &session_id, &sections).await;
-                        RuntimeAnswer::Transformed(merged)
-                    }
-                    // Unknown session, or shutting down: the runtime gets its text back.
-                    _ => RuntimeAnswer::Transformed(sections),
-                },
-                RuntimeRequest::UserInput {
-                    session_id,
-                    question,
-                    choices,
-                    allow_freeform,
-                } => match (uri_of(&session_id), &b) {
-                    (Some(uri), Some(b)) => RuntimeAnswer::UserInput(
-                        b.ask_user(&uri, question.as_deref(), choices, allow_freeform)
-                            .await,
-                    ),
-                    _ => RuntimeAnswer::UserInput(UserInputAnswer::NoResponse),
-                },
-                RuntimeRequest::Hooks => RuntimeAnswer::Hooks,
+            match bridge.upgrade() {
+                Some(b) => {
+                    // Counted until answered, so a shutdown can wait for the answer.
+                    let _answering = b.in_flight.enter();
+                    b.answer(request).await
+                }
+                None => unanswerable(request),
             }
         })
     }
+}
+
+/// The answer to a request nobody can take (the bridge is gone, or the
+/// session unknown): the runtime gets its text back, no user answers.
+fn unanswerable(request: RuntimeRequest) -> RuntimeAnswer {
+    match request {
+        RuntimeRequest::Transform { sections, .. } => RuntimeAnswer::Transformed(sections),
+        RuntimeRequest::UserInput { .. } => RuntimeAnswer::UserInput(UserInputAnswer::NoResponse),
+        RuntimeRequest::Hooks => RuntimeAnswer::Hooks,
+    }
+}
+
+impl Starts for Bridge {
+    fn handler(&self) -> Arc<dyn RuntimeHandler> {
+        Arc::new(RuntimeEvents {
+            bridge: self.me.clone(),
+        })
+    }
+
+    /// The runtime went away: running turns on it end with an error now,
+    /// every session on it resumes on its next turn, and a new runtime is
+    /// started in its place.
+    fn lost(&self, slot: usize, generation: u64) {
+        if self.pool.is_stopping() {
+            // Stopped on purpose: its turns were ended, nothing restarts.
+            return;
+        }
+        warn!(slot, generation, "a runtime exited or stopped answering; its running turns end, the other runtimes' go on");
+        const WHY: &str = "the agent runtime exited during the turn; send the message again";
+        for fx in self.sessions.change_all(|s, fx| {
+            s.runtime_lost(generation, WHY, fx);
+        }) {
+            self.carry_out(fx);
+        }
+        let Some(me) = self.me.upgrade() else { return };
+        tokio::spawn(async move {
+            let owner: Arc<dyn Starts> = me.clone();
+            me.pool.replace(slot, generation, owner).await;
+        });
+    }
+}
+
+impl Bridge {
+    /// A runtime event for session `uri`.
+    fn event(&self, uri: &str, event: &RuntimeEvent) {
+        match event {
+            RuntimeEvent::PermissionRequested(p) => self.permission_requested(uri, p),
+            RuntimeEvent::ExternalToolRequested {
+                request_id,
+                tool_call_id,
+                tool_name,
+                arguments,
+            } => self.external_tool_requested(uri, request_id, tool_call_id, tool_name, arguments),
+            RuntimeEvent::Warning { warning_type } => {
+                info!(session = %uri, warning = %warning_type, "runtime warning")
+            }
+            // A client's own tool is opened by external_tool.requested, with its owner.
+            RuntimeEvent::ToolStarted { tool_name, .. }
+                if self
+                    .sessions
+                    .with(uri, |s| s.tool_owner(tool_name).is_some())
+                    == Some(true) => {}
+            _ => self.change(uri, |s, fx| s.on_event(event, fx)),
+        }
+    }
+
+    fn permission_requested(&self, uri: &str, p: &PermissionRequest) {
+        self.change(uri, |s, fx| s.permission_requested(p, fx));
+    }
+
+    /// A client tool call: run by its owner if it is still an active
+    /// client (with a deadline of its own), failed at once otherwise.
+    fn external_tool_requested(
+        &self,
+        uri: &str,
+        request_id: &str,
+        tool_call_id: &str,
+        name: &str,
+        arguments: &Value,
+    ) {
+        let host = self.host();
+        let owner = self
+            .sessions
+            .with(uri, |s| s.tool_owner(name).map(String::from))
+            .flatten()
+            .filter(|o| {
+                host.as_ref()
+                    .is_some_and(|h| h.active_clients(uri).iter().any(|c| &c.client_id == o))
+            });
+        let mut waits = false;
+        self.change(uri, |s, fx| {
+            waits = s.client_tool_requested(
+                request_id,
+                tool_call_id,
+                name,
+                arguments,
+                owner.as_deref(),
+                fx,
+            );
+        });
+        if waits {
+            self.client_tool_deadline(uri, tool_call_id, request_id, name);
+        }
+    }
+
+    /// Connected is not answering: a client tool call not completed within
+    /// `[runtime] client_tool_timeout` fails, on both sides (a no-op if the
+    /// call is over by then).
+    fn client_tool_deadline(&self, uri: &str, tool_call_id: &str, request_id: &str, name: &str) {
+        let me = self.me.clone();
+        let limit = self.cfg.runtime.client_tool_timeout;
+        let (uri, id, request, name) = (
+            uri.to_owned(),
+            tool_call_id.to_owned(),
+            request_id.to_owned(),
+            name.to_owned(),
+        );
+        tokio::spawn(async move {
+            tokio::time::sleep(limit).await;
+            let Some(b) = me.upgrade() else { return };
+            let shown = humantime::format_duration(limit);
+            let why = format!("the client did not complete tool {name} within {shown} ([runtime] client_tool_timeout)");
+            let pick = |tc: &str, r: &str, _: &str| tc == id && r == request;
+            let mut failed = 0;
+            b.change(&uri, |s, fx| {
+                failed = s.fail_client_tools(pick, &why, "timeout", fx)
+            });
+            if failed > 0 {
+                warn!(session = %uri, tool_call_id = ?id, "client tool call timed out after {shown}");
+            }
+        });
+    }
+
+    /// A request of the runtime, answered (always: the runtime has no timeout).
+    async fn answer(&self, request: RuntimeRequest) -> RuntimeAnswer {
+        let uri = match &request {
+            RuntimeRequest::Transform { session_id, .. }
+            | RuntimeRequest::UserInput { session_id, .. } => self.sessions.uri_of(session_id),
+            RuntimeRequest::Hooks => None,
+        };
+        let Some(uri) = uri else {
+            // Unknown session, or shutting down: the runtime gets its text back.
+            return unanswerable(request);
+        };
+        match request {
+            RuntimeRequest::Transform {
+                session_id,
+                sections,
+            } => {
+                let clients = HostClients(self.host());
+                let merged = self
+                    .router
+                    .route(&clients, &uri, &session_id, &sections)
+                    .await;
+                RuntimeAnswer::Transformed(merged)
+            }
+            RuntimeRequest::UserInput {
+                question,
+                choices,
+                allow_freeform,
+                ..
+            } => RuntimeAnswer::UserInput(
+                self.ask_user(&uri, question.as_deref(), choices, allow_freeform)
+                    .await,
+            ),
+            RuntimeRequest::Hooks => RuntimeAnswer::Hooks,
+        }
+    }
+
+    /// The runtime asks the user (`userInput.request`): an AHP input request
+    /// in the running turn, answered by the first `chat/inputCompleted`. A
+    /// cancelled turn or a lost runtime drops the question, which answers
+    /// "no response": the runtime never waits forever.
+    async fn ask_user(
+        &self,
+        uri: &str,
+        question: Option<&str>,
+        choices: Vec<String>,
+        allow_freeform: Option<bool>,
+    ) -> UserInputAnswer {
+        let id = format!("input-{}", uuid::Uuid::new_v4().simple());
+        let mut answer = None;
+        self.change(uri, |s, fx| {
+            answer = s.ask_input(&id, question, choices, allow_freeform, fx);
+        });
+        let Some(rx) = answer else {
+            return UserInputAnswer::NoResponse;
+        };
+        info!(session = uri, request = %id, "the agent asks the user");
+        let answer = rx.await.unwrap_or(UserInputAnswer::NoResponse);
+        self.change(uri, |_, fx| {
+            fx.act_on_session(super::turn::needed_removed(id))
+        });
+        answer
+    }
+
+    /// A new AHP session: its runtime session is created now, and the AHP
+    /// session becomes ready or failed.
+    pub(super) async fn create(self: Arc<Self>, uri: String) {
+        let runtime_id = uuid::Uuid::new_v4().to_string();
+        self.sessions
+            .place(&uri, runtime_id, false, self.pool.size());
+        let action = match self.ensure_bound(&uri).await {
+            Ok(_) => StateAction::SessionReady(SessionReadyAction {}),
+            Err(e) => {
+                warn!(session = %uri, "runtime session not created: {e:#}");
+                let error = ErrorInfo {
+                    error_type: "runtime".into(),
+                    message: format!("{e:#}"),
+                    stack: None,
+                    meta: None,
+                };
+                StateAction::SessionCreationFailed(SessionCreationFailedAction { error })
+            }
+        };
+        if let Some(h) = self.host() {
+            if let Err(e) = h.dispatch(&uri, action) {
+                warn!(session = %uri, "host refused the session's creation outcome: {e}");
+            }
+        }
+    }
+
+    /// A principal authenticated: its live runtime sessions get the token
+    /// now (new ones get it at create or resume).
+    pub(super) fn hand_credentials(&self, principal: &str) {
+        let Some(host) = self.host() else { return };
+        for uri in host.sessions_owned_by(principal) {
+            let live = self
+                .sessions
+                .with(&uri, |s| {
+                    s.is_bound().then(|| (s.slot(), s.runtime_id().to_owned()))
+                })
+                .flatten();
+            let (Some((slot, runtime_id)), Some(token)) = (live, host.github_token_for(&uri))
+            else {
+                continue;
+            };
+            let params = wire::github_credentials_params(&runtime_id, &wire::Secret(token));
+            let me = self.me.clone();
+            tokio::spawn(async move {
+                if let Some(b) = me.upgrade() {
+                    b.call_runtime(slot, method::SET_GITHUB_CREDENTIALS, params)
+                        .await;
+                }
+            });
+        }
+    }
+}
+
+/// Binds a runtime session: `session.resume` once the runtime has it on
+/// disk (`persisted`), `session.create` before that. Restored after a
+/// restart (`first`) but lost by the runtime (its home was wiped): a new
+/// runtime session under the same id, without the earlier turns.
+pub(super) async fn bind(
+    conn: &RuntimeConn,
+    uri: &str,
+    config: &SessionConfig,
+    persisted: bool,
+    first: bool,
+) -> anyhow::Result<()> {
+    let params = config.to_params();
+    let call = if persisted {
+        method::SESSION_RESUME
+    } else {
+        method::SESSION_CREATE
+    };
+    match conn.call(call, params.clone()).await {
+        Ok(_) => {}
+        Err(e) if call == method::SESSION_RESUME && first => {
+            warn!(session = uri, runtime_id = %config.session_id, "the runtime cannot resume this session ({e}); starting it afresh: the model will not see the earlier turns");
+            conn.call(method::SESSION_CREATE, params)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {e}", method::SESSION_CREATE))?;
+        }
+        Err(e) => return Err(anyhow::anyhow!("{call}: {e}")),
+    }
+    debug!(session = uri, runtime_id = %config.session_id, call, "runtime session bound");
+    Ok(())
 }

@@ -1,19 +1,23 @@
 //! What the bridge keeps per AHP session: its runtime session, the binding,
-//! and the turn's life as one explicit state.
+//! the model, and the turn's life as one explicit state ([`TurnState`]).
+//! Fields are private: the bridge changes a session only through these
+//! methods, which return the [`Effects`] each change asks for.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use serde_json::{json, Value};
+use ahp_types::actions::ChatInputCompletedAction;
+use ahp_types::state::ToolCallResult;
+use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
-use super::actions::TurnMapper;
 use super::binding::Binding;
-use crate::runtime::wire::{self, method, ToolOutcome, UserInputAnswer};
+use super::effects::{Effects, RuntimeCall};
+use super::turn::RunningTurn;
+use crate::runtime::wire::{PermissionRequest, RuntimeEvent, ToolOutcome, UserInputAnswer};
 
 /// The life of a session's turn, as the runtime and the AHP chat see it.
-pub(super) enum TurnState {
+enum TurnState {
     /// Nothing runs: the next message may be sent at once. After a
     /// `session.error`, the runtime's own `session.idle` may still be on its
     /// way (`stale_idle`): it belongs to the failed turn.
@@ -31,118 +35,60 @@ pub(super) enum TurnState {
 /// runtime that never says so.
 pub(super) const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
-pub(super) struct RunningTurn {
-    pub mapper: TurnMapper,
-    pub started: Instant,
-    pub chat: String,
-    /// The runtime has sent an event of this turn. Until then a
-    /// `session.idle` may be the stale one of a failed turn.
-    pub taken: bool,
-    /// The turn before ended by `session.error` before its idle came.
-    pub stale_idle: bool,
-}
-
-impl RunningTurn {
-    pub fn new(turn_id: &str, chat: &str, stale_idle: bool) -> Self {
-        Self {
-            mapper: TurnMapper::new(turn_id),
-            started: Instant::now(),
-            chat: chat.to_owned(),
-            taken: false,
-            stale_idle,
-        }
-    }
-
-    pub fn elapsed_ms(&self) -> i64 {
-        self.started.elapsed().as_millis() as i64
-    }
-
-    /// Ends the turn with `chat/error`; returns its chat and the actions.
-    pub fn fail(mut self, kind: &str, message: &str) -> (String, Vec<Value>) {
-        let actions = self.mapper.error(kind, message, self.elapsed_ms());
-        (self.chat, actions)
-    }
-}
-
-/// A question of the runtime waiting for a client's answer; dropping it
-/// answers "no response", so the runtime never waits forever.
-pub(super) struct PendingInput {
-    pub answer: oneshot::Sender<UserInputAnswer>,
-    pub choices: Vec<String>,
-}
-
 pub(super) struct BridgedSession {
-    pub runtime_id: String,
+    runtime_id: String,
     /// The runtime of the pool it lives on, for its whole life.
-    pub slot: usize,
+    slot: usize,
     /// The binding of the live runtime session, and the runtime process
     /// generation it lives in; `None`: create or resume first.
-    pub bound: Option<(Binding, u64)>,
+    bound: Option<(Binding, u64)>,
     /// The runtime keeps the session on disk (it has had a message):
     /// re-binding resumes it. Before that there is nothing to resume.
-    pub persisted: bool,
+    persisted: bool,
     /// The model the runtime session was last given (at bind or by a
-    /// switch); `None` before it is bound.
-    pub model: Option<String>,
+    /// switch), or the one its first turn chose.
+    model: Option<String>,
     turn: TurnState,
     /// Whether `turn` is `Idle`, for waiters: one subscribes before it looks,
     /// so a change between its look and its wait is never lost.
     idle: watch::Sender<bool>,
-    /// Permission prompts of the running turn: tool call id -> runtime request
-    /// id. Each is mirrored in the session's `inputNeeded` while pending.
-    pub permissions: HashMap<String, String>,
-    /// Client tool calls of the running turn: tool call id -> (runtime request
-    /// id, owning client). Mirrored like the permissions.
-    pub client_tools: HashMap<String, (String, String)>,
-    /// The runtime's questions awaiting a client's answer, by AHP request id.
-    pub inputs: HashMap<String, PendingInput>,
     /// Serializes turn starts and re-binds of this session.
-    pub gate: Arc<tokio::sync::Mutex<()>>,
-}
-
-/// What a turn left behind when it ended.
-pub(super) struct Ended {
-    pub turn: Option<RunningTurn>,
-    /// Runtime request ids of the permissions and client tools still pending.
-    pub permissions: Vec<String>,
-    pub tools: Vec<String>,
-    /// Their `inputNeeded` entries, to take out of the session.
-    pub removals: Vec<Value>,
-}
-
-impl Ended {
-    /// The runtime calls that answer what the ended turn left waiting, in
-    /// order: its permissions denied, its client tools failed with `why`,
-    /// then its message aborted.
-    pub fn runtime_answers(&self, runtime_id: &str, why: &str) -> Vec<(&'static str, Value)> {
-        let denied = self.permissions.iter().map(|request_id| {
-            let params = wire::permission_answer(runtime_id, request_id, false);
-            (method::ANSWER_PERMISSION, params)
-        });
-        let failed = self.tools.iter().map(|request_id| {
-            let params = wire::tool_answer(runtime_id, request_id, &ToolOutcome::failed(why));
-            (method::ANSWER_TOOL_CALL, params)
-        });
-        let abort = (method::SESSION_ABORT, wire::session_ref(runtime_id));
-        denied.chain(failed).chain([abort]).collect()
-    }
+    gate: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl BridgedSession {
-    pub fn new(runtime_id: String, slot: usize) -> Self {
+    pub fn new(runtime_id: String, slot: usize, persisted: bool) -> Self {
         Self {
             runtime_id,
             slot,
             bound: None,
-            persisted: false,
+            persisted,
             model: None,
             turn: TurnState::Idle { stale_idle: false },
             idle: watch::Sender::new(true),
-            permissions: HashMap::new(),
-            client_tools: HashMap::new(),
-            inputs: HashMap::new(),
             gate: Arc::new(tokio::sync::Mutex::new(())),
         }
+    }
+
+    pub fn runtime_id(&self) -> &str {
+        &self.runtime_id
+    }
+
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
+    pub fn gate(&self) -> Arc<tokio::sync::Mutex<()>> {
+        self.gate.clone()
+    }
+
+    /// A receiver of idleness, to wait on without losing a wake-up.
+    pub fn idle_watch(&self) -> watch::Receiver<bool> {
+        self.idle.subscribe()
+    }
+
+    pub fn is_bound(&self) -> bool {
+        self.bound.is_some()
     }
 
     /// The binding, if it lives in runtime process `generation`.
@@ -153,11 +99,47 @@ impl BridgedSession {
             .map(|(b, _)| b)
     }
 
-    pub fn turn(&self) -> &TurnState {
-        &self.turn
+    /// Bound (created or resumed) as `binding` in `generation` with `model`.
+    pub fn bound(&mut self, binding: Binding, generation: u64, model: String) {
+        self.bound = Some((binding, generation));
+        self.model = Some(model);
     }
 
-    pub fn running(&mut self) -> Option<&mut RunningTurn> {
+    pub fn persisted(&self) -> bool {
+        self.persisted
+    }
+
+    /// The runtime has the session on disk now; true the first time.
+    pub fn persist(&mut self) -> bool {
+        !std::mem::replace(&mut self.persisted, true)
+    }
+
+    pub fn model(&self) -> Option<&str> {
+        self.model.as_deref()
+    }
+
+    pub fn set_model(&mut self, model: &str) {
+        self.model = Some(model.to_owned());
+    }
+
+    /// The client that contributed the session's tool `name`, if any.
+    pub fn tool_owner(&self, name: &str) -> Option<&str> {
+        self.bound.as_ref()?.0.tool_owner(name)
+    }
+
+    pub fn is_idle(&self) -> bool {
+        matches!(self.turn, TurnState::Idle { .. })
+    }
+
+    /// The chat of the running turn.
+    pub fn running_chat(&self) -> Option<&str> {
+        match &self.turn {
+            TurnState::Running(t) => Some(&t.chat),
+            _ => None,
+        }
+    }
+
+    fn running(&mut self) -> Option<&mut RunningTurn> {
         match &mut self.turn {
             TurnState::Running(t) => Some(t),
             _ => None,
@@ -165,7 +147,7 @@ impl BridgedSession {
     }
 
     /// Every state change goes through here, so `idle` never disagrees.
-    pub fn set_turn(&mut self, next: TurnState) -> TurnState {
+    fn set_turn(&mut self, next: TurnState) -> TurnState {
         let is_idle = matches!(next, TurnState::Idle { .. });
         let prev = std::mem::replace(&mut self.turn, next);
         self.idle
@@ -173,51 +155,207 @@ impl BridgedSession {
         prev
     }
 
-    /// Starts a turn (the caller waited for `Idle`).
-    pub fn begin(&mut self, turn_id: &str, chat: &str) {
+    /// Starts a turn (the caller waited for `Idle`). Not bound yet: the
+    /// message's model is the one to bind with, no switch.
+    pub fn begin(&mut self, turn_id: &str, chat: &str, model: Option<&str>) {
         let stale_idle = matches!(self.turn, TurnState::Idle { stale_idle: true });
+        if let (None, Some(m)) = (&self.bound, model) {
+            self.model = Some(m.to_owned());
+        }
         let turn = RunningTurn::new(turn_id, chat, stale_idle);
         self.set_turn(TurnState::Running(Box::new(turn)));
     }
 
-    /// A receiver of idleness, to wait on without losing a wake-up.
-    pub fn idle_watch(&self) -> watch::Receiver<bool> {
-        self.idle.subscribe()
-    }
-
-    /// Ends the AHP turn, moving to `next`, and takes everything it waited on
-    /// from clients: the pending permissions and client tool calls (each
-    /// mirrored in `inputNeeded` while pending) and the questions (dropping
-    /// one answers the runtime "no response").
-    pub fn end_turn(&mut self, next: TurnState) -> Ended {
-        self.inputs.clear();
-        let removals = self
-            .permissions
-            .keys()
-            .chain(self.client_tools.keys())
-            .map(|id| unmirror(id))
-            .collect();
-        let turn = match self.set_turn(next) {
-            TurnState::Running(t) => Some(*t),
-            _ => None,
-        };
-        Ended {
-            turn,
-            permissions: self.permissions.drain().map(|(_, r)| r).collect(),
-            tools: self.client_tools.drain().map(|(_, (r, _))| r).collect(),
-            removals,
+    /// Ends the running turn (if one runs), moving to `next`; see
+    /// [`RunningTurn::end`] for what it answers.
+    fn end(
+        &mut self,
+        next: TurnState,
+        why: &str,
+        failure: Option<&str>,
+        answer: bool,
+        fx: &mut Effects,
+    ) {
+        if let TurnState::Running(t) = self.set_turn(next) {
+            t.end(why, failure, answer, answer, fx);
         }
     }
-}
 
-/// The `inputNeeded` id of a tool call's mirror.
-pub(super) fn mirror_id(tool_call_id: &str) -> String {
-    format!("tool-{tool_call_id}")
-}
+    /// A runtime event that belongs to the turn: mapped into its chat; the
+    /// turn ends on idle or error.
+    pub fn on_event(&mut self, event: &RuntimeEvent, fx: &mut Effects) {
+        let Some(t) = self.running() else {
+            // Draining or idle: the runtime's idle is all that matters now.
+            if *event == RuntimeEvent::Idle {
+                self.set_turn(TurnState::Idle { stale_idle: false });
+            }
+            return;
+        };
+        if *event == RuntimeEvent::Idle && t.stale_idle && !t.taken {
+            // The failed turn's idle, late: this turn has not begun yet.
+            t.stale_idle = false;
+            return;
+        }
+        // Events the bridge does not act on (`assistant.idle`, ...) may
+        // still be the failed turn's; only this turn's content counts.
+        if !matches!(event, RuntimeEvent::Other(_)) {
+            t.taken = true;
+        }
+        if t.on_event(event, fx) {
+            // An error ends the runtime's work on the message too; its
+            // idle may still follow, and must not end the next turn.
+            let stale_idle = matches!(event, RuntimeEvent::Error { .. });
+            self.end(TurnState::Idle { stale_idle }, "", None, false, fx);
+        }
+    }
 
-/// Takes a tool call's entry out of the session's `inputNeeded`.
-pub(super) fn unmirror(tool_call_id: &str) -> Value {
-    json!({"type": "session/inputNeededRemoved", "id": mirror_id(tool_call_id)})
+    /// The turn could not go on (a failed send): `chat/error`, idle again.
+    pub fn fail(&mut self, kind: &str, message: &str, fx: &mut Effects) {
+        self.end(
+            TurnState::Idle { stale_idle: false },
+            message,
+            Some(kind),
+            false,
+            fx,
+        );
+    }
+
+    /// A client cancelled: what the runtime waits on is answered (denied,
+    /// failed), the message aborted; its last events drain.
+    pub fn cancel(&mut self, why: &str, fx: &mut Effects) {
+        if self.running().is_some() {
+            self.end(TurnState::Draining, why, None, true, fx);
+        }
+    }
+
+    /// The host shuts down: the turn ends with `chat/error` and everything
+    /// the runtime waits on is answered.
+    pub fn shut_down(&mut self, why: &str, fx: &mut Effects) {
+        if self.running().is_some() {
+            self.end(TurnState::Draining, why, Some("shutdown"), true, fx);
+        }
+    }
+
+    /// Its runtime died (in `generation`): unbound, and a running turn ends
+    /// with `chat/error`; nothing is answered to the dead runtime.
+    pub fn runtime_lost(&mut self, generation: u64, why: &str, fx: &mut Effects) -> bool {
+        if self.binding_in(generation).is_none() {
+            return false;
+        }
+        self.bound = None;
+        self.end(
+            TurnState::Idle { stale_idle: false },
+            why,
+            Some("runtime"),
+            false,
+            fx,
+        );
+        true
+    }
+
+    /// `permission.requested`: a pending confirmation in the running turn;
+    /// no turn to ask in: denied rather than left waiting.
+    pub fn permission_requested(&mut self, p: &PermissionRequest, fx: &mut Effects) {
+        // A client's own tool: the owning client decides by running it.
+        let tool_name = p.tool_name.clone().unwrap_or_else(|| p.kind.clone());
+        let own_tool = p.kind == "custom-tool" && self.tool_owner(&tool_name).is_some();
+        match self.running() {
+            Some(t) if !own_tool => t.ask_permission(p, fx),
+            _ => fx.call(RuntimeCall::Permission {
+                request_id: p.request_id.clone(),
+                approved: own_tool,
+            }),
+        }
+    }
+
+    /// `external_tool.requested` for a tool of `owner` (if still an active
+    /// client): opened in the running turn and left to its owner, or failed
+    /// towards the runtime at once. Whether it now waits on its owner.
+    pub fn client_tool_requested(
+        &mut self,
+        request_id: &str,
+        tool_call_id: &str,
+        name: &str,
+        arguments: &Value,
+        owner: Option<&str>,
+        fx: &mut Effects,
+    ) -> bool {
+        if let Some(t) = self.running() {
+            t.open_client_tool(request_id, tool_call_id, name, arguments, owner, fx);
+            if owner.is_some() {
+                return true;
+            }
+        }
+        let why = match owner {
+            Some(_) => format!("Tool {name} is unavailable: no turn is running."),
+            None => format!("Tool {name} is unavailable: the client that provides it is gone."),
+        };
+        let outcome = ToolOutcome {
+            error: Some(serde_json::json!("client gone")),
+            ..ToolOutcome::failed(&why)
+        };
+        fx.call(RuntimeCall::Tool {
+            request_id: request_id.to_owned(),
+            outcome,
+        });
+        false
+    }
+
+    /// Whether a tool call of the running turn still waits on a client.
+    pub fn waits_on_client(&mut self, tool_call_id: &str) -> bool {
+        self.running()
+            .is_some_and(|t| t.waits_on_client(tool_call_id))
+    }
+
+    pub fn client_tool_completed(
+        &mut self,
+        tool_call_id: &str,
+        result: &ToolCallResult,
+        fx: &mut Effects,
+    ) {
+        if let Some(t) = self.running() {
+            t.client_tool_completed(tool_call_id, result, fx);
+        }
+    }
+
+    pub fn tool_call_confirmed(&mut self, tool_call_id: &str, approved: bool, fx: &mut Effects) {
+        if let Some(t) = self.running() {
+            t.confirmed(tool_call_id, approved, fx);
+        }
+    }
+
+    /// Fails the running turn's client tool calls that `pick` selects.
+    pub fn fail_client_tools(
+        &mut self,
+        pick: impl Fn(&str, &str, &str) -> bool,
+        why: &str,
+        error: &str,
+        fx: &mut Effects,
+    ) -> usize {
+        self.running()
+            .map_or(0, |t| t.fail_client_tools(pick, why, error, fx))
+    }
+
+    /// Asks the running turn's user; `None` (no response) without a turn.
+    pub fn ask_input(
+        &mut self,
+        id: &str,
+        question: Option<&str>,
+        choices: Vec<String>,
+        allow_freeform: Option<bool>,
+        fx: &mut Effects,
+    ) -> Option<oneshot::Receiver<UserInputAnswer>> {
+        let (tx, rx) = oneshot::channel();
+        let t = self.running()?;
+        t.ask_input(id, question, choices, allow_freeform, tx, fx);
+        Some(rx)
+    }
+
+    pub fn input_completed(&mut self, completed: &ChatInputCompletedAction) {
+        if let Some(t) = self.running() {
+            t.input_completed(completed);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -226,12 +364,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_waiter_sees_idle_that_comes_between_its_look_and_its_wait() {
-        let mut s = BridgedSession::new("r".into(), 0);
-        s.begin("t", "ahp-chat:/x");
+        let mut s = BridgedSession::new("r".into(), 0, false);
+        s.begin("t", "ahp-chat:/x", None);
         let mut rx = s.idle_watch();
         assert!(!*rx.borrow_and_update());
         // Idle arrives before the waiter waits: the wait still ends at once.
-        s.end_turn(TurnState::Idle { stale_idle: false });
+        s.on_event(&RuntimeEvent::Idle, &mut Effects::new("s", 0, "r"));
         tokio::time::timeout(Duration::from_secs(1), rx.wait_for(|idle| *idle))
             .await
             .expect("no lost wake-up")
@@ -240,13 +378,22 @@ mod tests {
 
     #[test]
     fn a_turn_after_an_error_expects_the_stale_idle() {
-        let mut s = BridgedSession::new("r".into(), 0);
-        s.begin("t1", "c");
-        s.end_turn(TurnState::Idle { stale_idle: true });
-        s.begin("t2", "c");
-        assert!(s.running().unwrap().stale_idle);
-        s.end_turn(TurnState::Idle { stale_idle: false });
-        s.begin("t3", "c");
-        assert!(!s.running().unwrap().stale_idle);
+        let mut s = BridgedSession::new("r".into(), 0, false);
+        let fx = &mut Effects::new("s", 0, "r");
+        s.begin("t1", "c", None);
+        let error = RuntimeEvent::Error {
+            error_type: "model".into(),
+            message: "500".into(),
+        };
+        s.on_event(&error, fx);
+        s.begin("t2", "c", None);
+        // The failed turn's late idle does not end t2.
+        s.on_event(&RuntimeEvent::Idle, fx);
+        assert_eq!(s.running_chat(), Some("c"));
+        s.on_event(&RuntimeEvent::Idle, fx);
+        assert!(s.is_idle());
+        s.begin("t3", "c", None);
+        s.on_event(&RuntimeEvent::Idle, fx);
+        assert!(s.is_idle(), "no stale idle expected after a clean end");
     }
 }

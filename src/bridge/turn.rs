@@ -1,15 +1,26 @@
-//! A turn's life: started by a client, sent to the runtime, fed by the
-//! runtime's events, ended by `session.idle`, `session.error`, a cancel, a
-//! failed send or a lost runtime; each end goes through
-//! [`BridgedSession::end_turn`], so nothing the turn waited on is left behind.
+//! One running turn and everything it waits on from clients: the runtime's
+//! permission prompts, the client tool calls, the runtime's questions. They
+//! live here and nowhere else, so they vanish with the turn; [`RunningTurn::end`]
+//! says what each left waiting needs as an answer. Pure: each operation
+//! returns the [`Effects`] it asks for.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::time::Instant;
 
-use tracing::{debug, warn};
+use ahp_types::actions::{
+    ChatInputCompletedAction, ChatInputRequestedAction, SessionInputNeededRemovedAction,
+    SessionInputNeededSetAction, StateAction,
+};
+use ahp_types::state::{
+    SessionChatInputRequest, SessionInputRequest, ToolCallResult, ToolResultContent,
+};
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
 
-use super::session::{TurnState, DRAIN_LIMIT};
-use super::Bridge;
-use crate::runtime::wire::{self, method, RuntimeEvent};
+use super::actions::{OpenTool, TurnMapper};
+use super::effects::{Effects, Mirror, RuntimeCall};
+use super::input::{chat_request, runtime_answer};
+use crate::runtime::wire::{PermissionRequest, ToolOutcome, UserInputAnswer};
 
 /// A turn to run: started by a client, or by the host from the queue.
 #[derive(Debug, Clone)]
@@ -21,157 +32,314 @@ pub struct TurnRequest {
     pub model: Option<String>,
 }
 
-impl Bridge {
-    pub(super) async fn start_turn(self: Arc<Self>, uri: String, turn: TurnRequest) {
-        let TurnRequest {
-            chat,
-            turn_id,
-            prompt,
-            model,
-        } = turn;
-        let Some((gate, mut idle)) = self
-            .sessions()
-            .get(&uri)
-            .map(|s| (s.gate.clone(), s.idle_watch()))
-        else {
-            return;
-        };
-        let _g = gate.lock().await;
-        // A cancelled turn's tail (its session.idle) must not end this one.
-        if tokio::time::timeout(DRAIN_LIMIT, idle.wait_for(|is_idle| *is_idle))
-            .await
-            .is_err()
-        {
-            warn!(session = %uri, "the runtime did not go idle after a cancel within {DRAIN_LIMIT:?}; sending anyway");
-        }
-        match self.sessions().get_mut(&uri) {
-            Some(s) => {
-                s.begin(&turn_id, &chat);
-                // Not bound yet: bind with the message's model, no switch.
-                if s.bound.is_none() && model.is_some() {
-                    s.model = model.clone();
-                }
-            }
-            None => return,
-        }
-        let sent = async {
-            let (conn, runtime_id) = self.ensure_bound(&uri).await?;
-            self.switch_model(&conn, &uri, &runtime_id, model.as_deref())
-                .await?;
-            conn.call(
-                method::SESSION_SEND,
-                wire::send_params(&runtime_id, &prompt),
-            )
-            .await
-            .map_err(|e| anyhow::anyhow!("session.send: {e}"))?;
-            // From its first message on, the runtime keeps the session on
-            // disk: from now on a restart resumes it, so the host stores it.
-            let first = self
-                .sessions()
-                .get_mut(&uri)
-                .is_some_and(|s| !std::mem::replace(&mut s.persisted, true));
-            if first {
-                if let Some(h) = self.host() {
-                    h.set_backend_ref(&uri, &runtime_id);
-                }
-            }
-            anyhow::Ok(())
-        }
-        .await;
-        if let Err(e) = sent {
-            warn!(session = %uri, "turn not started: {e:#}");
-            self.end_turn_with_error(&uri, "runtime", &format!("{e:#}"));
+/// A question of the runtime waiting for a client's answer; dropping it
+/// answers "no response", so the runtime never waits forever.
+struct PendingInput {
+    answer: oneshot::Sender<UserInputAnswer>,
+    choices: Vec<String>,
+}
+
+/// A client tool call the runtime waits on.
+struct ClientTool {
+    request_id: String,
+    owner: String,
+}
+
+pub(super) struct RunningTurn {
+    mapper: TurnMapper,
+    started: Instant,
+    pub chat: String,
+    /// The runtime has sent an event of this turn. Until then a
+    /// `session.idle` may be the stale one of a failed turn.
+    pub taken: bool,
+    /// The turn before ended by `session.error` before its idle came.
+    pub stale_idle: bool,
+    /// Permission prompts: tool call id -> runtime request id.
+    permissions: HashMap<String, String>,
+    client_tools: HashMap<String, ClientTool>,
+    /// Questions awaiting a client's answer, by AHP request id.
+    inputs: HashMap<String, PendingInput>,
+}
+
+/// The `inputNeeded` id of a tool call's mirror.
+pub(super) fn mirror_id(tool_call_id: &str) -> String {
+    format!("tool-{tool_call_id}")
+}
+
+/// Takes an entry out of the session's `inputNeeded`.
+pub(super) fn needed_removed(id: String) -> StateAction {
+    StateAction::SessionInputNeededRemoved(SessionInputNeededRemovedAction { id })
+}
+
+impl RunningTurn {
+    pub fn new(turn_id: &str, chat: &str, stale_idle: bool) -> Self {
+        Self {
+            mapper: TurnMapper::new(turn_id),
+            started: Instant::now(),
+            chat: chat.to_owned(),
+            taken: false,
+            stale_idle,
+            permissions: HashMap::new(),
+            client_tools: HashMap::new(),
+            inputs: HashMap::new(),
         }
     }
 
-    fn end_turn_with_error(&self, uri: &str, kind: &str, message: &str) {
-        let Some(e) = self
-            .sessions()
-            .get_mut(uri)
-            .map(|s| s.end_turn(TurnState::Idle { stale_idle: false }))
-        else {
-            return;
-        };
-        let chat = e
-            .turn
-            .map(|t| t.fail(kind, message))
-            .map(|(chat, actions)| {
-                self.emit(&chat, actions);
-                chat
-            });
-        self.emit(uri, e.removals);
-        if let Some(chat) = chat {
-            self.start_queued_if_idle(uri, &chat);
-        }
+    fn elapsed_ms(&self) -> i64 {
+        self.started.elapsed().as_millis() as i64
     }
 
-    /// A client cancelled the turn: nothing more is mapped into it; what the
-    /// runtime waits on is answered (denied, failed), then the runtime aborts.
-    pub(super) fn cancel_turn(&self, uri: &str) {
-        const WHY: &str = "the turn was cancelled";
-        let Some((slot, calls, e)) = self.sessions().get_mut(uri).and_then(|s| {
-            matches!(s.turn(), TurnState::Running(_)).then(|| {
-                let e = s.end_turn(TurnState::Draining);
-                (s.slot, e.runtime_answers(&s.runtime_id, WHY), e)
-            })
-        }) else {
-            return;
-        };
-        self.emit(uri, e.removals);
-        let Some(me) = self.me.upgrade() else { return };
-        tokio::spawn(async move {
-            for (m, params) in calls {
-                me.call_runtime_on(slot, m, params).await;
+    /// Maps a runtime event into the chat; whether the event ended the turn.
+    pub fn on_event(
+        &mut self,
+        event: &crate::runtime::wire::RuntimeEvent,
+        fx: &mut Effects,
+    ) -> bool {
+        let actions = self.mapper.map(event, self.elapsed_ms());
+        fx.act(&self.chat, actions);
+        self.mapper.ended
+    }
+
+    /// Ends the AHP turn; what it waited on is answered towards the runtime
+    /// unless `runtime_gone`: permissions denied, client tools failed with
+    /// `why`, questions unanswered (dropped), then the message aborted (only
+    /// when `abort`). `failure`: the turn ends with `chat/error` of that kind.
+    pub fn end(
+        mut self,
+        why: &str,
+        failure: Option<&str>,
+        answer_runtime: bool,
+        abort: bool,
+        fx: &mut Effects,
+    ) {
+        if let Some(kind) = failure {
+            let actions = self.mapper.error(kind, why, self.elapsed_ms());
+            fx.act(&self.chat, actions);
+        }
+        let waiting = self.permissions.keys().chain(self.client_tools.keys());
+        let removals: Vec<StateAction> = waiting.map(|id| needed_removed(mirror_id(id))).collect();
+        for r in removals {
+            fx.act_on_session(r);
+        }
+        if answer_runtime {
+            for request_id in self.permissions.into_values() {
+                fx.call(RuntimeCall::Permission {
+                    request_id,
+                    approved: false,
+                });
             }
+            for t in self.client_tools.into_values() {
+                let outcome = ToolOutcome::failed(why);
+                fx.call(RuntimeCall::Tool {
+                    request_id: t.request_id,
+                    outcome,
+                });
+            }
+            if abort {
+                fx.call(RuntimeCall::Abort);
+            }
+        }
+        fx.ended = Some(self.chat);
+    }
+
+    /// `permission.requested`: the call goes (back) to pending confirmation.
+    pub fn ask_permission(&mut self, p: &PermissionRequest, fx: &mut Effects) {
+        let tool_name = p.tool_name.clone().unwrap_or_else(|| p.kind.clone());
+        let tool_call_id = p
+            .tool_call_id
+            .clone()
+            .unwrap_or_else(|| p.request_id.clone());
+        let detail = p
+            .intention
+            .as_deref()
+            .or(p.full_command_text.as_deref())
+            .unwrap_or("");
+        let input = p
+            .full_command_text
+            .as_ref()
+            .map(|c| json!(c))
+            .or_else(|| p.args.clone())
+            .unwrap_or(Value::Null);
+        let message = format!("Allow {}: {detail}", p.kind);
+        let actions = self
+            .mapper
+            .ask_confirmation(&tool_call_id, &tool_name, &input, &message);
+        fx.act(&self.chat, actions);
+        self.permissions
+            .insert(tool_call_id.clone(), p.request_id.clone());
+        fx.mirrors.push(Mirror {
+            chat: self.chat.clone(),
+            tool_call_id,
+            executor: None,
         });
     }
 
-    /// A runtime event that belongs to the turn (not a tool or permission
-    /// call-back): mapped into the chat, and the turn ended by idle or error.
-    pub(super) fn turn_event(&self, uri: &str, event: &RuntimeEvent) {
-        let out = {
-            let mut sessions = self.sessions();
-            let Some(s) = sessions.get_mut(uri) else {
-                return;
-            };
-            if s.running().is_none() {
-                // Draining or idle: the runtime's idle is all that matters now.
-                if *event == RuntimeEvent::Idle {
-                    s.set_turn(TurnState::Idle { stale_idle: false });
-                } else if matches!(s.turn(), TurnState::Idle { .. }) {
-                    debug!(session = %uri, "runtime event outside a turn");
-                }
-                return;
-            }
-            let t = s.running().expect("checked above");
-            if *event == RuntimeEvent::Idle && t.stale_idle && !t.taken {
-                // The failed turn's idle, late: this turn has not begun yet.
-                t.stale_idle = false;
-                return;
-            }
-            // Events the bridge does not act on (`assistant.idle`, ...) may
-            // still be the failed turn's; only this turn's content counts.
-            if !matches!(event, RuntimeEvent::Other(_)) {
-                t.taken = true;
-            }
-            let actions = t.mapper.map(event, t.elapsed_ms());
-            let chat = t.chat.clone();
-            let ended = t.mapper.ended;
-            let removals = if ended {
-                // An error ends the runtime's work on the message too; its
-                // idle may still follow, and must not end the next turn.
-                let stale_idle = matches!(event, RuntimeEvent::Error { .. });
-                s.end_turn(TurnState::Idle { stale_idle }).removals
-            } else {
-                Vec::new()
-            };
-            (chat, actions, removals, ended)
+    /// `external_tool.requested`: a client tool call, run by `owner` when
+    /// it is still an active client, failed at once otherwise.
+    pub fn open_client_tool(
+        &mut self,
+        request_id: &str,
+        tool_call_id: &str,
+        name: &str,
+        arguments: &Value,
+        owner: Option<&str>,
+        fx: &mut Effects,
+    ) {
+        let actions = self.mapper.open_tool(OpenTool {
+            id: tool_call_id,
+            name,
+            input: arguments,
+            client: owner,
+            confirmed: true,
+            message: &format!("Running {name}"),
+        });
+        fx.act(&self.chat, actions);
+        let Some(owner) = owner else {
+            let gone = self.mapper.complete_tool(
+                tool_call_id,
+                false,
+                "the client that provides this tool is gone",
+                name,
+            );
+            fx.act(&self.chat, gone);
+            return;
         };
-        let (chat, actions, removals, ended) = out;
-        self.emit(&chat, actions);
-        self.emit(uri, removals);
-        if ended {
-            self.start_queued_if_idle(uri, &chat);
+        self.client_tools.insert(
+            tool_call_id.to_owned(),
+            ClientTool {
+                request_id: request_id.to_owned(),
+                owner: owner.to_owned(),
+            },
+        );
+        fx.mirrors.push(Mirror {
+            chat: self.chat.clone(),
+            tool_call_id: tool_call_id.to_owned(),
+            executor: Some(owner.to_owned()),
+        });
+    }
+
+    /// Whether a tool call still waits on a client (for its mirror).
+    pub fn waits_on_client(&self, tool_call_id: &str) -> bool {
+        self.permissions.contains_key(tool_call_id) || self.client_tools.contains_key(tool_call_id)
+    }
+
+    /// The owner completed its tool call in AHP: the runtime gets its result.
+    pub fn client_tool_completed(
+        &mut self,
+        tool_call_id: &str,
+        result: &ToolCallResult,
+        fx: &mut Effects,
+    ) {
+        self.mapper.mark_completed(tool_call_id);
+        let Some(t) = self.client_tools.remove(tool_call_id) else {
+            return;
+        };
+        fx.act_on_session(needed_removed(mirror_id(tool_call_id)));
+        let text = result
+            .content
+            .iter()
+            .flatten()
+            .filter_map(|c| match c {
+                ToolResultContent::Text(t) => Some(t.text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let outcome = ToolOutcome {
+            success: result.success,
+            text,
+            error: result
+                .error
+                .as_ref()
+                .and_then(|e| serde_json::to_value(e).ok()),
+        };
+        fx.call(RuntimeCall::Tool {
+            request_id: t.request_id,
+            outcome,
+        });
+    }
+
+    /// A client approved or denied a permission prompt.
+    pub fn confirmed(&mut self, tool_call_id: &str, approved: bool, fx: &mut Effects) {
+        if !approved {
+            // A denied call is cancelled in AHP: the runtime's failure event must not complete it.
+            self.mapper.mark_completed(tool_call_id);
+        }
+        let Some(request_id) = self.permissions.remove(tool_call_id) else {
+            return;
+        };
+        fx.act_on_session(needed_removed(mirror_id(tool_call_id)));
+        fx.call(RuntimeCall::Permission {
+            request_id,
+            approved,
+        });
+    }
+
+    /// Fails the client tool calls `pick` selects (tool call id, runtime
+    /// request id, owner), in AHP and towards the runtime; how many.
+    pub fn fail_client_tools(
+        &mut self,
+        pick: impl Fn(&str, &str, &str) -> bool,
+        why: &str,
+        error: &str,
+        fx: &mut Effects,
+    ) -> usize {
+        let gone: Vec<String> = self
+            .client_tools
+            .iter()
+            .filter(|(id, t)| pick(id, &t.request_id, &t.owner))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in &gone {
+            let Some(t) = self.client_tools.remove(id) else {
+                continue;
+            };
+            let actions = self.mapper.complete_tool(id, false, why, "tool");
+            fx.act(&self.chat, actions);
+            fx.act_on_session(needed_removed(mirror_id(id)));
+            let outcome = ToolOutcome {
+                error: Some(json!(error)),
+                ..ToolOutcome::failed(why)
+            };
+            fx.call(RuntimeCall::Tool {
+                request_id: t.request_id,
+                outcome,
+            });
+        }
+        gone.len()
+    }
+
+    /// The runtime asks the user: an input request in the chat, mirrored in
+    /// the session's `inputNeeded`; `answer` gets the client's answer.
+    pub fn ask_input(
+        &mut self,
+        id: &str,
+        question: Option<&str>,
+        choices: Vec<String>,
+        allow_freeform: Option<bool>,
+        answer: oneshot::Sender<UserInputAnswer>,
+        fx: &mut Effects,
+    ) {
+        let request = chat_request(id, question, &choices, allow_freeform);
+        let requested = ChatInputRequestedAction {
+            request: request.clone(),
+        };
+        fx.act(&self.chat, [StateAction::ChatInputRequested(requested)]);
+        let needed = SessionInputRequest::ChatInput(SessionChatInputRequest {
+            id: id.to_owned(),
+            chat: self.chat.clone(),
+            request,
+        });
+        let set = SessionInputNeededSetAction { request: needed };
+        fx.act_on_session(StateAction::SessionInputNeededSet(Box::new(set)));
+        self.inputs
+            .insert(id.to_owned(), PendingInput { answer, choices });
+    }
+
+    /// A client answered (or declined) a question of the runtime.
+    pub fn input_completed(&mut self, completed: &ChatInputCompletedAction) {
+        if let Some(p) = self.inputs.remove(&completed.request_id) {
+            let _ = p.answer.send(runtime_answer(completed, &p.choices));
         }
     }
 }

@@ -1,0 +1,194 @@
+//! Principals: who a connection is (from the token of its upgrade request)
+//! and what it may do (its roles, its section allow-list, which sessions it
+//! sees). The rules that use them are in [`super::access`].
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use crate::config::{Config, Role, Visibility, TOKEN_PRINCIPAL};
+
+/// A principal may not do something; says which role it lacks and for what.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Denied(pub String);
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub name: String,
+    roles: BTreeSet<Role>,
+    /// With `transform`: the only sections it may transform (`None`: any).
+    sections: Option<BTreeSet<String>>,
+    /// Sees every session, not only its own.
+    sees_all: bool,
+}
+
+impl Principal {
+    /// Everyone, when no authentication is configured (loopback only).
+    pub fn local() -> Self {
+        Self {
+            name: "local".into(),
+            roles: Role::ALL.into_iter().collect(),
+            sections: None,
+            sees_all: true,
+        }
+    }
+
+    pub fn new(
+        name: &str,
+        roles: &[Role],
+        sections: Option<&[String]>,
+        visibility: Visibility,
+    ) -> Self {
+        let roles: BTreeSet<Role> = roles.iter().copied().collect();
+        Self {
+            name: name.to_owned(),
+            sees_all: visibility == Visibility::All || roles.contains(&Role::Admin),
+            roles,
+            sections: sections.map(|s| s.iter().cloned().collect()),
+        }
+    }
+
+    pub fn has(&self, role: Role) -> bool {
+        self.roles.contains(&role)
+    }
+
+    /// `Ok` with the role, or the refusal that names what is missing.
+    pub fn require(&self, role: Role, to: &str) -> Result<(), Denied> {
+        if self.has(role) {
+            Ok(())
+        } else {
+            Err(Denied(format!(
+                "principal {:?} lacks the `{}` role needed to {to}",
+                self.name,
+                role.as_str()
+            )))
+        }
+    }
+
+    pub fn sees(&self, owner: &str) -> bool {
+        self.sees_all || owner == self.name
+    }
+
+    pub fn is_admin(&self) -> bool {
+        self.has(Role::Admin)
+    }
+
+    /// The sections it may transform: `None` for any (policy still applies),
+    /// an empty set without the `transform` role.
+    pub fn transform_sections(&self) -> Option<BTreeSet<String>> {
+        if !self.has(Role::Transform) {
+            return Some(BTreeSet::new());
+        }
+        self.sections.clone()
+    }
+}
+
+/// Every principal a token can name.
+pub struct Principals {
+    by_digest: Vec<([u8; 32], Arc<Principal>)>,
+}
+
+fn digest(token: &str) -> [u8; 32] {
+    Sha256::digest(token.as_bytes()).into()
+}
+
+impl Principals {
+    /// From `[[principals]]` and `[server] token` (one principal, every role).
+    /// Tokens from the environment are read now.
+    pub fn from_config(cfg: &Config) -> Self {
+        let server_visibility = cfg.server.session_visibility;
+        let mut by_digest = Vec::new();
+        if let Some(t) = &cfg.server.token {
+            let p = Principal::new(TOKEN_PRINCIPAL, &Role::ALL, None, server_visibility);
+            by_digest.push((digest(t), Arc::new(p)));
+        }
+        for p in &cfg.principals {
+            let d = match (&p.token_env, &p.token_sha256) {
+                (Some(var), _) => match std::env::var(var) {
+                    Ok(t) => digest(&t),
+                    Err(_) => continue, // validation refused this config already
+                },
+                (None, Some(hex_digest)) => {
+                    let mut d = [0u8; 32];
+                    if hex::decode_to_slice(hex_digest, &mut d).is_err() {
+                        continue;
+                    }
+                    d
+                }
+                (None, None) => continue,
+            };
+            let visibility = p.session_visibility.unwrap_or(server_visibility);
+            let principal = Principal::new(&p.name, &p.roles, p.sections.as_deref(), visibility);
+            by_digest.push((d, Arc::new(principal)));
+        }
+        Self { by_digest }
+    }
+
+    pub fn auth_required(&self) -> bool {
+        !self.by_digest.is_empty()
+    }
+
+    /// The principal a token names. Digests are compared in constant time,
+    /// each against every principal, so timing tells nothing.
+    pub fn authenticate(&self, token: Option<&str>) -> Option<Arc<Principal>> {
+        if !self.auth_required() {
+            return Some(Arc::new(Principal::local()));
+        }
+        let given = digest(token?);
+        let mut found = None;
+        for (d, p) in &self.by_digest {
+            let diff = d.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b));
+            if diff == 0 {
+                found = Some(p.clone());
+            }
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::PrincipalConfig;
+
+    #[test]
+    fn tokens_name_principals_and_roles_limit_them() {
+        let mut cfg = Config::default();
+        cfg.server.token = Some("0123456789abcdef-server".into());
+        cfg.principals.push(PrincipalConfig {
+            name: "policy".into(),
+            token_env: None,
+            token_sha256: Some(hex::encode(digest("0123456789abcdef-policy"))),
+            roles: vec![Role::Transform],
+            sections: Some(vec!["tone".into()]),
+            session_visibility: Some(Visibility::All),
+        });
+        let ps = Principals::from_config(&cfg);
+        assert!(ps.auth_required());
+        assert!(ps.authenticate(None).is_none());
+        assert!(ps.authenticate(Some("wrong-token-0123456")).is_none());
+        let server = ps.authenticate(Some("0123456789abcdef-server")).unwrap();
+        assert_eq!(server.name, TOKEN_PRINCIPAL);
+        assert!(Role::ALL.iter().all(|r| server.has(*r)));
+        assert!(server.sees("someone"), "every role, admin included");
+        let policy = ps.authenticate(Some("0123456789abcdef-policy")).unwrap();
+        assert!(policy.sees("someone"));
+        let e = policy
+            .require(Role::Participate, "start a turn")
+            .unwrap_err()
+            .0;
+        assert!(
+            e.contains("`participate`") && e.contains("\"policy\""),
+            "{e}"
+        );
+        assert_eq!(
+            policy.transform_sections(),
+            Some(["tone".to_string()].into())
+        );
+        // No credentials configured: one local principal that may do everything.
+        let open = Principals::from_config(&Config::default());
+        assert_eq!(open.authenticate(None).unwrap().name, "local");
+    }
+}

@@ -1,0 +1,42 @@
+//! Tokens clients gave with `authenticate`, by principal: kept in memory
+//! only, never logged, for the agent to use on that principal's sessions.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use serde_json::{json, Value};
+
+use crate::config::Config;
+
+/// The resource the runtime's GitHub sign-in needs.
+pub const GITHUB_RESOURCE: &str = "https://api.github.com";
+
+/// What the root state advertises: GitHub when the runtime signs in there
+/// (no `[runtime.provider]`), nothing with a provider of the operator's.
+pub fn protected_resources(cfg: &Config) -> Option<Value> {
+    cfg.runtime.provider.is_none().then(|| {
+        json!([{
+            "resource": GITHUB_RESOURCE,
+            "resource_name": "GitHub Copilot",
+            "authorization_servers": ["https://github.com/login/oauth"],
+            "scopes_supported": ["read:user", "user:email"],
+            "required": true,
+        }])
+    })
+}
+
+/// Tokens by principal name. Not `Debug`: a token must never reach a log.
+#[derive(Default)]
+pub struct Tokens(Mutex<HashMap<String, String>>);
+
+impl Tokens {
+    pub fn set(&self, principal: &str, token: &str) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.insert(principal.to_owned(), token.to_owned());
+    }
+
+    pub fn get(&self, principal: &str) -> Option<String> {
+        let g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.get(principal).cloned()
+    }
+}

@@ -1,0 +1,62 @@
+//! The handshake: `initialize` (negotiate, bind the clientId, initial
+//! subscriptions) and `reconnect` (rebind, then replay or snapshots).
+
+use ahp_types::commands::{InitializeParams, ReconnectParams};
+use serde_json::{json, Value};
+use tracing::info;
+
+use crate::ahp::extension;
+use crate::ahp::files::completions::COMPLETION_TRIGGER;
+use crate::ahp::host::api::Reconnected;
+use crate::ahp::host::clients::ConnId;
+use crate::ahp::host::Host;
+use crate::ahp::protocol::errors::AhpError;
+use crate::ahp::protocol::uri::file_uri_of;
+use crate::ahp::protocol::versions::{negotiate, IMPLEMENTED_VERSIONS};
+use crate::jsonrpc::{ErrorCode, RpcError};
+
+pub fn initialize(host: &Host, conn: ConnId, p: InitializeParams) -> Result<Value, RpcError> {
+    let chosen = negotiate(&p.protocol_versions).ok_or_else(|| {
+        RpcError::new(
+            AhpError::UnsupportedProtocolVersion,
+            "no supported protocol version offered",
+        )
+        .with_data(json!({"supportedVersions": IMPLEMENTED_VERSIONS}))
+    })?;
+    let initial = p.initial_subscriptions.unwrap_or_default();
+    let (seq, snapshots) = host.bind_client(conn, &p.client_id, initial)?;
+    info!(client_id = ?p.client_id, protocol = %chosen, "client initialized");
+    let mut result = json!({
+        "protocolVersion": chosen,
+        "serverSeq": seq,
+        "serverInfo": {"name": "ahp-copilot-bridge", "version": env!("CARGO_PKG_VERSION"), "title": "AHP bridge for GitHub Copilot"},
+        "snapshots": snapshots,
+        "_meta": extension::advertisement(),
+        "completionTriggerCharacters": [COMPLETION_TRIGGER],
+    });
+    if let Some(dir) = &host.config().runtime.working_directory {
+        result["defaultDirectory"] = json!(file_uri_of(dir));
+    }
+    Ok(result)
+}
+
+pub fn reconnect(host: &Host, conn: ConnId, p: ReconnectParams) -> Result<Value, RpcError> {
+    let last = u64::try_from(p.last_seen_server_seq).map_err(|_| {
+        RpcError::new(
+            ErrorCode::InvalidParams,
+            "field `lastSeenServerSeq` must be a non-negative integer",
+        )
+    })?;
+    Ok(
+        match host.rebind_client(conn, &p.client_id, last, p.subscriptions)? {
+            Reconnected::Replay { actions, missing } => {
+                info!(client_id = ?p.client_id, replayed = actions.len(), "client reconnected by replay");
+                json!({"type": "replay", "actions": actions, "missing": missing})
+            }
+            Reconnected::Snapshot { snapshots } => {
+                info!(client_id = ?p.client_id, "client reconnected by snapshot");
+                json!({"type": "snapshot", "snapshots": snapshots})
+            }
+        },
+    )
+}

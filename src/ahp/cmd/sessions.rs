@@ -1,0 +1,117 @@
+//! `createSession`: every field checked before the session exists (its
+//! URI, provider, working directories, config, the creator's own
+//! active-client entry and the role its opt-in needs), then handed to the
+//! host whole. `disposeSession` is the host's `remove_session`.
+
+use std::sync::Arc;
+
+use ahp_types::actions::{SessionActiveClientSetAction, StateAction};
+use ahp_types::state::{ChatState, SessionState};
+use serde_json::{json, Value};
+use tracing::info;
+
+use super::session_config;
+use crate::ahp::auth::access::check_action;
+use crate::ahp::auth::Principal;
+use crate::ahp::host::clients::ConnId;
+use crate::ahp::host::sessions::PROVIDER;
+use crate::ahp::host::{Host, NewSession};
+use crate::ahp::protocol::actions::Action;
+use crate::ahp::protocol::errors::AhpError;
+use crate::ahp::protocol::params::CreateSession;
+use crate::ahp::protocol::uri::{chat_uri_of, local_path, session_id_of};
+use crate::jsonrpc::{ErrorCode, RpcError};
+
+fn invalid(why: impl Into<String>) -> RpcError {
+    RpcError::new(ErrorCode::InvalidParams, why)
+}
+
+pub fn create(
+    host: &Arc<Host>,
+    conn: ConnId,
+    principal: &Principal,
+    c: CreateSession,
+) -> Result<Value, RpcError> {
+    let id = session_id_of(&c.channel).ok_or_else(|| {
+        invalid("field `channel` must be `ahp-session:/<id>` with an id of letters, digits, `-`, `_` or `.`")
+    })?;
+    if let Some(p) = c.provider.as_deref().filter(|p| *p != PROVIDER) {
+        return Err(RpcError::new(
+            AhpError::ProviderNotFound,
+            format!("unknown provider {p:?}; this host has {PROVIDER:?}"),
+        ));
+    }
+    if c.fork.is_some() {
+        return Err(invalid(
+            "field `fork`: this host cannot fork a session (its runtime sessions have no fork); create it without `fork`",
+        ));
+    }
+    let dirs = c.working_directories.unwrap_or_default();
+    for (i, d) in dirs.iter().enumerate() {
+        local_path(d).map_err(|e| invalid(format!("field `workingDirectories[{i}]`: {e}")))?;
+    }
+    let active = own_entry(host, conn, principal, c.active_client, c.opt_in)?;
+    let config = session_config::initial_state(host, c.config.map(Value::Object).as_ref())?;
+    let new = new_session(&c.channel, id, principal, dirs, config)?;
+    host.add_session(conn, new, active)?;
+    info!(session = %c.channel, principal = %principal.name, "session created");
+    Ok(json!({}))
+}
+
+/// The creator's own active-client entry (`createSession.activeClient`), as
+/// the `session/activeClientSet` it stands for, checked like one.
+fn own_entry(
+    host: &Host,
+    conn: ConnId,
+    principal: &Principal,
+    entry: Option<ahp_types::state::SessionActiveClient>,
+    opt_in: Option<crate::ahp::extension::TransformOptIn>,
+) -> Result<Option<Action>, RpcError> {
+    let Some(entry) = entry else {
+        return Ok(None);
+    };
+    if Some(entry.client_id.as_str()) != host.client_id_of(conn).as_deref() {
+        return Err(invalid(
+            "field `activeClient.clientId` must be the caller's own clientId",
+        ));
+    }
+    let set = Action {
+        action: StateAction::SessionActiveClientSet(SessionActiveClientSetAction {
+            active_client: entry,
+        }),
+        opt_in,
+    };
+    check_action(principal, &set)
+        .map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))?;
+    Ok(Some(set))
+}
+
+/// The state a session starts with: `creating`, one chat (its default).
+fn new_session(
+    uri: &str,
+    id: &str,
+    principal: &Principal,
+    dirs: Vec<String>,
+    config: Value,
+) -> Result<NewSession, RpcError> {
+    let chat = chat_uri_of(id);
+    let now = jiff::Timestamp::now().to_string();
+    let state: SessionState = serde_json::from_value(json!({
+        "provider": PROVIDER, "title": "New session", "status": 1, "lifecycle": "creating",
+        "activeClients": [], "chats": [{"resource": chat, "title": "Chat", "status": 1, "modifiedAt": now}],
+        "defaultChat": chat, "workingDirectories": dirs, "config": config,
+    }))
+    .map_err(|e| RpcError::new(ErrorCode::InternalError, format!("new session: {e}")))?;
+    let chat: ChatState = serde_json::from_value(
+        json!({"resource": chat, "title": "Chat", "status": 1, "modifiedAt": now, "turns": []}),
+    )
+    .map_err(|e| RpcError::new(ErrorCode::InternalError, format!("new chat: {e}")))?;
+    Ok(NewSession {
+        uri: uri.to_owned(),
+        owner: principal.name.clone(),
+        state,
+        chat,
+        created_at: now.clone(),
+        modified_at: now,
+    })
+}

@@ -1,0 +1,574 @@
+//! The host's operations: what the commands (`super::super::cmd`) and the
+//! backend ask of it. Each takes the lock once, asks the owning parts, and
+//! changes state only through them and the action path of [`super`].
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use ahp_types::actions::{
+    ChatPendingMessageRemovedAction, ChatTurnStartedAction, RootActiveSessionsChangedAction,
+    SessionActiveClientRemovedAction, StateAction,
+};
+use ahp_types::state::{PendingMessageKind, ToolCallState};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use super::clients::ConnId;
+use super::outbound::{Outbound, OutboundQueue};
+use super::sessions::{now_iso, NewSession};
+use super::{Host, State};
+use crate::ahp::auth::Principal;
+use crate::ahp::backend::{ActiveClientView, QueuedTurn};
+use crate::ahp::protocol::actions::Action;
+use crate::ahp::protocol::errors::AhpError;
+use crate::ahp::protocol::uri::{channel_kind, local_path, ChannelKind, ROOT_URI};
+use crate::jsonrpc::{ErrorCode, Peer, RpcError};
+use crate::store::Store;
+
+/// A registered connection: its id, its peer for host -> client calls, its
+/// outbound queue and the receiving end the writer drains.
+pub struct Connected {
+    pub conn: ConnId,
+    pub peer: Arc<Peer>,
+    pub out: Outbound,
+    pub queue: OutboundQueue,
+}
+
+/// How a `reconnect` is answered.
+pub enum Reconnected {
+    /// Every action since the client's last one, on the channels it kept.
+    Replay {
+        actions: Vec<Value>,
+        missing: Vec<String>,
+    },
+    /// Too far behind (or an earlier instance's number): fresh snapshots.
+    Snapshot { snapshots: Vec<Value> },
+}
+
+fn not_found(what: impl std::fmt::Display) -> RpcError {
+    RpcError::new(
+        AhpError::SessionNotFound,
+        format!("no such channel: {what}"),
+    )
+}
+
+impl Host {
+    // ── connections ──────────────────────────────────────────────────────
+
+    /// Registers a new connection of `principal`; `kill` drops it at once
+    /// (a client that does not read).
+    pub fn connect(&self, kill: CancellationToken, principal: Arc<Principal>) -> Connected {
+        let mut st = self.lock();
+        let server = &self.cfg.server;
+        let id = st.clients.next_id();
+        let (out, queue) =
+            Outbound::new(server.outbound_queue, server.outbound_queue_bytes, kill, id);
+        let o = out.clone();
+        let peer = Peer::new(move |msg| o.send(msg.to_string()));
+        let conn = st.clients.add(principal, out.clone(), peer.clone());
+        self.connections.send_replace(st.clients.len());
+        Connected {
+            conn,
+            peer,
+            out,
+            queue,
+        }
+    }
+
+    /// Returns once no connection is open (after a shutdown closed them).
+    pub async fn all_disconnected(&self) {
+        let mut rx = self.connections.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+
+    /// A connection ended: its pending host -> client requests fail now, and
+    /// its active-client entries are removed after the grace period unless
+    /// the client comes back.
+    pub fn disconnect(self: &Arc<Self>, conn: ConnId) {
+        let left = {
+            let mut st = self.lock();
+            let left = st.clients.remove(conn);
+            self.connections.send_replace(st.clients.len());
+            left
+        };
+        let Some(left) = left else { return };
+        let grace = self.cfg.server.client_grace;
+        info!(client_id = ?left.client_id, "client disconnected; grace period {grace:?}");
+        let host = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(grace).await;
+            host.grace_expired(&left.client_id, left.generation);
+            host.grace_timers_fired.fetch_add(1, Ordering::Release);
+        });
+    }
+
+    /// How many grace timers have run out (whether or not they removed anyone).
+    pub fn grace_timers_fired(&self) -> u64 {
+        self.grace_timers_fired.load(Ordering::Acquire)
+    }
+
+    /// The grace ran out: the client leaves every session, and its id is
+    /// free again (for any principal).
+    fn grace_expired(&self, client: &str, generation: u64) {
+        let sessions: Vec<String> = {
+            let mut st = self.lock();
+            if !st.clients.expire(client, generation) {
+                return;
+            }
+            st.sessions
+                .uris()
+                .filter(|u| is_active(&st, u, client))
+                .map(String::from)
+                .collect()
+        };
+        for s in sessions {
+            info!(client_id = ?client, session = %s, "grace period over; removing active client");
+            let _ = self.dispatch(&s, removal(client));
+        }
+    }
+
+    /// `unsubscribe`: an active client that stops watching its session is no
+    /// longer active there.
+    pub fn unsubscribe(&self, conn: ConnId, uri: &str) {
+        let client = {
+            let mut st = self.lock();
+            st.clients.unsubscribe(conn, uri);
+            match st.clients.client_id(conn).map(String::from) {
+                Some(c) if is_active(&st, uri, &c) => c,
+                _ => return,
+            }
+        };
+        let _ = self.dispatch(uri, removal(&client));
+    }
+
+    /// The connection a client id is bound to now, if it is connected.
+    pub fn client_peer(&self, client_id: &str) -> Option<Arc<Peer>> {
+        self.lock().clients.peer_of_client(client_id).cloned()
+    }
+
+    pub fn is_connected(&self, client_id: &str) -> bool {
+        self.client_peer(client_id).is_some()
+    }
+
+    pub fn client_id_of(&self, conn: ConnId) -> Option<String> {
+        self.lock().clients.client_id(conn).map(String::from)
+    }
+
+    // ── the handshake and subscriptions ──────────────────────────────────
+
+    /// Binds `client_id` to `conn` and subscribes it to `initial`, all or
+    /// nothing: a failed initialize leaves the id unbound and nothing
+    /// subscribed. Returns the `serverSeq` and the snapshots.
+    pub fn bind_client(
+        &self,
+        conn: ConnId,
+        client_id: &str,
+        initial: Vec<String>,
+    ) -> Result<(u64, Vec<Value>), RpcError> {
+        let mut st = self.lock();
+        st.clients.check_bind(conn, client_id)?;
+        let snapshots = self.subscribable(&st, conn, &initial)?;
+        st.clients.bind(conn, client_id);
+        st.clients.subscribe(conn, initial);
+        Ok((st.log.current(), snapshots))
+    }
+
+    /// Rebinds `client_id` to `conn` and answers with a replay of what it
+    /// missed on the channels it still may see, or with snapshots.
+    pub fn rebind_client(
+        &self,
+        conn: ConnId,
+        client_id: &str,
+        last_seen: u64,
+        subs: Vec<String>,
+    ) -> Result<Reconnected, RpcError> {
+        let mut st = self.lock();
+        st.clients.check_bind(conn, client_id)?;
+        st.clients.bind(conn, client_id);
+        let principal = st.clients.principal(conn).cloned();
+        let (mut live, mut missing) = (Vec::new(), Vec::new());
+        for uri in subs {
+            let visible = principal
+                .as_ref()
+                .is_some_and(|p| st.sessions.visible(p, &uri) && self.exists(&st, &uri));
+            if visible && live.len() < self.cfg.server.max_subscriptions {
+                live.push(uri);
+            } else {
+                missing.push(uri);
+            }
+        }
+        let channels: HashSet<&str> = live.iter().map(String::as_str).collect();
+        let answer = match st.log.since(last_seen, &channels) {
+            Some(actions) => Reconnected::Replay { actions, missing },
+            None => Reconnected::Snapshot {
+                snapshots: live
+                    .iter()
+                    .filter_map(|u| self.snapshot_locked(&st, u))
+                    .collect(),
+            },
+        };
+        st.clients.subscribe(conn, live);
+        Ok(answer)
+    }
+
+    fn exists(&self, st: &State, uri: &str) -> bool {
+        uri == ROOT_URI || st.sessions.session_of(uri).is_some()
+    }
+
+    pub fn subscribe(&self, conn: ConnId, uri: &str) -> Result<Value, RpcError> {
+        let mut st = self.lock();
+        let snap = self.subscribable(&st, conn, &[uri.to_owned()])?.remove(0);
+        st.clients.subscribe(conn, [uri.to_owned()]);
+        Ok(snap)
+    }
+
+    /// The snapshots of `uris` if `conn` may subscribe to every one of them
+    /// (each exists and is visible to its principal, and the subscription
+    /// limit holds); changes nothing.
+    fn subscribable(
+        &self,
+        st: &State,
+        conn: ConnId,
+        uris: &[String],
+    ) -> Result<Vec<Value>, RpcError> {
+        let closed = || RpcError::new(ErrorCode::InvalidRequest, "connection closed");
+        let (held, new) = st
+            .clients
+            .new_subscriptions(conn, uris)
+            .ok_or_else(closed)?;
+        let max = self.cfg.server.max_subscriptions;
+        if held + new > max {
+            return Err(RpcError::new(
+                ErrorCode::InvalidRequest,
+                format!("at most {max} subscriptions per connection"),
+            ));
+        }
+        let principal = st.clients.principal(conn).ok_or_else(closed)?;
+        uris.iter()
+            .map(|uri| {
+                st.sessions
+                    .visible(principal, uri)
+                    .then(|| self.snapshot_locked(st, uri))
+                    .flatten()
+                    .ok_or_else(|| not_found(format_args!("{uri:?}")))
+            })
+            .collect()
+    }
+
+    /// A snapshot `{resource, state, fromSeq}` with extension fields restored.
+    pub fn snapshot(&self, uri: &str) -> Option<Value> {
+        let st = self.lock();
+        self.snapshot_locked(&st, uri)
+    }
+
+    fn snapshot_locked(&self, st: &State, uri: &str) -> Option<Value> {
+        let state = st.sessions.snapshot_state(uri, &self.hidden_sections())?;
+        Some(json!({"resource": uri, "state": state, "fromSeq": st.log.current()}))
+    }
+
+    // ── sessions ─────────────────────────────────────────────────────────
+
+    /// Adds a session checked by `createSession`: its creator watches it from
+    /// the start, the root hears of it, `active` (the creator's own entry)
+    /// is set, and the backend is told.
+    pub fn add_session(
+        &self,
+        conn: ConnId,
+        new: NewSession,
+        active: Option<Action>,
+    ) -> Result<(), RpcError> {
+        let (uri, owner) = (new.uri.clone(), new.owner.clone());
+        {
+            let mut st = self.lock();
+            if st.sessions.insert(new).is_err() {
+                return Err(RpcError::new(
+                    AhpError::SessionAlreadyExists,
+                    format!("session {uri} already exists"),
+                ));
+            }
+            let room = st
+                .clients
+                .new_subscriptions(conn, &[])
+                .is_some_and(|(held, _)| held < self.cfg.server.max_subscriptions);
+            if room {
+                st.clients.subscribe(conn, [uri.clone()]);
+            }
+            let summary = st.sessions.summary(&uri);
+            self.notify_root(
+                &st,
+                &owner,
+                "root/sessionAdded",
+                json!({"channel": ROOT_URI, "summary": summary}),
+            );
+        }
+        self.update_active_sessions();
+        if let Some(set) = active {
+            let _ = self.dispatch(&uri, set);
+        }
+        if let Some(b) = self.backend() {
+            b.session_created(&uri);
+        }
+        Ok(())
+    }
+
+    /// `disposeSession`: its owner, or an admin, removes it.
+    pub fn remove_session(&self, principal: &Principal, uri: &str) -> Result<(), RpcError> {
+        {
+            let mut st = self.lock();
+            let owner = match st.sessions.owner(uri) {
+                Some(o) if principal.sees(o) => o.to_owned(),
+                _ => return Err(not_found(format_args!("{uri:?}"))),
+            };
+            if owner != principal.name && !principal.is_admin() {
+                return Err(RpcError::new(
+                    AhpError::PermissionDenied,
+                    format!("principal {:?} may dispose only its own sessions; another's needs the `admin` role", principal.name),
+                ));
+            }
+            let Some((_, chat)) = st.sessions.remove(uri) else {
+                return Err(not_found(format_args!("{uri:?}")));
+            };
+            st.clients.forget_channel(uri);
+            st.clients.forget_channel(&chat);
+            self.durable.forget(uri);
+            self.notify_root(
+                &st,
+                &owner,
+                "root/sessionRemoved",
+                json!({"channel": ROOT_URI, "session": uri}),
+            );
+        }
+        info!(session = %uri, principal = %principal.name, "session disposed");
+        self.update_active_sessions();
+        if let Some(b) = self.backend() {
+            b.session_disposed(uri);
+        }
+        Ok(())
+    }
+
+    fn update_active_sessions(&self) {
+        let n = self.lock().sessions.len() as i64;
+        let changed = RootActiveSessionsChangedAction { active_sessions: n };
+        let _ = self.dispatch(ROOT_URI, StateAction::RootActiveSessionsChanged(changed));
+    }
+
+    /// The summaries of the sessions `principal` sees, with when each changed.
+    pub fn visible_sessions(&self, principal: &Principal) -> Vec<(String, String, Value)> {
+        let st = self.lock();
+        st.sessions
+            .visible_to(principal)
+            .filter_map(|(uri, modified)| {
+                let summary = st.sessions.summary(uri)?;
+                Some((uri.to_owned(), modified.to_owned(), summary))
+            })
+            .collect()
+    }
+
+    /// Whether `chat` exists and `principal` sees it.
+    pub fn chat_visible(&self, principal: &Principal, chat: &str) -> bool {
+        let st = self.lock();
+        st.sessions.has_chat(chat) && st.sessions.visible(principal, chat)
+    }
+
+    /// The directories `principal` may read through `channel` (see
+    /// `Sessions::readable_dirs`).
+    pub fn readable_dirs(
+        &self,
+        principal: &Principal,
+        channel: &str,
+    ) -> Result<Vec<PathBuf>, RpcError> {
+        if channel_kind(channel) == ChannelKind::Other {
+            return Err(RpcError::new(
+                ErrorCode::InvalidParams,
+                "field `channel` must be ahp-root://, a session or a chat",
+            ));
+        }
+        let default = self.cfg.runtime.working_directory.as_deref();
+        let st = self.lock();
+        st.sessions
+            .readable_dirs(principal, channel, default)
+            .ok_or_else(|| not_found(format_args!("{channel:?}")))
+    }
+
+    // ── for the backend ──────────────────────────────────────────────────
+
+    /// The session's first working directory, as a local path.
+    pub fn working_directory(&self, session: &str) -> Option<PathBuf> {
+        let st = self.lock();
+        let first = st
+            .sessions
+            .state(session)?
+            .working_directories
+            .as_ref()?
+            .first()?
+            .clone();
+        local_path(&first).ok()
+    }
+
+    /// The session's active clients in order, with their tools and opt-ins.
+    pub fn active_clients(&self, session: &str) -> Vec<ActiveClientView> {
+        let st = self.lock();
+        let Some(state) = st.sessions.state(session) else {
+            return vec![];
+        };
+        state
+            .active_clients
+            .iter()
+            .map(|c| ActiveClientView {
+                transform_sections: st
+                    .clients
+                    .principal_of_client(&c.client_id)
+                    .map_or(Some(Default::default()), |p| p.transform_sections()),
+                client_id: c.client_id.clone(),
+                tools: c.tools.clone(),
+                opt_in: st
+                    .sessions
+                    .opt_in(session, &c.client_id)
+                    .map(|o| o.sections.clone())
+                    .unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// The running turn's id and tool call `tool_call_id` in `chat`, as the state has it now.
+    pub fn tool_call(&self, chat: &str, tool_call_id: &str) -> Option<(String, ToolCallState)> {
+        let st = self.lock();
+        let (turn, call) = st.sessions.tool_call(chat, tool_call_id)?;
+        Some((turn.to_owned(), call.clone()))
+    }
+
+    /// Starts the first queued message of `chat` as a turn, if the chat has
+    /// no active turn: `chat/pendingMessageRemoved`, then `chat/turnStarted`
+    /// with its `queuedMessageId`, under one lock, so two consumers cannot
+    /// both take it. `None` when nothing is queued or a turn runs.
+    pub fn start_next_queued(&self, chat: &str) -> Option<QueuedTurn> {
+        let mut st = self.lock();
+        let q = st.sessions.next_queued(chat)?.clone();
+        let turn_id = uuid::Uuid::new_v4().to_string();
+        let removed = StateAction::ChatPendingMessageRemoved(ChatPendingMessageRemovedAction {
+            kind: PendingMessageKind::Queued,
+            id: q.id.clone(),
+        });
+        let started = StateAction::ChatTurnStarted(ChatTurnStartedAction {
+            turn_id: turn_id.clone(),
+            started_at: now_iso(),
+            message: q.message.clone(),
+            queued_message_id: Some(q.id),
+            meta: None,
+        });
+        self.apply_all(&mut st, chat, [removed, started])?;
+        Some(QueuedTurn {
+            turn_id,
+            text: q.message.text,
+            model: q.message.model.map(|m| m.id),
+        })
+    }
+
+    /// Takes the steering message of `chat` out of the state; its text.
+    pub fn take_steering(&self, chat: &str) -> Option<String> {
+        let mut st = self.lock();
+        let m = st.sessions.chat(chat)?.steering_message.clone()?;
+        let removed = StateAction::ChatPendingMessageRemoved(ChatPendingMessageRemovedAction {
+            kind: PendingMessageKind::Steering,
+            id: m.id,
+        });
+        self.apply_all(&mut st, chat, [removed])?;
+        Some(m.message.text)
+    }
+
+    /// Applies and commits host actions on one channel, in order, under the
+    /// lock the caller holds, stopping at the first the reducer refuses.
+    fn apply_all<const N: usize>(
+        &self,
+        st: &mut State,
+        channel: &str,
+        actions: [StateAction; N],
+    ) -> Option<()> {
+        for a in actions {
+            let a = Action::from(a);
+            if let Err(e) = st.sessions.apply(channel, &a) {
+                warn!(channel, "pending message not consumed: {e}");
+                return None;
+            }
+            self.commit(st, channel, &a, None);
+        }
+        Some(())
+    }
+
+    /// The model a session's turns use unless a message chooses another.
+    pub fn session_model(&self, uri: &str) -> Option<String> {
+        let st = self.lock();
+        let config = st.sessions.state(uri)?.config.as_ref()?;
+        config
+            .values
+            .get(super::sessions::MODEL_SETTING)?
+            .as_str()
+            .map(String::from)
+    }
+
+    /// The GitHub token the owner of `session` gave, if any.
+    pub fn github_token_for(&self, session: &str) -> Option<String> {
+        let owner = self.lock().sessions.owner(session)?.to_owned();
+        self.tokens.get(&owner)
+    }
+
+    /// `principal` gave a runtime token: the backend hands it on.
+    pub fn authenticated(&self, principal: &str) {
+        if let Some(b) = self.backend() {
+            b.authenticated(principal);
+        }
+    }
+
+    /// The sessions `principal` created.
+    pub fn sessions_owned_by(&self, principal: &str) -> Vec<String> {
+        self.lock().sessions.owned_by(principal)
+    }
+
+    /// Records what the backend needs to find a session again.
+    pub fn set_backend_ref(&self, session: &str, backend_ref: &str) {
+        let st = self.lock();
+        self.durable.save(&st.sessions, session, Some(backend_ref));
+    }
+
+    /// Takes the store: its sessions come back as `ready` (the backend is
+    /// told of each with its reference), and `serverSeq` continues above the
+    /// ceiling it holds. Call once, before serving. Returns how many
+    /// sessions came back.
+    pub fn restore(&self, store: Store) -> anyhow::Result<usize> {
+        let path = store.path().to_owned();
+        let mut restored = Vec::new();
+        {
+            let mut st = self.lock();
+            let (revived, first_seq) = self.durable.attach(store, &mut st.log)?;
+            for r in revived {
+                let uri = r.session.uri.clone();
+                if st.sessions.insert(r.session).is_ok() {
+                    restored.push((uri, r.backend_ref));
+                }
+            }
+            info!(path = %path.display(), sessions = restored.len(), first_seq, "state restored");
+        }
+        self.update_active_sessions();
+        if let Some(b) = self.backend() {
+            for (uri, backend_ref) in &restored {
+                b.session_restored(uri, backend_ref.as_deref());
+            }
+        }
+        Ok(restored.len())
+    }
+}
+
+fn is_active(st: &State, session: &str, client_id: &str) -> bool {
+    st.sessions
+        .state(session)
+        .is_some_and(|s| s.active_clients.iter().any(|a| a.client_id == client_id))
+}
+
+fn removal(client_id: &str) -> StateAction {
+    StateAction::SessionActiveClientRemoved(SessionActiveClientRemovedAction {
+        client_id: client_id.to_owned(),
+    })
+}

@@ -1,0 +1,230 @@
+//! Connections and the client ids bound to them: each connection's
+//! principal, outbound queue, peer and subscriptions; which connection a
+//! client id is bound to now (its presence), kept while it is connected or
+//! inside its grace period, then free again. Changed only here.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use super::outbound::Outbound;
+use crate::ahp::auth::Principal;
+use crate::ahp::protocol::errors::AhpError;
+use crate::jsonrpc::{ErrorCode, Peer, RpcError};
+
+pub type ConnId = u64;
+
+pub(super) struct Clients {
+    conns: HashMap<ConnId, Conn>,
+    presence: HashMap<String, Presence>,
+    next: ConnId,
+}
+
+/// One client connection.
+struct Conn {
+    principal: Arc<Principal>,
+    out: Outbound,
+    peer: Arc<Peer>,
+    client_id: Option<String>,
+    subs: HashSet<String>,
+}
+
+/// Where a client id is connected now, and whose it is.
+struct Presence {
+    principal: Arc<Principal>,
+    conn: Option<ConnId>,
+    /// Bumped on every connect, so a grace timer knows it is stale.
+    generation: u64,
+}
+
+/// A client id whose connection went away: its grace period starts.
+pub(super) struct Left {
+    pub client_id: String,
+    pub generation: u64,
+}
+
+impl Clients {
+    pub fn new() -> Self {
+        Self {
+            conns: HashMap::new(),
+            presence: HashMap::new(),
+            next: 1,
+        }
+    }
+
+    /// The next connection's id (for its outbound queue, before it is added).
+    pub fn next_id(&self) -> ConnId {
+        self.next
+    }
+
+    pub fn add(&mut self, principal: Arc<Principal>, out: Outbound, peer: Arc<Peer>) -> ConnId {
+        let conn = self.next;
+        self.next += 1;
+        let c = Conn {
+            principal,
+            out,
+            peer,
+            client_id: None,
+            subs: HashSet::new(),
+        };
+        self.conns.insert(conn, c);
+        conn
+    }
+
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// A connection ended: its pending calls fail now; the client id it
+    /// was bound to (if still bound to it) starts its grace.
+    pub fn remove(&mut self, conn: ConnId) -> Option<Left> {
+        let c = self.conns.remove(&conn)?;
+        c.peer.close();
+        let client_id = c.client_id?;
+        let p = self.presence.get_mut(&client_id)?;
+        if p.conn != Some(conn) {
+            return None;
+        }
+        p.conn = None;
+        Some(Left {
+            client_id,
+            generation: p.generation,
+        })
+    }
+
+    /// The grace of `client_id` ran out: whether it is gone for good now
+    /// (not back, not rebound since), freeing the id.
+    pub fn expire(&mut self, client_id: &str, generation: u64) -> bool {
+        match self.presence.get(client_id) {
+            Some(p) if p.conn.is_none() && p.generation == generation => {
+                self.presence.remove(client_id);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `conn` may bind `client_id`: a client id belongs to the
+    /// principal that first bound it while it is bound or inside its grace.
+    pub fn check_bind(&self, conn: ConnId, client_id: &str) -> Result<(), RpcError> {
+        if client_id.is_empty() || client_id.len() > 256 {
+            return Err(RpcError::new(
+                ErrorCode::InvalidParams,
+                "field `clientId` must be 1 to 256 characters",
+            ));
+        }
+        let Some(c) = self.conns.get(&conn) else {
+            return Err(RpcError::new(
+                ErrorCode::InvalidRequest,
+                "connection closed",
+            ));
+        };
+        if let Some(bound) = &c.client_id {
+            return Err(RpcError::new(
+                ErrorCode::InvalidRequest,
+                format!("connection already initialized as {bound:?}"),
+            ));
+        }
+        let Some(p) = self.presence.get(client_id) else {
+            return Ok(());
+        };
+        if p.principal.name != c.principal.name {
+            return Err(RpcError::new(
+                AhpError::Conflict,
+                format!("clientId {client_id:?} belongs to another principal"),
+            ));
+        }
+        if p.conn
+            .is_some_and(|other| other != conn && self.conns.contains_key(&other))
+        {
+            return Err(RpcError::new(
+                ErrorCode::InvalidRequest,
+                format!("clientId {client_id:?} is in use by another connection"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Binds `client_id` to `conn`; [`Self::check_bind`] said yes.
+    pub fn bind(&mut self, conn: ConnId, client_id: &str) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        c.client_id = Some(client_id.to_owned());
+        let p = self
+            .presence
+            .entry(client_id.to_owned())
+            .or_insert(Presence {
+                principal: c.principal.clone(),
+                conn: None,
+                generation: 0,
+            });
+        p.conn = Some(conn);
+        p.generation += 1;
+    }
+
+    /// The client id and principal of an initialized connection.
+    pub fn identity(&self, conn: ConnId) -> Option<(&str, &Arc<Principal>)> {
+        let c = self.conns.get(&conn)?;
+        Some((c.client_id.as_deref()?, &c.principal))
+    }
+
+    pub fn principal(&self, conn: ConnId) -> Option<&Arc<Principal>> {
+        self.conns.get(&conn).map(|c| &c.principal)
+    }
+
+    pub fn client_id(&self, conn: ConnId) -> Option<&str> {
+        self.conns.get(&conn)?.client_id.as_deref()
+    }
+
+    /// The principal a client id belongs to while it is present.
+    pub fn principal_of_client(&self, client_id: &str) -> Option<&Arc<Principal>> {
+        self.presence.get(client_id).map(|p| &p.principal)
+    }
+
+    /// The peer of the connection a client id is bound to now.
+    pub fn peer_of_client(&self, client_id: &str) -> Option<&Arc<Peer>> {
+        let conn = self.presence.get(client_id)?.conn?;
+        self.conns.get(&conn).map(|c| &c.peer)
+    }
+
+    pub fn out(&self, conn: ConnId) -> Option<&Outbound> {
+        self.conns.get(&conn).map(|c| &c.out)
+    }
+
+    /// How many more subscriptions `conn` would hold with `uris` added.
+    pub fn new_subscriptions(&self, conn: ConnId, uris: &[String]) -> Option<(usize, usize)> {
+        let c = self.conns.get(&conn)?;
+        let new = uris.iter().filter(|u| !c.subs.contains(*u)).count();
+        Some((c.subs.len(), new))
+    }
+
+    pub fn subscribe(&mut self, conn: ConnId, uris: impl IntoIterator<Item = String>) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.subs.extend(uris);
+        }
+    }
+
+    pub fn unsubscribe(&mut self, conn: ConnId, uri: &str) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.subs.remove(uri);
+        }
+    }
+
+    /// Nobody watches `uri` any more (it was disposed).
+    pub fn forget_channel(&mut self, uri: &str) {
+        for c in self.conns.values_mut() {
+            c.subs.remove(uri);
+        }
+    }
+
+    /// The queues of the connections subscribed to `channel`, with their principals.
+    pub fn subscribers<'a>(
+        &'a self,
+        channel: &'a str,
+    ) -> impl Iterator<Item = (&'a Principal, &'a Outbound)> + 'a {
+        self.conns
+            .values()
+            .filter(move |c| c.subs.contains(channel))
+            .map(|c| (&*c.principal, &c.out))
+    }
+}

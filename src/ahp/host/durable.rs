@@ -1,0 +1,154 @@
+//! What the host keeps across restarts, through the store: sessions and
+//! their chats written at turn and metadata boundaries, restored as `ready`
+//! on start; and `serverSeq` reserved in blocks, so a new instance continues
+//! above every number an earlier one issued.
+//!
+//! Active clients, their grace and subscriptions do not survive: they belong
+//! to connections. A turn that was running when the process died is gone
+//! (its chat is restored as of its last boundary); a completed one never is.
+
+use std::sync::OnceLock;
+
+use ahp_types::actions::StateAction;
+use ahp_types::state::{ChatState, SessionLifecycle, SessionState};
+use tracing::error;
+
+use super::replay::ActionLog;
+use super::sessions::{NewSession, Sessions};
+use crate::store::{Store, StoredSession, SEQ_BLOCK};
+
+/// The store, once the host has one; without it sessions live in memory.
+#[derive(Default)]
+pub(super) struct Durable(OnceLock<Store>);
+
+/// A stored session made live again, and what the backend gave it.
+pub(super) struct Revived {
+    pub session: NewSession,
+    pub backend_ref: Option<String>,
+}
+
+/// Whether an applied action ends something worth keeping: a turn, or a
+/// change of the session's or chat's metadata. Streamed deltas, tool call
+/// progress and the active clients are not.
+pub(super) fn is_boundary(action: &StateAction) -> bool {
+    use StateAction as A;
+    matches!(
+        action,
+        A::SessionReady(_)
+            | A::SessionCreationFailed(_)
+            | A::SessionTitleChanged(_)
+            | A::SessionWorkingDirectorySet(_)
+            | A::SessionWorkingDirectoryRemoved(_)
+            | A::SessionWorkingDirectoryReplaced(_)
+            | A::SessionIsReadChanged(_)
+            | A::SessionIsArchivedChanged(_)
+            | A::SessionConfigChanged(_)
+            | A::SessionMetaChanged(_)
+            | A::ChatTurnComplete(_)
+            | A::ChatTurnCancelled(_)
+            | A::ChatError(_)
+            | A::ChatTruncated(_)
+            | A::ChatIsReadChanged(_)
+            | A::ChatIsArchivedChanged(_)
+    )
+}
+
+impl Durable {
+    /// Takes `store`: the sessions it holds come back, and `log` continues
+    /// above its ceiling (reserving the next block). Returns the sessions
+    /// and the first `serverSeq` of this instance.
+    pub fn attach(&self, store: Store, log: &mut ActionLog) -> anyhow::Result<(Vec<Revived>, u64)> {
+        let stored = store.sessions()?;
+        let first = log.continue_above(store.seq_ceiling()?);
+        let ceiling = log.current() + SEQ_BLOCK;
+        store.raise_seq_ceiling(ceiling)?;
+        log.reserved(ceiling);
+        let mut revived = Vec::new();
+        for s in stored {
+            match revive(&s) {
+                Ok(r) => revived.push(r),
+                Err(e) => {
+                    tracing::warn!(session = ?s.uri, "stored session not restored (kept in the store): {e}")
+                }
+            }
+        }
+        if self.0.set(store).is_err() {
+            anyhow::bail!("the host already has a store");
+        }
+        Ok((revived, first))
+    }
+
+    /// The next `serverSeq`, reserving another block in the store first
+    /// when this one is used up.
+    pub fn next_seq(&self, log: &mut ActionLog) -> u64 {
+        match log.next() {
+            Ok(seq) => seq,
+            Err(last) => match self.0.get() {
+                Some(store) => match store.raise_seq_ceiling(last + SEQ_BLOCK) {
+                    Ok(()) => {
+                        log.reserved(last + SEQ_BLOCK);
+                        log.next_unreserved()
+                    }
+                    // Serving goes on; a restart may then reuse numbers above
+                    // the stored ceiling, which the log says.
+                    Err(e) => {
+                        error!(seq = last, "serverSeq ceiling not stored: {e:#}");
+                        log.next_unreserved()
+                    }
+                },
+                None => log.next_unreserved(),
+            },
+        }
+    }
+
+    /// Writes `session` as it is now. Called under the state lock, so
+    /// writes keep their order.
+    pub fn save(&self, sessions: &Sessions, session: &str, backend_ref: Option<&str>) {
+        let (Some(store), Some(mut stored)) = (self.0.get(), sessions.stored(session)) else {
+            return;
+        };
+        stored.backend_ref = backend_ref.map(String::from);
+        if let Err(e) = store.save_session(&stored) {
+            error!(session = %session, "session not stored; a restart would lose this change: {e:#}");
+        }
+    }
+
+    /// Forgets a disposed session.
+    pub fn forget(&self, session: &str) {
+        if let Some(store) = self.0.get() {
+            if let Err(e) = store.delete_session(session) {
+                error!(session = %session, "disposed session not removed from the store: {e:#}");
+            }
+        }
+    }
+}
+
+/// A stored session made live again: ready, with no active clients, nothing
+/// waiting on a client, no turn running.
+fn revive(s: &StoredSession) -> anyhow::Result<Revived> {
+    let mut state: SessionState = serde_json::from_value(s.state.clone())?;
+    state.lifecycle = SessionLifecycle::Ready;
+    state.active_clients.clear();
+    state.input_needed = None;
+    let default = state.default_chat.clone();
+    let stored_chat = s
+        .chats
+        .iter()
+        .find(|c| Some(&c.uri) == default.as_ref())
+        .or_else(|| s.chats.first())
+        .ok_or_else(|| anyhow::anyhow!("the stored session has no chat"))?;
+    let mut chat: ChatState = serde_json::from_value(stored_chat.state.clone())?;
+    chat.active_turn = None;
+    chat.steering_message = None;
+    Ok(Revived {
+        session: NewSession {
+            uri: s.uri.clone(),
+            owner: s.owner.clone(),
+            state,
+            chat,
+            created_at: s.created_at.clone(),
+            modified_at: s.modified_at.clone(),
+        },
+        backend_ref: s.backend_ref.clone(),
+    })
+}

@@ -1,0 +1,380 @@
+//! The listener: WebSocket upgrade with token and Origin checks, frame limits.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::connection::{self, Shared};
+use crate::ahp::auth::{Principal, Principals};
+use crate::ahp::host::Host;
+use crate::config::ServerConfig;
+
+/// The token a client presents: `Authorization: Bearer TOKEN` (the scheme
+/// in any case), or `?token=` / `?tkn=` in the query (the keys browser
+/// clients use, since they cannot set headers on a WebSocket).
+pub fn presented_token<'a>(
+    auth_header: Option<&'a str>,
+    query: Option<&'a str>,
+) -> Option<&'a str> {
+    let from_header = auth_header.and_then(|h| {
+        let (scheme, token) = h.trim().split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    });
+    let from_query = query.and_then(|q| {
+        q.split('&').find_map(|kv| match kv.split_once('=') {
+            Some(("token" | "tkn", v)) if !v.is_empty() => Some(v),
+            _ => None,
+        })
+    });
+    from_header.or(from_query)
+}
+
+/// Whether a browser at `origin` may connect: it equals an entry of
+/// `allowed`, or an entry ends in `:*` (`http://localhost:*`) and the origin
+/// is that scheme and host on any port (or none). Nothing else matches: not
+/// `http://localhost.evil.example`, not another scheme.
+pub fn origin_allowed(allowed: &[String], origin: &str) -> bool {
+    allowed.iter().any(|a| match a.strip_suffix(":*") {
+        Some(base) => {
+            origin == base
+                || origin
+                    .strip_prefix(base)
+                    .and_then(|rest| rest.strip_prefix(':'))
+                    .is_some_and(|port| {
+                        (1..=5).contains(&port.len()) && port.bytes().all(|b| b.is_ascii_digit())
+                    })
+        }
+        None => a == origin,
+    })
+}
+
+/// The principal an upgrade request authenticates as, or why it is refused:
+/// the HTTP status and a body that says why.
+pub fn check_upgrade(
+    cfg: &ServerConfig,
+    principals: &Principals,
+    auth_header: Option<&str>,
+    query: Option<&str>,
+    origin: Option<&str>,
+) -> Result<Arc<Principal>, (StatusCode, &'static str)> {
+    if let Some(origin) = origin {
+        if !origin_allowed(&cfg.allowed_origins, origin) {
+            return Err((
+                StatusCode::FORBIDDEN,
+                "origin not allowed; add it to [server] allowed_origins\n",
+            ));
+        }
+    }
+    principals
+        .authenticate(presented_token(auth_header, query))
+        .ok_or((
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong token: send Authorization: Bearer TOKEN or ?token=TOKEN\n",
+        ))
+}
+
+pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
+}
+
+/// Connections held now, in all and per peer address.
+struct Held {
+    total: usize,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+/// A place taken by one connection, given back when it ends.
+struct ConnectionPermit {
+    held: Arc<Mutex<Held>>,
+    ip: IpAddr,
+}
+
+impl Drop for ConnectionPermit {
+    fn drop(&mut self) {
+        let mut h = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        h.total -= 1;
+        if let Some(n) = h.per_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                h.per_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+fn take_slot(
+    held: &Arc<Mutex<Held>>,
+    cfg: &ServerConfig,
+    ip: IpAddr,
+) -> Result<ConnectionPermit, &'static str> {
+    let mut h = held.lock().unwrap_or_else(|e| e.into_inner());
+    if h.total >= cfg.max_connections {
+        return Err("[server] max_connections");
+    }
+    let n = h.per_ip.entry(ip).or_insert(0);
+    if *n >= cfg.max_connections_per_ip {
+        return Err("[server] max_connections_per_ip");
+    }
+    *n += 1;
+    h.total += 1;
+    Ok(ConnectionPermit {
+        held: held.clone(),
+        ip,
+    })
+}
+
+/// Accepts connections until `accepting` is cancelled; `shutdown` closes
+/// the connections (each flushes its queue, then sends Close 1001). Beyond the connection limits a
+/// socket is closed as soon as it is accepted; out of file descriptors, the
+/// loop backs off (the handshake deadline frees descriptors held by idle
+/// sockets) instead of spinning.
+pub async fn serve(
+    listener: TcpListener,
+    host: Arc<Host>,
+    accepting: CancellationToken,
+    shutdown: CancellationToken,
+) {
+    let cfg = host.config().server.clone();
+    let held = Arc::new(Mutex::new(Held {
+        total: 0,
+        per_ip: HashMap::new(),
+    }));
+    let shared = Shared::default();
+    let mut backoff = Duration::ZERO;
+    let mut refusing = false;
+    loop {
+        let accepted = tokio::select! {
+            _ = accepting.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                backoff = Duration::ZERO;
+                let slot = match take_slot(&held, &cfg, peer.ip()) {
+                    Ok(slot) => slot,
+                    Err(limit) => {
+                        // Said once per episode: a flood must not flood the log too.
+                        if !std::mem::replace(&mut refusing, true) {
+                            warn!(%peer, "connection closed at once: {limit} reached");
+                        }
+                        drop(stream);
+                        continue;
+                    }
+                };
+                refusing = false;
+                let host = host.clone();
+                let shutdown = shutdown.clone();
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    accept(stream, peer, host, shutdown, shared).await;
+                    drop(slot);
+                });
+            }
+            Err(e) => {
+                let out_of_fds = matches!(e.raw_os_error(), Some(23 | 24));
+                if backoff.is_zero() {
+                    warn!("accept failed: {e}; backing off");
+                }
+                backoff = (backoff * 2).clamp(Duration::from_millis(10), Duration::from_secs(1));
+                if !out_of_fds {
+                    backoff = backoff.max(Duration::from_millis(50));
+                }
+                tokio::select! {
+                    _ = accepting.cancelled() => return,
+                    _ = tokio::time::sleep(backoff) => {}
+                }
+            }
+        }
+    }
+}
+
+// The handshake callback's signature is tungstenite's, large Err and all.
+#[allow(clippy::result_large_err)]
+async fn accept(
+    stream: TcpStream,
+    peer: SocketAddr,
+    host: Arc<Host>,
+    shutdown: CancellationToken,
+    shared: Shared,
+) {
+    let cfg = host.config().server.clone();
+    let deadline = tokio::time::Instant::now() + cfg.handshake_timeout;
+    // Small messages (a transform request, a delta) go out at once, not
+    // after Nagle waits for the peer's delayed ACK.
+    let _ = stream.set_nodelay(true);
+    let mut ws_cfg = WebSocketConfig::default();
+    ws_cfg.max_message_size = Some(cfg.max_frame_bytes);
+    ws_cfg.max_frame_size = Some(cfg.max_frame_bytes);
+    let mut principal = None;
+    let check = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
+        let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok());
+        match check_upgrade(
+            &cfg,
+            host.principals(),
+            header("authorization"),
+            req.uri().query(),
+            header("origin"),
+        ) {
+            Ok(p) => {
+                principal = Some(p);
+                Ok(resp)
+            }
+            Err((status, body)) => {
+                let mut r = ErrorResponse::new(Some(body.to_string()));
+                *r.status_mut() = status;
+                Err(r)
+            }
+        }
+    };
+    let upgrade = tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_cfg));
+    let ws = match tokio::time::timeout_at(deadline, upgrade).await {
+        Ok(Ok(ws)) => ws,
+        Ok(Err(e)) => {
+            info!(%peer, "upgrade refused: {e}");
+            return;
+        }
+        Err(_) => {
+            debug!(%peer, "no WebSocket upgrade within [server] handshake_timeout; closed");
+            return;
+        }
+    };
+    let Some(principal) = principal else { return };
+    debug!(%peer, principal = %principal.name, "websocket connected");
+    connection::run(ws, host, shutdown, principal, deadline, shared).await;
+    debug!(%peer, "websocket closed");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn cfg(token: Option<&str>, origins: &[&str]) -> Config {
+        let mut c = Config::default();
+        c.server.token = token.map(String::from);
+        c.server.allowed_origins = origins.iter().map(|s| s.to_string()).collect();
+        c
+    }
+
+    fn check(
+        c: &Config,
+        auth: Option<&str>,
+        query: Option<&str>,
+        origin: Option<&str>,
+    ) -> Result<String, StatusCode> {
+        check_upgrade(&c.server, &Principals::from_config(c), auth, query, origin)
+            .map(|p| p.name.clone())
+            .map_err(|e| e.0)
+    }
+
+    #[test]
+    fn token_by_header_or_query() {
+        let c = cfg(Some("0123456789abcdef"), &[]);
+        let ok = Ok("default".to_string());
+        assert_eq!(check(&c, Some("Bearer 0123456789abcdef"), None, None), ok);
+        assert_eq!(check(&c, Some("bearer 0123456789abcdef"), None, None), ok);
+        assert_eq!(check(&c, Some("BEARER  0123456789abcdef "), None, None), ok);
+        assert_eq!(
+            check(&c, None, Some("a=1&token=0123456789abcdef"), None),
+            ok
+        );
+        assert_eq!(check(&c, None, Some("tkn=0123456789abcdef&b=2"), None), ok);
+        assert_eq!(
+            check(&c, Some("Bearer nope"), None, None),
+            Err(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(
+            check(&c, Some("Basic 0123456789abcdef"), None, None),
+            Err(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(
+            check(&c, None, Some("xtoken=0123456789abcdef"), None),
+            Err(StatusCode::UNAUTHORIZED)
+        );
+        assert_eq!(check(&c, None, None, None), Err(StatusCode::UNAUTHORIZED));
+        assert_eq!(
+            check(&cfg(None, &[]), None, None, None),
+            Ok("local".to_string())
+        );
+    }
+
+    #[test]
+    fn origin_must_be_allowed() {
+        let c = cfg(None, &["https://ok.example"]);
+        assert!(check(&c, None, None, Some("https://ok.example")).is_ok());
+        assert_eq!(
+            check(&c, None, None, Some("https://evil.example")),
+            Err(StatusCode::FORBIDDEN)
+        );
+    }
+
+    #[test]
+    fn any_port_patterns_match_only_that_host() {
+        let allowed = vec![
+            "http://localhost:*".to_string(),
+            "https://ide.example".into(),
+        ];
+        for ok in [
+            "http://localhost:5173",
+            "http://localhost",
+            "https://ide.example",
+        ] {
+            assert!(origin_allowed(&allowed, ok), "{ok}");
+        }
+        for bad in [
+            "http://localhost.evil.example:5173",
+            "http://localhost:5173.evil.example",
+            "http://localhost:",
+            "http://localhost:123456",
+            "https://localhost:5173",
+            "http://evil.example",
+            "https://ide.example:8443",
+        ] {
+            assert!(!origin_allowed(&allowed, bad), "{bad}");
+        }
+        // `serve` without allowed_origins refuses every browser, loopback included.
+        let c = cfg(None, &[]);
+        assert_eq!(
+            check(&c, None, None, Some("http://localhost:5173")),
+            Err(StatusCode::FORBIDDEN)
+        );
+    }
+
+    #[test]
+    fn slots_are_bounded_in_all_and_per_address() {
+        let mut c = Config::default().server;
+        c.max_connections = 3;
+        c.max_connections_per_ip = 2;
+        let held = Arc::new(Mutex::new(Held {
+            total: 0,
+            per_ip: HashMap::new(),
+        }));
+        let (a, b): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
+        let s1 = take_slot(&held, &c, a).unwrap();
+        let _s2 = take_slot(&held, &c, a).unwrap();
+        assert_eq!(
+            take_slot(&held, &c, a).err(),
+            Some("[server] max_connections_per_ip")
+        );
+        let _s3 = take_slot(&held, &c, b).unwrap();
+        assert_eq!(
+            take_slot(&held, &c, b).err(),
+            Some("[server] max_connections")
+        );
+        drop(s1);
+        assert!(
+            take_slot(&held, &c, a).is_ok(),
+            "a slot comes back when its connection ends"
+        );
+    }
+}

@@ -1,0 +1,9 @@
+//! What AHP says, pure and stateless: channel and file URIs ([`uri`]), the
+//! error codes ([`errors`]), actions and which a client may dispatch
+//! ([`actions`]), the typed params of every request ([`params`]) and
+//! version negotiation ([`versions`]).
+pub mod actions;
+pub mod errors;
+pub mod params;
+pub mod uri;
+pub mod versions;

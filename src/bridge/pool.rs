@@ -1,0 +1,206 @@
+//! The runtime pool: `[runtime] processes` runtimes (or the `connect`
+//! addresses), each started on demand, watched by a health check, and
+//! replaced on its own when it exits or stops answering. Which runtime a
+//! session lives on is the registry's (sticky, the least loaded when it was
+//! created), so a lost runtime ends only the turns on it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use tracing::{info, warn};
+
+use crate::config::RuntimeConfig;
+use crate::jsonrpc::CallError;
+use crate::runtime::connection::{RuntimeConn, RuntimeHandler};
+use crate::runtime::process;
+use crate::runtime::wire::method;
+
+/// How long a runtime is given to exit after SIGTERM before it is killed.
+const RUNTIME_EXIT_GRACE: Duration = Duration::from_secs(3);
+
+pub(super) struct Pool {
+    cfg: RuntimeConfig,
+    runtimes: Vec<tokio::sync::Mutex<Option<LiveRuntime>>>,
+    /// Counts runtime starts across the pool: a binding names the start it
+    /// lives in.
+    generation: AtomicU64,
+    /// Set by a shutdown: no runtime is started or restarted any more.
+    stopping: AtomicBool,
+}
+
+/// The runtime in use on one place of the pool, and which start of it this is.
+struct LiveRuntime {
+    conn: Arc<RuntimeConn>,
+    child: Option<tokio::process::Child>,
+    generation: u64,
+}
+
+/// What the pool needs from its owner to start a runtime: the handler of
+/// what the runtime sends, and what to do when it is lost.
+pub(super) trait Starts: Send + Sync {
+    fn handler(&self) -> Arc<dyn RuntimeHandler>;
+    fn lost(&self, slot: usize, generation: u64);
+}
+
+impl Pool {
+    pub fn new(cfg: &RuntimeConfig) -> Self {
+        Self {
+            runtimes: (0..cfg.pool_size().max(1))
+                .map(|_| tokio::sync::Mutex::new(None))
+                .collect(),
+            cfg: cfg.clone(),
+            generation: AtomicU64::new(0),
+            stopping: AtomicBool::new(false),
+        }
+    }
+
+    pub fn size(&self) -> usize {
+        self.runtimes.len()
+    }
+
+    pub fn stop_starting(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// Runtime `slot`, started (or restarted) on demand.
+    pub async fn runtime(
+        &self,
+        slot: usize,
+        owner: Arc<dyn Starts>,
+    ) -> anyhow::Result<(Arc<RuntimeConn>, u64)> {
+        let slot = slot.min(self.runtimes.len() - 1);
+        let mut g = self.runtimes[slot].lock().await;
+        if let Some(l) = g.as_ref().filter(|l| !l.conn.closed.is_cancelled()) {
+            return Ok((l.conn.clone(), l.generation));
+        }
+        if self.is_stopping() {
+            anyhow::bail!("the host is shutting down");
+        }
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        let rt = process::start(&self.cfg, slot, owner.handler()).await?;
+        let conn = rt.conn.clone();
+        let closed = conn.closed.clone();
+        tokio::spawn(async move {
+            closed.cancelled().await;
+            owner.lost(slot, generation);
+        });
+        let (interval, timeout) = (self.cfg.health_interval, self.cfg.health_timeout);
+        tokio::spawn(watchdog(conn.clone(), interval, timeout));
+        *g = Some(LiveRuntime {
+            conn: conn.clone(),
+            child: rt.child,
+            generation,
+        });
+        Ok((conn, generation))
+    }
+
+    /// Runtime `slot`'s connection, if it is running; never starts one.
+    pub async fn live(&self, slot: usize) -> Option<Arc<RuntimeConn>> {
+        let g = self.runtimes.get(slot)?.lock().await;
+        g.as_ref()
+            .filter(|l| !l.conn.closed.is_cancelled())
+            .map(|l| l.conn.clone())
+    }
+
+    /// Each runtime's process id, by slot (None before it starts, or over TCP).
+    pub async fn pids(&self) -> Vec<Option<u32>> {
+        let mut out = Vec::new();
+        for r in &self.runtimes {
+            let g = r.lock().await;
+            out.push(
+                g.as_ref()
+                    .and_then(|l| l.child.as_ref().and_then(|c| c.id())),
+            );
+        }
+        out
+    }
+
+    /// After runtime `slot` of `generation` was lost: a hung one is still
+    /// running and is killed, then a new one is started, backing off while
+    /// starting fails.
+    pub async fn replace(&self, slot: usize, generation: u64, owner: Arc<dyn Starts>) {
+        {
+            let mut g = self.runtimes[slot].lock().await;
+            if g.as_ref().is_some_and(|l| l.generation == generation) {
+                if let Some(mut child) = g.take().and_then(|l| l.child) {
+                    let _ = child.start_kill();
+                }
+            }
+        }
+        let mut backoff = Duration::from_millis(200);
+        loop {
+            tokio::time::sleep(backoff).await;
+            if self.is_stopping() {
+                return;
+            }
+            match self.runtime(slot, owner.clone()).await {
+                Ok(_) => return,
+                Err(e) => {
+                    warn!("runtime restart failed: {e:#}; retrying in {backoff:?}");
+                    backoff = (backoff * 2).min(Duration::from_secs(30));
+                }
+            }
+        }
+    }
+
+    /// Stops every runtime of the pool, at once.
+    pub async fn stop_all(&self) {
+        self.stop_starting();
+        let stops = (0..self.runtimes.len()).map(|slot| self.stop(slot));
+        futures_util::future::join_all(stops).await;
+    }
+
+    /// Stops one runtime: SIGTERM, then SIGKILL after a grace.
+    async fn stop(&self, slot: usize) {
+        let Some(live) = self.runtimes[slot].lock().await.take() else {
+            return;
+        };
+        live.conn.close();
+        let Some(mut child) = live.child else {
+            return;
+        };
+        if let Some(pid) = child.id() {
+            // SAFETY: kill(2) with a pid we spawned and still own (not yet reaped).
+            unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+        }
+        match tokio::time::timeout(RUNTIME_EXIT_GRACE, child.wait()).await {
+            Ok(status) => info!(?status, "runtime stopped"),
+            Err(_) => {
+                warn!(
+                    "the runtime did not exit within {RUNTIME_EXIT_GRACE:?} of SIGTERM; killing it"
+                );
+                let _ = child.kill().await;
+            }
+        }
+    }
+}
+
+/// Pings the runtime every `interval`; one unanswered within `timeout` means
+/// it hangs (alive but deaf), and the connection is closed so that the runtime
+/// is replaced like one that exited. An error answer is still an answer.
+async fn watchdog(conn: Arc<RuntimeConn>, interval: Duration, timeout: Duration) {
+    if interval.is_zero() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = conn.closed.cancelled() => return,
+            _ = tokio::time::sleep(interval) => {}
+        }
+        match conn.peer.call(method::PING, json!({}), timeout).await {
+            Ok(_) | Err(CallError::Rpc(_)) => {}
+            Err(CallError::Closed) => return,
+            Err(CallError::Timeout(t)) => {
+                warn!("the runtime did not answer a ping within {t:?}; restarting it");
+                conn.close();
+                return;
+            }
+        }
+    }
+}
