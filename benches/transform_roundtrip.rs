@@ -231,7 +231,7 @@ async fn run(iterations: usize) {
                 );
                 t
             };
-            let (pipe_direct, pipe_bridged) = if i % 2 == 0 {
+            let (pipe_direct, pipe_bridged) = if i.is_multiple_of(2) {
                 let d = pipe("direct").await;
                 (d, pipe("bridge").await)
             } else {

@@ -120,6 +120,12 @@ fn violations(rel: &str, text: &str) -> Vec<String> {
                 n + 1
             ));
         }
+        if layer != Layer::Ahp && builds_action_from_json(code) {
+            out.push(format!(
+                "src/{rel}:{}: an AHP action built from a JSON literal; build a typed StateAction",
+                n + 1
+            ));
+        }
     }
     out
 }
@@ -152,6 +158,80 @@ fn crate_paths(code: &str) -> Vec<String> {
             }
         }
         rest = after;
+    }
+    out
+}
+
+/// A JSON literal that names an AHP action type (`"type": "chat/delta"`).
+fn builds_action_from_json(code: &str) -> bool {
+    const CHANNELS: [&str; 5] = ["chat/", "session/", "root/", "terminal/", "changeset/"];
+    code.match_indices("\"type\"").any(|(i, m)| {
+        let rest = code[i + m.len()..].trim_start();
+        let Some(value) = rest.strip_prefix(':').map(str::trim_start) else {
+            return false;
+        };
+        CHANNELS
+            .iter()
+            .any(|c| value.starts_with(&format!("\"{c}")))
+    })
+}
+
+/// The signature of every `fn` in `text` (from `fn` to its body or `;`),
+/// with whether it is `pub`.
+fn signatures(text: &str) -> Vec<(bool, String)> {
+    let code: String = text
+        .lines()
+        .map(|l| l.split("//").next().unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out = Vec::new();
+    let mut rest = code.as_str();
+    while let Some(at) = rest.find("fn ") {
+        let before = &rest[..at];
+        let is_word = before
+            .chars()
+            .last()
+            .is_none_or(|c| c.is_whitespace() || c == '(');
+        let after = &rest[at..];
+        let end = after.find(['{', ';']).unwrap_or(after.len());
+        if is_word {
+            let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+            let public = before[line_start..].trim_start().starts_with("pub");
+            out.push((public, after[..end].to_owned()));
+        }
+        rest = &after[end.min(after.len()).max(1)..];
+    }
+    out
+}
+
+/// The files whose functions are the bridge's seams: the backend the host
+/// calls, the clients and audit port the transform core reaches, the router.
+const SEAMS: &[&str] = &["ahp/backend.rs", "transform/mod.rs", "transform/router.rs"];
+
+/// Every rule a file's signatures break: `serde_json::Value` across a
+/// seam, `Result<_, String>` in a `pub` signature (errors have names).
+fn signature_violations(rel: &str, text: &str) -> Vec<String> {
+    // Test code builds what a client would send: the rules are for the product.
+    let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let mut out = Vec::new();
+    for (public, sig) in signatures(text) {
+        let name = sig
+            .split(['(', '<'])
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned();
+        if SEAMS.contains(&rel) && (sig.contains("Value") || sig.contains("serde_json")) {
+            out.push(format!(
+                "src/{rel}: `{name}` carries serde_json::Value across a seam"
+            ));
+        }
+        let compact: String = sig.split_whitespace().collect();
+        if public && compact.contains("Result<") && compact.contains(",String>") {
+            out.push(format!(
+                "src/{rel}: `{name}` returns Result<_, String> in a pub signature"
+            ));
+        }
     }
     out
 }
@@ -201,6 +281,76 @@ fn the_dependency_rule_holds() {
 }
 
 #[test]
+fn seams_carry_typed_values_and_errors_have_names() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut broken = Vec::new();
+    for f in files {
+        let rel = f
+            .strip_prefix(&src)
+            .unwrap()
+            .to_string_lossy()
+            .replace('\\', "/");
+        broken.extend(signature_violations(
+            &rel,
+            &std::fs::read_to_string(&f).unwrap(),
+        ));
+    }
+    assert!(broken.is_empty(), "{}", broken.join("\n"));
+}
+
+#[test]
+fn the_signature_checker_catches_what_it_must() {
+    let bad = [
+        (
+            "ahp/backend.rs",
+            "fn phase(&self, session: &str, v: Value);",
+        ),
+        (
+            "transform/mod.rs",
+            "fn ask(&self, p: serde_json::Value) -> AskFuture;",
+        ),
+        (
+            "transform/router.rs",
+            "pub async fn route(&self) -> Value {",
+        ),
+        (
+            "config/mod.rs",
+            "pub fn parse(text: &str) -> Result<Self, String> {",
+        ),
+        (
+            "x.rs",
+            "pub(crate) fn f(\n    a: u8,\n) -> Result<u8,\n String> {",
+        ),
+    ];
+    for (rel, text) in bad {
+        assert!(
+            !signature_violations(rel, text).is_empty(),
+            "{rel}: {text} must be refused"
+        );
+    }
+    let good = [
+        (
+            "bridge/mod.rs",
+            "fn f(v: Value) -> Result<u8, String> { 1 }",
+        ),
+        (
+            "transform/router.rs",
+            "pub fn route(&self) -> Sections { x } // Value",
+        ),
+        ("x.rs", "pub fn f() -> Result<(u64, String), Named> {"),
+    ];
+    for (rel, text) in good {
+        assert_eq!(
+            signature_violations(rel, text),
+            Vec::<String>::new(),
+            "{rel}: {text}"
+        );
+    }
+}
+
+#[test]
 fn no_source_file_is_over_600_lines() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
@@ -239,6 +389,14 @@ fn the_checker_catches_what_it_must() {
         ("ahp/host.rs", "use crate::transform::policy::OptIn;"),
         ("config.rs", "use crate::transform::policy::Policy;"),
         ("jsonrpc/mod.rs", "use crate::ahp::uri::ROOT_URI;"),
+        (
+            "bridge/turn.rs",
+            r#"vec![json!({"type": "session/inputNeededRemoved", "id": id})]"#,
+        ),
+        (
+            "app.rs",
+            r#"let a = json!({ "type" : "root/configChanged" });"#,
+        ),
     ];
     for (rel, line) in bad {
         assert!(
@@ -260,6 +418,11 @@ fn the_checker_catches_what_it_must() {
             "use crate::audit::record::TransformRecord; // crate::ahp in a comment",
         ),
         ("config.rs", "use crate::sections::SECTION_CATALOGUE;"),
+        ("ahp/cmd/x.rs", r#"json!({"type": "chat/turnStarted"})"#),
+        (
+            "bridge/binding.rs",
+            r#"json!({"type": "object", "properties": {}})"#,
+        ),
     ];
     for (rel, line) in good {
         assert_eq!(violations(rel, line), Vec::<String>::new(), "{rel}: {line}");

@@ -95,6 +95,11 @@ pub fn advertisement() -> Value {
 /// The key of the opt-in on an active-client entry.
 pub const OPT_IN_FIELD: &str = "systemMessageTransform";
 
+/// An opt-in that is not `{sections: [id, ...]}`; names the field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadOptIn(pub String);
+
 /// `SessionActiveClient.systemMessageTransform`: the sections a client
 /// wants to transform.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -105,12 +110,12 @@ pub struct TransformOptIn {
 impl TransformOptIn {
     /// The opt-in of an active-client entry as sent: none when absent or
     /// null; an error naming the field when it is not an opt-in.
-    pub fn of_entry(entry: &Value) -> Result<Option<Self>, String> {
+    pub fn of_entry(entry: &Value) -> Result<Option<Self>, BadOptIn> {
         match entry.get(OPT_IN_FIELD) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => serde_path_to_error::deserialize(v)
                 .map(Some)
-                .map_err(|e| format!("{OPT_IN_FIELD}.{}: {}", e.path(), e.inner())),
+                .map_err(|e| BadOptIn(format!("{OPT_IN_FIELD}.{}: {}", e.path(), e.inner()))),
         }
     }
 }
@@ -213,6 +218,7 @@ mod tests {
         let e = TransformOptIn::of_entry(&json!({"systemMessageTransform": {"sections": 1}}));
         assert!(e
             .unwrap_err()
+            .0
             .starts_with("systemMessageTransform.sections"));
     }
 }

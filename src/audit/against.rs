@@ -10,19 +10,20 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::record_hash;
 use super::verdict::{Broken, Verified};
+use super::{record_hash, BadArgument};
 
 /// `SEQ:HASH`, as `audit verify` prints it.
-pub fn parse_head(s: &str) -> Result<(u64, String), String> {
+pub fn parse_head(s: &str) -> Result<(u64, String), BadArgument> {
+    let bad = |why: String| BadArgument(why);
     let (seq, hash) = s
         .split_once(':')
-        .ok_or_else(|| format!("{s:?}: expected SEQ:HASH"))?;
+        .ok_or_else(|| bad(format!("{s:?}: expected SEQ:HASH")))?;
     let seq = seq
         .parse()
-        .map_err(|_| format!("{seq:?} is not a sequence number"))?;
+        .map_err(|_| bad(format!("{seq:?} is not a sequence number")))?;
     if hash.len() != 64 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!("{hash:?} is not a SHA-256 in hex"));
+        return Err(bad(format!("{hash:?} is not a SHA-256 in hex")));
     }
     Ok((seq, hash.to_ascii_lowercase()))
 }
@@ -96,7 +97,7 @@ impl Evidence {
     }
 
     fn bad(&mut self, seq: u64, reason: String) {
-        if self.first_bad.as_ref().map_or(true, |(s, _)| seq < *s) {
+        if self.first_bad.as_ref().is_none_or(|(s, _)| seq < *s) {
             self.first_bad = Some((seq, reason));
         }
     }

@@ -41,7 +41,7 @@ pub fn unified(name: &str, before: &str, after: &str) -> Option<String> {
     }
     let mut ops = vec![Op::Keep; head];
     ops.extend(lcs_ops(am, bm));
-    ops.extend(std::iter::repeat(Op::Keep).take(tail));
+    ops.extend(std::iter::repeat_n(Op::Keep, tail));
     if before.lines().count() == after.lines().count() && ops.iter().all(|o| *o == Op::Keep) {
         // Only line endings differ.
         out.push_str("@@ the texts differ only in line endings or a final newline @@\n");

@@ -18,6 +18,11 @@ mod writer;
 
 use sha2::{Digest, Sha256};
 
+/// A command-line value `audit` cannot use (`--expect-head`, `--since`); says why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadArgument(pub String);
+
 /// The `prev` of the first record.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 

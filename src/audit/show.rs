@@ -54,16 +54,20 @@ struct Section {
 }
 
 /// `--since`: an RFC 3339 time, or a duration ago ("2h").
-pub fn parse_since(s: &str) -> Result<jiff::Timestamp, String> {
+pub fn parse_since(s: &str) -> Result<jiff::Timestamp, super::BadArgument> {
+    use super::BadArgument as Bad;
     if let Ok(t) = s.parse::<jiff::Timestamp>() {
         return Ok(t);
     }
-    let ago = humantime::parse_duration(s)
-        .map_err(|_| format!("{s:?} is neither an RFC 3339 time nor a duration like \"2h\""))?;
-    let ago = jiff::SignedDuration::try_from(ago).map_err(|e| e.to_string())?;
+    let ago = humantime::parse_duration(s).map_err(|_| {
+        Bad(format!(
+            "{s:?} is neither an RFC 3339 time nor a duration like \"2h\""
+        ))
+    })?;
+    let ago = jiff::SignedDuration::try_from(ago).map_err(|e| Bad(e.to_string()))?;
     jiff::Timestamp::now()
         .checked_sub(ago)
-        .map_err(|e| e.to_string())
+        .map_err(|e| Bad(e.to_string()))
 }
 
 /// Client strings are shown escaped, so a crafted id cannot forge a row.
@@ -82,6 +86,11 @@ pub fn show(files: &[PathBuf], filter: &Filter, out: &mut dyn Write) -> anyhow::
         "{:<27} {:>6}  {:<10} {:<24} {:<20} DETAILS",
         "TIME", "SEQ", "KIND", "SESSION", "CLIENTS"
     )?;
+    let mut table = Table {
+        filter,
+        out,
+        policy: None,
+    };
     for f in files {
         let file = std::fs::File::open(f)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", f.display()))?;
@@ -91,126 +100,209 @@ pub fn show(files: &[PathBuf], filter: &Filter, out: &mut dyn Write) -> anyhow::
             if line.is_empty() {
                 continue;
             }
-            let Ok(v) = serde_json::from_slice::<Value>(&line) else {
-                writeln!(
-                    out,
-                    "{:<27} {:>6}  {:<10} line {} of {} is no record ({} bytes)",
-                    "-",
-                    "-",
-                    "junk",
-                    i + 1,
-                    f.display(),
-                    line.len()
-                )?;
-                continue;
-            };
-            row(&v, filter, out)?;
+            match serde_json::from_slice::<Value>(&line) {
+                Ok(v) => table.row(&v)?,
+                Err(_) => table.junk(i + 1, f, line.len())?,
+            }
         }
     }
     Ok(())
 }
 
-fn row(v: &Value, filter: &Filter, out: &mut dyn Write) -> anyhow::Result<()> {
-    let time = v["time"].as_str().unwrap_or("-");
-    if let Some(since) = filter.since {
-        if time.parse::<jiff::Timestamp>().map_or(true, |t| t < since) {
-            return Ok(());
-        }
+/// The table being written, and the last policy seen (a policy row names
+/// what changed since).
+struct Table<'a> {
+    filter: &'a Filter,
+    out: &'a mut dyn Write,
+    policy: Option<Value>,
+}
+
+impl Table<'_> {
+    fn junk(&mut self, line: usize, file: &std::path::Path, bytes: usize) -> anyhow::Result<()> {
+        writeln!(
+            self.out,
+            "{:<27} {:>6}  {:<10} line {line} of {} is no record ({bytes} bytes)",
+            "-",
+            "-",
+            "junk",
+            file.display(),
+        )?;
+        Ok(())
     }
-    let seq = v["seq"].as_u64().map_or("-".into(), |s| s.to_string());
-    let kind = Kind::of(v);
-    let scoped = filter.session.is_some() || filter.client.is_some();
-    if kind != Some(Kind::Transform) && scoped {
-        return Ok(());
-    }
-    let plain = |details: String| (String::new(), String::new(), details);
-    let parse = |e: serde_json::Error| anyhow::anyhow!("record {seq}: {e}");
-    let (session, clients, details) = match kind {
-        Some(Kind::Transform) => {
-            let t: Transform = serde_json::from_value(v.clone()).map_err(parse)?;
-            if filter
-                .session
-                .as_deref()
-                .is_some_and(|s| !session_matches(s, &t.session))
-            {
+
+    fn row(&mut self, v: &Value) -> anyhow::Result<()> {
+        let time = v["time"].as_str().unwrap_or("-");
+        if let Some(since) = self.filter.since {
+            if time.parse::<jiff::Timestamp>().map_or(true, |t| t < since) {
                 return Ok(());
             }
-            if let Some(c) = &filter.client {
-                if !t.owners.iter().any(|o| &o.client_id == c) {
-                    return Ok(());
-                }
-            }
-            let clients = t
-                .owners
-                .iter()
-                .map(|o| format!("{}:{}", clean(&o.client_id), o.outcome))
-                .collect::<Vec<_>>()
-                .join(",");
-            let details = t
-                .sections
-                .iter()
-                .map(|s| match &s.owner {
-                    Some(o) => format!("{}={} ({})", s.id, s.decision, clean(o)),
-                    None => format!("{}={}", s.id, s.decision),
-                })
-                .collect::<Vec<_>>()
-                .join(" ");
-            writeln!(
-                out,
-                "{time:<27} {seq:>6}  {:<10} {:<24} {clients:<20} {details}",
-                "transform",
-                clean(&t.session)
-            )?;
-            for s in &t.sections {
-                if let (Some(b), Some(a)) = (&s.content_before, &s.content_after) {
-                    if let Some(d) = unified(&s.id, b, a) {
-                        for l in d.lines() {
-                            writeln!(out, "    {}", clean(l))?;
-                        }
-                    }
-                }
-            }
+        }
+        let seq = v["seq"].as_u64().map_or("-".into(), |s| s.to_string());
+        let kind = Kind::of(v);
+        if kind == Some(Kind::Transform) {
+            return self.transform(v, time, &seq);
+        }
+        let scoped = self.filter.session.is_some() || self.filter.client.is_some();
+        if scoped {
             return Ok(());
         }
-        Some(Kind::Policy) => {
-            let p: PolicyRecord = serde_json::from_value(v.clone()).map_err(parse)?;
-            plain(format!(
-                "policy {} {}",
-                &p.policy_sha256[..12.min(p.policy_sha256.len())],
-                p.policy
-            ))
+        let details = self.details(kind, v, &seq)?;
+        let kind = kind.map_or("?", Kind::as_str);
+        writeln!(
+            self.out,
+            "{time:<27} {seq:>6}  {kind:<10} {:<24} {:<20} {details}",
+            "", ""
+        )?;
+        Ok(())
+    }
+
+    /// What a record other than a transform says, in one cell.
+    fn details(&mut self, kind: Option<Kind>, v: &Value, seq: &str) -> anyhow::Result<String> {
+        let parse = |e: serde_json::Error| anyhow::anyhow!("record {seq}: {e}");
+        Ok(match kind {
+            Some(Kind::Policy) => {
+                let p: PolicyRecord = serde_json::from_value(v.clone()).map_err(parse)?;
+                let changed = policy_changes(self.policy.as_ref(), &p.policy);
+                self.policy = Some(p.policy);
+                format!(
+                    "policy {} {changed}",
+                    &p.policy_sha256[..12.min(p.policy_sha256.len())]
+                )
+            }
+            Some(Kind::Checkpoint) => {
+                let c: CheckpointRecord = serde_json::from_value(v.clone()).map_err(parse)?;
+                let to = v["seq"].as_u64().unwrap_or_default().saturating_sub(1);
+                format!("signed by key {}: records {} to {to}", c.key_id, c.from_seq)
+            }
+            Some(Kind::Recovered) => {
+                let r: RecoveredRecord = serde_json::from_value(v.clone()).map_err(parse)?;
+                format!(
+                    "{}: {} bytes cut at line {}, {} records not written",
+                    r.reason, r.cut_bytes, r.cut_line, r.lost_records
+                )
+            }
+            Some(Kind::Rotation) => {
+                let r: RotationRecord = serde_json::from_value(v.clone()).map_err(parse)?;
+                format!(
+                    "continues {} (its last record {})",
+                    clean(&r.previous_file),
+                    r.previous_seq
+                )
+            }
+            Some(Kind::Transform) | None => format!("unknown kind {}", v["kind"]),
+        })
+    }
+
+    /// A transform row (if the filter lets it through) and its diffs.
+    fn transform(&mut self, v: &Value, time: &str, seq: &str) -> anyhow::Result<()> {
+        let t: Transform =
+            serde_json::from_value(v.clone()).map_err(|e| anyhow::anyhow!("record {seq}: {e}"))?;
+        let f = self.filter;
+        if f.session
+            .as_deref()
+            .is_some_and(|s| !session_matches(s, &t.session))
+        {
+            return Ok(());
         }
-        Some(Kind::Checkpoint) => {
-            let c: CheckpointRecord = serde_json::from_value(v.clone()).map_err(parse)?;
-            let to = v["seq"].as_u64().unwrap_or_default().saturating_sub(1);
-            plain(format!(
-                "signed by key {}: records {} to {to}",
-                c.key_id, c.from_seq
-            ))
+        if f.client
+            .as_ref()
+            .is_some_and(|c| !t.owners.iter().any(|o| &o.client_id == c))
+        {
+            return Ok(());
         }
-        Some(Kind::Recovered) => {
-            let r: RecoveredRecord = serde_json::from_value(v.clone()).map_err(parse)?;
-            plain(format!(
-                "{}: {} bytes cut at line {}, {} records not written",
-                r.reason, r.cut_bytes, r.cut_line, r.lost_records
-            ))
+        let clients = t
+            .owners
+            .iter()
+            .map(|o| format!("{}:{}", clean(&o.client_id), o.outcome))
+            .collect::<Vec<_>>()
+            .join(",");
+        let details = t
+            .sections
+            .iter()
+            .map(|s| match &s.owner {
+                Some(o) => format!("{}={} ({})", s.id, s.decision, clean(o)),
+                None => format!("{}={}", s.id, s.decision),
+            })
+            .collect::<Vec<_>>()
+            .join(" ");
+        let session = clean(&t.session);
+        writeln!(
+            self.out,
+            "{time:<27} {seq:>6}  {:<10} {session:<24} {clients:<20} {details}",
+            "transform"
+        )?;
+        for s in &t.sections {
+            let (Some(b), Some(a)) = (&s.content_before, &s.content_after) else {
+                continue;
+            };
+            for l in unified(&s.id, b, a).iter().flat_map(|d| d.lines()) {
+                writeln!(self.out, "    {}", clean(l))?;
+            }
         }
-        Some(Kind::Rotation) => {
-            let r: RotationRecord = serde_json::from_value(v.clone()).map_err(parse)?;
-            plain(format!(
-                "continues {} (its last record {})",
-                clean(&r.previous_file),
-                r.previous_seq
-            ))
+        Ok(())
+    }
+}
+
+/// The sections whose policy differs from the previous policy record's (the
+/// first one: the sections with any rule), and any limit that changed.
+fn policy_changes(before: Option<&Value>, now: &Value) -> String {
+    let sections = now["sections"].as_object();
+    let changed: Vec<&str> = sections
+        .into_iter()
+        .flatten()
+        .filter(|(id, rules)| match before {
+            Some(b) => b["sections"].get(id.as_str()) != Some(*rules),
+            None => has_rules(rules),
+        })
+        .map(|(id, _)| id.as_str())
+        .collect();
+    let limits: Vec<&str> = [
+        "transformTimeoutMs",
+        "maxSections",
+        "maxResponseBytes",
+        "transformPrincipals",
+    ]
+    .into_iter()
+    .filter(|k| before.is_some_and(|b| b.get(*k) != now.get(*k)))
+    .collect();
+    let list = |v: &[&str]| {
+        if v.is_empty() {
+            "none".to_owned()
+        } else {
+            v.join(",")
         }
-        None => plain(format!("unknown kind {}", v["kind"])),
     };
-    let kind = kind.map_or("?", Kind::as_str);
-    writeln!(
-        out,
-        "{time:<27} {seq:>6}  {kind:<10} {session:<24} {clients:<20} {details}"
-    )?;
-    Ok(())
+    match before {
+        None => format!("first of this log; sections with rules: {}", list(&changed)),
+        Some(_) if limits.is_empty() => format!("changed sections: {}", list(&changed)),
+        Some(_) => format!(
+            "changed sections: {}; changed: {}",
+            list(&changed),
+            limits.join(",")
+        ),
+    }
+}
+
+/// Whether a section's policy (as the `policy` record holds it) has any
+/// rule beyond the default: a client may rewrite it freely.
+fn has_rules(rules: &Value) -> bool {
+    let set = |k: &str| match &rules[k] {
+        Value::Null => false,
+        Value::Array(a) => !a.is_empty(),
+        _ => true,
+    };
+    rules["access"] != "transform"
+        || rules["mode"] != "any"
+        || [
+            "override",
+            "maxGrowthBytes",
+            "maxShrinkBytes",
+            "mustKeep",
+            "deny",
+            "redact",
+        ]
+        .into_iter()
+        .any(set)
 }
 
 #[cfg(test)]
@@ -241,12 +333,14 @@ mod tests {
     #[test]
     fn a_table_with_every_kind_and_a_diff_when_content_is_there() {
         let recs = [
-            json!({"kind": "policy", "seq": 1, "time": "2026-01-01T00:00:00Z", "policy": {"restricted": ["safety"]}, "policySha256": "abcdef0123456789"}),
+            json!({"kind": "policy", "seq": 1, "time": "2026-01-01T00:00:00Z", "policySha256": "abcdef0123456789",
+                "policy": {"sections": {"safety": {"access": "hidden", "mode": "any"}, "tone": {"access": "transform", "mode": "any"}}}}),
             transform(2, "ahp-session:/a1", "ide", true),
             json!({"kind": "checkpoint", "seq": 3, "time": "2026-01-01T00:00:01Z", "keyId": "k1", "fromSeq": 1, "head": "h", "hashes": []}),
         ];
         let t = render(&recs, &Filter::default());
         assert!(t.contains("policy abcdef012345"), "{t}");
+        assert!(t.contains("sections with rules: safety"), "{t}");
         assert!(
             t.contains("ahp-session:/a1")
                 && t.contains("ide:transformed")
@@ -256,6 +350,38 @@ mod tests {
         assert!(t.contains("    +Use British English."), "{t}");
         assert!(t.contains("signed by key k1: records 1 to 2"), "{t}");
         assert!(t.contains("is no record"), "{t}");
+    }
+
+    #[test]
+    fn a_policy_row_is_its_hash_and_the_sections_it_changed() {
+        let policy = |mode: &str, timeout: u64| {
+            json!({"sections": {"tone": {"access": "transform", "mode": mode},
+                "safety": {"access": "hidden", "mode": "any"}}, "transformTimeoutMs": timeout})
+        };
+        let rec = |seq: u64, p: Value| json!({"kind": "policy", "seq": seq, "time": "2026-01-01T00:00:00Z", "policy": p, "policySha256": "0123456789abcdef"});
+        let t = render(
+            &[
+                rec(1, policy("any", 5000)),
+                rec(2, policy("append-only", 5000)),
+                rec(3, policy("append-only", 9000)),
+            ],
+            &Filter::default(),
+        );
+        let rows: Vec<&str> = t
+            .lines()
+            .filter(|l| l.contains("policy 0123456789ab"))
+            .collect();
+        assert_eq!(rows.len(), 3, "{t}");
+        assert!(
+            rows[0].ends_with("first of this log; sections with rules: safety"),
+            "{t}"
+        );
+        assert!(rows[1].ends_with("changed sections: tone"), "{t}");
+        assert!(
+            rows[2].ends_with("changed sections: none; changed: transformTimeoutMs"),
+            "{t}"
+        );
+        assert!(!t.contains("\"sections\""), "no policy JSON in a cell: {t}");
     }
 
     #[test]

@@ -167,25 +167,23 @@ impl<'a> Walk<'a> {
         let mut junk: Option<Junk> = None;
         let mut first_in_file = true;
         let mut buf = Vec::new();
+        let brk = |seq: u64, line: usize, reason: String| Broken {
+            seq,
+            file: name.to_owned(),
+            line,
+            reason,
+        };
         loop {
             let (line_no, start) = (lines + 1, offset);
-            let expected = self.last() + 1;
-            let brk = |seq: u64, line: usize, reason: String| Broken {
-                seq,
-                file: name.to_owned(),
-                line,
-                reason,
-            };
             let (n, whole, oversize) =
                 Self::read_line(&mut r, &mut buf, &mut junk, (start, line_no))
-                    .map_err(|e| brk(expected, 0, e.to_string()))?;
+                    .map_err(|e| brk(self.last() + 1, 0, e.to_string()))?;
             if n == 0 {
                 break;
             }
-            offset += n;
-            lines = line_no;
+            (offset, lines) = (offset + n, line_no);
             if !whole {
-                return Err(brk(expected, line_no, "the last line is cut (no newline): the file was truncated, or a crash tore the last write and the bridge has not reopened the log since".into()));
+                return Err(brk(self.last() + 1, line_no, "the last line is cut (no newline): the file was truncated, or a crash tore the last write and the bridge has not reopened the log since".into()));
             }
             if oversize {
                 continue;
@@ -193,81 +191,105 @@ impl<'a> Walk<'a> {
             let parsed = serde_json::from_slice::<Value>(&buf[..buf.len() - 1])
                 .ok()
                 .filter(|v| v["seq"].as_u64().is_some());
-            let Some(mut v) = parsed else {
+            let Some(v) = parsed else {
                 let j = junk.get_or_insert_with(|| Junk::at(start, line_no));
                 j.sha.update(&buf[..]);
                 j.bytes += n;
                 continue;
             };
-            let seq = v["seq"].as_u64().unwrap_or_default();
-            let Some(kind) = Kind::of(&v) else {
-                return Err(brk(
-                    expected,
-                    line_no,
-                    format!("unknown kind {}", v["kind"]),
-                ));
-            };
-            self.account_for_junk(&v, kind, junk.take(), line_no)
-                .map_err(|(line, reason)| brk(expected, line, reason))?;
-            if first_in_file {
-                first_in_file = false;
-                self.start_of_file(&v, kind, name)
-                    .map_err(|reason| brk(expected, line_no, reason))?;
-            } else if kind == Kind::Rotation {
-                return Err(brk(expected, line_no, "a rotation record is only ever the first of a file: records were moved between files".into()));
-            }
-            let expected = self.last() + 1;
-            if seq != expected {
-                let reason = if seq > expected {
-                    format!("record {expected} is missing (found {seq} in its place): removed, or the records are out of order")
-                } else {
-                    format!("found record {seq} where {expected} was due: reordered or duplicated")
-                };
-                return Err(brk(expected, line_no, reason));
-            }
-            if v["prev"].as_str() != Some(self.prev.as_str()) {
-                return Err(brk(expected, line_no, "prev does not match the previous record's hash: a record before it was removed, reordered or altered".into()));
-            }
-            let Some(claimed) = v.as_object_mut().and_then(|o| o.remove("hash")) else {
-                return Err(brk(expected, line_no, "no hash".into()));
-            };
-            let actual = record_hash(&self.prev, &v);
-            if claimed.as_str() != Some(actual.as_str()) {
-                return Err(brk(
-                    expected,
-                    line_no,
-                    "hash does not match the content: the record was altered".into(),
-                ));
-            }
-            if self.out.records == 0 {
-                self.out.first_seq = seq;
-            }
-            self.evidence.record(seq, &actual);
-            self.out.records += 1;
-            self.out.last_seq = seq;
-            self.out.head = actual.clone();
-            if kind == Kind::Checkpoint {
-                self.checkpoint(&v, seq)
-                    .map_err(|(s, r)| brk(s, line_no, r))?;
-            } else if self.key.is_some() {
-                if self.window.len() == WINDOW {
-                    self.window.pop_front();
-                }
-                self.window
-                    .push_back((seq, prefix64(&actual).unwrap_or_default()));
-            }
-            self.prev = actual;
+            let first = std::mem::replace(&mut first_in_file, false);
+            self.record(v, junk.take(), first, name, line_no)
+                .map_err(|(seq, line, reason)| brk(seq, line, reason))?;
         }
         if let Some(Junk { line, .. }) = junk {
-            return Err(Broken {
-                seq: self.last() + 1,
-                file: name.to_owned(),
-                line,
-                reason: format!("line {line} and on are no records, and no recovered record accounts for them: junk appended, or a torn write"),
-            });
+            return Err(brk(self.last() + 1, line, format!("line {line} and on are no records, and no recovered record accounts for them: junk appended, or a torn write")));
         }
         self.out.last_file = name.to_owned();
         self.out.last_line = lines;
+        Ok(())
+    }
+
+    /// One record, on line `line_no` of file `name`: the bytes before it
+    /// accounted for, the start of a file, its place and hash in the chain,
+    /// then counted. Errors: (the seq due, the line, why).
+    fn record(
+        &mut self,
+        mut v: Value,
+        junk: Option<Junk>,
+        first_in_file: bool,
+        name: &str,
+        line_no: usize,
+    ) -> Result<(), (u64, usize, String)> {
+        let expected = self.last() + 1;
+        let at = |reason: String| (expected, line_no, reason);
+        let kind = Kind::of(&v).ok_or_else(|| at(format!("unknown kind {}", v["kind"])))?;
+        self.account_for_junk(&v, kind, junk, line_no)
+            .map_err(|(line, reason)| (expected, line, reason))?;
+        if first_in_file {
+            self.start_of_file(&v, kind, name).map_err(at)?;
+        } else if kind == Kind::Rotation {
+            return Err(at("a rotation record is only ever the first of a file: records were moved between files".into()));
+        }
+        // A series walked from its middle starts its count where the file does.
+        let expected = self.last() + 1;
+        let seq = v["seq"].as_u64().unwrap_or_default();
+        let hash = self
+            .link(&mut v, seq, expected)
+            .map_err(|reason| (expected, line_no, reason))?;
+        self.accept(&v, seq, kind, hash)
+            .map_err(|(seq, reason)| (seq, line_no, reason))
+    }
+
+    /// Whether record `seq` (its `hash` taken out of `v`) is the one due
+    /// and links to the one before: its hash, recomputed.
+    fn link(&self, v: &mut Value, seq: u64, expected: u64) -> Result<String, String> {
+        if seq != expected {
+            return Err(if seq > expected {
+                format!("record {expected} is missing (found {seq} in its place): removed, or the records are out of order")
+            } else {
+                format!("found record {seq} where {expected} was due: reordered or duplicated")
+            });
+        }
+        if v["prev"].as_str() != Some(self.prev.as_str()) {
+            return Err("prev does not match the previous record's hash: a record before it was removed, reordered or altered".into());
+        }
+        let claimed = v
+            .as_object_mut()
+            .and_then(|o| o.remove("hash"))
+            .ok_or("no hash")?;
+        let actual = record_hash(&self.prev, v);
+        if claimed.as_str() != Some(actual.as_str()) {
+            return Err("hash does not match the content: the record was altered".into());
+        }
+        Ok(actual)
+    }
+
+    /// Counts a record that holds, and checks a checkpoint against the
+    /// records it signs (or keeps the record's hash for the next one).
+    fn accept(
+        &mut self,
+        v: &Value,
+        seq: u64,
+        kind: Kind,
+        hash: String,
+    ) -> Result<(), (u64, String)> {
+        if self.out.records == 0 {
+            self.out.first_seq = seq;
+        }
+        self.evidence.record(seq, &hash);
+        self.out.records += 1;
+        self.out.last_seq = seq;
+        self.out.head = hash.clone();
+        if kind == Kind::Checkpoint {
+            self.checkpoint(v, seq)?;
+        } else if self.key.is_some() {
+            if self.window.len() == WINDOW {
+                self.window.pop_front();
+            }
+            self.window
+                .push_back((seq, prefix64(&hash).unwrap_or_default()));
+        }
+        self.prev = hash;
         Ok(())
     }
 

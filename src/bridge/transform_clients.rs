@@ -30,20 +30,22 @@ impl TransformClients for HostClients {
         timeout: Duration,
     ) -> AskFuture {
         let peer = self.0.as_ref().and_then(|h| h.client_peer(client_id));
-        let params = serde_json::to_value(TransformParams::new(session, sections));
+        let session = session.to_owned();
+        let sections = sections.clone();
         Box::pin(async move {
-            let (Some(peer), Ok(params)) = (peer, params) else {
+            let Some(peer) = peer else {
                 return Err(AskError::Disconnected);
             };
-            let result = match peer.call(TRANSFORM_METHOD, params, timeout).await {
-                Ok(result) => result,
+            let params = TransformParams::new(&session, &sections);
+            let answer = match peer.call_sized(TRANSFORM_METHOD, &params, timeout).await {
+                Ok(answer) => answer,
                 Err(CallError::Timeout(_)) => return Err(AskError::Timeout),
                 Err(CallError::Closed) => return Err(AskError::Disconnected),
                 Err(CallError::Rpc(_)) => return Err(AskError::Failed),
             };
-            // Measured as the client's answer serialized: what it sent, near enough.
-            let bytes = result.to_string().len();
-            match TransformResult::parse(result) {
+            // The size of the message the client sent.
+            let bytes = answer.bytes;
+            match TransformResult::parse(answer.value) {
                 Some(sections) => Ok(ClientAnswer { sections, bytes }),
                 None => Err(AskError::Malformed { bytes }),
             }

@@ -108,19 +108,24 @@ pub const MAX_RULE_BYTES: usize = 4096;
 /// Compiled size of one pattern, at most (the regex crate's own bound).
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
-/// Compiles a `deny` or `redact` pattern; the error is one line.
-pub fn compile_pattern(pattern: &str) -> Result<Regex, String> {
+/// A `deny` or `redact` pattern that cannot be used; says why in one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadPattern(pub String);
+
+/// Compiles a `deny` or `redact` pattern.
+pub fn compile_pattern(pattern: &str) -> Result<Regex, BadPattern> {
     let re = regex::RegexBuilder::new(pattern)
         .size_limit(REGEX_SIZE_LIMIT)
         .build()
         .map_err(|e| {
             let text = e.to_string();
-            text.split_whitespace().collect::<Vec<_>>().join(" ")
+            BadPattern(text.split_whitespace().collect::<Vec<_>>().join(" "))
         })?;
     if re.is_match("") {
-        return Err(format!(
+        return Err(BadPattern(format!(
             "{pattern:?} matches the empty string, so it would match everywhere"
-        ));
+        )));
     }
     Ok(re)
 }
@@ -190,106 +195,12 @@ impl Config {
     }
 
     pub(super) fn validate_policy_rules(&self) -> Result<(), ConfigError> {
-        let p = &self.policy;
-        for (id, r) in &p.sections {
-            let key = |k: &str| format!("policy.sections.{id}{k}");
-            if !is_catalogued(id) {
-                return Err(bad(&key(""), "not a known section id"));
-            }
-            let restricted = p.restricted.iter().any(|x| x == id);
-            if let Some(a) = r.access.filter(|a| *a != Access::Hidden && restricted) {
-                return Err(bad(
-                    &key(".access"),
-                    format!(
-                        "{:?} contradicts policy.restricted, which lists {id:?} (remove it there; note that the default is [\"safety\"])",
-                        a.as_str()
-                    ),
-                ));
-            }
-            let rules = r.rewrite_rules();
-            let claims_access = r.access.is_some_and(|a| a != Access::Hidden);
-            if p.overrides.contains_key(id)
-                && (!rules.is_empty() || !r.redact.is_empty() || claims_access)
-            {
-                return Err(bad(
-                    &key(""),
-                    format!("{id:?} has an operator override (policy.overrides.{id}), so no client ever sees or rewrites it and these rules would never apply"),
-                ));
-            }
-            let access = r.access.unwrap_or(if restricted {
-                Access::Hidden
-            } else {
-                Access::Transform
-            });
-            match access {
-                Access::Hidden => {
-                    if let Some(k) = rules
-                        .first()
-                        .copied()
-                        .or((!r.redact.is_empty()).then_some("redact"))
-                    {
-                        return Err(bad(
-                            &key(&format!(".{k}")),
-                            "the section is hidden (never sent), so this rule would never apply",
-                        ));
-                    }
-                }
-                Access::ReadOnly => {
-                    if let Some(k) = rules.first() {
-                        return Err(bad(
-                            &key(&format!(".{k}")),
-                            "the section is read-only (every rewrite is refused), so this rule would never apply",
-                        ));
-                    }
-                }
-                Access::Transform => {}
-            }
-            if r.mode != Mode::Any && r.max_shrink_bytes.is_some_and(|n| n > 0) {
-                return Err(bad(
-                    &key(".max_shrink_bytes"),
-                    format!(
-                        "{} keeps the whole original, so a rewrite can never shrink",
-                        r.mode.as_str()
-                    ),
-                ));
-            }
-            if r.mode != Mode::Any && r.max_growth_bytes == Some(0) {
-                return Err(bad(
-                    &key(".max_growth_bytes"),
-                    format!(
-                        "0 with {} allows no change at all; use access = \"read-only\"",
-                        r.mode.as_str()
-                    ),
-                ));
-            }
-            for (list, entries) in [
-                ("must_keep", &r.must_keep),
-                ("deny", &r.deny),
-                ("redact", &r.redact),
-            ] {
-                if entries.len() > MAX_RULE_ENTRIES {
-                    return Err(bad(
-                        &key(&format!(".{list}")),
-                        format!("at most {MAX_RULE_ENTRIES} entries"),
-                    ));
-                }
-                for (i, e) in entries.iter().enumerate() {
-                    let k = key(&format!(".{list}[{i}]"));
-                    if e.is_empty() {
-                        return Err(bad(&k, "must not be empty"));
-                    }
-                    if e.len() > MAX_RULE_BYTES {
-                        return Err(bad(&k, format!("at most {MAX_RULE_BYTES} bytes")));
-                    }
-                    if list != "must_keep" {
-                        compile_pattern(e).map_err(|reason| bad(&k, reason))?;
-                    }
-                }
-            }
+        for (id, r) in &self.policy.sections {
+            self.policy.validate_section(id, r)?;
+            r.validate_lists(|k| format!("policy.sections.{id}.{k}"))?;
         }
         Ok(())
     }
-
     /// The effective policy as a table: one row per catalogued section.
     pub fn policy_table(&self) -> String {
         let principals = self.transform_principals();
@@ -309,9 +220,7 @@ impl Config {
                     let names: Vec<&str> = principals
                         .iter()
                         .filter(|(_, allowed)| {
-                            allowed
-                                .as_ref()
-                                .map_or(true, |l| l.iter().any(|x| x == s.id))
+                            allowed.as_ref().is_none_or(|l| l.iter().any(|x| x == s.id))
                         })
                         .map(|(n, _)| n.as_str())
                         .collect();
@@ -337,6 +246,120 @@ impl Config {
             );
         }
         out
+    }
+}
+
+impl PolicyConfig {
+    /// `[policy.sections.ID]` against the rest of the policy: a known id,
+    /// an access that agrees with `restricted`, no rules where they could
+    /// never apply (an overridden, hidden or read-only section), modes and
+    /// limits that allow a change.
+    fn validate_section(&self, id: &str, r: &SectionRuleConfig) -> Result<(), ConfigError> {
+        let key = |k: &str| format!("policy.sections.{id}{k}");
+        if !is_catalogued(id) {
+            return Err(bad(&key(""), "not a known section id"));
+        }
+        let restricted = self.restricted.iter().any(|x| x == id);
+        if let Some(a) = r.access.filter(|a| *a != Access::Hidden && restricted) {
+            return Err(bad(
+                &key(".access"),
+                format!(
+                    "{:?} contradicts policy.restricted, which lists {id:?} (remove it there; note that the default is [\"safety\"])",
+                    a.as_str()
+                ),
+            ));
+        }
+        let rules = r.rewrite_rules();
+        let claims_access = r.access.is_some_and(|a| a != Access::Hidden);
+        if self.overrides.contains_key(id)
+            && (!rules.is_empty() || !r.redact.is_empty() || claims_access)
+        {
+            return Err(bad(
+                &key(""),
+                format!("{id:?} has an operator override (policy.overrides.{id}), so no client ever sees or rewrites it and these rules would never apply"),
+            ));
+        }
+        let access = r.access.unwrap_or(if restricted {
+            Access::Hidden
+        } else {
+            Access::Transform
+        });
+        let never = |k: &str, why: &str| Err(bad(&key(&format!(".{k}")), why));
+        match access {
+            Access::Hidden => {
+                if let Some(k) = rules
+                    .first()
+                    .copied()
+                    .or((!r.redact.is_empty()).then_some("redact"))
+                {
+                    return never(
+                        k,
+                        "the section is hidden (never sent), so this rule would never apply",
+                    );
+                }
+            }
+            Access::ReadOnly => {
+                if let Some(k) = rules.first() {
+                    return never(k, "the section is read-only (every rewrite is refused), so this rule would never apply");
+                }
+            }
+            Access::Transform => {}
+        }
+        r.validate_mode(key)
+    }
+}
+
+impl SectionRuleConfig {
+    /// A mode that keeps the whole original cannot shrink, nor grow by 0.
+    fn validate_mode(&self, key: impl Fn(&str) -> String) -> Result<(), ConfigError> {
+        if self.mode != Mode::Any && self.max_shrink_bytes.is_some_and(|n| n > 0) {
+            return Err(bad(
+                &key(".max_shrink_bytes"),
+                format!(
+                    "{} keeps the whole original, so a rewrite can never shrink",
+                    self.mode.as_str()
+                ),
+            ));
+        }
+        if self.mode != Mode::Any && self.max_growth_bytes == Some(0) {
+            return Err(bad(
+                &key(".max_growth_bytes"),
+                format!(
+                    "0 with {} allows no change at all; use access = \"read-only\"",
+                    self.mode.as_str()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `must_keep`, `deny` and `redact`: bounded, none empty, every pattern compiles.
+    fn validate_lists(&self, key: impl Fn(&str) -> String) -> Result<(), ConfigError> {
+        for (list, entries) in [
+            ("must_keep", &self.must_keep),
+            ("deny", &self.deny),
+            ("redact", &self.redact),
+        ] {
+            if entries.len() > MAX_RULE_ENTRIES {
+                return Err(bad(
+                    &key(list),
+                    format!("at most {MAX_RULE_ENTRIES} entries"),
+                ));
+            }
+            for (i, e) in entries.iter().enumerate() {
+                let k = key(&format!("{list}[{i}]"));
+                if e.is_empty() {
+                    return Err(bad(&k, "must not be empty"));
+                }
+                if e.len() > MAX_RULE_BYTES {
+                    return Err(bad(&k, format!("at most {MAX_RULE_BYTES} bytes")));
+                }
+                if list != "must_keep" {
+                    compile_pattern(e).map_err(|reason| bad(&k, reason.0))?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -419,7 +442,7 @@ mod tests {
             ("[policy.sections.tone]\ndenny = []", "denny"),
         ] {
             let e = Config::parse(text).unwrap_err();
-            assert!(e.contains(needle), "{text}: {e}");
+            assert!(e.0.contains(needle), "{text}: {e}");
         }
     }
 

@@ -169,6 +169,6 @@ mod tests {
             assert_eq!(e.key, key, "{text}");
         }
         let e = Config::parse("[[principals]]\nname = \"a\"\nroles = [\"boss\"]").unwrap_err();
-        assert!(e.contains("boss"), "{e}");
+        assert!(e.0.contains("boss"), "{e}");
     }
 }

@@ -122,7 +122,7 @@ impl Conversation {
         for (i, entry) in entries.into_iter().enumerate() {
             let (reply, times) = parse_entry(entry.clone())
                 .map_err(|e| fail(format!("replies[{i}] {}: {e}", brief(&entry))))?;
-            replies.extend(std::iter::repeat(reply).take(times));
+            replies.extend(std::iter::repeat_n(reply, times));
         }
         Ok(Self {
             description,

@@ -48,7 +48,7 @@ pub fn receive(text: &str, peer: &Arc<Peer>, handler: &dyn InboundHandler, from:
             peer.send_raw(error_response(m.id.as_ref(), m.error));
         }
         Ok(Incoming::Response { id, result }) => {
-            if !peer.complete(&id, result) {
+            if !peer.complete(&id, result, text.len()) {
                 debug!(from, %id, "answer to no pending call (late or unknown)");
             }
         }
@@ -99,8 +99,8 @@ mod tests {
         let out = Arc::new(Mutex::new(Vec::new()));
         let o = out.clone();
         (
-            Peer::new(move |v| {
-                o.lock().unwrap().push(v);
+            Peer::new(move |v: String| {
+                o.lock().unwrap().push(serde_json::from_str(&v).unwrap());
                 true
             }),
             out,

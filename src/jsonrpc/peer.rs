@@ -5,10 +5,11 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde::Serialize;
 use serde_json::Value;
 use tokio::sync::oneshot;
 
-use super::{request, Id, RpcError};
+use super::{Id, RpcError};
 
 /// Why a call we made did not return a result.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -21,20 +22,40 @@ pub enum CallError {
     Rpc(RpcError),
 }
 
-type Sender = Box<dyn Fn(Value) -> bool + Send + Sync>;
+type Sender = Box<dyn Fn(String) -> bool + Send + Sync>;
+
+/// An answer and the size of the message that carried it.
+type Delivered = Result<(Value, usize), RpcError>;
 
 /// Our side of a JSON-RPC connection: numbers the calls we make, keeps them
 /// pending until the answer, a deadline, or the connection closing.
 pub struct Peer {
     next_id: AtomicI64,
-    pending: Mutex<HashMap<Id, oneshot::Sender<Result<Value, RpcError>>>>,
+    pending: Mutex<HashMap<Id, oneshot::Sender<Delivered>>>,
     closed: AtomicBool,
     send: Sender,
 }
 
+/// A request as it goes out, serialized in one pass from typed params.
+#[derive(Serialize)]
+struct Outgoing<'a, P: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a Id,
+    method: &'a str,
+    params: &'a P,
+}
+
+/// A result, and the bytes of the message it came in (what the peer sent).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    pub value: Value,
+    pub bytes: usize,
+}
+
 impl Peer {
-    /// `send` queues one message for the wire and says whether it was accepted.
-    pub fn new(send: impl Fn(Value) -> bool + Send + Sync + 'static) -> Arc<Self> {
+    /// `send` queues one serialized message for the wire and says whether
+    /// it was accepted.
+    pub fn new(send: impl Fn(String) -> bool + Send + Sync + 'static) -> Arc<Self> {
         Arc::new(Self {
             next_id: AtomicI64::new(1),
             pending: Mutex::new(HashMap::new()),
@@ -43,9 +64,7 @@ impl Peer {
         })
     }
 
-    fn pending(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<Id, oneshot::Sender<Result<Value, RpcError>>>> {
+    fn pending(&self) -> std::sync::MutexGuard<'_, HashMap<Id, oneshot::Sender<Delivered>>> {
         self.pending.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -56,20 +75,39 @@ impl Peer {
         params: Value,
         timeout: Duration,
     ) -> Result<Value, CallError> {
+        self.call_sized(method, &params, timeout)
+            .await
+            .map(|a| a.value)
+    }
+
+    /// Calls `method` with typed `params` (serialized once, straight to
+    /// the wire) and waits at most `timeout` for the answer and its size.
+    pub async fn call_sized<P: Serialize>(
+        &self,
+        method: &str,
+        params: &P,
+        timeout: Duration,
+    ) -> Result<Answered, CallError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(CallError::Closed);
         }
         let id = Id::Num(self.next_id.fetch_add(1, Ordering::Relaxed));
+        let out = Outgoing {
+            jsonrpc: "2.0",
+            id: &id,
+            method,
+            params,
+        };
+        let text = serde_json::to_string(&out).map_err(|_| CallError::Closed)?;
         let (tx, rx) = oneshot::channel();
         self.pending().insert(id.clone(), tx);
         // A close that raced the insert above must still fail this call.
-        if self.closed.load(Ordering::Acquire) || !(self.send)(request(&id, method, &params)) {
+        if self.closed.load(Ordering::Acquire) || !(self.send)(text) {
             self.pending().remove(&id);
             return Err(CallError::Closed);
         }
-        let outcome = tokio::time::timeout(timeout, rx).await;
-        match outcome {
-            Ok(Ok(Ok(v))) => Ok(v),
+        match tokio::time::timeout(timeout, rx).await {
+            Ok(Ok(Ok((value, bytes)))) => Ok(Answered { value, bytes }),
             Ok(Ok(Err(e))) => Err(CallError::Rpc(e)),
             Ok(Err(_)) => Err(CallError::Closed),
             Err(_) => {
@@ -81,13 +119,19 @@ impl Peer {
 
     /// Sends any prepared message (a response, say).
     pub fn send_raw(&self, message: Value) -> bool {
-        !self.closed.load(Ordering::Acquire) && (self.send)(message)
+        self.send_text(message.to_string())
     }
 
-    /// Delivers an answer; false when nobody waits for that id (late or unknown).
-    pub fn complete(&self, id: &Id, result: Result<Value, RpcError>) -> bool {
+    /// Sends a message already serialized.
+    pub fn send_text(&self, text: String) -> bool {
+        !self.closed.load(Ordering::Acquire) && (self.send)(text)
+    }
+
+    /// Delivers an answer that came in a message of `bytes`; false when
+    /// nobody waits for that id (late or unknown).
+    pub fn complete(&self, id: &Id, result: Result<Value, RpcError>, bytes: usize) -> bool {
         match self.pending().remove(id) {
-            Some(tx) => tx.send(result).is_ok(),
+            Some(tx) => tx.send(result.map(|v| (v, bytes))).is_ok(),
             None => false,
         }
     }
@@ -131,6 +175,6 @@ mod tests {
     async fn late_answer_is_not_delivered() {
         let peer = Peer::new(|_| true);
         let _ = peer.call("x", Value::Null, Duration::from_millis(5)).await;
-        assert!(!peer.complete(&Id::Num(1), Ok(Value::Null)));
+        assert!(!peer.complete(&Id::Num(1), Ok(Value::Null), 0));
     }
 }

@@ -143,7 +143,7 @@ impl Policy {
             .iter()
             .map(|s| s.id)
             .filter(|id| opt_in.sections.iter().any(|o| o == id) && self.allows(id))
-            .filter(|id| opt_in.allowed.as_ref().map_or(true, |a| a.contains(*id)))
+            .filter(|id| opt_in.allowed.as_ref().is_none_or(|a| a.contains(*id)))
             .map(String::from)
             .collect()
     }

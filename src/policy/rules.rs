@@ -86,7 +86,7 @@ impl SectionRules {
                 .map(|(i, p)| {
                     compile_pattern(p).map_err(|reason| ConfigError {
                         key: format!("{key}.{list}[{i}]"),
-                        reason,
+                        reason: reason.0,
                     })
                 })
                 .collect()

@@ -79,7 +79,7 @@ impl RuntimeConn {
     {
         let (tx, mut rx) = mpsc::unbounded_channel::<String>();
         let closed = CancellationToken::new();
-        let peer = Peer::new(move |v| tx.send(v.to_string()).is_ok());
+        let peer = Peer::new(move |text| tx.send(text).is_ok());
         let mut sink = FramedWrite::new(writer, ContentLengthCodec::new(max_frame));
         let c = closed.clone();
         tokio::spawn(async move {

@@ -47,7 +47,7 @@ struct ScriptedClients {
 impl ScriptedClients {
     fn add(&mut self, client_id: &str, sections: &[&str], script: Script) -> Arc<Peer> {
         let (tx, mut rx) = mpsc::unbounded_channel::<Value>();
-        let peer = Peer::new(move |m| tx.send(m).is_ok());
+        let peer = Peer::new(move |m: String| tx.send(serde_json::from_str(&m).unwrap()).is_ok());
         let asked = Arc::new(Mutex::new(Vec::new()));
         let (far_peer, far_asked) = (peer.clone(), asked.clone());
         tokio::spawn(async move {
@@ -66,7 +66,7 @@ impl ScriptedClients {
                         Ok(appended(&params, tail, Some(extra)))
                     }
                 };
-                far_peer.complete(&id, answer);
+                far_peer.complete(&id, answer, 0);
             }
         });
         self.clients.push(Client {

@@ -172,7 +172,7 @@ pub async fn assert_no_input_needed(c: &Client, session: &str) {
     assert!(
         snap["snapshot"]["state"]["inputNeeded"]
             .as_array()
-            .map_or(true, |a| a.is_empty()),
+            .is_none_or(|a| a.is_empty()),
         "nothing left in inputNeeded: {snap}"
     );
 }

@@ -242,7 +242,7 @@ pub fn status_kib(pid: u32, field: &str) -> u64 {
 /// Whether a process is still alive (a zombie counts as gone).
 pub fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map(|s| !s.split_whitespace().nth(2).is_some_and(|st| st == "Z"))
+        .map(|s| s.split_whitespace().nth(2).is_none_or(|st| st != "Z"))
         .unwrap_or(false)
 }
 

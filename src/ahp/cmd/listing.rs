@@ -54,7 +54,7 @@ pub fn list_sessions(
         .visible_sessions(principal)
         .into_iter()
         .map(|(uri, modified, summary)| (cursors.position(modified_ns(&modified), &uri), summary))
-        .filter(|(pos, _)| after.map_or(true, |a| *pos > a))
+        .filter(|(pos, _)| after.is_none_or(|a| *pos > a))
         .collect();
     rows.sort_unstable_by_key(|(pos, _)| *pos);
     let more = rows.len() > limit;

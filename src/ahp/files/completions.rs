@@ -26,11 +26,20 @@ pub struct PathWord {
     pub range: (i64, i64),
 }
 
+/// A completion `offset` that is no position in its text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadOffset(pub String);
+
 /// The path-like word that ends at `offset` (UTF-16 code units) in `text`,
 /// if the word is path-like: it starts with the trigger, or holds a `/`.
 /// `Err`: the offset is not a position in the text.
-pub fn path_word(text: &str, offset: i64) -> Result<Option<PathWord>, String> {
-    let bad = || format!("field `offset` ({offset}) is not a position in `text`");
+pub fn path_word(text: &str, offset: i64) -> Result<Option<PathWord>, BadOffset> {
+    let bad = || {
+        BadOffset(format!(
+            "field `offset` ({offset}) is not a position in `text`"
+        ))
+    };
     let mut units = 0i64;
     let mut end = None;
     for (i, ch) in text.char_indices() {

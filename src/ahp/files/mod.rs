@@ -135,7 +135,7 @@ fn file_job(
             )
         }
         Request::Completions(p) => {
-            let word = path_word(&p.text, p.offset).map_err(invalid)?;
+            let word = path_word(&p.text, p.offset).map_err(|e| invalid(e.0))?;
             match (p.kind, word) {
                 (CompletionItemKind::UserMessage, Some(word)) => {
                     (p.channel, FileOp::Complete { word })

@@ -67,7 +67,7 @@ impl Host {
         let (out, queue) =
             Outbound::new(server.outbound_queue, server.outbound_queue_bytes, kill, id);
         let o = out.clone();
-        let peer = Peer::new(move |msg| o.send(msg.to_string()));
+        let peer = Peer::new(move |text| o.send(text));
         let conn = st.clients.add(principal, out.clone(), peer.clone());
         self.connections.send_replace(st.clients.len());
         Connected {

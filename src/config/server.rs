@@ -1,0 +1,159 @@
+//! `[server]`: the AHP listener, its limits and deadlines.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{bad, duration, Config, ConfigError, Visibility};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    /// Address to listen on. Loopback unless a token is set.
+    pub listen: SocketAddr,
+    /// Bearer token required in the WebSocket upgrade; env AHP_BRIDGE_TOKEN also sets it.
+    pub token: Option<String>,
+    /// Origins a browser may connect from (`scheme://host:*` for any port); any other Origin gets 403.
+    pub allowed_origins: Vec<String>,
+    pub max_frame_bytes: usize,
+    pub max_json_depth: usize,
+    /// Actions kept for `reconnect` replay.
+    pub replay_buffer: usize,
+    /// Messages queued for one client before it is dropped as too slow.
+    pub outbound_queue: usize,
+    /// Subscriptions one connection may hold.
+    pub max_subscriptions: usize,
+    #[serde(deserialize_with = "duration")]
+    pub client_grace: Duration,
+    /// Who sees a session: only the principal that created it ("owner"), or every principal ("all").
+    pub session_visibility: Visibility,
+    /// Deadline for the WebSocket upgrade and for `initialize` after it.
+    #[serde(deserialize_with = "duration")]
+    pub handshake_timeout: Duration,
+    /// Connections held at once; more are closed as soon as they are accepted.
+    pub max_connections: usize,
+    /// Connections held at once from one peer address.
+    pub max_connections_per_ip: usize,
+    /// Bytes of actions kept for `reconnect` replay (besides `replay_buffer`, a count).
+    pub replay_buffer_bytes: usize,
+    /// Bytes queued for one client before it is dropped as too slow (besides `outbound_queue`).
+    pub outbound_queue_bytes: usize,
+    /// A client action larger than this (serialized) is refused.
+    pub max_action_bytes: usize,
+    /// How long a graceful shutdown (SIGTERM, SIGINT) may take before the process exits anyway.
+    #[serde(deserialize_with = "duration")]
+    pub shutdown_timeout: Duration,
+    /// The largest file `resourceRead` returns; a larger one is refused (never truncated).
+    pub max_resource_bytes: usize,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8421)),
+            token: None,
+            allowed_origins: Vec::new(),
+            max_frame_bytes: 4 * 1024 * 1024,
+            max_json_depth: 128,
+            replay_buffer: 4096,
+            outbound_queue: 1024,
+            max_subscriptions: 256,
+            client_grace: Duration::from_secs(30),
+            session_visibility: Visibility::Owner,
+            handshake_timeout: Duration::from_secs(10),
+            max_connections: 1024,
+            max_connections_per_ip: 256,
+            replay_buffer_bytes: 16 * 1024 * 1024,
+            outbound_queue_bytes: 16 * 1024 * 1024,
+            max_action_bytes: 256 * 1024,
+            shutdown_timeout: Duration::from_secs(10),
+            max_resource_bytes: 1024 * 1024,
+        }
+    }
+}
+
+impl Config {
+    /// `[server]`, and that a non-loopback listener has credentials.
+    pub(super) fn validate_server(&self) -> Result<(), ConfigError> {
+        let s = &self.server;
+        if s.token.is_none() && self.principals.is_empty() && !s.listen.ip().is_loopback() {
+            return Err(bad(
+                "server.listen",
+                format!(
+                    "{} is not a loopback address and no token is set; add [[principals]], set [server] token (or env AHP_BRIDGE_TOKEN), or listen on 127.0.0.1",
+                    s.listen
+                ),
+            ));
+        }
+        if matches!(&s.token, Some(t) if t.len() < 16) {
+            return Err(bad("server.token", "must be at least 16 characters"));
+        }
+        for o in &s.allowed_origins {
+            let is_origin = o.split_once("://").is_some_and(|(scheme, rest)| {
+                !scheme.is_empty() && !rest.is_empty() && !rest.contains('/')
+            });
+            if !is_origin {
+                return Err(bad(
+                    "server.allowed_origins",
+                    format!("{o:?} is not an origin: scheme://host, scheme://host:port, or scheme://host:* for any port"),
+                ));
+            }
+        }
+        s.validate_limits()
+    }
+}
+
+impl ServerConfig {
+    /// Every bound and deadline is one that can work.
+    fn validate_limits(&self) -> Result<(), ConfigError> {
+        for (key, d) in [
+            ("server.shutdown_timeout", self.shutdown_timeout),
+            ("server.handshake_timeout", self.handshake_timeout),
+        ] {
+            if d.is_zero() {
+                return Err(bad(key, "must be more than 0s"));
+            }
+        }
+        for (key, v, min) in [
+            ("server.max_frame_bytes", self.max_frame_bytes, 1024),
+            ("server.max_json_depth", self.max_json_depth, 1),
+            ("server.replay_buffer", self.replay_buffer, 1),
+            ("server.outbound_queue", self.outbound_queue, 16),
+            ("server.max_connections", self.max_connections, 1),
+            (
+                "server.max_connections_per_ip",
+                self.max_connections_per_ip,
+                1,
+            ),
+            (
+                "server.replay_buffer_bytes",
+                self.replay_buffer_bytes,
+                64 * 1024,
+            ),
+            (
+                "server.outbound_queue_bytes",
+                self.outbound_queue_bytes,
+                64 * 1024,
+            ),
+            ("server.max_action_bytes", self.max_action_bytes, 1024),
+            ("server.max_resource_bytes", self.max_resource_bytes, 1),
+        ] {
+            if v < min {
+                return Err(bad(key, format!("must be at least {min}")));
+            }
+        }
+        // A file goes out in one message, escaped (JSON text, up to 6 bytes a
+        // byte) or base64: it must fit a client's outbound queue with room to spare.
+        if self.max_resource_bytes > self.outbound_queue_bytes / 8 {
+            return Err(bad(
+                "server.max_resource_bytes",
+                format!(
+                    "must be at most server.outbound_queue_bytes / 8 ({}), so a file fits a client's outbound queue",
+                    self.outbound_queue_bytes / 8
+                ),
+            ));
+        }
+        Ok(())
+    }
+}

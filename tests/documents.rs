@@ -1,0 +1,63 @@
+//! The documents stay true to the tree: every source file is named in one
+//! of them (ARCHITECTURE.md, README.md, docs/), so a newcomer can find what
+//! each file is for, and a new file cannot go unexplained.
+
+use std::path::{Path, PathBuf};
+
+fn files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            files(&p, ext, out);
+        } else if p.extension().is_some_and(|e| e == ext) {
+            out.push(p);
+        }
+    }
+}
+
+/// The text of every document a newcomer reads.
+fn documents(root: &Path) -> String {
+    let mut docs = vec![root.join("ARCHITECTURE.md"), root.join("README.md")];
+    files(&root.join("docs"), "md", &mut docs);
+    docs.iter()
+        .map(|d| std::fs::read_to_string(d).unwrap_or_default())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Source files no document names.
+fn unnamed(root: &Path, text: &str) -> Vec<String> {
+    let mut sources = Vec::new();
+    files(&root.join("src"), "rs", &mut sources);
+    sources
+        .iter()
+        .map(|f| {
+            f.strip_prefix(root)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/")
+        })
+        .filter(|rel| !text.contains(rel.as_str()))
+        .collect()
+}
+
+#[test]
+fn every_source_file_is_named_in_a_document() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let missing = unnamed(root, &documents(root));
+    assert!(
+        missing.is_empty(),
+        "src files named in no document (ARCHITECTURE.md, README.md, docs/):\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn a_file_named_nowhere_is_caught() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let docs = documents(root).replace("src/bridge/registry.rs", "");
+    assert_eq!(
+        unnamed(root, &docs),
+        vec!["src/bridge/registry.rs".to_string()]
+    );
+}
