@@ -140,29 +140,11 @@ impl ScriptedModel {
             .and_then(|m| m["content"].as_str().map(String::from))
     }
 
+    /// One HTTP exchange: `/models`, or a chat completion answered with
+    /// the next scripted reply (which is recorded with its request).
     async fn serve(&self, s: TcpStream) -> std::io::Result<()> {
         let mut r = BufReader::new(s);
-        let mut line = String::new();
-        r.read_line(&mut line).await?;
-        let mut parts = line.split_whitespace();
-        let (method, path) = (
-            parts.next().unwrap_or("").to_owned(),
-            parts.next().unwrap_or("").to_owned(),
-        );
-        let mut len = 0usize;
-        loop {
-            let mut h = String::new();
-            if r.read_line(&mut h).await? == 0 || h == "\r\n" || h == "\n" {
-                break;
-            }
-            if let Some((k, v)) = h.split_once(':') {
-                if k.trim().eq_ignore_ascii_case("content-length") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-        }
-        let mut body = vec![0u8; len.min(64 * 1024 * 1024)];
-        r.read_exact(&mut body).await?;
+        let (method, path, body) = read_request(&mut r).await?;
         let mut s = r.into_inner();
         if method == "GET" && path.ends_with("/models") {
             let b = json!({"object": "list", "data": [{"id": "gpt-4.1", "object": "model", "owned_by": "scripted"}]}).to_string();
@@ -184,35 +166,35 @@ impl ScriptedModel {
         };
         self.arrived.notify_waiters();
         debug!(?reply, "scripted model answers");
-        let (chunks, delay, finish) = match reply {
+        self.answer(&mut s, &model, reply).await
+    }
+
+    /// Writes one scripted reply: an error status, or an SSE stream of
+    /// text chunks (paced for `Slow`) or of one tool call.
+    async fn answer(&self, s: &mut TcpStream, model: &str, reply: Reply) -> std::io::Result<()> {
+        const SSE_HEAD: &[u8] = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n";
+        let (chunks, delay) = match reply {
             Reply::Status(code) => {
-                return respond(
-                    &mut s,
-                    code,
-                    "application/json",
-                    json!({"error": {"message": format!("scripted failure {code}")}})
-                        .to_string()
-                        .as_bytes(),
-                )
-                .await;
+                let body = json!({"error": {"message": format!("scripted failure {code}")}});
+                return respond(s, code, "application/json", body.to_string().as_bytes()).await;
             }
-            Reply::Text(t) => (split(&t), Duration::ZERO, "stop"),
-            Reply::Slow { chunks, delay } => (chunks, delay, "stop"),
+            Reply::Text(t) => (split(&t), Duration::ZERO),
+            Reply::Slow { chunks, delay } => (chunks, delay),
             Reply::ToolCall { name, arguments } => {
                 let delta = json!({"role": "assistant", "tool_calls": [{"index": 0, "id": format!("call_{}", uuid::Uuid::new_v4().simple()), "type": "function", "function": {"name": name, "arguments": arguments.to_string()}}]});
-                s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n").await?;
-                sse(&mut s, &chunk(&model, delta, None)).await?;
-                sse(&mut s, &chunk(&model, json!({}), Some("tool_calls"))).await?;
-                return finish_stream(&mut s, &model).await;
+                s.write_all(SSE_HEAD).await?;
+                sse(s, &chunk(model, delta, None)).await?;
+                sse(s, &chunk(model, json!({}), Some("tool_calls"))).await?;
+                return finish_stream(s, model).await;
             }
         };
-        s.write_all(b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncache-control: no-cache\r\nconnection: close\r\n\r\n").await?;
+        s.write_all(SSE_HEAD).await?;
         for (i, c) in chunks.iter().enumerate() {
             let mut delta = json!({"content": c});
             if i == 0 {
                 delta["role"] = json!("assistant");
             }
-            if let Err(e) = sse(&mut s, &chunk(&model, delta, None)).await {
+            if let Err(e) = sse(s, &chunk(model, delta, None)).await {
                 self.lock().abandoned += 1;
                 return Err(e);
             }
@@ -220,9 +202,35 @@ impl ScriptedModel {
                 tokio::time::sleep(delay).await;
             }
         }
-        sse(&mut s, &chunk(&model, json!({}), Some(finish))).await?;
-        finish_stream(&mut s, &model).await
+        sse(s, &chunk(model, json!({}), Some("stop"))).await?;
+        finish_stream(s, model).await
     }
+}
+
+/// An HTTP/1.1 request's method, path and body (up to 64 MiB).
+async fn read_request(r: &mut BufReader<TcpStream>) -> std::io::Result<(String, String, Vec<u8>)> {
+    let mut line = String::new();
+    r.read_line(&mut line).await?;
+    let mut parts = line.split_whitespace();
+    let (method, path) = (
+        parts.next().unwrap_or("").to_owned(),
+        parts.next().unwrap_or("").to_owned(),
+    );
+    let mut len = 0usize;
+    loop {
+        let mut h = String::new();
+        if r.read_line(&mut h).await? == 0 || h == "\r\n" || h == "\n" {
+            break;
+        }
+        if let Some((k, v)) = h.split_once(':') {
+            if k.trim().eq_ignore_ascii_case("content-length") {
+                len = v.trim().parse().unwrap_or(0);
+            }
+        }
+    }
+    let mut body = vec![0u8; len.min(64 * 1024 * 1024)];
+    r.read_exact(&mut body).await?;
+    Ok((method, path, body))
 }
 
 /// The prompts the model understands when nothing is scripted (the demo).
