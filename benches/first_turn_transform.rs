@@ -173,7 +173,7 @@ async fn bridged_first_turn(c: &Client, transforms: &AtomicUsize, i: usize) -> D
     let id = format!("b{i}");
     let active = json!({"clientId": "bench", "tools": [], "systemMessageTransform": {"sections": [SECTION]}});
     ready_session(c, &format!("ahp-session:/{id}"), Some(active)).await;
-    let chat = format!("ahp-chat:/{id}");
+    let chat = ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(&format!("ahp-session:/{id}"));
     let (_, mut sub) = c.subscribe(chat.clone()).await.unwrap();
     let before = transforms.load(Ordering::Relaxed);
     let t0 = Instant::now();

@@ -64,7 +64,7 @@ async fn main() {
             ready_session(c, &uri, None).await;
             let end = run_turn(c, &format!("s{i:04}"), "t1", &prompt(i)).await;
             assert_eq!((end.kind, end.text), ("complete", prompt(i)));
-            for ch in [format!("ahp-chat:/s{i:04}"), uri] {
+            for ch in [support::chat_of(&format!("ahp-session:/s{i:04}")), uri] {
                 c.unsubscribe(ch).await.unwrap();
             }
         }
@@ -99,7 +99,8 @@ async fn main() {
         "every session is listed after the restart"
     );
     for i in [0, sessions / 2, sessions - 1] {
-        let snap = support::raw_subscribe(&c, &format!("ahp-chat:/s{i:04}")).await;
+        let snap =
+            support::raw_subscribe(&c, &support::chat_of(&format!("ahp-session:/s{i:04}"))).await;
         let turns = &snap["snapshot"]["state"]["turns"];
         assert_eq!(turns.as_array().map_or(0, Vec::len), 1, "s{i:04}: {snap}");
         assert!(

@@ -173,11 +173,15 @@ impl Pool {
             ready_session(c, &format!("ahp-session:/{id}"), None).await
         }))
         .await;
-        let mut subs =
-            join_all(self.clients.iter().zip(&uris).map(|(c, id)| async move {
-                c.subscribe(format!("ahp-chat:/{id}")).await.unwrap().1
-            }))
-            .await;
+        let mut subs = join_all(self.clients.iter().zip(&uris).map(|(c, id)| async move {
+            c.subscribe(ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(
+                &format!("ahp-session:/{id}"),
+            ))
+            .await
+            .unwrap()
+            .1
+        }))
+        .await;
         let pid = self.bridge.child.id();
         settle(pid).await;
         let (rt0, br0, me0, m0) = (
@@ -189,7 +193,9 @@ impl Pool {
         let t0 = Instant::now();
         let ends = join_all(self.clients.iter().zip(&uris).zip(subs.iter_mut()).map(
             |((c, id), sub)| async move {
-                let chat = format!("ahp-chat:/{id}");
+                let chat = ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(&format!(
+                    "ahp-session:/{id}"
+                ));
                 support::dispatch_raw(
                     c,
                     &chat,
@@ -215,8 +221,10 @@ impl Pool {
         let runtimes = runtime_use(&rt0, &rt1);
         drop(subs);
         join_all(self.clients.iter().zip(&uris).map(|(c, id)| async move {
-            for ch in ["ahp-chat", "ahp-session"] {
-                c.unsubscribe(format!("{ch}:/{id}")).await.unwrap();
+            let session = format!("ahp-session:/{id}");
+            let chat = ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(&session);
+            for ch in [chat, session] {
+                c.unsubscribe(ch).await.unwrap();
             }
             let _: serde_json::Value = c
                 .request(

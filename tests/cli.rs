@@ -181,7 +181,7 @@ async fn demo_serves_a_conversation_and_stops_on_ctrl_c() {
         _ => None,
     })
     .await;
-    support::dispatch_raw(&c, "ahp-chat:/demo", 2, serde_json::json!({"type": "chat/toolCallConfirmed", "turnId": "t2", "toolCallId": ready, "approved": true})).await;
+    support::dispatch_raw(&c, &support::chat_of("ahp-session:/demo"), 2, serde_json::json!({"type": "chat/toolCallConfirmed", "turnId": "t2", "toolCallId": ready, "approved": true})).await;
     let end = support::e2e::wait_turn_end(&mut sub, "t2").await;
     assert_eq!(end.kind, "complete", "{end:?}");
     assert!(end.text.contains("demo-42"), "{end:?}");

@@ -112,7 +112,7 @@ async fn sessions_and_their_history_survive_a_sigterm_restart() {
     );
     let session = raw_subscribe(&c, "ahp-session:/one").await;
     assert_eq!(session["snapshot"]["state"]["lifecycle"], "ready");
-    let chat = raw_subscribe(&c, "ahp-chat:/one").await;
+    let chat = raw_subscribe(&c, &chat_of("ahp-session:/one")).await;
     let turns = chat["snapshot"]["state"]["turns"]
         .as_array()
         .unwrap()
@@ -182,12 +182,16 @@ async fn sigterm_ends_every_running_turn_and_closes_every_client_with_1001() {
         json!({"channel": "ahp-session:/b1", "provider": "copilot"}),
     )
     .await;
-    b.call(json!(3), "subscribe", json!({"channel": "ahp-chat:/b1"}))
-        .await;
+    b.call(
+        json!(3),
+        "subscribe",
+        json!({"channel": chat_of("ahp-session:/b1")}),
+    )
+    .await;
     wait_raw_action(&mut b, |a| a["type"] == "session/ready").await;
     model.push(slow());
     let turn = json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": "2026-11-23T00:00:00Z", "message": {"text": "count slowly", "origin": {"kind": "user"}}});
-    b.send_text(json!({"jsonrpc": "2.0", "method": "dispatchAction", "params": {"channel": "ahp-chat:/b1", "clientSeq": 1, "action": turn}}).to_string()).await;
+    b.send_text(json!({"jsonrpc": "2.0", "method": "dispatchAction", "params": {"channel": chat_of("ahp-session:/b1"), "clientSeq": 1, "action": turn}}).to_string()).await;
     wait_raw_action(&mut b, |a| a["type"] == "chat/delta").await;
 
     let runtime = descendants(bridge.child.id());
@@ -227,7 +231,7 @@ async fn sigterm_ends_every_running_turn_and_closes_every_client_with_1001() {
     // The store holds every session, each turn ended.
     let again = BridgeProcess::start_in(&model, dir.path(), "", None);
     let c = connect(again.addr, "ide-c").await;
-    let chat = raw_subscribe(&c, "ahp-chat:/b1").await;
+    let chat = raw_subscribe(&c, &chat_of("ahp-session:/b1")).await;
     let turns = chat["snapshot"]["state"]["turns"]
         .as_array()
         .unwrap()
@@ -271,7 +275,7 @@ async fn sigkill_never_loses_a_completed_turn() {
 
     let second = BridgeProcess::start_in(&model, dir.path(), "", None);
     let c = connect(second.addr, "ide").await;
-    let chat = raw_subscribe(&c, "ahp-chat:/k").await;
+    let chat = raw_subscribe(&c, &chat_of("ahp-session:/k")).await;
     let turns = chat["snapshot"]["state"]["turns"]
         .as_array()
         .unwrap()

@@ -75,7 +75,7 @@ async fn client_tool_round_trip() {
     )
     .await;
     fixtures::script(&st.model, "client-tool-weather");
-    let chat = "ahp-chat:/tool";
+    let chat = &chat_of("ahp-session:/tool");
     let (_, mut session) = c.subscribe("ahp-session:/tool".into()).await.unwrap();
     let mut sub = start_turn(&c, "tool", "t1", "weather?").await;
     // The bridge starts a tool call owned by this client; the client completes it.
@@ -125,7 +125,7 @@ async fn permission_turn(approved: bool) -> PermissionTurn {
     let c = initialized(&st.bridge, "ide").await;
     ready_session(&c, "ahp-session:/perm", None).await;
     fixtures::script(&st.model, "shell-permission");
-    let chat = "ahp-chat:/perm";
+    let chat = &chat_of("ahp-session:/perm");
     let (_, mut session) = c.subscribe("ahp-session:/perm".into()).await.unwrap();
     let mut sub = start_turn(&c, "perm", "t1", "run it").await;
     // The runtime announces the call, then asks: the call awaits confirmation.
@@ -222,7 +222,7 @@ async fn a_turn_cancelled_mid_stream_stops_and_the_next_turn_works() {
     ready_session(&c, "ahp-session:/cancel", None).await;
     // 30 s of streaming unless the runtime stops reading.
     fixtures::script(&st.model, "slow-stream");
-    let chat = "ahp-chat:/cancel";
+    let chat = &chat_of("ahp-session:/cancel");
     let mut sub = start_turn(&c, "cancel", "t1", "count").await;
     wait_action(&mut sub, |a| {
         matches!(a, StateAction::ChatDelta(_)).then_some(())
@@ -251,7 +251,7 @@ async fn the_agent_asks_the_user_and_gets_the_answer() {
     let c = initialized(&st.bridge, "ide").await;
     ready_session(&c, "ahp-session:/ask", None).await;
     fixtures::script(&st.model, "ask-user-colour");
-    let chat = "ahp-chat:/ask";
+    let chat = &chat_of("ahp-session:/ask");
     let (_, mut session) = c.subscribe("ahp-session:/ask".into()).await.unwrap();
     let mut sub = start_turn(&c, "ask", "t1", "pick one").await;
     let request = wait_action(&mut sub, |a| match a {

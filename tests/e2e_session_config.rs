@@ -110,7 +110,7 @@ async fn a_session_config_chooses_the_model_and_a_message_switches_it() {
     // A message that chooses C switches the runtime session before its turn:
     // the prompt is rendered again, the client asked again, the model is C.
     st.model.push(Reply::Text("On C.".into()));
-    let chat = "ahp-chat:/m";
+    let chat = &chat_of("ahp-session:/m");
     let (_, mut sub) = c.subscribe(chat.into()).await.unwrap();
     dispatch_raw(
         &c,
@@ -182,7 +182,7 @@ async fn queued_messages_run_in_order_as_further_turns() {
         matches!(a, StateAction::ChatDelta(_)).then_some(())
     })
     .await;
-    let chat = "ahp-chat:/q";
+    let chat = &chat_of("ahp-session:/q");
     // Queued during the turn; the second moved before the first.
     for (i, (id, text)) in [
         ("m1", "first ONE"),
@@ -273,7 +273,7 @@ async fn a_steering_message_reaches_the_running_turn() {
         matches!(a, StateAction::ChatDelta(_)).then_some(())
     })
     .await;
-    let chat = "ahp-chat:/s";
+    let chat = &chat_of("ahp-session:/s");
     dispatch_raw(
         &c,
         chat,

@@ -27,7 +27,10 @@ async fn an_owner_that_unsubscribes_mid_call_fails_its_tool_call_and_the_turn_en
     .await;
     fixtures::script(&st.model, "client-tool-owner-gone");
     // The watcher sees the turn; the owner starts it and then leaves.
-    let (_, mut seen) = watcher.subscribe("ahp-chat:/gone".into()).await.unwrap();
+    let (_, mut seen) = watcher
+        .subscribe(chat_of("ahp-session:/gone"))
+        .await
+        .unwrap();
     let mut sub = start_turn(&owner, "gone", "t1", "weather?").await;
     let call_id = wait_action(&mut sub, |a| match a {
         StateAction::ChatToolCallStart(s) if s.tool_name == "lookup_weather" => {

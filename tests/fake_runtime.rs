@@ -273,7 +273,7 @@ async fn a_client_tool_whose_owner_is_gone_fails_with_a_clear_message() {
     use ahp_types::actions::StateAction;
     let mut f = with_client_tool(|c| c.server.client_grace = Duration::from_millis(200)).await;
     let watcher = initialized(&f._bridge, "watcher").await;
-    let (_, mut sub) = watcher.subscribe("ahp-chat:/f".into()).await.unwrap();
+    let (_, mut sub) = watcher.subscribe(chat_of("ahp-session:/f")).await.unwrap();
     let (_, mut session) = watcher.subscribe("ahp-session:/f".into()).await.unwrap();
     f.fake.apply("client-tool-requested");
     let _turn = f.start_turn("t1", "look it up").await;
@@ -374,8 +374,12 @@ async fn raw_chat_subscriber(f: &Fixture, client_id: &str) -> support::raw::Raw 
         json!({"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": client_id}),
     )
     .await;
-    raw.call(json!(2), "subscribe", json!({"channel": "ahp-chat:/f"}))
-        .await;
+    raw.call(
+        json!(2),
+        "subscribe",
+        json!({"channel": chat_of("ahp-session:/f")}),
+    )
+    .await;
     raw
 }
 

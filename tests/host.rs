@@ -202,7 +202,7 @@ async fn tool_call_complete_only_from_owner() {
     let owner = initialized(&r, "owner").await;
     let other = initialized(&r, "other").await;
     create_session(&owner, "ahp-session:/s4", None).await;
-    let chat = "ahp-chat:/s4";
+    let chat = &chat_of("ahp-session:/s4");
     raw_subscribe(&other, chat).await;
     // The host starts a turn and a client tool call owned by "owner".
     let typed = |v: Value| serde_json::from_value::<ahp_types::actions::StateAction>(v).unwrap();

@@ -102,7 +102,7 @@ async fn fetch_turns_rejects_cursors_it_never_issued() {
     let c = initialized(&r, "turns").await;
     create_session(&c, "ahp-session:/t", None).await;
     let ok: Value = c
-        .request("fetchTurns", json!({"channel": "ahp-chat:/t"}))
+        .request("fetchTurns", json!({"channel": chat_of("ahp-session:/t")}))
         .await
         .expect("no cursor: nothing to load");
     assert_eq!(ok, json!({}));
@@ -110,7 +110,7 @@ async fn fetch_turns_rejects_cursors_it_never_issued() {
         let e = c
             .request::<_, Value>(
                 "fetchTurns",
-                json!({"channel": "ahp-chat:/t", "cursor": bogus}),
+                json!({"channel": chat_of("ahp-session:/t"), "cursor": bogus}),
             )
             .await
             .unwrap_err();
@@ -120,7 +120,7 @@ async fn fetch_turns_rejects_cursors_it_never_issued() {
     let e = c
         .request::<_, Value>(
             "fetchTurns",
-            json!({"channel": "ahp-chat:/nope", "cursor": "x"}),
+            json!({"channel": chat_of("ahp-session:/nope"), "cursor": "x"}),
         )
         .await
         .unwrap_err();

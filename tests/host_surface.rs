@@ -59,10 +59,12 @@ async fn a_malformed_action_of_a_known_type_is_refused_naming_the_field() {
     let r = start_host(test_config()).await;
     let c = initialized(&r, "m").await;
     create_session(&c, "ahp-session:/m", None).await;
-    c.subscribe("ahp-chat:/m".into()).await.expect("subscribe");
+    c.subscribe(chat_of("ahp-session:/m"))
+        .await
+        .expect("subscribe");
     let no_turn_id = json!({"type": "chat/turnStarted", "startedAt": "2026-01-01T00:00:00Z",
         "message": {"text": "hi", "origin": {"kind": "user"}}});
-    let reason = rejection(&c, "ahp-chat:/m", 1, no_turn_id).await;
+    let reason = rejection(&c, &chat_of("ahp-session:/m"), 1, no_turn_id).await;
     assert_eq!(
         reason.as_deref(),
         Some("malformed chat/turnStarted: missing field `turnId`")
@@ -74,13 +76,13 @@ async fn a_malformed_action_of_a_known_type_is_refused_naming_the_field() {
         "{reason}"
     );
     // Nothing was applied.
-    let snap = raw_subscribe(&c, "ahp-chat:/m").await;
+    let snap = raw_subscribe(&c, &chat_of("ahp-session:/m")).await;
     assert_eq!(snap["snapshot"]["state"]["turns"], json!([]));
     assert!(snap["snapshot"]["state"].get("activeTurn").is_none());
     // A well-formed one is applied and echoed without a reason.
     let ok = json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": "2026-01-01T00:00:00Z",
         "message": {"text": "hi", "origin": {"kind": "user"}}});
-    assert_eq!(rejection(&c, "ahp-chat:/m", 3, ok).await, None);
+    assert_eq!(rejection(&c, &chat_of("ahp-session:/m"), 3, ok).await, None);
 }
 
 #[tokio::test]
@@ -93,7 +95,7 @@ async fn commands_not_offered_are_32601_naming_the_method_and_writes_are_refused
             "createChat",
             json!({"channel": "ahp-session:/n", "chat": "ahp-chat:/other"}),
         ),
-        ("disposeChat", json!({"channel": "ahp-chat:/n"})),
+        ("disposeChat", json!({"channel": chat_of("ahp-session:/n")})),
         (
             "createTerminal",
             json!({"channel": "ahp-root://", "claim": {"kind": "client", "clientId": "n"}}),

@@ -179,7 +179,10 @@ async fn an_owner_session_is_invisible_to_another_principal() {
     assert_eq!(list["items"], json!([]), "Bob lists nothing of Alice's");
     let mine: Value = alice.request("listSessions", json!({})).await.unwrap();
     assert_eq!(mine["items"].as_array().unwrap().len(), 1);
-    for uri in ["ahp-session:/private", "ahp-chat:/private"] {
+    for uri in [
+        "ahp-session:/private".to_string(),
+        chat_of("ahp-session:/private"),
+    ] {
         let e = bob
             .request::<_, Value>("subscribe", json!({"channel": uri}))
             .await
@@ -222,11 +225,11 @@ async fn an_owner_session_is_invisible_to_another_principal() {
     let dash = init(r.addr, DASH, "dash").await;
     let list: Value = dash.request("listSessions", json!({})).await.unwrap();
     assert_eq!(list["items"].as_array().unwrap().len(), 1);
-    raw_subscribe(&dash, "ahp-chat:/private").await;
+    raw_subscribe(&dash, &chat_of("ahp-session:/private")).await;
     let mut events = dash.events();
     dispatch_raw(
         &dash,
-        "ahp-chat:/private",
+        &chat_of("ahp-session:/private"),
         1,
         json!({"type": "chat/turnStarted", "turnId": "t",
         "startedAt": "2026-01-01T00:00:00Z", "message": {"text": "x", "origin": {"kind": "user"}}}),

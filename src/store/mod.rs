@@ -180,6 +180,9 @@ impl Store {
                 s.backend_ref
             ],
         )?;
+        // The chats written now are the session's chats: one renamed since
+        // (an earlier version's URI) goes.
+        tx.execute("DELETE FROM chats WHERE session = ?1", params![s.uri])?;
         for c in &s.chats {
             tx.execute(
                 "INSERT INTO chats (uri, session, state) VALUES (?1, ?2, ?3)

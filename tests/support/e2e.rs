@@ -76,7 +76,7 @@ pub async fn start_turn(
     turn_id: &str,
     prompt: &str,
 ) -> ahp::SessionSubscription {
-    let chat = format!("ahp-chat:/{session_id}");
+    let chat = chat_of(&format!("ahp-session:/{session_id}"));
     let (_, sub) = c.subscribe(chat.clone()).await.unwrap();
     dispatch_raw(c, &chat, 1, json!({"type": "chat/turnStarted", "turnId": turn_id, "startedAt": jiff::Timestamp::now().to_string(), "message": {"text": prompt, "origin": {"kind": "user"}}})).await;
     sub

@@ -30,6 +30,12 @@ pub fn init_test_logs() {
     }
 }
 
+/// The default chat of a session, as the host publishes it (and as a
+/// client such as VS Code derives it).
+pub fn chat_of(session: &str) -> String {
+    ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(session)
+}
+
 pub fn test_config() -> Config {
     init_test_logs();
     let mut cfg = Config::default();

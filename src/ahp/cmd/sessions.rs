@@ -19,7 +19,7 @@ use crate::ahp::host::{Host, NewSession};
 use crate::ahp::protocol::actions::Action;
 use crate::ahp::protocol::errors::AhpError;
 use crate::ahp::protocol::params::CreateSession;
-use crate::ahp::protocol::uri::{chat_uri_of, local_path, session_id_of};
+use crate::ahp::protocol::uri::{chat_uri_of, check_session_uri, local_path};
 use crate::jsonrpc::{ErrorCode, RpcError};
 
 fn invalid(why: impl Into<String>) -> RpcError {
@@ -32,9 +32,7 @@ pub fn create(
     principal: &Principal,
     c: CreateSession,
 ) -> Result<Value, RpcError> {
-    let id = session_id_of(&c.channel).ok_or_else(|| {
-        invalid("field `channel` must be `ahp-session:/<id>` with an id of letters, digits, `-`, `_` or `.`")
-    })?;
+    check_session_uri(&c.channel).map_err(|e| invalid(e.to_string()))?;
     if let Some(p) = c.provider.as_deref().filter(|p| *p != PROVIDER) {
         return Err(RpcError::new(
             AhpError::ProviderNotFound,
@@ -52,7 +50,7 @@ pub fn create(
     }
     let active = own_entry(host, conn, principal, c.active_client, c.opt_in)?;
     let config = session_config::initial_state(host, c.config.map(Value::Object).as_ref())?;
-    let new = new_session(&c.channel, id, principal, dirs, config)?;
+    let new = new_session(&c.channel, principal, dirs, config)?;
     host.add_session(conn, new, active)?;
     info!(session = %c.channel, principal = %principal.name, "session created");
     Ok(json!({}))
@@ -89,12 +87,11 @@ fn own_entry(
 /// The state a session starts with: `creating`, one chat (its default).
 fn new_session(
     uri: &str,
-    id: &str,
     principal: &Principal,
     dirs: Vec<String>,
     config: Value,
 ) -> Result<NewSession, RpcError> {
-    let chat = chat_uri_of(id);
+    let chat = chat_uri_of(uri);
     let now = jiff::Timestamp::now().to_string();
     let state: SessionState = serde_json::from_value(json!({
         "provider": PROVIDER, "title": "New session", "status": 1, "lifecycle": "creating",
@@ -113,5 +110,6 @@ fn new_session(
         chat,
         created_at: now.clone(),
         modified_at: now,
+        legacy_chat: None,
     })
 }

@@ -170,6 +170,7 @@ impl Host {
     ) -> Result<(u64, Vec<Value>), RpcError> {
         let mut st = self.lock();
         st.clients.check_bind(conn, client_id)?;
+        let initial = resolved(&st, initial);
         let snapshots = self.subscribable(&st, conn, &initial)?;
         st.clients.bind(conn, client_id);
         st.clients.subscribe(conn, initial);
@@ -190,7 +191,7 @@ impl Host {
         st.clients.bind(conn, client_id);
         let principal = st.clients.principal(conn).cloned();
         let (mut live, mut missing) = (Vec::new(), Vec::new());
-        for uri in subs {
+        for uri in resolved(&st, subs) {
             let visible = principal
                 .as_ref()
                 .is_some_and(|p| st.sessions.visible(p, &uri) && self.exists(&st, &uri));
@@ -370,6 +371,7 @@ impl Host {
     /// Whether `chat` exists and `principal` sees it.
     pub fn chat_visible(&self, principal: &Principal, chat: &str) -> bool {
         let st = self.lock();
+        let chat = st.sessions.resolve(chat);
         st.sessions.has_chat(chat) && st.sessions.visible(principal, chat)
     }
 
@@ -380,7 +382,10 @@ impl Host {
         principal: &Principal,
         channel: &str,
     ) -> Result<Vec<PathBuf>, RpcError> {
-        if channel_kind(channel) == ChannelKind::Other {
+        if matches!(
+            channel_kind(channel),
+            ChannelKind::Other | ChannelKind::Extension
+        ) {
             return Err(RpcError::new(
                 ErrorCode::InvalidParams,
                 "field `channel` must be ahp-root://, a session or a chat",
@@ -388,6 +393,7 @@ impl Host {
         }
         let default = self.cfg.runtime.working_directory.as_deref();
         let st = self.lock();
+        let channel = st.sessions.resolve(channel);
         st.sessions
             .readable_dirs(principal, channel, default)
             .ok_or_else(|| not_found(format_args!("{channel:?}")))
@@ -559,6 +565,13 @@ impl Host {
         }
         Ok(restored.len())
     }
+}
+
+/// Channels as they are named now (a chat's earlier URI is its URI today).
+fn resolved(st: &State, uris: Vec<String>) -> Vec<String> {
+    uris.into_iter()
+        .map(|u| st.sessions.resolve(&u).to_owned())
+        .collect()
 }
 
 fn is_active(st: &State, session: &str, client_id: &str) -> bool {

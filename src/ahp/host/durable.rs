@@ -15,6 +15,7 @@ use tracing::error;
 
 use super::replay::ActionLog;
 use super::sessions::{NewSession, Sessions};
+use crate::ahp::protocol::uri::chat_uri_of;
 use crate::store::{Store, StoredSession, SEQ_BLOCK};
 
 /// The store, once the host has one; without it sessions live in memory.
@@ -140,6 +141,7 @@ fn revive(s: &StoredSession) -> anyhow::Result<Revived> {
     let mut chat: ChatState = serde_json::from_value(stored_chat.state.clone())?;
     chat.active_turn = None;
     chat.steering_message = None;
+    let legacy_chat = rename_chat(&s.uri, &mut state, &mut chat);
     Ok(Revived {
         session: NewSession {
             uri: s.uri.clone(),
@@ -148,7 +150,26 @@ fn revive(s: &StoredSession) -> anyhow::Result<Revived> {
             chat,
             created_at: s.created_at.clone(),
             modified_at: s.modified_at.clone(),
+            legacy_chat,
         },
         backend_ref: s.backend_ref.clone(),
     })
+}
+
+/// A session stored by an earlier version has its chat under the URI that
+/// version gave it: the chat takes the URI clients derive today, and the
+/// old one is returned, to be answered to as well.
+fn rename_chat(session: &str, state: &mut SessionState, chat: &mut ChatState) -> Option<String> {
+    let now = chat_uri_of(session);
+    if chat.resource == now {
+        return None;
+    }
+    let old = std::mem::replace(&mut chat.resource, now.clone());
+    if state.default_chat.as_deref() == Some(old.as_str()) {
+        state.default_chat = Some(now.clone());
+    }
+    for c in state.chats.iter_mut().filter(|c| c.resource == old) {
+        c.resource = now.clone();
+    }
+    Some(old)
 }

@@ -166,7 +166,10 @@ impl Host {
         debug!(principal = %principal.name, client_id = ?client_id, channel = ?d.channel,
             action = ?d.action.get("type"), allowed = outcome.is_ok(), refusal = ?outcome.as_ref().err(), "authorization");
         match outcome {
-            Ok((session, action)) => self.raise(session, &action, &d.channel, true),
+            Ok((session, action)) => {
+                let channel = self.lock().sessions.resolve(&d.channel).to_owned();
+                self.raise(session, &action, &channel, true)
+            }
             Err(reason) => {
                 let st = self.lock();
                 let env = json!({"channel": d.channel, "action": d.action, "serverSeq": st.log.current(),
@@ -207,14 +210,15 @@ impl Host {
             self.check_model(model).map_err(|e| Rejection(e.message))?;
         }
         let mut st = self.lock();
-        if kind != ChannelKind::Root && !st.sessions.visible(principal, &d.channel) {
+        let channel = st.sessions.resolve(&d.channel).to_owned();
+        if kind != ChannelKind::Root && !st.sessions.visible(principal, &channel) {
             // Not visible is not there: existence is not leaked.
             return Err(Rejection(format!("no such channel {:?}", d.channel)));
         }
-        check_own(&st.sessions, &d.channel, &origin.client_id, &action.action)?;
-        st.sessions.apply(&d.channel, &action)?;
-        let session = st.sessions.session_of(&d.channel).map(String::from);
-        self.commit(&mut st, &d.channel, &action, Some(origin));
+        check_own(&st.sessions, &channel, &origin.client_id, &action.action)?;
+        st.sessions.apply(&channel, &action)?;
+        let session = st.sessions.session_of(&channel).map(String::from);
+        self.commit(&mut st, &channel, &action, Some(origin));
         Ok((session, action.action))
     }
 

@@ -33,6 +33,9 @@ pub(super) struct Sessions {
     entries: BTreeMap<String, SessionEntry>,
     /// chat URI -> its state and its session's URI.
     chats: HashMap<String, ChatEntry>,
+    /// A chat URI an earlier version of the host published -> the chat's
+    /// URI now (sessions stored then answer to both).
+    aliases: HashMap<String, String>,
 }
 
 struct SessionEntry {
@@ -60,6 +63,8 @@ pub struct NewSession {
     pub chat: ChatState,
     pub created_at: String,
     pub modified_at: String,
+    /// The chat URI an earlier version published for it, still answered to.
+    pub legacy_chat: Option<String>,
 }
 
 /// Its URI is taken.
@@ -72,7 +77,13 @@ impl Sessions {
             root,
             entries: BTreeMap::new(),
             chats: HashMap::new(),
+            aliases: HashMap::new(),
         }
+    }
+
+    /// The channel a URI names now: a chat's earlier URI is its URI today.
+    pub fn resolve<'a>(&'a self, channel: &'a str) -> &'a str {
+        self.aliases.get(channel).map_or(channel, String::as_str)
     }
 
     pub fn insert(&mut self, s: NewSession) -> Result<(), AlreadyExists> {
@@ -80,6 +91,9 @@ impl Sessions {
             return Err(AlreadyExists);
         }
         let chat = s.chat.resource.clone();
+        if let Some(legacy) = s.legacy_chat {
+            self.aliases.insert(legacy, chat.clone());
+        }
         self.chats.insert(
             chat.clone(),
             ChatEntry {
@@ -103,6 +117,7 @@ impl Sessions {
     pub fn remove(&mut self, uri: &str) -> Option<(String, String)> {
         let entry = self.entries.remove(uri)?;
         self.chats.remove(&entry.chat);
+        self.aliases.retain(|_, chat| *chat != entry.chat);
         Some((entry.owner, entry.chat))
     }
 
@@ -137,7 +152,9 @@ impl Sessions {
                     .ok_or_else(|| Rejection(format!("no chat {channel}")))?;
                 apply_action_to_chat(&mut c.state, &a.action)
             }
-            ChannelKind::Other => return Err(Rejection(format!("unknown channel {channel}"))),
+            ChannelKind::Extension | ChannelKind::Other => {
+                return Err(Rejection(format!("unknown channel {channel}")))
+            }
         };
         match outcome {
             ReduceOutcome::Applied | ReduceOutcome::NoOp => Ok(()),
@@ -282,7 +299,7 @@ impl Sessions {
                     .filter(|_| self.visible(p, channel))?;
                 vec![self.entries.get(s)?]
             }
-            ChannelKind::Other => return None,
+            ChannelKind::Extension | ChannelKind::Other => return None,
         };
         let mut dirs = Vec::new();
         for e in sessions {

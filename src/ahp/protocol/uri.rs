@@ -7,8 +7,15 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::{Path, PathBuf};
 
 pub const ROOT_URI: &str = "ahp-root://";
-const SESSION_PREFIX: &str = "ahp-session:/";
-const CHAT_PREFIX: &str = "ahp-chat:/";
+/// The default chat of a session: `ahp-chat://default/<base64url(session URI)>`,
+/// which a client can derive from the session URI (VS Code does).
+const CHAT_PREFIX: &str = "ahp-chat://default/";
+/// The chat URIs this host published before (`ahp-chat:/<id>` for
+/// `ahp-session:/<id>`); sessions stored then still answer to them.
+const LEGACY_CHAT_PREFIX: &str = "ahp-chat:/";
+const LEGACY_SESSION_PREFIX: &str = "ahp-session:/";
+/// The longest session URI a client may choose.
+pub const MAX_SESSION_URI: usize = 512;
 
 /// The kind of channel an URI names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -16,36 +23,77 @@ pub enum ChannelKind {
     Root,
     Session,
     Chat,
+    /// A host extension's channel (the spec reserves `x-` schemes for them).
+    Extension,
+    /// Not a URI at all.
     Other,
 }
 
+/// A URI's scheme, if it has one (letters, digits, `+`, `-`, `.`, a letter first).
+fn scheme(uri: &str) -> Option<&str> {
+    let (scheme, _) = uri.split_once(':')?;
+    let mut chars = scheme.chars();
+    let ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    ok.then_some(scheme)
+}
+
+/// Which channel `uri` names: session URIs are client-chosen and opaque, so
+/// any absolute URI that is not the root, a chat or an extension's is one.
 pub fn channel_kind(uri: &str) -> ChannelKind {
     if uri == ROOT_URI {
-        ChannelKind::Root
-    } else if uri.starts_with(SESSION_PREFIX) {
-        ChannelKind::Session
-    } else if uri.starts_with(CHAT_PREFIX) {
-        ChannelKind::Chat
-    } else {
-        ChannelKind::Other
+        return ChannelKind::Root;
+    }
+    match scheme(uri) {
+        Some(s) if s.eq_ignore_ascii_case("ahp-chat") => ChannelKind::Chat,
+        Some(s) if s.len() > 2 && s[..2].eq_ignore_ascii_case("x-") => ChannelKind::Extension,
+        Some(_) => ChannelKind::Session,
+        None => ChannelKind::Other,
     }
 }
 
-/// Session URIs are client-chosen: `ahp-session:/` and a non-empty id of safe
-/// characters (they name files and appear in logs).
-pub fn session_id_of(uri: &str) -> Option<&str> {
-    let id = uri.strip_prefix(SESSION_PREFIX)?;
-    let ok = !id.is_empty()
-        && id.len() <= 128
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    ok.then_some(id)
+/// Why a client's session URI is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("field `channel` {0}")]
+pub struct BadSessionUri(&'static str);
+
+/// A session URI a client may choose: any absolute URI of at most
+/// [`MAX_SESSION_URI`] bytes without control characters or white space,
+/// whose scheme is not the root's, a chat's or an extension's (`x-`).
+pub fn check_session_uri(uri: &str) -> Result<(), BadSessionUri> {
+    if uri.len() > MAX_SESSION_URI {
+        return Err(BadSessionUri("is over 512 bytes"));
+    }
+    if uri.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(BadSessionUri("holds a control character or white space"));
+    }
+    let rest = uri.split_once(':').map(|(_, r)| r).unwrap_or_default();
+    if scheme(uri).is_none() || rest.is_empty() {
+        return Err(BadSessionUri(
+            "must be an absolute URI (scheme:rest), e.g. `ahp-session:/<uuid>`",
+        ));
+    }
+    match channel_kind(uri) {
+        ChannelKind::Session if !uri.to_ascii_lowercase().starts_with("ahp-root:") => Ok(()),
+        _ => Err(BadSessionUri(
+            "uses a scheme reserved for the root, chats or extensions",
+        )),
+    }
 }
 
-/// The default chat of the session with id `id`.
-pub fn chat_uri_of(session_id: &str) -> String {
-    format!("{CHAT_PREFIX}{session_id}")
+/// The default chat of the session `session_uri`.
+pub fn chat_uri_of(session_uri: &str) -> String {
+    format!(
+        "{CHAT_PREFIX}{}",
+        data_encoding::BASE64URL_NOPAD.encode(session_uri.as_bytes())
+    )
+}
+
+/// The chat URI an earlier version of this host gave `session_uri`, if it
+/// gave it one of its own form (`ahp-chat:/<id>`).
+pub fn legacy_chat_uri_of(session_uri: &str) -> Option<String> {
+    let id = session_uri.strip_prefix(LEGACY_SESSION_PREFIX)?;
+    Some(format!("{LEGACY_CHAT_PREFIX}{id}"))
 }
 
 /// A URI that does not name a local absolute path; says why.
@@ -124,14 +172,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn session_uris() {
-        assert_eq!(session_id_of("ahp-session:/abc-1"), Some("abc-1"));
-        assert_eq!(session_id_of("ahp-session:/"), None);
-        assert_eq!(session_id_of("ahp-session:/a/b"), None);
-        assert_eq!(session_id_of("http://x"), None);
+    fn session_uris_are_opaque_and_chat_uris_derive_from_them() {
+        for ok in [
+            "ahp-session:/abc-1",
+            "copilot:/3b7e1f0a-2c4d",
+            "urn:x:y",
+            "my+app.v2:/a/b?c",
+        ] {
+            assert_eq!(check_session_uri(ok), Ok(()), "{ok}");
+            assert_eq!(channel_kind(ok), ChannelKind::Session, "{ok}");
+        }
+        for bad in [
+            "nope",
+            "ahp-session:",
+            "copilot:/a b",
+            "copilot:/a\u{7}",
+            "ahp-chat:/x",
+            "ahp-root://x",
+            "x-audit://log",
+            "1abc:/x",
+        ] {
+            assert!(check_session_uri(bad).is_err(), "{bad}");
+        }
+        assert!(check_session_uri(&format!("copilot:/{}", "a".repeat(600))).is_err());
+        assert_eq!(channel_kind("ahp-chat://default/abc"), ChannelKind::Chat);
         assert_eq!(channel_kind("ahp-chat:/x"), ChannelKind::Chat);
+        assert_eq!(channel_kind("x-audit://log"), ChannelKind::Extension);
         assert_eq!(channel_kind(ROOT_URI), ChannelKind::Root);
-        assert_eq!(chat_uri_of("a"), "ahp-chat:/a");
+        assert_eq!(channel_kind("relative"), ChannelKind::Other);
+        // As VS Code derives it: base64url of the session URI, no padding.
+        assert_eq!(
+            chat_uri_of("copilot:/3b7e1f0a-2c4d-4e5f-8a9b-0c1d2e3f4a5b"),
+            "ahp-chat://default/Y29waWxvdDovM2I3ZTFmMGEtMmM0ZC00ZTVmLThhOWItMGMxZDJlM2Y0YTVi"
+        );
+        assert_eq!(
+            legacy_chat_uri_of("ahp-session:/s1").as_deref(),
+            Some("ahp-chat:/s1")
+        );
+        assert_eq!(legacy_chat_uri_of("copilot:/s1"), None);
     }
 
     #[test]
