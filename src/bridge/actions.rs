@@ -3,7 +3,7 @@
 //! tool calls it has opened so that streamed deltas and final messages never
 //! duplicate each other, and which tool calls ended.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use ahp_types::actions::{
     ChatDeltaAction, ChatErrorAction, ChatReasoningAction, ChatResponsePartAction,
@@ -35,6 +35,12 @@ pub struct TurnMapper {
     streamed: HashSet<String>,
     tools: HashSet<String>,
     completed: HashSet<String>,
+    /// The runtime's own tool calls announced but not yet shown running:
+    /// the runtime asks permission right after announcing a tool, and a
+    /// call that needs it must go from streaming to pending confirmation,
+    /// never through running first. Each waits here, its `toolCallReady`
+    /// (not-needed) built, until it proves to run without a prompt.
+    deferred: HashMap<String, ChatToolCallReadyAction>,
     pub ended: bool,
 }
 
@@ -114,9 +120,45 @@ impl TurnMapper {
         }
     }
 
+    /// The runtime announced one of its own tools: `chat/toolCallStart`
+    /// now (streaming); running only once no permission prompt came for it
+    /// ([`Self::shown_running`]).
+    fn announce(&mut self, id: &str, name: &str, input: &Value) -> Vec<StateAction> {
+        let message = format!("Running {name}");
+        let mut opened = self.open_tool(OpenTool {
+            id,
+            name,
+            input,
+            client: None,
+            confirmed: true,
+            message: &message,
+        });
+        if let Some(StateAction::ChatToolCallReady(ready)) = opened.pop() {
+            self.deferred.insert(id.to_owned(), ready);
+        }
+        opened
+    }
+
+    /// A deferred call runs without a prompt: its `toolCallReady` (not-needed).
+    pub fn shown_running(&mut self, id: &str) -> Vec<StateAction> {
+        self.deferred
+            .remove(id)
+            .map(StateAction::ChatToolCallReady)
+            .into_iter()
+            .collect()
+    }
+
+    /// Every deferred call shown running (the turn moved on, or ends).
+    fn all_running(&mut self) -> Vec<StateAction> {
+        let mut ids: Vec<String> = self.deferred.keys().cloned().collect();
+        ids.sort();
+        ids.iter().flat_map(|id| self.shown_running(id)).collect()
+    }
+
     /// Asks the client to confirm a tool call. The runtime announces its own
-    /// tools (`tool.execution_start`) before asking permission, so an open call
-    /// goes back to pending confirmation with one `chat/toolCallReady`.
+    /// tools (`tool.execution_start`) before asking permission: an announced
+    /// call goes from streaming to pending confirmation with one
+    /// `chat/toolCallReady`, never through running.
     pub fn ask_confirmation(
         &mut self,
         id: &str,
@@ -127,6 +169,7 @@ impl TurnMapper {
         if self.completed.contains(id) {
             return vec![];
         }
+        self.deferred.remove(id);
         if !self.tools.contains(id) {
             let t = OpenTool {
                 id,
@@ -153,6 +196,7 @@ impl TurnMapper {
         if !self.completed.insert(id.to_owned()) {
             return vec![];
         }
+        let mut out = self.shown_running(id);
         let past = if success {
             format!("Ran {name}")
         } else {
@@ -167,7 +211,7 @@ impl TurnMapper {
             structured_content: None,
             error: None,
         };
-        vec![StateAction::ChatToolCallComplete(
+        out.push(StateAction::ChatToolCallComplete(
             ChatToolCallCompleteAction {
                 turn_id: self.turn_id.clone(),
                 tool_call_id: id.to_owned(),
@@ -175,7 +219,8 @@ impl TurnMapper {
                 result,
                 requires_result_confirmation: None,
             },
-        )]
+        ));
+        out
     }
 
     /// Marks a tool call as completed by its client (the runtime's own
@@ -251,8 +296,25 @@ impl TurnMapper {
         self.part(stream, id, content).into_iter().collect()
     }
 
-    /// Maps one runtime event. Events that mean nothing to a chat map to nothing.
+    /// Maps one runtime event. Events that mean nothing to a chat map to
+    /// nothing. Output of the model (and the turn's end) shows every
+    /// deferred tool call running first: no prompt came for them.
     pub fn map(&mut self, event: &RuntimeEvent, duration_ms: i64) -> Vec<StateAction> {
+        let moved_on = matches!(
+            event,
+            RuntimeEvent::MessageDelta { .. }
+                | RuntimeEvent::Message { .. }
+                | RuntimeEvent::ReasoningDelta { .. }
+                | RuntimeEvent::Reasoning { .. }
+                | RuntimeEvent::Error { .. }
+                | RuntimeEvent::Idle
+        );
+        let mut out = if moved_on { self.all_running() } else { vec![] };
+        out.extend(self.map_event(event, duration_ms));
+        out
+    }
+
+    fn map_event(&mut self, event: &RuntimeEvent, duration_ms: i64) -> Vec<StateAction> {
         match event {
             RuntimeEvent::MessageDelta { message_id, delta } => {
                 self.delta(Stream::Answer, message_id, delta)
@@ -284,14 +346,7 @@ impl TurnMapper {
                 tool_call_id,
                 tool_name,
                 arguments,
-            } => self.open_tool(OpenTool {
-                id: tool_call_id,
-                name: tool_name,
-                input: arguments,
-                client: None,
-                confirmed: true,
-                message: &format!("Running {tool_name}"),
-            }),
+            } => self.announce(tool_call_id, tool_name, arguments),
             RuntimeEvent::ToolCompleted {
                 tool_call_id,
                 tool_name,

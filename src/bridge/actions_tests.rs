@@ -56,12 +56,12 @@ fn table() {
         (
             "tool.execution_start",
             json!({"toolCallId": "c1", "toolName": "view", "arguments": {"path": "."}}),
-            vec!["chat/toolCallStart", "chat/toolCallReady"],
+            vec!["chat/toolCallStart"],
         ),
         (
             "tool.execution_complete",
             json!({"toolCallId": "c1", "success": true, "result": {"content": "ok"}}),
-            vec!["chat/toolCallComplete"],
+            vec!["chat/toolCallReady", "chat/toolCallComplete"],
         ),
         (
             "tool.execution_complete",
@@ -121,7 +121,7 @@ fn tool_status(chat: &ahp_types::state::ChatState, id: &str) -> String {
 }
 
 #[test]
-fn a_running_runtime_tool_goes_back_to_pending_confirmation() {
+fn a_runtime_tool_that_needs_permission_is_never_running_before_it_is_confirmed() {
     let mut chat: ahp_types::state::ChatState = serde_json::from_value(json!({
         "resource": "ahp-chat:/x", "title": "Chat", "status": 1,
         "modifiedAt": "2026-01-01T00:00:00Z", "turns": []}))
@@ -133,11 +133,18 @@ fn a_running_runtime_tool_goes_back_to_pending_confirmation() {
     let mut m = TurnMapper::new("t");
     let start = json!({"toolCallId": "c", "toolName": "bash", "arguments": {"command": "ls"}});
     apply(&mut chat, m.map(&event("tool.execution_start", start), 1));
-    assert_eq!(tool_status(&chat, "c"), "running");
+    assert_eq!(tool_status(&chat, "c"), "streaming");
     let ask = m.ask_confirmation("c", "bash", &json!("ls"), "Allow shell: ls");
     assert_eq!(types(&ask), vec!["chat/toolCallReady"]);
     apply(&mut chat, ask);
     assert_eq!(tool_status(&chat, "c"), "pending-confirmation");
+    assert!(m.shown_running("c").is_empty(), "a prompted call is not deferred any more");
+    // A tool without a prompt is shown running once it proves to run.
+    let view = json!({"toolCallId": "v", "toolName": "view", "arguments": {"path": "."}});
+    apply(&mut chat, m.map(&event("tool.execution_start", view), 1));
+    assert_eq!(tool_status(&chat, "v"), "streaming");
+    apply(&mut chat, m.shown_running("v"));
+    assert_eq!(tool_status(&chat, "v"), "running");
     // A permission for a call never announced opens it, pending.
     let fresh = m.ask_confirmation("d", "write", &json!({}), "Allow write");
     assert_eq!(

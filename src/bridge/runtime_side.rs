@@ -18,6 +18,11 @@ use crate::runtime::wire::{
     UserInputAnswer,
 };
 
+/// How long a runtime tool is shown streaming before running, unless a
+/// permission prompt for it comes first (the runtime sends it right after
+/// announcing the tool, within milliseconds).
+const PROMPT_WINDOW: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// The bridge as the runtime connection's handler (weak: the connection must
 /// not keep the bridge alive).
 pub(super) struct RuntimeEvents {
@@ -111,8 +116,26 @@ impl Bridge {
                     .sessions
                     .with(uri, |s| s.tool_owner(tool_name).is_some())
                     == Some(true) => {}
+            RuntimeEvent::ToolStarted { tool_call_id, .. } => {
+                self.change(uri, |s, fx| s.on_event(event, fx));
+                self.show_running_unless_prompted(uri, tool_call_id);
+            }
             _ => self.change(uri, |s, fx| s.on_event(event, fx)),
         }
+    }
+
+    /// A runtime tool is announced before its permission prompt, which
+    /// follows at once when it needs one: a call with no prompt within
+    /// [`PROMPT_WINDOW`] is shown running (a no-op if it was prompted, or
+    /// ran and completed, meanwhile).
+    fn show_running_unless_prompted(&self, uri: &str, tool_call_id: &str) {
+        let (me, uri, id) = (self.me.clone(), uri.to_owned(), tool_call_id.to_owned());
+        tokio::spawn(async move {
+            tokio::time::sleep(PROMPT_WINDOW).await;
+            if let Some(b) = me.upgrade() {
+                b.change(&uri, |s, fx| s.tool_shown_running(&id, fx));
+            }
+        });
     }
 
     fn permission_requested(&self, uri: &str, p: &PermissionRequest) {

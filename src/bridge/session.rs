@@ -301,6 +301,13 @@ impl BridgedSession {
         false
     }
 
+    /// A runtime tool of the running turn that no prompt came for is shown running.
+    pub fn tool_shown_running(&mut self, tool_call_id: &str, fx: &mut Effects) {
+        if let Some(t) = self.running() {
+            t.show_running(tool_call_id, fx);
+        }
+    }
+
     /// Whether a tool call of the running turn still waits on a client.
     pub fn waits_on_client(&mut self, tool_call_id: &str) -> bool {
         self.running()

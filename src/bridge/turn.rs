@@ -218,6 +218,12 @@ impl RunningTurn {
         });
     }
 
+    /// A runtime tool announced without a prompt so far is shown running.
+    pub fn show_running(&mut self, tool_call_id: &str, fx: &mut Effects) {
+        let actions = self.mapper.shown_running(tool_call_id);
+        fx.act(&self.chat, actions);
+    }
+
     /// Whether a tool call still waits on a client (for its mirror).
     pub fn waits_on_client(&self, tool_call_id: &str) -> bool {
         self.permissions.contains_key(tool_call_id) || self.client_tools.contains_key(tool_call_id)

@@ -31,10 +31,12 @@ pub struct ServerConfig {
     /// Deadline for the WebSocket upgrade and for `initialize` after it.
     #[serde(deserialize_with = "duration")]
     pub handshake_timeout: Duration,
-    /// Connections held at once; more are closed as soon as they are accepted.
-    pub max_connections: usize,
-    /// Connections held at once from one peer address.
-    pub max_connections_per_ip: usize,
+    /// Connections held at once; unset: derived from the process's file
+    /// descriptor limit (see [`Config::connection_limits`]).
+    pub max_connections: Option<usize>,
+    /// Connections held at once from one peer address; unset: as many as
+    /// `max_connections`.
+    pub max_connections_per_ip: Option<usize>,
     /// Bytes of actions kept for `reconnect` replay (besides `replay_buffer`, a count).
     pub replay_buffer_bytes: usize,
     /// Bytes queued for one client before it is dropped as too slow (besides `outbound_queue`).
@@ -62,8 +64,8 @@ impl Default for ServerConfig {
             client_grace: Duration::from_secs(30),
             session_visibility: Visibility::Owner,
             handshake_timeout: Duration::from_secs(10),
-            max_connections: 1024,
-            max_connections_per_ip: 256,
+            max_connections: None,
+            max_connections_per_ip: None,
             replay_buffer_bytes: 16 * 1024 * 1024,
             outbound_queue_bytes: 16 * 1024 * 1024,
             max_action_bytes: 256 * 1024,
@@ -104,6 +106,42 @@ impl Config {
     }
 }
 
+/// File descriptors kept for everything but client connections: the
+/// listener, the runtimes' pipes or sockets, the audit log and its shipper,
+/// the state store, file reads, the admin listener, and tokio's own.
+const RESERVED_FDS: usize = 64;
+/// Per runtime process: its stdin, stdout, stderr (and a spare).
+const FDS_PER_RUNTIME: usize = 4;
+
+impl Config {
+    /// How many connections are held at once, in all and from one address:
+    /// as configured, or what the file descriptor limit leaves once the
+    /// bridge's own files are counted, so the defaults never run the
+    /// process out of descriptors.
+    pub fn connection_limits(&self) -> (usize, usize) {
+        let derived = || {
+            let reserve = RESERVED_FDS + FDS_PER_RUNTIME * self.runtime.pool_size();
+            fd_limit().saturating_sub(reserve).max(16)
+        };
+        let total = self.server.max_connections.unwrap_or_else(derived);
+        (total, self.server.max_connections_per_ip.unwrap_or(total))
+    }
+}
+
+/// The soft `RLIMIT_NOFILE` of this process.
+fn fd_limit() -> usize {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the struct we own.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } == 0;
+    if !ok || l.rlim_cur == libc::RLIM_INFINITY {
+        return 65536;
+    }
+    usize::try_from(l.rlim_cur).unwrap_or(usize::MAX)
+}
+
 impl ServerConfig {
     /// Every bound and deadline is one that can work.
     fn validate_limits(&self) -> Result<(), ConfigError> {
@@ -120,10 +158,10 @@ impl ServerConfig {
             ("server.max_json_depth", self.max_json_depth, 1),
             ("server.replay_buffer", self.replay_buffer, 1),
             ("server.outbound_queue", self.outbound_queue, 16),
-            ("server.max_connections", self.max_connections, 1),
+            ("server.max_connections", self.max_connections.unwrap_or(1), 1),
             (
                 "server.max_connections_per_ip",
-                self.max_connections_per_ip,
+                self.max_connections_per_ip.unwrap_or(1),
                 1,
             ),
             (

@@ -45,7 +45,7 @@ pub fn receive(text: &str, peer: &Arc<Peer>, handler: &dyn InboundHandler, from:
         Err(m) => {
             debug!(from, "not a JSON-RPC message: {}", m.error.message);
             // Without an id we still answer (`id: null`) unless it was a broken answer of theirs.
-            peer.send_raw(error_response(m.id.as_ref(), m.error));
+            peer.send_text(error_response(m.id.as_ref(), m.error));
         }
         Ok(Incoming::Response { id, result }) => {
             if !peer.complete(&id, result, text.len()) {
@@ -56,17 +56,17 @@ pub fn receive(text: &str, peer: &Arc<Peer>, handler: &dyn InboundHandler, from:
         Ok(Incoming::Notification { method, params }) => handler.notification(&method, params),
         Ok(Incoming::Request { id, method, params }) => match handler.request(&method, params) {
             Answer::Now(result) => {
-                peer.send_raw(response(&id, result));
+                peer.send_text(response(&id, result));
             }
             Answer::Last(result) => {
-                peer.send_raw(response(&id, result));
+                peer.send_text(response(&id, result));
                 return Flow::Close;
             }
             Answer::Later(reply) => {
                 let peer = peer.clone();
                 tokio::spawn(async move {
                     let result = reply.await;
-                    peer.send_raw(response(&id, result));
+                    peer.send_text(response(&id, result));
                 });
             }
         },

@@ -8,6 +8,7 @@
 //! on each and fails them all at once when the connection drops.
 
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 pub mod inbound;
@@ -39,12 +40,27 @@ impl From<ErrorCode> for i32 {
     }
 }
 
-/// A JSON-RPC id: JSON-RPC 2.0 allows numbers and strings.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(untagged)]
+/// A JSON-RPC id: JSON-RPC 2.0 allows numbers and strings, and an answer
+/// carries the id exactly as the request had it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Id {
     Num(i64),
     Str(String),
+    /// A number no `i64` holds exactly (`18446744073709551616`, `1e3`), as
+    /// the peer wrote it.
+    Raw(String),
+}
+
+impl Serialize for Id {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Id::Num(n) => s.serialize_i64(*n),
+            Id::Str(v) => s.serialize_str(v),
+            Id::Raw(raw) => RawValue::from_string(raw.clone())
+                .map_err(serde::ser::Error::custom)?
+                .serialize(s),
+        }
+    }
 }
 
 impl std::fmt::Display for Id {
@@ -52,8 +68,22 @@ impl std::fmt::Display for Id {
         match self {
             Id::Num(n) => write!(f, "{n}"),
             Id::Str(s) => write!(f, "{s:?}"),
+            Id::Raw(raw) => f.write_str(raw),
         }
     }
+}
+
+/// A message's id as its text has it: the only way to keep a number no
+/// `i64` holds (serde_json reads those as floats).
+fn raw_id(text: &str) -> Option<String> {
+    #[derive(Deserialize)]
+    struct IdOnly<'a> {
+        #[serde(borrow)]
+        id: &'a RawValue,
+    }
+    serde_json::from_str::<IdOnly>(text)
+        .ok()
+        .map(|m| m.id.get().to_owned())
 }
 
 /// A JSON-RPC error object.
@@ -128,11 +158,28 @@ pub fn parse(text: &str) -> Result<Incoming, Malformed> {
         id: None,
         error: RpcError::new(ErrorCode::ParseError, format!("parse error: {e}")),
     })?;
-    classify(value)
+    classify_with(value, || raw_id(text))
 }
 
 /// Decodes an already-parsed JSON value.
 pub fn classify(value: Value) -> Result<Incoming, Malformed> {
+    classify_with(value, || None)
+}
+
+/// The id of a message: `raw` gives the id's text when the parsed number
+/// lost it.
+fn id_of(v: Value, raw: impl FnOnce() -> Option<String>) -> Option<Id> {
+    match v {
+        Value::String(s) => Some(Id::Str(s)),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Some(Id::Num(i)),
+            None => Some(Id::Raw(raw().unwrap_or_else(|| n.to_string()))),
+        },
+        _ => None,
+    }
+}
+
+fn classify_with(value: Value, raw: impl FnOnce() -> Option<String>) -> Result<Incoming, Malformed> {
     let invalid = |id: Option<Id>, why: &str| Malformed {
         id,
         error: RpcError::new(ErrorCode::InvalidRequest, format!("invalid request: {why}")),
@@ -143,9 +190,9 @@ pub fn classify(value: Value) -> Result<Incoming, Malformed> {
     let id = match obj.remove("id") {
         None => None,
         Some(Value::Null) => Some(None),
-        Some(v) => match serde_json::from_value::<Id>(v) {
-            Ok(id) => Some(Some(id)),
-            Err(_) => return Err(invalid(None, "id must be a number or a string")),
+        Some(v) => match id_of(v, raw) {
+            Some(id) => Some(Some(id)),
+            None => return Err(invalid(None, "id must be a number or a string")),
         },
     };
     if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
@@ -194,16 +241,47 @@ pub fn notification(method: &str, params: &Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
 }
 
-pub fn response(id: &Id, result: Result<Value, RpcError>) -> Value {
-    match result {
-        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        Err(error) => json!({"jsonrpc": "2.0", "id": id, "error": error}),
+/// A response as it goes out, serialized in one pass (the id verbatim).
+#[derive(Serialize)]
+struct Outgoing<'a> {
+    jsonrpc: &'static str,
+    id: Option<&'a Id>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    result: Option<&'a Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<&'a RpcError>,
+}
+
+impl Outgoing<'_> {
+    fn text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
     }
 }
 
-/// An error response to a message we could not identify (`id: null`).
-pub fn error_response(id: Option<&Id>, error: RpcError) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "error": error})
+/// A response, serialized.
+pub fn response(id: &Id, result: Result<Value, RpcError>) -> String {
+    let (result, error) = match &result {
+        Ok(v) => (Some(v), None),
+        Err(e) => (None, Some(e)),
+    };
+    let out = Outgoing {
+        jsonrpc: "2.0",
+        id: Some(id),
+        result,
+        error,
+    };
+    out.text()
+}
+
+/// An error response to a message we could not identify (`id: null`), serialized.
+pub fn error_response(id: Option<&Id>, error: RpcError) -> String {
+    let out = Outgoing {
+        jsonrpc: "2.0",
+        id,
+        result: None,
+        error: Some(&error),
+    };
+    out.text()
 }
 
 /// Nesting depth of a JSON text (arrays and objects), scanned without parsing,
@@ -245,6 +323,18 @@ mod tests {
         assert!(matches!(r, Incoming::Request { id: Id::Num(7), .. }));
         let r = parse(r#"{"jsonrpc":"2.0","method":"x"}"#).unwrap();
         assert!(matches!(r, Incoming::Notification { .. }));
+    }
+
+    #[test]
+    fn ids_are_answered_exactly_as_they_came() {
+        for id in ["9223372036854775808", "18446744073709551616", "1e3", "-0.5", "7", "\"s\""] {
+            let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+            let Incoming::Request { id: got, .. } = parse(&text).unwrap() else {
+                panic!("{text}")
+            };
+            let answer = response(&got, Ok(Value::Null));
+            assert!(answer.contains(&format!("\"id\":{id}")), "{id}: {answer}");
+        }
     }
 
     #[test]

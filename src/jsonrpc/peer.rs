@@ -117,11 +117,6 @@ impl Peer {
         }
     }
 
-    /// Sends any prepared message (a response, say).
-    pub fn send_raw(&self, message: Value) -> bool {
-        self.send_text(message.to_string())
-    }
-
     /// Sends a message already serialized.
     pub fn send_text(&self, text: String) -> bool {
         !self.closed.load(Ordering::Acquire) && (self.send)(text)

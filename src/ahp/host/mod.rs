@@ -325,6 +325,7 @@ fn check_own(
         StateAction::SessionActiveClientRemoved(a) if a.client_id != client_id => {
             Err("activeClientRemoved may only remove the sender's own clientId".into())
         }
+        StateAction::ChatToolCallConfirmed(a) => pending_confirmation(sessions, channel, &a.tool_call_id),
         StateAction::ChatToolCallComplete(a) => tool_owner_is(
             sessions,
             channel,
@@ -341,6 +342,24 @@ fn check_own(
         ),
         _ => Ok(()),
     }
+}
+
+/// A confirmation answers only a tool call that waits for one.
+fn pending_confirmation(sessions: &Sessions, chat: &str, tool_call_id: &str) -> Result<(), Rejection> {
+    use ahp_types::state::ToolCallState as T;
+    let state = sessions.tool_call(chat, tool_call_id).map(|(_, call)| call);
+    let now = match state {
+        Some(T::PendingConfirmation(_)) => return Ok(()),
+        None => "no such tool call in the running turn",
+        Some(T::Streaming(_)) => "it is still streaming",
+        Some(T::Running(_)) => "it is already running",
+        Some(T::Completed(_)) => "it has completed",
+        Some(T::Cancelled(_)) => "it was cancelled",
+        Some(_) => "it is not waiting for confirmation",
+    };
+    Err(Rejection(format!(
+        "chat/toolCallConfirmed for tool call {tool_call_id:?}, which is not pending confirmation: {now}"
+    )))
 }
 
 fn tool_owner_is(

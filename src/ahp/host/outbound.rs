@@ -62,6 +62,8 @@ struct Queue {
 struct Shared {
     queue: Mutex<Queue>,
     ready: Notify,
+    /// Woken when the queue falls back under half its bounds.
+    drained: Notify,
     max_messages: usize,
     max_bytes: usize,
     /// Drops the connection at once (its writer stops without flushing).
@@ -80,6 +82,10 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
+
+    fn over_half(&self, q: &Queue) -> bool {
+        q.items.len() * 2 > self.max_messages || q.bytes * 2 > self.max_bytes
+    }
 }
 
 impl Outbound {
@@ -95,6 +101,7 @@ impl Outbound {
                 bytes: 0,
             }),
             ready: Notify::new(),
+            drained: Notify::new(),
             max_messages,
             max_bytes,
             kill,
@@ -183,6 +190,26 @@ impl Outbound {
         true
     }
 
+    /// Whether the queue is over half of either bound: the connection's
+    /// reader then stops reading, so a client that writes faster than it
+    /// reads is held back by TCP instead of being cut off.
+    pub fn under_pressure(&self) -> bool {
+        let q = self.0.lock();
+        self.0.over_half(&q)
+    }
+
+    /// Returns once the queue is under half its bounds again.
+    pub async fn drained(&self) {
+        loop {
+            // Registered before looking, so a drain in between is not missed.
+            let drained = self.0.drained.notified();
+            if !self.under_pressure() {
+                return;
+            }
+            drained.await;
+        }
+    }
+
     fn cut_off(&self, bound: &str) {
         if !self.0.kill.is_cancelled() {
             warn!(
@@ -213,7 +240,11 @@ impl OutboundQueue {
         let mut q = self.0.lock();
         let item = q.items.pop_front()?;
         q.bytes -= item.bytes();
+        let relieved = !self.0.over_half(&q);
         drop(q);
+        if relieved {
+            self.0.drained.notify_waiters();
+        }
         Some(item.into_text())
     }
 }

@@ -15,6 +15,7 @@ use tokio_tungstenite::WebSocketStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
+use super::admission::Permit;
 use crate::ahp::auth::Principal;
 use crate::ahp::cmd::cursor::CursorKey;
 use crate::ahp::cmd::Commands;
@@ -28,6 +29,10 @@ type Stream = futures_util::stream::SplitStream<WebSocketStream<TcpStream>>;
 
 /// How long the writer flushes what is queued before it sends Close.
 const FLUSH_LIMIT: Duration = Duration::from_secs(2);
+
+/// How long, once Close is sent, the host waits for the client to finish
+/// (its Close, its end of the TCP connection) before dropping the socket.
+const LINGER_LIMIT: Duration = Duration::from_secs(2);
 
 /// What every connection of one listener shares.
 #[derive(Clone)]
@@ -47,24 +52,40 @@ impl Default for Shared {
     }
 }
 
-/// Why the host closes a connection: the first reason set wins.
+/// How a connection closes: the host's reason, or the client's own Close
+/// (answered with the same code). The first one set wins.
 #[derive(Clone, Default)]
-struct CloseReason(Arc<Mutex<Option<(CloseCode, String)>>>);
+struct CloseReason(Arc<Mutex<Option<Closing>>>);
+
+enum Closing {
+    Host(CloseCode, String),
+    /// The client sent Close: the WebSocket layer answers it with its code.
+    Peer,
+}
 
 impl CloseReason {
     fn set(&self, code: CloseCode, why: impl Into<String>) {
-        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        g.get_or_insert((code, why.into()));
+        self.set_closing(Closing::Host(code, why.into()));
     }
 
-    /// The Close frame to send: the reason set, or "shutting down".
-    fn frame(&self) -> CloseFrame {
+    fn set_closing(&self, c: Closing) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.get_or_insert(c);
+    }
+
+    /// The Close frame the host sends: its reason, or "shutting down";
+    /// `None` when the client closed (its Close is echoed instead).
+    fn frame(&self) -> Option<CloseFrame> {
         let taken = self.0.lock().unwrap_or_else(|e| e.into_inner()).take();
-        let (code, why) = taken.unwrap_or((CloseCode::Away, "the host is shutting down".into()));
-        CloseFrame {
+        let (code, why) = match taken {
+            Some(Closing::Peer) => return None,
+            Some(Closing::Host(code, why)) => (code, why),
+            None => (CloseCode::Away, "the host is shutting down".into()),
+        };
+        Some(CloseFrame {
             code,
             reason: why.into(),
-        }
+        })
     }
 }
 
@@ -96,8 +117,9 @@ pub async fn run(
     principal: Arc<Principal>,
     handshake_deadline: tokio::time::Instant,
     shared: Shared,
+    permit: Permit,
 ) {
-    let (sink, stream) = ws.split();
+    let (sink, mut stream) = ws.split();
     let ending = Ending {
         close: shutdown.child_token(),
         kill: CancellationToken::new(),
@@ -117,39 +139,76 @@ pub async fn run(
         out: connected.out,
         cfg: host.config().server.clone(),
         ending: ending.clone(),
+        permit,
     };
-    reader.read(stream, handshake_deadline).await;
+    reader.read(&mut stream, handshake_deadline).await;
     ending.close.cancel();
     host.disconnect(connected.conn);
-    let _ = writer.await;
+    let sink = writer.await.ok().flatten();
+    if let (Some(sink), false) = (sink, ending.kill.is_cancelled()) {
+        linger(stream, sink).await;
+    }
 }
 
-/// Drains the queue to the socket until the connection ends.
-fn spawn_writer(mut sink: Sink, mut queue: OutboundQueue, e: Ending) -> JoinHandle<()> {
+/// Drains the queue to the socket until the connection ends; then, unless
+/// killed, flushes what is left and closes: the host's Close, or the echo
+/// of the client's. Gives the sink back for the close to finish.
+fn spawn_writer(mut sink: Sink, mut queue: OutboundQueue, e: Ending) -> JoinHandle<Option<Sink>> {
     tokio::spawn(async move {
         loop {
             tokio::select! {
                 biased;
-                _ = e.kill.cancelled() => return,
+                _ = e.kill.cancelled() => return None,
                 text = queue.recv() => {
                     if !send_or_kill(&mut sink, Message::text(text), &e.kill).await {
                         e.kill.cancel();
-                        return;
+                        return None;
                     }
                 },
                 _ = e.close.cancelled() => break,
             }
         }
         let flush = async {
-            while let Some(text) = queue.try_recv() {
-                if !send_or_kill(&mut sink, Message::text(text), &e.kill).await {
-                    return;
+            let frame = e.reason.frame();
+            if frame.is_some() {
+                // Nothing may follow the client's Close; before ours, what is queued goes.
+                while let Some(text) = queue.try_recv() {
+                    if !send_or_kill(&mut sink, Message::text(text), &e.kill).await {
+                        return;
+                    }
                 }
             }
-            let _ = send_or_kill(&mut sink, Message::Close(Some(e.reason.frame())), &e.kill).await;
+            let _ = match frame {
+                Some(frame) => send_or_kill(&mut sink, Message::Close(Some(frame)), &e.kill).await,
+                // The WebSocket layer queued the echo of the client's Close: flush sends it.
+                None => tokio::select! {
+                    r = sink.flush() => r.is_ok(),
+                    _ = e.kill.cancelled() => false,
+                },
+            };
         };
         let _ = tokio::time::timeout(FLUSH_LIMIT, flush).await;
+        Some(sink)
     })
+}
+
+/// The end of a clean close: the host has sent its Close (or echoed the
+/// client's), so it ends its side of the TCP connection and reads, without
+/// looking, until the client ends its own (after its Close, or after the
+/// rest of a frame it was still sending) or [`LINGER_LIMIT`] passes. The
+/// client then sees the close it was sent, not a reset.
+async fn linger(stream: Stream, sink: Sink) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(mut ws) = stream.reunite(sink) else {
+        return;
+    };
+    let tcp = ws.get_mut();
+    let _ = tcp.shutdown().await;
+    let drain = async {
+        let mut buf = vec![0u8; 16 * 1024];
+        while matches!(tcp.read(&mut buf).await, Ok(n) if n > 0) {}
+    };
+    let _ = tokio::time::timeout(LINGER_LIMIT, drain).await;
 }
 
 /// The reading half of a connection.
@@ -159,20 +218,32 @@ struct Reader {
     out: Outbound,
     cfg: ServerConfig,
     ending: Ending,
+    /// Its place among the connections; closed to make room until it initializes.
+    permit: Permit,
 }
 
 impl Reader {
     /// Reads frames until the client closes or the connection ends; until
     /// the client initializes, the handshake deadline stands.
-    async fn read(&self, mut stream: Stream, handshake_deadline: tokio::time::Instant) {
+    async fn read(&self, stream: &mut Stream, handshake_deadline: tokio::time::Instant) {
         let conn = self.commands.conn;
         let handshake = tokio::time::sleep_until(handshake_deadline);
         tokio::pin!(handshake);
         let mut awaiting_initialize = true;
         loop {
+            if awaiting_initialize && self.commands.host.client_id_of(conn).is_some() {
+                awaiting_initialize = false;
+                self.permit.initialized();
+            }
             let msg = tokio::select! {
                 _ = self.ending.close.cancelled() => return,
                 _ = self.ending.kill.cancelled() => return,
+                _ = self.permit.evicted.cancelled(), if awaiting_initialize => {
+                    debug!(conn, "closed before initialize to make room for a new connection");
+                    self.ending.kill.cancel();
+                    return;
+                }
+                _ = self.out.drained(), if self.out.under_pressure() => continue,
                 _ = &mut handshake, if awaiting_initialize => {
                     if self.commands.host.client_id_of(conn).is_some() {
                         awaiting_initialize = false;
@@ -182,7 +253,7 @@ impl Reader {
                     self.ending.reason.set(CloseCode::Policy, "no initialize within the handshake deadline");
                     return;
                 }
-                m = stream.next() => m,
+                m = stream.next(), if !self.out.under_pressure() => m,
             };
             let msg = match msg {
                 None => return,
@@ -231,10 +302,13 @@ impl Reader {
                     ErrorCode::InvalidRequest,
                     "binary frames are not supported; send one JSON-RPC message per text frame",
                 );
-                self.out.send(jsonrpc::error_response(None, e).to_string());
+                self.out.send(jsonrpc::error_response(None, e));
                 Flow::Continue
             }
-            Message::Close(_) => Flow::Close,
+            Message::Close(_) => {
+                self.ending.reason.set_closing(Closing::Peer);
+                Flow::Close
+            }
             Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => Flow::Continue,
         }
     }

@@ -1,8 +1,7 @@
 //! The listener: WebSocket upgrade with token and Origin checks, frame limits.
 
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
@@ -12,6 +11,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::admission::{Admission, Limits, Permit, Refused};
 use super::connection::{self, Shared};
 use crate::ahp::auth::{Principal, Principals};
 use crate::ahp::host::Host;
@@ -87,68 +87,21 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<TcpListener> {
         .map_err(|e| anyhow::anyhow!("cannot listen on {addr}: {e}"))
 }
 
-/// Connections held now, in all and per peer address.
-struct Held {
-    total: usize,
-    per_ip: HashMap<IpAddr, usize>,
-}
-
-/// A place taken by one connection, given back when it ends.
-struct ConnectionPermit {
-    held: Arc<Mutex<Held>>,
-    ip: IpAddr,
-}
-
-impl Drop for ConnectionPermit {
-    fn drop(&mut self) {
-        let mut h = self.held.lock().unwrap_or_else(|e| e.into_inner());
-        h.total -= 1;
-        if let Some(n) = h.per_ip.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                h.per_ip.remove(&self.ip);
-            }
-        }
-    }
-}
-
-fn take_slot(
-    held: &Arc<Mutex<Held>>,
-    cfg: &ServerConfig,
-    ip: IpAddr,
-) -> Result<ConnectionPermit, &'static str> {
-    let mut h = held.lock().unwrap_or_else(|e| e.into_inner());
-    if h.total >= cfg.max_connections {
-        return Err("[server] max_connections");
-    }
-    let n = h.per_ip.entry(ip).or_insert(0);
-    if *n >= cfg.max_connections_per_ip {
-        return Err("[server] max_connections_per_ip");
-    }
-    *n += 1;
-    h.total += 1;
-    Ok(ConnectionPermit {
-        held: held.clone(),
-        ip,
-    })
-}
-
 /// Accepts connections until `accepting` is cancelled; `shutdown` closes
-/// the connections (each flushes its queue, then sends Close 1001). Beyond the connection limits a
-/// socket is closed as soon as it is accepted; out of file descriptors, the
-/// loop backs off (the handshake deadline frees descriptors held by idle
-/// sockets) instead of spinning.
+/// the connections (each flushes its queue, then sends Close 1001). At the
+/// connection limits the oldest connection that has not initialized makes
+/// room ([`Admission`]); with none to close, a socket is closed as soon as it
+/// is accepted. Out of file descriptors, the loop backs off instead of
+/// spinning.
 pub async fn serve(
     listener: TcpListener,
     host: Arc<Host>,
     accepting: CancellationToken,
     shutdown: CancellationToken,
 ) {
-    let cfg = host.config().server.clone();
-    let held = Arc::new(Mutex::new(Held {
-        total: 0,
-        per_ip: HashMap::new(),
-    }));
+    let (total, per_ip) = host.config().connection_limits();
+    let admission = Admission::new(Limits { total, per_ip });
+    info!(max_connections = total, max_connections_per_ip = per_ip, "connection limits");
     let shared = Shared::default();
     let mut backoff = Duration::ZERO;
     let mut refusing = false;
@@ -160,9 +113,9 @@ pub async fn serve(
         match accepted {
             Ok((stream, peer)) => {
                 backoff = Duration::ZERO;
-                let slot = match take_slot(&held, &cfg, peer.ip()) {
-                    Ok(slot) => slot,
-                    Err(limit) => {
+                let permit = match admission.admit(peer.ip()) {
+                    Ok(permit) => permit,
+                    Err(Refused(limit)) => {
                         // Said once per episode: a flood must not flood the log too.
                         if !std::mem::replace(&mut refusing, true) {
                             warn!(%peer, "connection closed at once: {limit} reached");
@@ -175,10 +128,7 @@ pub async fn serve(
                 let host = host.clone();
                 let shutdown = shutdown.clone();
                 let shared = shared.clone();
-                tokio::spawn(async move {
-                    accept(stream, peer, host, shutdown, shared).await;
-                    drop(slot);
-                });
+                tokio::spawn(accept(stream, peer, host, shutdown, shared, permit));
             }
             Err(e) => {
                 let out_of_fds = matches!(e.raw_os_error(), Some(23 | 24));
@@ -206,6 +156,7 @@ async fn accept(
     host: Arc<Host>,
     shutdown: CancellationToken,
     shared: Shared,
+    permit: Permit,
 ) {
     let cfg = host.config().server.clone();
     let deadline = tokio::time::Instant::now() + cfg.handshake_timeout;
@@ -237,7 +188,14 @@ async fn accept(
         }
     };
     let upgrade = tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(ws_cfg));
-    let ws = match tokio::time::timeout_at(deadline, upgrade).await {
+    let upgraded = tokio::select! {
+        u = tokio::time::timeout_at(deadline, upgrade) => u,
+        _ = permit.evicted.cancelled() => {
+            debug!(%peer, "closed before its upgrade to make room for a new connection");
+            return;
+        }
+    };
+    let ws = match upgraded {
         Ok(Ok(ws)) => ws,
         Ok(Err(e)) => {
             info!(%peer, "upgrade refused: {e}");
@@ -250,7 +208,7 @@ async fn accept(
     };
     let Some(principal) = principal else { return };
     debug!(%peer, principal = %principal.name, "websocket connected");
-    connection::run(ws, host, shutdown, principal, deadline, shared).await;
+    connection::run(ws, host, shutdown, principal, deadline, shared, permit).await;
     debug!(%peer, "websocket closed");
 }
 
@@ -347,34 +305,6 @@ mod tests {
         assert_eq!(
             check(&c, None, None, Some("http://localhost:5173")),
             Err(StatusCode::FORBIDDEN)
-        );
-    }
-
-    #[test]
-    fn slots_are_bounded_in_all_and_per_address() {
-        let mut c = Config::default().server;
-        c.max_connections = 3;
-        c.max_connections_per_ip = 2;
-        let held = Arc::new(Mutex::new(Held {
-            total: 0,
-            per_ip: HashMap::new(),
-        }));
-        let (a, b): (IpAddr, IpAddr) = ("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap());
-        let s1 = take_slot(&held, &c, a).unwrap();
-        let _s2 = take_slot(&held, &c, a).unwrap();
-        assert_eq!(
-            take_slot(&held, &c, a).err(),
-            Some("[server] max_connections_per_ip")
-        );
-        let _s3 = take_slot(&held, &c, b).unwrap();
-        assert_eq!(
-            take_slot(&held, &c, b).err(),
-            Some("[server] max_connections")
-        );
-        drop(s1);
-        assert!(
-            take_slot(&held, &c, a).is_ok(),
-            "a slot comes back when its connection ends"
         );
     }
 }
