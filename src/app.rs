@@ -198,6 +198,9 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
         Some(path) => {
             host.restore(Store::open(&path)?)?;
         }
+        None if !cfg.state.enabled => tracing::info!(
+            "[state] enabled = false: sessions live in memory only and do not survive a restart"
+        ),
         None => tracing::warn!(
             "no [state] path and no audit log: sessions live in memory only and do not survive a restart"
         ),

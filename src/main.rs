@@ -194,7 +194,14 @@ fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
                 expect_head,
                 against,
             };
-            let files = rotation::series(&paths)?;
+            let series = rotation::series(&paths)?;
+            let files = series.files;
+            if !series.skipped.is_empty() {
+                println!(
+                    "skipped (not of the log's series): {}",
+                    series.skipped.join(", ")
+                );
+            }
             match verify::verify_files(&files, &check)? {
                 Ok(v) => {
                     print_verified(&v, &check, files.len());
@@ -225,7 +232,7 @@ fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
             client,
             since,
         } => {
-            let files = rotation::series(&paths)?;
+            let files = rotation::series(&paths)?.files;
             let filter = show::Filter {
                 session,
                 client,

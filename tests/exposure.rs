@@ -18,7 +18,8 @@ use support::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_sockets_at_a_descriptor_limit_do_not_lock_out_a_client() {
     let model = ScriptedModel::start().await.unwrap();
-    let bridge = BridgeProcess::start(&model, "handshake_timeout = \"1s\"", Some(256));
+    // The default config: the connection limits come from the fd limit.
+    let bridge = BridgeProcess::start(&model, "", Some(256));
     let ide = connect(bridge.addr, "ide").await;
     ready_session(&ide, "ahp-session:/fd", None).await;
     // 300 sockets that never say a word: more than the bridge has descriptors.
@@ -26,13 +27,16 @@ async fn idle_sockets_at_a_descriptor_limit_do_not_lock_out_a_client() {
     for _ in 0..300 {
         idle.push(tokio::net::TcpStream::connect(bridge.addr).await.unwrap());
     }
-    // A client that arrives after them still gets in and completes a turn.
+    // A client that arrives after them still gets in and completes a turn:
+    // the oldest of them, never initialized, made room (refused, it could
+    // not even connect until the handshake deadline closed them).
     let late = connect(bridge.addr, "ide-late").await;
     model.push(Reply::Text("Still here.".into()));
     let end = run_turn(&late, "fd", "t1", "anyone?").await;
     assert_eq!(end.kind, "complete", "{end:?}");
     assert_eq!(end.text, "Still here.");
-    // Every idle socket is closed by the bridge at its handshake deadline.
+    // Every idle socket is closed by the bridge: to make room, or at its
+    // handshake deadline.
     let started = Instant::now();
     for mut s in idle {
         let mut buf = [0u8; 64];
@@ -44,9 +48,9 @@ async fn idle_sockets_at_a_descriptor_limit_do_not_lock_out_a_client() {
             started.elapsed()
         );
     }
-    // Out of descriptors, the accept loop backed off instead of spinning.
-    let failures = bridge.log_lines("accept failed").len();
-    assert!(failures < 50, "{failures} accept-failure lines");
+    // The derived limit leaves room: accept never ran out of descriptors.
+    let failures = bridge.log_lines("accept failed");
+    assert!(failures.is_empty(), "{failures:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

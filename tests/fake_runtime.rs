@@ -538,3 +538,61 @@ async fn with_a_provider_nothing_is_advertised_and_authenticate_is_refused() {
         .unwrap_err();
     assert_eq!(rpc_code(&e), -32602, "{e:?}");
 }
+
+/// A runtime that answers pings but never finishes the turn: at `[runtime]
+/// turn_inactivity_timeout` the turn ends with an error naming it and the
+/// runtime is told to abort.
+#[tokio::test]
+async fn a_silent_turn_ends_at_the_inactivity_timeout() {
+    let mut f = fixture(|c| c.runtime.turn_inactivity_timeout = Duration::from_millis(600)).await;
+    let mut sub = f.start_turn("t1", "hello?").await;
+    f.conn.call_of("session.send").await;
+    // One event keeps it alive; then nothing.
+    f.conn.event(
+        &f.runtime_id,
+        "assistant.message_delta",
+        json!({"messageId": "m-1", "deltaContent": "thinking"}),
+    );
+    let end = wait_turn_end(&mut sub, "t1").await;
+    assert_eq!(end.kind, "error", "{end:?}");
+    let msg = end.error.unwrap();
+    assert!(msg.contains("turn_inactivity_timeout"), "{msg}");
+    let abort = f.conn.call_of("session.abort").await["params"].clone();
+    assert_eq!(abort["sessionId"], f.runtime_id.as_str());
+}
+
+/// A call shown running was never pending confirmation: confirming it is
+/// rejected with a reason, and changes nothing.
+#[tokio::test]
+async fn confirming_a_call_that_is_not_pending_is_rejected() {
+    use ahp::SubscriptionEvent;
+    use ahp_types::actions::StateAction;
+    let mut f = fixture(|_| {}).await;
+    let chat = chat_of("ahp-session:/f");
+    let mut sub = f.start_turn("t1", "look").await;
+    f.conn.call_of("session.send").await;
+    f.conn.event(
+        &f.runtime_id,
+        "tool.execution_start",
+        json!({"toolCallId": "c1", "toolName": "view", "arguments": {"path": "a"}}),
+    );
+    // No permission prompt follows: the call is shown running.
+    let ready = support::e2e::wait_action(&mut sub, |a| match a {
+        StateAction::ChatToolCallReady(r) if r.tool_call_id == "c1" => Some(r.clone()),
+        _ => None,
+    })
+    .await;
+    assert!(ready.confirmed.is_some(), "{ready:?}");
+    let mut events = f.client.events();
+    let confirm = json!({"type": "chat/toolCallConfirmed", "turnId": "t1", "toolCallId": "c1",
+                         "approved": true, "confirmed": "user-action"});
+    dispatch_raw(&f.client, &chat, 7, confirm).await;
+    let rejection = |e: &SubscriptionEvent| match e {
+        SubscriptionEvent::Action(env) if env.origin.as_ref()?.client_seq == 7 => {
+            Some(env.rejection_reason.clone())
+        }
+        _ => None,
+    };
+    let reason = wait_event(&mut events, rejection).await.expect("rejected");
+    assert!(reason.contains("not pending confirmation"), "{reason}");
+}

@@ -99,7 +99,7 @@ async fn oversize_frame_and_deep_json_close_with_reason() {
     match raw.next().await {
         Next::Closed(Some((code, reason))) => {
             assert_eq!(code, 1009);
-            assert!(reason.contains("limit"), "{reason}");
+            assert!(reason.contains("max_frame_bytes"), "{reason}");
         }
         other => panic!("expected close with reason, got {other:?}"),
     }

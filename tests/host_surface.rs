@@ -11,11 +11,11 @@ use serde_json::{json, Value};
 use support::*;
 
 #[tokio::test]
-async fn negotiation_picks_the_highest_version_implemented_and_advertises_the_extension() {
+async fn negotiation_picks_the_highest_compatible_version_offered_and_advertises_the_extension() {
     let r = start_host(test_config()).await;
     let c = client(&r).await;
     let res = c
-        .initialize("neg".into(), vec!["1.1.0".into(), "1.0.0".into()], vec![])
+        .initialize("neg".into(), vec!["1.0.0".into(), "0.9.0".into()], vec![])
         .await
         .expect("initialize");
     assert_eq!(res.protocol_version, "1.0.0");
@@ -30,14 +30,24 @@ async fn negotiation_picks_the_highest_version_implemented_and_advertises_the_ex
         Some(vec!["@".to_string()])
     );
 
-    // Offered only a newer compatible minor, the host still connects (the
-    // spec's compatibility rule) and names the offered string.
+    // A newer compatible minor is the highest within `^1.0.0`: the spec's
+    // rule picks it, whatever the order, and names the offered string.
+    for (id, offer) in [("neg2", vec!["1.1.0"]), ("neg3", vec!["1.0.0", "1.1.0"])] {
+        let c = client(&r).await;
+        let offer = offer.into_iter().map(String::from).collect();
+        let res = c
+            .initialize(id.into(), offer, vec![])
+            .await
+            .expect("initialize");
+        assert_eq!(res.protocol_version, "1.1.0");
+    }
+    // A malformed version is named, not silently skipped.
     let c = client(&r).await;
-    let res = c
-        .initialize("neg2".into(), vec!["1.1.0".into()], vec![])
+    let err = c
+        .initialize("neg4".into(), vec!["1.0".into()], vec![])
         .await
-        .expect("initialize");
-    assert_eq!(res.protocol_version, "1.1.0");
+        .expect_err("malformed");
+    assert!(format!("{err:?}").contains("protocolVersions"), "{err:?}");
 }
 
 async fn rejection(c: &ahp::Client, channel: &str, seq: i64, action: Value) -> Option<String> {

@@ -252,7 +252,9 @@ fn rotation_links_files_into_one_series() {
         .unwrap();
     }
     log.close().unwrap();
-    let files = crate::audit::rotation::series(std::slice::from_ref(&logs)).unwrap();
+    let files = crate::audit::rotation::series(std::slice::from_ref(&logs))
+        .unwrap()
+        .files;
     assert!(files.len() >= 4, "{files:?}");
     assert_eq!(files.last().unwrap(), &p, "the active file is the last");
     for f in &files[..files.len() - 1] {
@@ -325,7 +327,9 @@ fn an_old_file_rotates_by_age() {
     );
     assert_eq!(now[1]["seq"], 3);
     let v = verify_files(
-        &crate::audit::rotation::series(&[dir.path().to_owned()]).unwrap(),
+        &crate::audit::rotation::series(&[dir.path().to_owned()])
+            .unwrap()
+            .files,
         &Check::default(),
     )
     .unwrap()

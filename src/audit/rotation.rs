@@ -4,6 +4,7 @@
 //! last hash, so the series is one chain. With a key, the old file ends in a
 //! checkpoint, so every file's records are signed within it.
 
+use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 
@@ -103,28 +104,32 @@ fn rotated_name(path: &Path, first_seq: u64) -> PathBuf {
     ))
 }
 
-/// The files of a series in chain order: the given files, and every regular
-/// file in a given directory, ordered by the sequence number of their first
-/// record (a file with none goes last).
-pub fn series(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
-    let mut files = Vec::new();
+/// The files of a series in chain order, and what was passed over.
+#[derive(Debug, Default)]
+pub struct Series {
+    pub files: Vec<PathBuf>,
+    /// Files in a given directory that are not of its series (a state
+    /// store beside the log, say), by name.
+    pub skipped: Vec<String>,
+}
+
+/// The files of a series in chain order: the given files, and in a given
+/// directory the files of the one series it holds (`NAME` and its rotated
+/// `NAME.SEQ`), ordered by the sequence number of their first record (a
+/// file with none goes last).
+pub fn series(paths: &[PathBuf]) -> anyhow::Result<Series> {
+    let mut out = Series::default();
     for p in paths {
         if p.is_dir() {
-            for e in std::fs::read_dir(p)
-                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", p.display()))?
-            {
-                let e = e?;
-                let name = e.file_name();
-                if e.file_type()?.is_file() && !name.to_string_lossy().starts_with('.') {
-                    files.push(e.path());
-                }
-            }
+            let (files, skipped) = series_in(p)?;
+            out.files.extend(files);
+            out.skipped.extend(skipped);
         } else {
-            files.push(p.clone());
+            out.files.push(p.clone());
         }
     }
     let mut keyed = Vec::new();
-    for f in files {
+    for f in std::mem::take(&mut out.files) {
         keyed.push((first_seq(&f)?, f));
     }
     keyed.sort_by_key(|(s, _)| s.unwrap_or(u64::MAX));
@@ -139,7 +144,59 @@ pub fn series(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
             }
         }
     }
-    Ok(keyed.into_iter().map(|(_, f)| f).collect())
+    out.files = keyed.into_iter().map(|(_, f)| f).collect();
+    Ok(out)
+}
+
+/// The name a file of a series is rotated from: `audit.jsonl.1001` (and
+/// `audit.jsonl.1001.<nanos>`) are of `audit.jsonl`.
+fn series_name(file: &str) -> &str {
+    let is_seq = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let mut name = file;
+    for _ in 0..2 {
+        match name.rsplit_once('.') {
+            Some((base, seq)) if is_seq(seq) && !base.is_empty() => name = base,
+            _ => break,
+        }
+    }
+    name
+}
+
+/// The series a directory holds: of the names its files rotate from, the
+/// one with the most files that hold audit records. Everything else in
+/// the directory is skipped (and named).
+fn series_in(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<String>)> {
+    let mut by_name: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for e in
+        std::fs::read_dir(dir).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?
+    {
+        let e = e?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        if e.file_type()?.is_file() && !name.starts_with('.') {
+            by_name
+                .entry(series_name(&name).to_owned())
+                .or_default()
+                .push(e.path());
+        }
+    }
+    let mut best: Option<(usize, String)> = None;
+    for (name, files) in &by_name {
+        let holds_records = files.iter().any(|f| matches!(first_seq(f), Ok(Some(_))));
+        if holds_records && best.as_ref().is_none_or(|(n, _)| files.len() > *n) {
+            best = Some((files.len(), name.clone()));
+        }
+    }
+    let chosen = best.map(|(_, n)| n).unwrap_or_default();
+    let mut files = Vec::new();
+    let mut skipped = Vec::new();
+    for (name, group) in by_name {
+        if name == chosen {
+            files.extend(group);
+        } else {
+            skipped.extend(group.iter().map(|f| file_name(f)));
+        }
+    }
+    Ok((files, skipped))
 }
 
 /// The sequence number of a file's first record.

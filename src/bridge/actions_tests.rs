@@ -138,7 +138,10 @@ fn a_runtime_tool_that_needs_permission_is_never_running_before_it_is_confirmed(
     assert_eq!(types(&ask), vec!["chat/toolCallReady"]);
     apply(&mut chat, ask);
     assert_eq!(tool_status(&chat, "c"), "pending-confirmation");
-    assert!(m.shown_running("c").is_empty(), "a prompted call is not deferred any more");
+    assert!(
+        m.shown_running("c").is_empty(),
+        "a prompted call is not deferred any more"
+    );
     // A tool without a prompt is shown running once it proves to run.
     let view = json!({"toolCallId": "v", "toolName": "view", "arguments": {"path": "."}});
     apply(&mut chat, m.map(&event("tool.execution_start", view), 1));

@@ -191,6 +191,10 @@ impl Bridge {
         {
             return;
         }
+        tokio::spawn(
+            self.clone()
+                .end_if_silent(uri.clone(), turn.turn_id.clone()),
+        );
         if let Err(e) = self.send(&uri, &turn).await {
             warn!(session = %uri, "turn not started: {e:#}");
             let msg = format!("{e:#}");
@@ -201,6 +205,35 @@ impl Bridge {
                 self.carry_out(fx);
             }
         }
+    }
+
+    /// Ends turn `turn_id` when the runtime says nothing for it for
+    /// `[runtime] turn_inactivity_timeout` (time spent waiting on a client
+    /// does not count): a runtime that answers pings but never finishes
+    /// must not hold the turn, and the session, forever.
+    async fn end_if_silent(self: Arc<Self>, uri: String, turn_id: String) {
+        let limit = self.cfg.runtime.turn_inactivity_timeout;
+        let mut deadline = tokio::time::Instant::now() + limit;
+        loop {
+            tokio::time::sleep_until(deadline).await;
+            let now = tokio::time::Instant::now();
+            match self
+                .sessions
+                .with(&uri, |s| s.last_heard(&turn_id))
+                .flatten()
+            {
+                // Over, or another turn by now.
+                None => return,
+                // Waiting on a client: the runtime is quiet for a reason.
+                Some(None) => deadline = now + limit,
+                Some(Some(heard)) if heard + limit > now => deadline = heard + limit,
+                Some(Some(_)) => break,
+            }
+        }
+        let shown = humantime::format_duration(limit);
+        let why = format!("the agent runtime sent nothing for {shown} ([runtime] turn_inactivity_timeout); the turn is stopped");
+        warn!(session = %uri, turn_id = %turn_id, "{why}");
+        self.change(&uri, |s, fx| s.silent(&why, fx));
     }
 
     async fn send(&self, uri: &str, turn: &TurnRequest) -> anyhow::Result<()> {

@@ -274,7 +274,18 @@ impl Bridge {
         let runtime_id = uuid::Uuid::new_v4().to_string();
         self.sessions
             .place(&uri, runtime_id, false, self.pool.size());
-        let action = match self.ensure_bound(&uri).await {
+        let bound = self.ensure_bound(&uri).await;
+        if self.sessions.with(&uri, |_| ()).is_none() {
+            // Disposed while it was being created: no outcome to publish,
+            // and the runtime session made meanwhile goes too.
+            if let Ok((conn, runtime_id)) = bound {
+                let _ = conn
+                    .call(method::SESSION_DESTROY, wire::session_ref(&runtime_id))
+                    .await;
+            }
+            return;
+        }
+        let action = match bound {
             Ok(_) => StateAction::SessionReady(SessionReadyAction {}),
             Err(e) => {
                 warn!(session = %uri, "runtime session not created: {e:#}");

@@ -228,6 +228,22 @@ impl BridgedSession {
         }
     }
 
+    /// How the running turn `turn_id` stands for the inactivity deadline:
+    /// `None` when it is over; `Some(None)` while it waits on a client;
+    /// otherwise when it last heard from the runtime.
+    pub fn last_heard(&mut self, turn_id: &str) -> Option<Option<tokio::time::Instant>> {
+        let t = self.running().filter(|t| t.turn_id() == turn_id)?;
+        Some(t.last_heard())
+    }
+
+    /// The runtime fell silent during the turn: it ends with `chat/error`
+    /// naming the timeout, what it waited on is answered, the runtime aborts.
+    pub fn silent(&mut self, why: &str, fx: &mut Effects) {
+        if self.running().is_some() {
+            self.end(TurnState::Draining, why, Some("timeout"), true, fx);
+        }
+    }
+
     /// The host shuts down: the turn ends with `chat/error` and everything
     /// the runtime waits on is answered.
     pub fn shut_down(&mut self, why: &str, fx: &mut Effects) {

@@ -48,6 +48,9 @@ struct ClientTool {
 pub(super) struct RunningTurn {
     mapper: TurnMapper,
     started: Instant,
+    /// When the runtime was last heard from in this turn (or a client
+    /// answered what the turn waited on).
+    last_heard: tokio::time::Instant,
     pub chat: String,
     /// The runtime has sent an event of this turn. Until then a
     /// `session.idle` may be the stale one of a failed turn.
@@ -76,6 +79,7 @@ impl RunningTurn {
         Self {
             mapper: TurnMapper::new(turn_id),
             started: Instant::now(),
+            last_heard: tokio::time::Instant::now(),
             chat: chat.to_owned(),
             taken: false,
             stale_idle,
@@ -89,12 +93,32 @@ impl RunningTurn {
         self.started.elapsed().as_millis() as i64
     }
 
+    pub fn turn_id(&self) -> &str {
+        &self.mapper.turn_id
+    }
+
+    /// When the turn last heard from the runtime; `None` while it waits on
+    /// a client (a prompt, a client tool, a question): then the runtime is
+    /// quiet because of the client, not stuck.
+    pub fn last_heard(&self) -> Option<tokio::time::Instant> {
+        let waiting = !self.permissions.is_empty()
+            || !self.client_tools.is_empty()
+            || !self.inputs.is_empty();
+        (!waiting).then_some(self.last_heard)
+    }
+
+    /// The runtime (or a client, for the runtime) did something for this turn.
+    fn heard(&mut self) {
+        self.last_heard = tokio::time::Instant::now();
+    }
+
     /// Maps a runtime event into the chat; whether the event ended the turn.
     pub fn on_event(
         &mut self,
         event: &crate::runtime::wire::RuntimeEvent,
         fx: &mut Effects,
     ) -> bool {
+        self.heard();
         let actions = self.mapper.map(event, self.elapsed_ms());
         fx.act(&self.chat, actions);
         self.mapper.ended
@@ -144,6 +168,7 @@ impl RunningTurn {
 
     /// `permission.requested`: the call goes (back) to pending confirmation.
     pub fn ask_permission(&mut self, p: &PermissionRequest, fx: &mut Effects) {
+        self.heard();
         let tool_name = p.tool_name.clone().unwrap_or_else(|| p.kind.clone());
         let tool_call_id = p
             .tool_call_id
@@ -185,6 +210,7 @@ impl RunningTurn {
         owner: Option<&str>,
         fx: &mut Effects,
     ) {
+        self.heard();
         let actions = self.mapper.open_tool(OpenTool {
             id: tool_call_id,
             name,
@@ -236,6 +262,7 @@ impl RunningTurn {
         result: &ToolCallResult,
         fx: &mut Effects,
     ) {
+        self.heard();
         self.mapper.mark_completed(tool_call_id);
         let Some(t) = self.client_tools.remove(tool_call_id) else {
             return;
@@ -267,6 +294,7 @@ impl RunningTurn {
 
     /// A client approved or denied a permission prompt.
     pub fn confirmed(&mut self, tool_call_id: &str, approved: bool, fx: &mut Effects) {
+        self.heard();
         if !approved {
             // A denied call is cancelled in AHP: the runtime's failure event must not complete it.
             self.mapper.mark_completed(tool_call_id);
@@ -290,6 +318,7 @@ impl RunningTurn {
         error: &str,
         fx: &mut Effects,
     ) -> usize {
+        self.heard();
         let gone: Vec<String> = self
             .client_tools
             .iter()
@@ -326,6 +355,7 @@ impl RunningTurn {
         answer: oneshot::Sender<UserInputAnswer>,
         fx: &mut Effects,
     ) {
+        self.heard();
         let request = chat_request(id, question, &choices, allow_freeform);
         let requested = ChatInputRequestedAction {
             request: request.clone(),
@@ -344,6 +374,7 @@ impl RunningTurn {
 
     /// A client answered (or declined) a question of the runtime.
     pub fn input_completed(&mut self, completed: &ChatInputCompletedAction) {
+        self.heard();
         if let Some(p) = self.inputs.remove(&completed.request_id) {
             let _ = p.answer.send(runtime_answer(completed, &p.choices));
         }

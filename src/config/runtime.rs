@@ -44,6 +44,10 @@ pub struct RuntimeConfig {
     /// A client tool call not completed within this fails, on both sides.
     #[serde(deserialize_with = "duration")]
     pub client_tool_timeout: Duration,
+    /// A turn that hears nothing from the runtime for this long (while not
+    /// waiting on a client) ends with an error, and the runtime is told to abort.
+    #[serde(deserialize_with = "duration")]
+    pub turn_inactivity_timeout: Duration,
 }
 
 impl Default for RuntimeConfig {
@@ -70,6 +74,7 @@ impl Default for RuntimeConfig {
             health_interval: Duration::from_secs(10),
             health_timeout: Duration::from_secs(10),
             client_tool_timeout: Duration::from_secs(600),
+            turn_inactivity_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -112,6 +117,12 @@ impl RuntimeConfig {
         }
         if self.client_tool_timeout.is_zero() {
             return Err(bad("runtime.client_tool_timeout", "must be more than 0s"));
+        }
+        if self.turn_inactivity_timeout.is_zero() {
+            return Err(bad(
+                "runtime.turn_inactivity_timeout",
+                "must be more than 0s",
+            ));
         }
         if self.model.trim().is_empty() {
             return Err(bad("runtime.model", "must not be empty"));

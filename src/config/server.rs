@@ -158,7 +158,11 @@ impl ServerConfig {
             ("server.max_json_depth", self.max_json_depth, 1),
             ("server.replay_buffer", self.replay_buffer, 1),
             ("server.outbound_queue", self.outbound_queue, 16),
-            ("server.max_connections", self.max_connections.unwrap_or(1), 1),
+            (
+                "server.max_connections",
+                self.max_connections.unwrap_or(1),
+                1,
+            ),
             (
                 "server.max_connections_per_ip",
                 self.max_connections_per_ip.unwrap_or(1),

@@ -179,7 +179,10 @@ fn id_of(v: Value, raw: impl FnOnce() -> Option<String>) -> Option<Id> {
     }
 }
 
-fn classify_with(value: Value, raw: impl FnOnce() -> Option<String>) -> Result<Incoming, Malformed> {
+fn classify_with(
+    value: Value,
+    raw: impl FnOnce() -> Option<String>,
+) -> Result<Incoming, Malformed> {
     let invalid = |id: Option<Id>, why: &str| Malformed {
         id,
         error: RpcError::new(ErrorCode::InvalidRequest, format!("invalid request: {why}")),
@@ -327,7 +330,14 @@ mod tests {
 
     #[test]
     fn ids_are_answered_exactly_as_they_came() {
-        for id in ["9223372036854775808", "18446744073709551616", "1e3", "-0.5", "7", "\"s\""] {
+        for id in [
+            "9223372036854775808",
+            "18446744073709551616",
+            "1e3",
+            "-0.5",
+            "7",
+            "\"s\"",
+        ] {
             let text = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
             let Incoming::Request { id: got, .. } = parse(&text).unwrap() else {
                 panic!("{text}")

@@ -8,6 +8,7 @@ use super::cursor::CursorKey;
 use crate::ahp::auth::Principal;
 use crate::ahp::host::Host;
 use crate::ahp::protocol::errors::AhpError;
+use crate::ahp::protocol::versions::Version;
 use crate::jsonrpc::{ErrorCode, RpcError};
 
 /// The most sessions one `listSessions` page holds, whatever `limit` asks
@@ -41,6 +42,7 @@ pub fn list_sessions(
     host: &Host,
     cursors: &CursorKey,
     principal: &Principal,
+    version: Version,
     p: ListSessionsParams,
 ) -> Result<Value, RpcError> {
     let limit = page_limit(p.limit)?;
@@ -53,7 +55,10 @@ pub fn list_sessions(
     let mut rows: Vec<_> = host
         .visible_sessions(principal)
         .into_iter()
-        .map(|(uri, modified, summary)| (cursors.position(modified_ns(&modified), &uri), summary))
+        .map(|(uri, modified, mut summary)| {
+            version.summary(&mut summary);
+            (cursors.position(modified_ns(&modified), &uri), summary)
+        })
         .filter(|(pos, _)| after.is_none_or(|a| *pos > a))
         .collect();
     rows.sort_unstable_by_key(|(pos, _)| *pos);

@@ -106,7 +106,9 @@ impl Commands {
                 .map(|s| json!({"snapshot": s})),
             Request::CreateSession(c) => sessions::create(host, conn, &p, *c),
             Request::DisposeSession(d) => host.remove_session(&p, &d.channel).map(|()| json!({})),
-            Request::ListSessions(l) => listing::list_sessions(host, &self.cursors, &p, l),
+            Request::ListSessions(l) => {
+                listing::list_sessions(host, &self.cursors, &p, host.version_of(conn), l)
+            }
             Request::FetchTurns(f) => listing::fetch_turns(host, &p, f),
             Request::ResolveSessionConfig(r) => session_config::resolve(host, r),
             Request::SessionConfigCompletions(c) => session_config::completions(host, c),

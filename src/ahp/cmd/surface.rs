@@ -1,4 +1,4 @@
-//! The AHP 1.0 commands this host does not answer, and the refusal each gets:
+//! The AHP 1.0 (and 1.1) commands this host does not answer, and the refusal each gets:
 //! commands it does not offer at all are -32601 naming the method and why;
 //! the `resource*` commands that would change files are PermissionDenied
 //! (-32009, the code the spec gives for a write the receiver does not allow),
@@ -31,6 +31,16 @@ pub const NOT_OFFERED: &[(&str, &str)] = &[
     ),
     ("runAutomation", "this host has no automations"),
     ("fetchAutomationRuns", "this host has no automations"),
+    // What 1.1 adds that this host does not offer (it advertises neither
+    // `tcpConnections` nor authentication flows in `initialize`).
+    (
+        "createTcpConnection",
+        "this host forwards no TCP connections (`tcpConnections` is not advertised)",
+    ),
+    (
+        "authBegin",
+        "this host has no interactive authentication flows; use `authenticate` with a token",
+    ),
 ];
 
 /// The `resource*` commands that change files: refused, files are read-only.

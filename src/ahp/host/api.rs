@@ -2,7 +2,6 @@
 //! backend ask of it. Each takes the lock once, asks the owning parts, and
 //! changes state only through them and the action path of [`super`].
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -37,18 +36,7 @@ pub struct Connected {
     pub queue: OutboundQueue,
 }
 
-/// How a `reconnect` is answered.
-pub enum Reconnected {
-    /// Every action since the client's last one, on the channels it kept.
-    Replay {
-        actions: Vec<Value>,
-        missing: Vec<String>,
-    },
-    /// Too far behind (or an earlier instance's number): fresh snapshots.
-    Snapshot { snapshots: Vec<Value> },
-}
-
-fn not_found(what: impl std::fmt::Display) -> RpcError {
+pub(super) fn not_found(what: impl std::fmt::Display) -> RpcError {
     RpcError::new(
         AhpError::SessionNotFound,
         format!("no such channel: {what}"),
@@ -155,119 +143,6 @@ impl Host {
 
     pub fn client_id_of(&self, conn: ConnId) -> Option<String> {
         self.lock().clients.client_id(conn).map(String::from)
-    }
-
-    // ── the handshake and subscriptions ──────────────────────────────────
-
-    /// Binds `client_id` to `conn` and subscribes it to `initial`, all or
-    /// nothing: a failed initialize leaves the id unbound and nothing
-    /// subscribed. Returns the `serverSeq` and the snapshots.
-    pub fn bind_client(
-        &self,
-        conn: ConnId,
-        client_id: &str,
-        initial: Vec<String>,
-    ) -> Result<(u64, Vec<Value>), RpcError> {
-        let mut st = self.lock();
-        st.clients.check_bind(conn, client_id)?;
-        let initial = resolved(&st, initial);
-        let snapshots = self.subscribable(&st, conn, &initial)?;
-        st.clients.bind(conn, client_id);
-        st.clients.subscribe(conn, initial);
-        Ok((st.log.current(), snapshots))
-    }
-
-    /// Rebinds `client_id` to `conn` and answers with a replay of what it
-    /// missed on the channels it still may see, or with snapshots.
-    pub fn rebind_client(
-        &self,
-        conn: ConnId,
-        client_id: &str,
-        last_seen: u64,
-        subs: Vec<String>,
-    ) -> Result<Reconnected, RpcError> {
-        let mut st = self.lock();
-        st.clients.check_bind(conn, client_id)?;
-        st.clients.bind(conn, client_id);
-        let principal = st.clients.principal(conn).cloned();
-        let (mut live, mut missing) = (Vec::new(), Vec::new());
-        for uri in resolved(&st, subs) {
-            let visible = principal
-                .as_ref()
-                .is_some_and(|p| st.sessions.visible(p, &uri) && self.exists(&st, &uri));
-            if visible && live.len() < self.cfg.server.max_subscriptions {
-                live.push(uri);
-            } else {
-                missing.push(uri);
-            }
-        }
-        let channels: HashSet<&str> = live.iter().map(String::as_str).collect();
-        let answer = match st.log.since(last_seen, &channels) {
-            Some(actions) => Reconnected::Replay { actions, missing },
-            None => Reconnected::Snapshot {
-                snapshots: live
-                    .iter()
-                    .filter_map(|u| self.snapshot_locked(&st, u))
-                    .collect(),
-            },
-        };
-        st.clients.subscribe(conn, live);
-        Ok(answer)
-    }
-
-    fn exists(&self, st: &State, uri: &str) -> bool {
-        uri == ROOT_URI || st.sessions.session_of(uri).is_some()
-    }
-
-    pub fn subscribe(&self, conn: ConnId, uri: &str) -> Result<Value, RpcError> {
-        let mut st = self.lock();
-        let snap = self.subscribable(&st, conn, &[uri.to_owned()])?.remove(0);
-        st.clients.subscribe(conn, [uri.to_owned()]);
-        Ok(snap)
-    }
-
-    /// The snapshots of `uris` if `conn` may subscribe to every one of them
-    /// (each exists and is visible to its principal, and the subscription
-    /// limit holds); changes nothing.
-    fn subscribable(
-        &self,
-        st: &State,
-        conn: ConnId,
-        uris: &[String],
-    ) -> Result<Vec<Value>, RpcError> {
-        let closed = || RpcError::new(ErrorCode::InvalidRequest, "connection closed");
-        let (held, new) = st
-            .clients
-            .new_subscriptions(conn, uris)
-            .ok_or_else(closed)?;
-        let max = self.cfg.server.max_subscriptions;
-        if held + new > max {
-            return Err(RpcError::new(
-                ErrorCode::InvalidRequest,
-                format!("at most {max} subscriptions per connection"),
-            ));
-        }
-        let principal = st.clients.principal(conn).ok_or_else(closed)?;
-        uris.iter()
-            .map(|uri| {
-                st.sessions
-                    .visible(principal, uri)
-                    .then(|| self.snapshot_locked(st, uri))
-                    .flatten()
-                    .ok_or_else(|| not_found(format_args!("{uri:?}")))
-            })
-            .collect()
-    }
-
-    /// A snapshot `{resource, state, fromSeq}` with extension fields restored.
-    pub fn snapshot(&self, uri: &str) -> Option<Value> {
-        let st = self.lock();
-        self.snapshot_locked(&st, uri)
-    }
-
-    fn snapshot_locked(&self, st: &State, uri: &str) -> Option<Value> {
-        let state = st.sessions.snapshot_state(uri, &self.hidden_sections())?;
-        Some(json!({"resource": uri, "state": state, "fromSeq": st.log.current()}))
     }
 
     // ── sessions ─────────────────────────────────────────────────────────
@@ -565,13 +440,6 @@ impl Host {
         }
         Ok(restored.len())
     }
-}
-
-/// Channels as they are named now (a chat's earlier URI is its URI today).
-fn resolved(st: &State, uris: Vec<String>) -> Vec<String> {
-    uris.into_iter()
-        .map(|u| st.sessions.resolve(&u).to_owned())
-        .collect()
 }
 
 fn is_active(st: &State, session: &str, client_id: &str) -> bool {

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::outbound::Outbound;
 use crate::ahp::auth::Principal;
 use crate::ahp::protocol::errors::AhpError;
+use crate::ahp::protocol::versions::Version;
 use crate::jsonrpc::{ErrorCode, Peer, RpcError};
 
 pub type ConnId = u64;
@@ -26,6 +27,9 @@ struct Conn {
     peer: Arc<Peer>,
     client_id: Option<String>,
     subs: HashSet<String>,
+    /// The protocol line it negotiated (at `initialize`, or the client's
+    /// earlier one at `reconnect`).
+    version: Version,
 }
 
 /// Where a client id is connected now, and whose it is.
@@ -34,6 +38,16 @@ struct Presence {
     conn: Option<ConnId>,
     /// Bumped on every connect, so a grace timer knows it is stale.
     generation: u64,
+    /// What it negotiated, for a `reconnect` (which negotiates nothing).
+    version: Version,
+}
+
+/// A connection subscribed to a channel, as the broadcast needs it.
+pub(super) struct Subscriber<'a> {
+    pub principal: &'a Principal,
+    pub out: &'a Outbound,
+    pub version: Version,
+    pub client_id: Option<&'a str>,
 }
 
 /// A client id whose connection went away: its grace period starts.
@@ -65,6 +79,7 @@ impl Clients {
             peer,
             client_id: None,
             subs: HashSet::new(),
+            version: Version::default(),
         };
         self.conns.insert(conn, c);
         conn
@@ -144,8 +159,10 @@ impl Clients {
         Ok(())
     }
 
-    /// Binds `client_id` to `conn`; [`Self::check_bind`] said yes.
-    pub fn bind(&mut self, conn: ConnId, client_id: &str) {
+    /// Binds `client_id` to `conn` speaking `version` (`None`: the one the
+    /// client negotiated before, for a `reconnect`); [`Self::check_bind`]
+    /// said yes.
+    pub fn bind(&mut self, conn: ConnId, client_id: &str, version: Option<Version>) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -157,9 +174,19 @@ impl Clients {
                 principal: c.principal.clone(),
                 conn: None,
                 generation: 0,
+                version: Version::default(),
             });
         p.conn = Some(conn);
         p.generation += 1;
+        if let Some(v) = version {
+            p.version = v;
+        }
+        c.version = p.version;
+    }
+
+    /// The protocol line `conn` speaks.
+    pub fn version(&self, conn: ConnId) -> Version {
+        self.conns.get(&conn).map(|c| c.version).unwrap_or_default()
     }
 
     /// The client id and principal of an initialized connection.
@@ -217,14 +244,19 @@ impl Clients {
         }
     }
 
-    /// The queues of the connections subscribed to `channel`, with their principals.
+    /// The connections subscribed to `channel`.
     pub fn subscribers<'a>(
         &'a self,
         channel: &'a str,
-    ) -> impl Iterator<Item = (&'a Principal, &'a Outbound)> + 'a {
+    ) -> impl Iterator<Item = Subscriber<'a>> + 'a {
         self.conns
             .values()
             .filter(move |c| c.subs.contains(channel))
-            .map(|c| (&*c.principal, &c.out))
+            .map(|c| Subscriber {
+                principal: &c.principal,
+                out: &c.out,
+                version: c.version,
+                client_id: c.client_id.as_deref(),
+            })
     }
 }

@@ -31,6 +31,7 @@ use super::backend::{Backend, ClientPhase};
 use super::protocol::actions::{parse_client_action, Action, Rejection};
 use super::protocol::params::DispatchAction;
 use super::protocol::uri::{channel_kind, ChannelKind, ROOT_URI};
+use super::protocol::versions::Version;
 use crate::config::Config;
 use crate::jsonrpc;
 use crate::policy::PolicyReader;
@@ -41,6 +42,7 @@ mod durable;
 pub mod outbound;
 mod replay;
 pub mod sessions;
+pub mod subscriptions;
 
 pub use sessions::NewSession;
 
@@ -251,9 +253,15 @@ impl Host {
             )),
             _ => None,
         };
-        for (_, out) in st.clients.subscribers(channel) {
+        let ty = env["action"]["type"].as_str().unwrap_or_default();
+        let sender = origin.map(|o| o.client_id.as_str());
+        for sub in st.clients.subscribers(channel) {
+            // A client is sent only what its protocol line knows (its own echo aside).
+            if !sub.version.knows_action(ty) && sub.client_id != sender {
+                continue;
+            }
             let delta = delta.as_ref().map(|(k, content)| (k, *content));
-            out.send_action(&notification, &text, delta);
+            sub.out.send_action(&notification, &text, delta);
         }
         let server = &self.cfg.server;
         let envelope = env.to_string();
@@ -288,11 +296,31 @@ impl Host {
     /// (`root/sessionAdded`, ...) to the root subscribers that may see it.
     fn notify_root(&self, st: &State, owner: &str, method: &str, params: Value) {
         let text = jsonrpc::notification(method, &params).to_string();
-        for (p, out) in st.clients.subscribers(ROOT_URI) {
-            if p.sees(owner) {
-                out.send(text.clone());
+        // 0.9 summaries had no `chats` nor `defaultChat`.
+        let older = || {
+            let mut p = params.clone();
+            for field in ["summary", "changes"] {
+                if let Some(summary) = p.get_mut(field) {
+                    Version::V0_9.summary(summary);
+                }
+            }
+            jsonrpc::notification(method, &p).to_string()
+        };
+        for sub in st.clients.subscribers(ROOT_URI) {
+            if sub.principal.sees(owner) {
+                let text = if sub.version.summaries_name_chats() {
+                    text.clone()
+                } else {
+                    older()
+                };
+                sub.out.send(text);
             }
         }
+    }
+
+    /// The protocol line `conn` speaks.
+    pub fn version_of(&self, conn: ConnId) -> Version {
+        self.lock().clients.version(conn)
     }
 
     /// Whether `id` is a model this host offers.
@@ -325,7 +353,9 @@ fn check_own(
         StateAction::SessionActiveClientRemoved(a) if a.client_id != client_id => {
             Err("activeClientRemoved may only remove the sender's own clientId".into())
         }
-        StateAction::ChatToolCallConfirmed(a) => pending_confirmation(sessions, channel, &a.tool_call_id),
+        StateAction::ChatToolCallConfirmed(a) => {
+            pending_confirmation(sessions, channel, &a.tool_call_id)
+        }
         StateAction::ChatToolCallComplete(a) => tool_owner_is(
             sessions,
             channel,
@@ -345,7 +375,11 @@ fn check_own(
 }
 
 /// A confirmation answers only a tool call that waits for one.
-fn pending_confirmation(sessions: &Sessions, chat: &str, tool_call_id: &str) -> Result<(), Rejection> {
+fn pending_confirmation(
+    sessions: &Sessions,
+    chat: &str,
+    tool_call_id: &str,
+) -> Result<(), Rejection> {
     use ahp_types::state::ToolCallState as T;
     let state = sessions.tool_call(chat, tool_call_id).map(|(_, call)| call);
     let now = match state {

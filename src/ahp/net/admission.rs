@@ -40,6 +40,7 @@ struct Pending {
     ip: IpAddr,
     released: Arc<AtomicBool>,
     evict: CancellationToken,
+    gone: CancellationToken,
 }
 
 /// A place held by one connection, given back when it ends (or when the
@@ -51,6 +52,13 @@ pub struct Permit {
     released: Arc<AtomicBool>,
     /// Cancelled when the connection is closed to make room.
     pub evicted: CancellationToken,
+    /// Cancelled when this permit is dropped (the connection's socket is
+    /// closed by then).
+    gone: CancellationToken,
+    /// The connection closed to make room for this one: cancelled once its
+    /// socket is gone. Until then it still holds a file descriptor, so the
+    /// accept loop waits for it before accepting more.
+    pub made_room: Option<CancellationToken>,
 }
 
 /// Why a connection was refused: the limit, as the config names it.
@@ -74,23 +82,30 @@ impl Admission {
     /// closed first if there is no room.
     pub fn admit(&self, ip: IpAddr) -> Result<Permit, Refused> {
         let mut h = self.lock();
-        if h.per_ip.get(&ip).copied().unwrap_or(0) >= self.limits.per_ip
-            && !h.evict_oldest(Some(ip))
-        {
-            return Err(Refused("[server] max_connections_per_ip"));
+        let mut made_room = None;
+        if h.per_ip.get(&ip).copied().unwrap_or(0) >= self.limits.per_ip {
+            made_room = h.evict_oldest(Some(ip));
+            if made_room.is_none() {
+                return Err(Refused("[server] max_connections_per_ip"));
+            }
         }
-        if h.total >= self.limits.total && !h.evict_oldest(None) {
-            return Err(Refused("[server] max_connections"));
+        if h.total >= self.limits.total {
+            made_room = h.evict_oldest(None);
+            if made_room.is_none() {
+                return Err(Refused("[server] max_connections"));
+            }
         }
         h.total += 1;
         *h.per_ip.entry(ip).or_insert(0) += 1;
         h.next += 1;
-        let (id, released, evicted) = (h.next, Arc::new(AtomicBool::new(false)), CancellationToken::new());
+        let (id, released) = (h.next, Arc::new(AtomicBool::new(false)));
+        let (evicted, gone) = (CancellationToken::new(), CancellationToken::new());
         h.pending.push_back(Pending {
             id,
             ip,
             released: released.clone(),
             evict: evicted.clone(),
+            gone: gone.clone(),
         });
         Ok(Permit {
             admission: self.clone(),
@@ -98,6 +113,8 @@ impl Admission {
             ip,
             released,
             evicted,
+            gone,
+            made_room,
         })
     }
 
@@ -110,23 +127,19 @@ impl Admission {
 
 impl Held {
     /// Closes the oldest pending connection (of `ip`, if given), giving its
-    /// place back at once; false when there is none.
-    fn evict_oldest(&mut self, ip: Option<IpAddr>) -> bool {
-        let Some(at) = self
+    /// place back at once; what says when its socket is gone, or `None`
+    /// when there is none to close.
+    fn evict_oldest(&mut self, ip: Option<IpAddr>) -> Option<CancellationToken> {
+        let at = self
             .pending
             .iter()
-            .position(|p| ip.is_none_or(|ip| p.ip == ip))
-        else {
-            return false;
-        };
-        let Some(p) = self.pending.remove(at) else {
-            return false;
-        };
+            .position(|p| ip.is_none_or(|ip| p.ip == ip))?;
+        let p = self.pending.remove(at)?;
         p.evict.cancel();
         if !p.released.swap(true, Ordering::AcqRel) {
             self.release(p.ip);
         }
-        true
+        Some(p.gone)
     }
 
     fn release(&mut self, ip: IpAddr) {
@@ -150,6 +163,7 @@ impl Permit {
 
 impl Drop for Permit {
     fn drop(&mut self) {
+        self.gone.cancel();
         let mut h = self.admission.lock();
         h.pending.retain(|p| p.id != self.id);
         if !self.released.swap(true, Ordering::AcqRel) {
@@ -175,9 +189,16 @@ mod tests {
         // At x's limit: its oldest pending one (x1) makes room.
         let x3 = a.admit(x).unwrap();
         assert!(x1.evicted.is_cancelled() && !x2.evicted.is_cancelled());
+        let room = x3.made_room.clone().expect("x1 made room");
+        assert!(!room.is_cancelled(), "x1's socket is still open");
         assert_eq!(a.counts(), (2, 1));
         drop(x1);
-        assert_eq!(a.counts(), (2, 1), "an evicted permit is not given back twice");
+        assert!(room.is_cancelled(), "x1's socket is gone");
+        assert_eq!(
+            a.counts(),
+            (2, 1),
+            "an evicted permit is not given back twice"
+        );
         let y1 = a.admit(y).unwrap();
         assert_eq!(a.counts(), (3, 2));
         // At the total: the oldest pending anywhere (x3) goes.
@@ -189,6 +210,9 @@ mod tests {
         let z: IpAddr = "127.0.0.3".parse().unwrap();
         assert_eq!(a.admit(z).err(), Some(Refused("[server] max_connections")));
         drop(x2);
-        assert!(a.admit(z).is_ok(), "a place comes back when its connection ends");
+        assert!(
+            a.admit(z).is_ok(),
+            "a place comes back when its connection ends"
+        );
     }
 }

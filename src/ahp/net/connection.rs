@@ -260,7 +260,10 @@ impl Reader {
                 Some(Ok(m)) => m,
                 Some(Err(WsError::Capacity(e))) => {
                     info!(conn, "frame over [server] max_frame_bytes: {e}; closing");
-                    let why = format!("frame over the limit of {} bytes", self.cfg.max_frame_bytes);
+                    let why = format!(
+                        "frame over [server] max_frame_bytes ({} bytes)",
+                        self.cfg.max_frame_bytes
+                    );
                     self.ending.reason.set(CloseCode::Size, why);
                     return;
                 }

@@ -101,7 +101,11 @@ pub async fn serve(
 ) {
     let (total, per_ip) = host.config().connection_limits();
     let admission = Admission::new(Limits { total, per_ip });
-    info!(max_connections = total, max_connections_per_ip = per_ip, "connection limits");
+    info!(
+        max_connections = total,
+        max_connections_per_ip = per_ip,
+        "connection limits"
+    );
     let shared = Shared::default();
     let mut backoff = Duration::ZERO;
     let mut refusing = false;
@@ -113,7 +117,7 @@ pub async fn serve(
         match accepted {
             Ok((stream, peer)) => {
                 backoff = Duration::ZERO;
-                let permit = match admission.admit(peer.ip()) {
+                let mut permit = match admission.admit(peer.ip()) {
                     Ok(permit) => permit,
                     Err(Refused(limit)) => {
                         // Said once per episode: a flood must not flood the log too.
@@ -128,7 +132,14 @@ pub async fn serve(
                 let host = host.clone();
                 let shutdown = shutdown.clone();
                 let shared = shared.clone();
+                let made_room = permit.made_room.take();
                 tokio::spawn(accept(stream, peer, host, shutdown, shared, permit));
+                // The connection closed to make room holds its descriptor
+                // until its task ends: accepting on meanwhile would run the
+                // process out of descriptors in a burst.
+                if let Some(gone) = made_room {
+                    let _ = tokio::time::timeout(Duration::from_secs(1), gone.cancelled()).await;
+                }
             }
             Err(e) => {
                 let out_of_fds = matches!(e.raw_os_error(), Some(23 | 24));

@@ -6,8 +6,8 @@
 
 use ahp_types::commands::{
     AuthenticateParams, CompletionsParams, DisposeSessionParams, FetchTurnsParams,
-    InitializeParams, ListSessionsParams, ReconnectParams, ResolveSessionConfigParams,
-    ResourceListParams, ResourceReadParams, ResourceRequestParams, ResourceResolveParams,
+    InitializeParams, ListSessionsParams, ResolveSessionConfigParams, ResourceListParams,
+    ResourceReadParams, ResourceRequestParams, ResourceResolveParams,
     SessionConfigCompletionsParams, SubscribeParams, UnsubscribeParams,
 };
 use ahp_types::common::JsonObject;
@@ -97,7 +97,7 @@ impl Method {
 pub enum Request {
     Ping,
     Initialize(InitializeParams),
-    Reconnect(ReconnectParams),
+    Reconnect(Reconnect),
     Subscribe(SubscribeParams),
     CreateSession(Box<CreateSession>),
     DisposeSession(DisposeSessionParams),
@@ -194,6 +194,33 @@ impl CreateSession {
             fork: w.fork.filter(|f| !f.is_null()),
         })
     }
+}
+
+/// `reconnect`, in the 1.0 form (`subscriptions` as URIs) or the 1.1 one
+/// (each subscription with its own cursor).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reconnect {
+    pub client_id: String,
+    pub last_seen_server_seq: i64,
+    pub subscriptions: Vec<Resume>,
+    /// Windowed (flow-controlled) channels: AHP 1.1's experimental
+    /// delivery, which this host does not offer.
+    #[serde(default)]
+    pub windows: Option<Value>,
+}
+
+/// One subscription to resume: a URI, or a URI with its own cursor.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Resume {
+    Uri(String),
+    #[serde(rename_all = "camelCase")]
+    Channel {
+        channel: String,
+        #[serde(default)]
+        last_seen_server_seq: Option<u64>,
+    },
 }
 
 /// `dispatchAction`: the action stays raw until the host has checked it

@@ -3,24 +3,78 @@
 /// The protocol versions this host implements, most preferred first.
 pub const IMPLEMENTED_VERSIONS: &[&str] = ahp_types::SUPPORTED_PROTOCOL_VERSIONS;
 
-/// The version to speak: the highest offered one this host implements
-/// exactly; failing that, the highest offered one the spec makes compatible
-/// with one it implements (same major, `>= 1`, or same `0.minor`), which the
-/// answer must then name as offered. `None`: nothing in common.
-pub fn negotiate(offered: &[String]) -> Option<String> {
-    let exact = offered
-        .iter()
-        .filter(|v| IMPLEMENTED_VERSIONS.contains(&v.as_str()))
-        .max_by_key(|v| semver(v));
-    match exact {
-        Some(v) => Some(v.clone()),
-        // The official selection: malformed entries make it give up.
-        None => ahp_types::negotiate_protocol_version(offered)
-            .ok()
-            .flatten()
-            .map(String::from),
+/// The line of the protocol a connection speaks: what it may be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub enum Version {
+    /// 0.9.x: sent nothing 1.0 introduced.
+    V0_9,
+    #[default]
+    V1_0,
+    /// 1.1 and later 1.x: may also reconnect channel by channel.
+    V1_1,
+}
+
+/// The actions 1.0.0 introduced (from the 0.9.0 and 1.0.0 type
+/// definitions; the upstream registry tags some of them 0.9.0 wrongly).
+const ADDED_IN_1_0: &[&str] = &[
+    "session/chatsReordered",
+    "session/mcpServerBackgroundRequested",
+    "chat/backgroundWorkSet",
+    "chat/backgroundWorkRemoved",
+    "chat/movableChanged",
+    "chat/changesetsChanged",
+    "chat/canvasesChanged",
+    "canvas/stateChanged",
+    "chat/isReadChanged",
+    "chat/isArchivedChanged",
+];
+
+impl Version {
+    /// The line of a negotiated version.
+    pub fn of(negotiated: &str) -> Self {
+        match semver(negotiated) {
+            Some((0, _, _)) => Self::V0_9,
+            Some((1, 0, _)) | None => Self::V1_0,
+            Some(_) => Self::V1_1,
+        }
+    }
+
+    /// Whether a connection of this line knows the action type `ty`.
+    pub fn knows_action(self, ty: &str) -> bool {
+        self >= Self::V1_0 || !ADDED_IN_1_0.contains(&ty)
+    }
+
+    /// Whether a session summary carries `chats` and `defaultChat` (1.0 added them).
+    pub fn summaries_name_chats(self) -> bool {
+        self >= Self::V1_0
+    }
+
+    /// A session summary (or a change of one) as this line defines it:
+    /// without `chats` and `defaultChat` for 0.9.
+    pub fn summary(self, summary: &mut serde_json::Value) {
+        if let (false, Some(fields)) = (self.summaries_name_chats(), summary.as_object_mut()) {
+            fields.remove("chats");
+            fields.remove("defaultChat");
+        }
     }
 }
+
+/// The version to speak, by the spec's rule (and the official crate's
+/// implementation of it): the highest offered version within a released
+/// baseline's caret range (`^1.0.0`, `^0.9.0`), returned as offered,
+/// whatever the order. `Ok(None)`: nothing in common; `Err`: a malformed
+/// entry (three plain integers, no prerelease), named.
+pub fn negotiate(offered: &[String]) -> Result<Option<String>, MalformedVersion> {
+    match ahp_types::negotiate_protocol_version(offered) {
+        Ok(v) => Ok(v.map(String::from)),
+        Err(e) => Err(MalformedVersion(e.to_string())),
+    }
+}
+
+/// An offered version that is not three plain integers.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct MalformedVersion(String);
 
 fn semver(v: &str) -> Option<(u64, u64, u64)> {
     let mut parts = v.split('.').map(|p| p.parse::<u64>().ok());
@@ -33,19 +87,40 @@ mod tests {
     use super::*;
 
     fn pick(offered: &[&str]) -> Option<String> {
-        negotiate(&offered.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+        negotiate(&offered.iter().map(|s| s.to_string()).collect::<Vec<_>>()).unwrap_or(None)
+    }
+
+    #[test]
+    fn a_line_per_version_and_what_each_is_sent() {
+        assert_eq!(Version::of("0.9.0"), Version::V0_9);
+        assert_eq!(Version::of("1.0.0"), Version::V1_0);
+        assert_eq!(Version::of("1.1.0"), Version::V1_1);
+        assert!(!Version::V0_9.knows_action("chat/isReadChanged"));
+        assert!(Version::V0_9.knows_action("chat/delta"));
+        assert!(Version::V1_0.knows_action("chat/isReadChanged"));
+        assert!(!Version::V0_9.summaries_name_chats());
+        let mut summary =
+            serde_json::json!({"resource": "copilot:/1", "chats": [], "defaultChat": "c"});
+        Version::V1_0.summary(&mut summary);
+        assert!(summary.get("chats").is_some());
+        Version::V0_9.summary(&mut summary);
+        assert_eq!(summary, serde_json::json!({"resource": "copilot:/1"}));
     }
 
     #[test]
     fn the_highest_implemented_offer_wins() {
-        assert_eq!(pick(&["1.1.0", "1.0.0"]).as_deref(), Some("1.0.0"));
+        assert_eq!(pick(&["1.1.0", "1.0.0"]).as_deref(), Some("1.1.0"));
+        assert_eq!(
+            pick(&["0.10.0", "0.9.0", "0.7.0"]).as_deref(),
+            Some("0.9.0")
+        );
         assert_eq!(pick(&["0.9.0", "1.0.0"]).as_deref(), Some("1.0.0"));
         assert_eq!(pick(&["0.9.0"]).as_deref(), Some("0.9.0"));
         // Nothing implemented offered: a compatible version still connects.
         assert_eq!(pick(&["1.2.0"]).as_deref(), Some("1.2.0"));
         assert_eq!(pick(&["2.0.0"]), None);
         assert_eq!(pick(&["0.8.0"]), None);
-        assert_eq!(pick(&["banana"]), None);
+        assert!(negotiate(&["banana".into()]).is_err());
         assert_eq!(pick(&[]), None);
     }
 }
