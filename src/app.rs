@@ -73,8 +73,7 @@ pub fn copilot_backend(
     policy: &PolicySource,
     audit: Option<&AuditTrail>,
 ) -> Arc<Bridge> {
-    let port =
-        audit.map(|a| Arc::new(LogPort::new(a.log.clone(), cfg.audit.fsync)) as Arc<dyn AuditPort>);
+    let port = audit.map(|a| Arc::new(LogPort::new(a.log.clone())) as Arc<dyn AuditPort>);
     let options = RecordOptions::from_config(&cfg.audit);
     let router = Arc::new(Router::new(policy.reader(), port, options));
     let current = policy.current();

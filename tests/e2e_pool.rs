@@ -83,3 +83,32 @@ async fn a_killed_runtime_ends_only_its_own_turns() {
     assert_eq!(now[slot("p1")], Some(survivor));
     assert!(now[slot("p0")].is_some_and(|p| p != victim), "{now:?}");
 }
+
+/// Nothing keeps the bridge alive once its owner lets go: dropping a started
+/// stack (no graceful stop) drops the runtime process with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_bridge_takes_its_runtime_with_it() {
+    let st = start_stack(|_| {}).await;
+    let c = support::initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/drop", None).await;
+    let bridge = st.bridge.bridge.clone().expect("the copilot bridge");
+    let pid = bridge.runtime_pid().await.expect("a spawned runtime");
+    let weak = std::sync::Arc::downgrade(&bridge);
+    drop(bridge);
+    drop(c);
+    let support::e2e::Stack {
+        bridge: running,
+        model,
+        dir,
+    } = st;
+    running.shutdown.cancel();
+    let host = std::sync::Arc::downgrade(&running.host);
+    drop(running);
+    support::eventually("the host is dropped", || host.strong_count() == 0).await;
+    support::eventually("the bridge is dropped", || weak.strong_count() == 0).await;
+    support::eventually("the runtime process is gone", || {
+        !support::process::alive(pid)
+    })
+    .await;
+    drop((model, dir));
+}

@@ -79,6 +79,12 @@ async fn a_malformed_action_of_a_known_type_is_refused_naming_the_field() {
         reason.as_deref(),
         Some("malformed chat/turnStarted: missing field `turnId`")
     );
+    // A working directory must be local, and UTF-8, as in createSession.
+    for (seq, dir) in [(3, "https://example.com/w"), (4, "file:///tmp/%FF")] {
+        let set = json!({"type": "session/workingDirectorySet", "directory": dir});
+        let reason = rejection(&c, "ahp-session:/m", seq, set).await.unwrap();
+        assert!(reason.starts_with("field `directory`:"), "{reason}");
+    }
     let bad_title = json!({"type": "session/titleChanged", "title": 7});
     let reason = rejection(&c, "ahp-session:/m", 2, bad_title).await.unwrap();
     assert!(

@@ -9,7 +9,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -215,6 +215,35 @@ impl AuditLog {
         Ok(written)
     }
 
+    /// [`Self::append`] when that is only a line written: the lock free, no
+    /// rotation, checkpoint or recovery record due, no fsync to wait for.
+    /// `None` when it would be more (nothing is written then): call
+    /// `append` where blocking is allowed.
+    pub fn append_if_quick<R: Record>(&self, record: &R) -> Option<anyhow::Result<Value>> {
+        let mut w = match self.w.try_lock() {
+            Ok(w) => w,
+            Err(TryLockError::WouldBlock) => return None,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+        };
+        let checkpoint_due = self.opts.signer.is_some()
+            && w.cp_hashes.len() as u64 + 1 >= self.opts.checkpoint_every;
+        if self.opts.fsync == FsyncPolicy::Always
+            || checkpoint_due
+            || w.pending_link.is_some()
+            || w.needs_recovery()
+            || self.rotation_due(&w)
+        {
+            return None;
+        }
+        let written = serde_json::to_value(record)
+            .map_err(anyhow::Error::from)
+            .and_then(|body| self.write(&mut w, R::KIND, body));
+        Some(written.inspect_err(|e| {
+            w.lost += 1;
+            error!(path = %self.path.display(), lost = w.lost, "audit write failed: {e}");
+        }))
+    }
+
     /// A signed checkpoint now, if there is a key and anything to cover.
     pub fn checkpoint_now(&self) -> anyhow::Result<Option<Value>> {
         let mut w = self.lock();
@@ -306,8 +335,10 @@ impl AuditLog {
     /// Makes what was written durable now (the batch flusher's tick).
     fn sync_if_dirty(&self) {
         if self.dirty.swap(false, Ordering::AcqRel) {
-            let w = self.lock();
-            if let Err(e) = w.file.sync_data() {
+            // On a handle of its own, outside the lock: writers are not
+            // held up for the length of an fsync.
+            let file = self.lock().file.try_clone();
+            if let Err(e) = file.and_then(|f| f.sync_data()) {
                 error!(path = %self.path.display(), "audit fsync failed: {e}");
             }
         }

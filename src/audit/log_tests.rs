@@ -363,3 +363,33 @@ fn a_junk_line_longer_than_any_record_is_streamed_and_still_accounted_for() {
     let e = verify_text(&unaccounted).unwrap_err();
     assert_eq!((e.seq, e.line), (2, 2), "{e}");
 }
+
+#[test]
+fn a_quick_append_is_only_a_line_and_declines_anything_that_may_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("q.jsonl");
+    let (log, _) = AuditLog::open_with(&p, signed(3)).unwrap();
+    // A line: written and chained like any append.
+    assert!(log.append_if_quick(&policy(1)).unwrap().is_ok());
+    assert!(log.append_if_quick(&policy(2)).unwrap().is_ok());
+    // The next record brings a checkpoint (an ed25519 signature): declined,
+    // nothing written.
+    assert!(log.append_if_quick(&policy(3)).is_none());
+    assert_eq!(lines(&p).len(), 2);
+    log.append(&policy(3)).unwrap();
+    // The lock held (a flusher, another writer): declined.
+    let held = log.lock();
+    assert!(log.append_if_quick(&policy(4)).is_none());
+    drop(held);
+    // Waiting for the disk is never quick.
+    let (always, _) = AuditLog::open(&dir.path().join("a.jsonl"), FsyncPolicy::Always).unwrap();
+    assert!(always.append_if_quick(&policy(1)).is_none());
+    let check = Check {
+        key: Some(Signer::from_seed([3; 32]).verifying_key()),
+        ..Default::default()
+    };
+    let v = verify_files(std::slice::from_ref(&p), &check)
+        .unwrap()
+        .unwrap();
+    assert_eq!((v.records, v.checkpoints), (4, 1));
+}

@@ -26,7 +26,7 @@ impl AuditLog {
         }
     }
 
-    fn rotation_due(&self, w: &Writer) -> bool {
+    pub(super) fn rotation_due(&self, w: &Writer) -> bool {
         if w.file_first_seq.is_none() || w.needs_recovery() || w.pending_link.is_some() {
             return false;
         }

@@ -1,40 +1,42 @@
-//! The router's records, written to the audit log. With `[audit] fsync =
-//! "always"` a write waits for the disk, so it runs on the blocking pool;
-//! otherwise it is one `write` of a line (the flusher syncs in the
-//! background), cheaper than the hop to another thread, so it runs here.
+//! The router's records, written to the audit log. A record that is only a
+//! line to write (no fsync to wait for, no rotation or checkpoint due, the
+//! log's lock free) is written here, cheaper than the hop to another
+//! thread; anything that may block goes to the blocking pool. Either way a
+//! panic in the writer is an error, so the runtime is still answered.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use crate::audit::log::AuditLog;
 use crate::audit::record::TransformRecord;
-use crate::config::FsyncPolicy;
 use crate::transform::{AppendFuture, AuditPort};
 
 pub struct LogPort {
     log: Arc<AuditLog>,
-    waits_for_disk: bool,
 }
 
 impl LogPort {
-    pub fn new(log: Arc<AuditLog>, fsync: FsyncPolicy) -> Self {
-        Self {
-            log,
-            waits_for_disk: fsync == FsyncPolicy::Always,
-        }
+    pub fn new(log: Arc<AuditLog>) -> Self {
+        Self { log }
     }
+}
+
+fn panicked(what: impl std::fmt::Debug) -> anyhow::Error {
+    anyhow::anyhow!("audit writer panicked: {what:?}")
 }
 
 impl AuditPort for LogPort {
     fn append(&self, record: TransformRecord) -> AppendFuture {
         let log = self.log.clone();
-        if !self.waits_for_disk {
-            let written = log.append(&record).map(drop);
-            return Box::pin(std::future::ready(written));
+        let quick = std::panic::catch_unwind(AssertUnwindSafe(|| log.append_if_quick(&record)));
+        match quick {
+            Ok(Some(written)) => Box::pin(std::future::ready(written.map(drop))),
+            Err(p) => Box::pin(std::future::ready(Err(panicked(p)))),
+            Ok(None) => Box::pin(async move {
+                tokio::task::spawn_blocking(move || log.append(&record).map(drop))
+                    .await
+                    .unwrap_or_else(|e| Err(panicked(e)))
+            }),
         }
-        Box::pin(async move {
-            tokio::task::spawn_blocking(move || log.append(&record).map(drop))
-                .await
-                .unwrap_or_else(|e| Err(anyhow::anyhow!("audit writer panicked: {e}")))
-        })
     }
 }

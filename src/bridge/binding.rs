@@ -8,11 +8,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use ahp_types::state::ToolDefinition;
 use serde_json::json;
+use tracing::{debug, warn};
 
 use crate::ahp::backend::ActiveClientView;
 use crate::config::{OverrideAction, OverrideConfig};
 use crate::policy::{owners, OptIn, Policy};
-use crate::runtime::wire::{ExternalTool, SectionAction, SectionOverride, SystemMessage};
+use crate::runtime::connection::RuntimeConn;
+use crate::runtime::wire::{
+    method, ExternalTool, SectionAction, SectionOverride, SessionConfig, SystemMessage,
+};
 use crate::transform::registrations::{registrations, Registration};
 
 /// A client's opt-in as the transform core sees it: its opt-in and its
@@ -77,7 +81,7 @@ impl Binding {
     /// registers under `policy`; `None` when it registers none.
     pub fn system_message(&self, policy: &Policy) -> Option<SystemMessage> {
         let sections: BTreeMap<String, SectionOverride> =
-            registrations(&self.registered, &policy.overrides)
+            registrations(&self.registered, policy.overrides())
                 .into_iter()
                 .map(|(id, r)| (id, section_override(r)))
                 .collect();
@@ -111,6 +115,37 @@ fn runtime_tool(t: &ToolDefinition) -> ExternalTool {
             .clone()
             .unwrap_or(json!({"properties": {}, "type": "object"})),
     }
+}
+
+/// Binds a runtime session: `session.resume` once the runtime has it on
+/// disk (`persisted`), `session.create` before that. Restored after a
+/// restart (`unbound`: never bound since) but lost by the runtime (its home was wiped): a new
+/// runtime session under the same id, without the earlier turns.
+pub(super) async fn bind(
+    conn: &RuntimeConn,
+    uri: &str,
+    config: &SessionConfig,
+    persisted: bool,
+    unbound: bool,
+) -> anyhow::Result<()> {
+    let params = config.to_params();
+    let call = if persisted {
+        method::SESSION_RESUME
+    } else {
+        method::SESSION_CREATE
+    };
+    match conn.call(call, params.clone()).await {
+        Ok(_) => {}
+        Err(e) if call == method::SESSION_RESUME && unbound => {
+            warn!(session = uri, runtime_id = %config.session_id, "the runtime cannot resume this session ({e}); starting it afresh: the model will not see the earlier turns");
+            conn.call(method::SESSION_CREATE, params)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {e}", method::SESSION_CREATE))?;
+        }
+        Err(e) => return Err(anyhow::anyhow!("{call}: {e}")),
+    }
+    debug!(session = uri, runtime_id = %config.session_id, call, "runtime session bound");
+    Ok(())
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ use tracing::{info, warn};
 
 use self::binding::Binding;
 use self::effects::{Effects, Mirror};
-use self::pool::Pool;
+use self::pool::{Pool, Starts};
 use self::registry::Registry;
 use self::session::DRAIN_LIMIT;
 use self::shutdown::{InFlight, SHUTTING_DOWN};
@@ -54,7 +54,7 @@ pub struct Bridge {
     router: Arc<Router>,
     /// The policy in force, for bindings (the router reads the same one).
     policy: PolicyReader,
-    pool: Pool,
+    pool: Arc<Pool>,
     sessions: Registry,
     /// The runtime's requests not answered yet.
     in_flight: InFlight,
@@ -68,7 +68,7 @@ impl Bridge {
             cfg: host.config().clone(),
             router,
             policy,
-            pool: Pool::new(&host.config().runtime),
+            pool: Arc::new(Pool::new(&host.config().runtime)),
             sessions: Registry::default(),
             in_flight: InFlight::new(),
         })
@@ -78,20 +78,12 @@ impl Bridge {
         self.host.upgrade()
     }
 
-    /// Carries out what a change of a session asked for: its actions, in
-    /// order; then the mirrors of tool calls that wait on a client; then its
-    /// runtime calls, in order, in the background; then the next queued
+    /// Carries out what a change of a session asked for: its runtime calls,
+    /// in order, in the background; then its actions, in order; then the
+    /// mirrors of tool calls that wait on a client; then the next queued
     /// message if a turn ended.
     fn carry_out(&self, fx: Effects) {
-        let Some(host) = self.host() else { return };
-        for (channel, a) in fx.actions {
-            if let Err(e) = host.dispatch(&channel, a) {
-                warn!(channel, "host refused a bridge action: {e}");
-            }
-        }
-        for m in &fx.mirrors {
-            self.mirror(&host, &fx.session, m);
-        }
+        // The runtime is answered whether or not the host is still there.
         if !fx.calls.is_empty() {
             let calls: Vec<_> = fx.calls.iter().map(|c| c.wire(&fx.runtime_id)).collect();
             let me = self.me.clone();
@@ -102,6 +94,15 @@ impl Bridge {
                     b.call_runtime(slot, m, params).await;
                 }
             });
+        }
+        let Some(host) = self.host() else { return };
+        for (channel, a) in fx.actions {
+            if let Err(e) = host.dispatch(&channel, a) {
+                warn!(channel, "host refused a bridge action: {e}");
+            }
+        }
+        for m in &fx.mirrors {
+            self.mirror(&host, &fx.session, m);
         }
         if let Some(chat) = fx.ended {
             self.start_queued_if_idle(&fx.session, &chat);
@@ -142,10 +143,7 @@ impl Bridge {
 
     /// Runtime `slot`, started (or restarted) on demand.
     pub async fn runtime(&self, slot: usize) -> anyhow::Result<(Arc<RuntimeConn>, u64)> {
-        let me = self
-            .me
-            .upgrade()
-            .ok_or_else(|| anyhow::anyhow!("bridge gone"))?;
+        let me: std::sync::Weak<dyn Starts> = self.me.clone();
         self.pool.runtime(slot, me).await
     }
 
@@ -191,10 +189,11 @@ impl Bridge {
         {
             return;
         }
-        tokio::spawn(
-            self.clone()
-                .end_if_silent(uri.clone(), turn.turn_id.clone()),
-        );
+        tokio::spawn(Self::end_if_silent(
+            self.me.clone(),
+            uri.clone(),
+            turn.turn_id.clone(),
+        ));
         if let Err(e) = self.send(&uri, &turn).await {
             warn!(session = %uri, "turn not started: {e:#}");
             let msg = format!("{e:#}");
@@ -211,29 +210,30 @@ impl Bridge {
     /// `[runtime] turn_inactivity_timeout` (time spent waiting on a client
     /// does not count): a runtime that answers pings but never finishes
     /// must not hold the turn, and the session, forever.
-    async fn end_if_silent(self: Arc<Self>, uri: String, turn_id: String) {
-        let limit = self.cfg.runtime.turn_inactivity_timeout;
+    async fn end_if_silent(me: Weak<Self>, uri: String, turn_id: String) {
+        let Some(limit) = me.upgrade().map(|b| b.cfg.runtime.turn_inactivity_timeout) else {
+            return;
+        };
         let mut deadline = tokio::time::Instant::now() + limit;
         loop {
             tokio::time::sleep_until(deadline).await;
+            let Some(b) = me.upgrade() else { return };
             let now = tokio::time::Instant::now();
-            match self
-                .sessions
-                .with(&uri, |s| s.last_heard(&turn_id))
-                .flatten()
-            {
+            match b.sessions.with(&uri, |s| s.last_heard(&turn_id)).flatten() {
                 // Over, or another turn by now.
                 None => return,
                 // Waiting on a client: the runtime is quiet for a reason.
                 Some(None) => deadline = now + limit,
                 Some(Some(heard)) if heard + limit > now => deadline = heard + limit,
-                Some(Some(_)) => break,
+                Some(Some(_)) => {
+                    let shown = humantime::format_duration(limit);
+                    let why = format!("the agent runtime sent nothing for {shown} ([runtime] turn_inactivity_timeout); the turn is stopped");
+                    warn!(session = %uri, turn_id = %turn_id, "{why}");
+                    b.change(&uri, |s, fx| s.silent(&why, fx));
+                    return;
+                }
             }
         }
-        let shown = humantime::format_duration(limit);
-        let why = format!("the agent runtime sent nothing for {shown} ([runtime] turn_inactivity_timeout); the turn is stopped");
-        warn!(session = %uri, turn_id = %turn_id, "{why}");
-        self.change(&uri, |s, fx| s.silent(&why, fx));
     }
 
     async fn send(&self, uri: &str, turn: &TurnRequest) -> anyhow::Result<()> {
@@ -297,7 +297,7 @@ impl Bridge {
                 tracing::debug!("session.destroy before re-bind: {e}");
             }
         }
-        runtime_side::bind(&conn, uri, &config, persisted, bound.is_none()).await?;
+        binding::bind(&conn, uri, &config, persisted, bound.is_none()).await?;
         self.sessions
             .with(uri, |s| s.bound(want, generation, model));
         Ok((conn, runtime_id))

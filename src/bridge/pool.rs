@@ -5,7 +5,7 @@
 //! created), so a lost runtime ends only the turns on it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use serde_json::json;
@@ -38,7 +38,9 @@ struct LiveRuntime {
 }
 
 /// What the pool needs from its owner to start a runtime: the handler of
-/// what the runtime sends, and what to do when it is lost.
+/// what the runtime sends, and what to do when it is lost. The pool holds
+/// its owner weakly: the owner holds the pool, and a strong reference back
+/// would keep both, and the runtime processes, alive forever.
 pub(super) trait Starts: Send + Sync {
     fn handler(&self) -> Arc<dyn RuntimeHandler>;
     fn lost(&self, slot: usize, generation: u64);
@@ -72,7 +74,7 @@ impl Pool {
     pub async fn runtime(
         &self,
         slot: usize,
-        owner: Arc<dyn Starts>,
+        owner: Weak<dyn Starts>,
     ) -> anyhow::Result<(Arc<RuntimeConn>, u64)> {
         let slot = slot.min(self.runtimes.len() - 1);
         let mut g = self.runtimes[slot].lock().await;
@@ -82,13 +84,19 @@ impl Pool {
         if self.is_stopping() {
             anyhow::bail!("the host is shutting down");
         }
+        let handler = owner
+            .upgrade()
+            .ok_or_else(|| anyhow::anyhow!("the bridge is gone"))?
+            .handler();
         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
-        let rt = process::start(&self.cfg, slot, owner.handler()).await?;
+        let rt = process::start(&self.cfg, slot, handler).await?;
         let conn = rt.conn.clone();
         let closed = conn.closed.clone();
         tokio::spawn(async move {
             closed.cancelled().await;
-            owner.lost(slot, generation);
+            if let Some(owner) = owner.upgrade() {
+                owner.lost(slot, generation);
+            }
         });
         let (interval, timeout) = (self.cfg.health_interval, self.cfg.health_timeout);
         tokio::spawn(watchdog(conn.clone(), interval, timeout));
@@ -124,7 +132,8 @@ impl Pool {
     /// After runtime `slot` of `generation` was lost: a hung one is still
     /// running and is killed, then a new one is started, backing off while
     /// starting fails.
-    pub async fn replace(&self, slot: usize, generation: u64, owner: Arc<dyn Starts>) {
+    /// Gives up once the owner is gone.
+    pub async fn replace(&self, slot: usize, generation: u64, owner: Weak<dyn Starts>) {
         {
             let mut g = self.runtimes[slot].lock().await;
             if g.as_ref().is_some_and(|l| l.generation == generation) {
@@ -136,7 +145,7 @@ impl Pool {
         let mut backoff = Duration::from_millis(200);
         loop {
             tokio::time::sleep(backoff).await;
-            if self.is_stopping() {
+            if self.is_stopping() || owner.strong_count() == 0 {
                 return;
             }
             match self.runtime(slot, owner.clone()).await {

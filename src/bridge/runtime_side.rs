@@ -12,10 +12,9 @@ use tracing::{debug, info, warn};
 use super::pool::Starts;
 use super::transform_clients::HostClients;
 use super::Bridge;
-use crate::runtime::connection::{ReplyFuture, RuntimeConn, RuntimeHandler};
+use crate::runtime::connection::{ReplyFuture, RuntimeHandler};
 use crate::runtime::wire::{
-    self, method, PermissionRequest, RuntimeAnswer, RuntimeEvent, RuntimeRequest, SessionConfig,
-    UserInputAnswer,
+    self, method, PermissionRequest, RuntimeAnswer, RuntimeEvent, RuntimeRequest, UserInputAnswer,
 };
 
 /// How long a runtime tool is shown streaming before running, unless a
@@ -88,11 +87,9 @@ impl Starts for Bridge {
         }) {
             self.carry_out(fx);
         }
-        let Some(me) = self.me.upgrade() else { return };
-        tokio::spawn(async move {
-            let owner: Arc<dyn Starts> = me.clone();
-            me.pool.replace(slot, generation, owner).await;
-        });
+        // Neither the task nor the pool keeps the bridge alive.
+        let (pool, owner): (_, std::sync::Weak<dyn Starts>) = (self.pool.clone(), self.me.clone());
+        tokio::spawn(async move { pool.replace(slot, generation, owner).await });
     }
 }
 
@@ -330,35 +327,4 @@ impl Bridge {
             });
         }
     }
-}
-
-/// Binds a runtime session: `session.resume` once the runtime has it on
-/// disk (`persisted`), `session.create` before that. Restored after a
-/// restart (`first`) but lost by the runtime (its home was wiped): a new
-/// runtime session under the same id, without the earlier turns.
-pub(super) async fn bind(
-    conn: &RuntimeConn,
-    uri: &str,
-    config: &SessionConfig,
-    persisted: bool,
-    first: bool,
-) -> anyhow::Result<()> {
-    let params = config.to_params();
-    let call = if persisted {
-        method::SESSION_RESUME
-    } else {
-        method::SESSION_CREATE
-    };
-    match conn.call(call, params.clone()).await {
-        Ok(_) => {}
-        Err(e) if call == method::SESSION_RESUME && first => {
-            warn!(session = uri, runtime_id = %config.session_id, "the runtime cannot resume this session ({e}); starting it afresh: the model will not see the earlier turns");
-            conn.call(method::SESSION_CREATE, params)
-                .await
-                .map_err(|e| anyhow::anyhow!("{}: {e}", method::SESSION_CREATE))?;
-        }
-        Err(e) => return Err(anyhow::anyhow!("{call}: {e}")),
-    }
-    debug!(session = uri, runtime_id = %config.session_id, call, "runtime session bound");
-    Ok(())
 }

@@ -167,7 +167,7 @@ impl BridgedSession {
     }
 
     /// Ends the running turn (if one runs), moving to `next`; see
-    /// [`RunningTurn::end`] for what it answers.
+    /// [`RunningTurn::end`] for what it answers. Returns its chat.
     fn end(
         &mut self,
         next: TurnState,
@@ -175,9 +175,10 @@ impl BridgedSession {
         failure: Option<&str>,
         answer: bool,
         fx: &mut Effects,
-    ) {
-        if let TurnState::Running(t) = self.set_turn(next) {
-            t.end(why, failure, answer, answer, fx);
+    ) -> Option<String> {
+        match self.set_turn(next) {
+            TurnState::Running(t) => Some(t.end(why, failure, answer, fx)),
+            _ => None,
         }
     }
 
@@ -205,13 +206,14 @@ impl BridgedSession {
             // An error ends the runtime's work on the message too; its
             // idle may still follow, and must not end the next turn.
             let stale_idle = matches!(event, RuntimeEvent::Error { .. });
-            self.end(TurnState::Idle { stale_idle }, "", None, false, fx);
+            // Over by the runtime's word: the next queued message may go.
+            fx.ended = self.end(TurnState::Idle { stale_idle }, "", None, false, fx);
         }
     }
 
     /// The turn could not go on (a failed send): `chat/error`, idle again.
     pub fn fail(&mut self, kind: &str, message: &str, fx: &mut Effects) {
-        self.end(
+        fx.ended = self.end(
             TurnState::Idle { stale_idle: false },
             message,
             Some(kind),
@@ -254,9 +256,9 @@ impl BridgedSession {
 
     /// Its runtime died (in `generation`): unbound, and a running turn ends
     /// with `chat/error`; nothing is answered to the dead runtime.
-    pub fn runtime_lost(&mut self, generation: u64, why: &str, fx: &mut Effects) -> bool {
+    pub fn runtime_lost(&mut self, generation: u64, why: &str, fx: &mut Effects) {
         if self.binding_in(generation).is_none() {
-            return false;
+            return;
         }
         self.bound = None;
         self.end(
@@ -266,7 +268,6 @@ impl BridgedSession {
             false,
             fx,
         );
-        true
     }
 
     /// `permission.requested`: a pending confirmation in the running turn;

@@ -124,18 +124,18 @@ impl RunningTurn {
         self.mapper.ended
     }
 
-    /// Ends the AHP turn; what it waited on is answered towards the runtime
-    /// unless `runtime_gone`: permissions denied, client tools failed with
-    /// `why`, questions unanswered (dropped), then the message aborted (only
-    /// when `abort`). `failure`: the turn ends with `chat/error` of that kind.
+    /// Ends the AHP turn; when `answer_runtime`, what it waited on is
+    /// answered towards the runtime (permissions denied, client tools failed
+    /// with `why`, questions unanswered (dropped)) and the message aborted.
+    /// `failure`: the turn ends with `chat/error` of that kind. Returns the
+    /// turn's chat.
     pub fn end(
         mut self,
         why: &str,
         failure: Option<&str>,
         answer_runtime: bool,
-        abort: bool,
         fx: &mut Effects,
-    ) {
+    ) -> String {
         if let Some(kind) = failure {
             let actions = self.mapper.error(kind, why, self.elapsed_ms());
             fx.act(&self.chat, actions);
@@ -159,11 +159,9 @@ impl RunningTurn {
                     outcome,
                 });
             }
-            if abort {
-                fx.call(RuntimeCall::Abort);
-            }
+            fx.call(RuntimeCall::Abort);
         }
-        fx.ended = Some(self.chat);
+        self.chat
     }
 
     /// `permission.requested`: the call goes (back) to pending confirmation.

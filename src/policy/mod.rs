@@ -26,19 +26,21 @@ use crate::config::{Access, Config, ConfigError, OverrideConfig, PolicyConfig};
 use crate::sections::{is_catalogued, SECTION_CATALOGUE};
 
 /// The effective policy: what the operator hid, fixed or ruled, as one
-/// immutable value; the router swaps it whole on a reload.
+/// immutable value; the router swaps it whole on a reload. The fields are
+/// read through methods only: the document and its hash are derived from
+/// them once, and a changed copy would carry a stale hash.
 #[derive(Debug, Clone, Default)]
 pub struct Policy {
     /// Hidden sections (`[policy] restricted` and `access = "hidden"`).
-    pub restricted: BTreeSet<String>,
+    restricted: BTreeSet<String>,
     /// Sections with an operator override: fixed, never handed to a client.
-    pub overrides: BTreeMap<String, OverrideConfig>,
+    overrides: BTreeMap<String, OverrideConfig>,
     /// The rules of each section that has any.
-    pub rules: BTreeMap<String, SectionRules>,
+    rules: BTreeMap<String, SectionRules>,
     /// The one deadline of a runtime transform request.
-    pub timeout: Duration,
-    pub max_sections: usize,
-    pub max_response_bytes: usize,
+    timeout: Duration,
+    max_sections: usize,
+    max_response_bytes: usize,
     document: Value,
     sha256: String,
 }
@@ -114,6 +116,31 @@ impl Policy {
     /// (sorted keys, no whitespace): what every transform record names.
     pub fn policy_sha256(&self) -> String {
         self.sha256.clone()
+    }
+
+    /// Whether the operator hid `id`.
+    pub fn is_restricted(&self, id: &str) -> bool {
+        self.restricted.contains(id)
+    }
+
+    /// The operator's fixed sections.
+    pub fn overrides(&self) -> &BTreeMap<String, OverrideConfig> {
+        &self.overrides
+    }
+
+    /// The one deadline of a runtime transform request.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The most sections one answer may hold.
+    pub fn max_sections(&self) -> usize {
+        self.max_sections
+    }
+
+    /// The most bytes one answer may hold.
+    pub fn max_response_bytes(&self) -> usize {
+        self.max_response_bytes
     }
 
     /// Whether a client may ever be sent `id` (transform or read-only).

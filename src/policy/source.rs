@@ -62,10 +62,13 @@ mod tests {
         let mut cfg = Config::default();
         cfg.policy.transform_timeout = std::time::Duration::from_secs(9);
         assert!(source.replace(Policy::from_config(&cfg).unwrap()));
-        assert_eq!(reader.current().timeout, std::time::Duration::from_secs(9));
         assert_eq!(
-            before.timeout,
-            Policy::default().timeout,
+            reader.current().timeout(),
+            std::time::Duration::from_secs(9)
+        );
+        assert_eq!(
+            before.timeout(),
+            Policy::default().timeout(),
             "a snapshot stays"
         );
         assert!(

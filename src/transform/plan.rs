@@ -27,7 +27,7 @@ pub fn plan(
 ) -> Plan {
     let mut p = Plan::default();
     for id in requested {
-        if policy.restricted.contains(id) {
+        if policy.is_restricted(id) {
             p.passthrough.insert(id.clone(), Passthrough::Restricted);
         } else if !policy.allows(id) {
             p.passthrough.insert(id.clone(), Passthrough::NotAllowed);
@@ -59,7 +59,7 @@ pub fn validate_answer(
     asked: &BTreeSet<String>,
     answer: ClientAnswer,
 ) -> Result<Accepted, Oversize> {
-    if answer.bytes > policy.max_response_bytes || answer.sections.len() > policy.max_sections {
+    if answer.bytes > policy.max_response_bytes() || answer.sections.len() > policy.max_sections() {
         return Err(Oversize);
     }
     let mut out = Accepted::default();

@@ -98,7 +98,7 @@ impl Router {
     ) -> Sections {
         let started = Instant::now();
         let policy = self.policy.current();
-        let deadline = tokio::time::Instant::now() + policy.timeout;
+        let deadline = tokio::time::Instant::now() + policy.timeout();
         // Snapshot: whoever owns a section now gets this request, nobody else.
         let opt_ins = clients.opt_ins(ahp_session);
         let owners = owners(&policy, &opt_ins);
@@ -289,7 +289,7 @@ fn judge(
             OwnerOutcome::Error
         }
         // A huge answer is oversize whatever its shape.
-        Err(AskError::Malformed { bytes }) if bytes > policy.max_response_bytes => {
+        Err(AskError::Malformed { bytes }) if bytes > policy.max_response_bytes() => {
             OwnerOutcome::Oversize
         }
         Err(AskError::Malformed { .. }) => OwnerOutcome::Malformed,
@@ -321,7 +321,7 @@ fn apply_rules(
     let none = Vec::new();
     for (id, text) in answered {
         let hidden = ask.hidden.get(&id).unwrap_or(&none);
-        let restored = match redact::restore(&text, hidden, policy.max_response_bytes) {
+        let restored = match redact::restore(&text, hidden, policy.max_response_bytes()) {
             Ok(t) => t,
             // A placeholder never sent: the answer as a whole is malformed.
             Err(RestoreError::UnknownPlaceholder) => return OwnerOutcome::Malformed,

@@ -19,7 +19,7 @@ use crate::ahp::host::{Host, NewSession};
 use crate::ahp::protocol::actions::Action;
 use crate::ahp::protocol::errors::AhpError;
 use crate::ahp::protocol::params::CreateSession;
-use crate::ahp::protocol::uri::{chat_uri_of, check_session_uri, local_path};
+use crate::ahp::protocol::uri::{chat_uri_of, check_session_uri, working_directory};
 use crate::jsonrpc::{ErrorCode, RpcError};
 
 fn invalid(why: impl Into<String>) -> RpcError {
@@ -46,7 +46,8 @@ pub fn create(
     }
     let dirs = c.working_directories.unwrap_or_default();
     for (i, d) in dirs.iter().enumerate() {
-        local_path(d).map_err(|e| invalid(format!("field `workingDirectories[{i}]`: {e}")))?;
+        working_directory(d)
+            .map_err(|e| invalid(format!("field `workingDirectories[{i}]`: {e}")))?;
     }
     let active = own_entry(host, conn, principal, c.active_client, c.opt_in)?;
     let config = session_config::initial_state(host, c.config.map(Value::Object).as_ref())?;

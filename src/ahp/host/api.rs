@@ -23,7 +23,7 @@ use crate::ahp::auth::Principal;
 use crate::ahp::backend::{ActiveClientView, QueuedTurn};
 use crate::ahp::protocol::actions::Action;
 use crate::ahp::protocol::errors::AhpError;
-use crate::ahp::protocol::uri::{channel_kind, local_path, ChannelKind, ROOT_URI};
+use crate::ahp::protocol::uri::{channel_kind, working_directory, ChannelKind, ROOT_URI};
 use crate::jsonrpc::{ErrorCode, Peer, RpcError};
 use crate::store::Store;
 
@@ -85,9 +85,11 @@ impl Host {
         let Some(left) = left else { return };
         let grace = self.cfg.server.client_grace;
         info!(client_id = ?left.client_id, "client disconnected; grace period {grace:?}");
-        let host = self.clone();
+        // Weak: a host let go of (shut down) is not kept for the grace.
+        let host = Arc::downgrade(self);
         tokio::spawn(async move {
             tokio::time::sleep(grace).await;
+            let Some(host) = host.upgrade() else { return };
             host.grace_expired(&left.client_id, left.generation);
             host.grace_timers_fired.fetch_add(1, Ordering::Release);
         });
@@ -286,7 +288,7 @@ impl Host {
             .as_ref()?
             .first()?
             .clone();
-        local_path(&first).ok()
+        working_directory(&first).ok()
     }
 
     /// The session's active clients in order, with their tools and opt-ins.

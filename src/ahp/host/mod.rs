@@ -30,7 +30,7 @@ use super::auth::{Principal, Principals};
 use super::backend::{Backend, ClientPhase};
 use super::protocol::actions::{parse_client_action, Action, Rejection};
 use super::protocol::params::DispatchAction;
-use super::protocol::uri::{channel_kind, ChannelKind, ROOT_URI};
+use super::protocol::uri::{channel_kind, working_directory, ChannelKind, ROOT_URI};
 use super::protocol::versions::Version;
 use crate::config::Config;
 use crate::jsonrpc;
@@ -211,6 +211,7 @@ impl Host {
         if let Some(model) = chosen_model(&action.action) {
             self.check_model(model).map_err(|e| Rejection(e.message))?;
         }
+        check_directories(&action.action)?;
         let mut st = self.lock();
         let channel = st.sessions.resolve(&d.channel).to_owned();
         if kind != ChannelKind::Root && !st.sessions.visible(principal, &channel) {
@@ -413,6 +414,20 @@ fn tool_owner_is(
 }
 
 /// The model a message chooses, in an action that carries a message.
+/// A working directory a client sets must be one the runtime can be
+/// given and files read from, as `createSession` demands of its own.
+fn check_directories(action: &StateAction) -> Result<(), Rejection> {
+    let (field, uri) = match action {
+        StateAction::SessionWorkingDirectorySet(a) => ("directory", &a.directory),
+        StateAction::SessionWorkingDirectoryReplaced(a) => ("replacement", &a.replacement),
+        StateAction::ChatWorkingDirectorySet(a) => ("directory", &a.directory),
+        _ => return Ok(()),
+    };
+    working_directory(uri)
+        .map(drop)
+        .map_err(|e| Rejection(format!("field `{field}`: {e}")))
+}
+
 fn chosen_model(action: &StateAction) -> Option<&str> {
     let message = match action {
         StateAction::ChatTurnStarted(a) => &a.message,

@@ -134,6 +134,21 @@ pub fn local_path(uri: &str) -> Result<PathBuf, NotLocalPath> {
     plain_path(&bytes).ok_or(refuse("a NUL in a path"))
 }
 
+/// A working directory: a local path (see [`local_path`]) that is also
+/// UTF-8, since the runtime is handed it as JSON text: a path that text
+/// cannot carry would be another directory there than the one files are
+/// read from here.
+pub fn working_directory(uri: &str) -> Result<PathBuf, NotLocalPath> {
+    let path = local_path(uri)?;
+    match path.to_str() {
+        Some(_) => Ok(path),
+        None => Err(NotLocalPath {
+            why: "a path that is not UTF-8",
+            uri: uri.to_owned(),
+        }),
+    }
+}
+
 fn plain_path(bytes: &[u8]) -> Option<PathBuf> {
     (!bytes.contains(&0)).then(|| PathBuf::from(OsString::from_vec(bytes.to_vec())))
 }
@@ -236,5 +251,10 @@ mod tests {
         assert_eq!(file_uri_of(p), "file:///w%20d/%C3%A9%23%25.rs");
         assert_eq!(local_path(&file_uri_of(p)).unwrap(), p);
         assert_eq!(local_path("/srv/x").unwrap(), PathBuf::from("/srv/x"));
+        // A file may be named so; a working directory may not.
+        assert!(local_path("file:///tmp/%FF").is_ok());
+        let err = working_directory("file:///tmp/%FF").unwrap_err();
+        assert_eq!(err.why, "a path that is not UTF-8");
+        assert!(working_directory("file:///tmp/%C3%A9").is_ok());
     }
 }
