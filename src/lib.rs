@@ -19,4 +19,5 @@ pub mod reload;
 pub mod runtime;
 pub mod sections;
 pub mod store;
+pub mod telemetry;
 pub mod transform;

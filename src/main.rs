@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use ahp_copilot_bridge::config::Config;
+use ahp_copilot_bridge::config::{Config, LogConfig};
 use ahp_copilot_bridge::policy::Policy;
 use clap::{Parser, Subcommand};
 
@@ -111,15 +111,8 @@ fn load(path: Option<&PathBuf>) -> anyhow::Result<Config> {
     }
 }
 
-fn init_logs() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("AHP_BRIDGE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // Colour only for a person at a terminal, never into journald or a file.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+fn init_logs(cfg: &LogConfig) {
+    ahp_copilot_bridge::telemetry::logs::init(cfg, None);
 }
 
 fn main() -> ExitCode {
@@ -139,9 +132,9 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Command::Serve { config, listen } => {
-            init_logs();
             ignore_sigxfsz();
             load(config.as_ref()).and_then(|mut cfg| {
+                init_logs(&cfg.log);
                 if let Some(l) = listen {
                     cfg.server.listen = l;
                     cfg.validate()?;
@@ -153,7 +146,7 @@ fn main() -> ExitCode {
             listen,
             allow_origin,
         } => {
-            init_logs();
+            init_logs(&LogConfig::default());
             runtime()
                 .and_then(|rt| rt.block_on(ahp_copilot_bridge::cli::demo(listen, &allow_origin)))
         }

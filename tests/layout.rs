@@ -8,7 +8,7 @@ const MAX_LINES: usize = 600;
 /// The layers of the crate, by path under `src/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Layer {
-    /// `config/`, `jsonrpc/`, `policy/`, `sections.rs`, `store/`: at the bottom, used by all.
+    /// `config/`, `jsonrpc/`, `policy/`, `sections.rs`, `store/`, `telemetry/`: at the bottom, used by all.
     Bottom,
     /// `transform/`: the transform core, pure.
     Transform,
@@ -27,7 +27,9 @@ enum Layer {
 fn layer_of(rel: &str) -> Layer {
     let top = rel.split('/').next().unwrap_or_default();
     match top {
-        "config" | "config.rs" | "jsonrpc" | "policy" | "sections.rs" | "store" => Layer::Bottom,
+        "config" | "config.rs" | "jsonrpc" | "policy" | "sections.rs" | "store" | "telemetry" => {
+            Layer::Bottom
+        }
         "transform" => Layer::Transform,
         "audit" => Layer::Audit,
         "runtime" => Layer::Runtime,
@@ -54,10 +56,21 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
         "runtime",
         "sections",
         "store",
+        "telemetry",
         "transform",
     ];
     match layer {
-        Layer::Bottom => (&["config", "jsonrpc", "policy", "sections", "store"], false),
+        Layer::Bottom => (
+            &[
+                "config",
+                "jsonrpc",
+                "policy",
+                "sections",
+                "store",
+                "telemetry",
+            ],
+            false,
+        ),
         Layer::Transform => (
             &[
                 "transform",
@@ -66,13 +79,22 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
                 "jsonrpc",
                 "policy",
                 "sections",
+                "telemetry",
             ],
             false,
         ),
-        Layer::Audit => (&["audit", "config", "policy"], false),
-        Layer::Runtime => (&["runtime", "config", "jsonrpc"], false),
+        Layer::Audit => (&["audit", "config", "policy", "telemetry"], false),
+        Layer::Runtime => (&["runtime", "config", "jsonrpc", "telemetry"], false),
         Layer::Ahp => (
-            &["ahp", "config", "jsonrpc", "policy", "sections", "store"],
+            &[
+                "ahp",
+                "config",
+                "jsonrpc",
+                "policy",
+                "sections",
+                "store",
+                "telemetry",
+            ],
             true,
         ),
         Layer::Bridge => (
@@ -86,6 +108,7 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
                 "jsonrpc",
                 "policy",
                 "sections",
+                "telemetry",
             ],
             true,
         ),

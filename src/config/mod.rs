@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 mod audit;
+mod ops;
 mod policy;
 mod policy_rules;
 mod pool;
@@ -16,6 +17,7 @@ mod runtime;
 mod server;
 mod state;
 pub use audit::{AuditConfig, FsyncPolicy, OnFailure, SyslogConfig, SyslogTarget};
+pub use ops::{AdminConfig, LogConfig, LogFormat, DEFAULT_ADMIN_LISTEN};
 pub use policy::{OverrideAction, OverrideConfig, PolicyConfig};
 pub use policy_rules::{
     compile_pattern, Access, BadPattern, EffectiveSection, Mode, SectionRuleConfig,
@@ -37,6 +39,8 @@ pub struct Config {
     pub policy: PolicyConfig,
     pub audit: AuditConfig,
     pub state: StateConfig,
+    pub admin: AdminConfig,
+    pub log: LogConfig,
 }
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -96,6 +100,8 @@ impl Config {
         self.audit.validate()?;
         self.runtime.validate()?;
         self.policy.validate()?;
+        self.admin.validate()?;
+        self.log.validate()?;
         self.validate_policy_rules()
     }
 }

@@ -40,6 +40,8 @@ pub fn test_config() -> Config {
     init_test_logs();
     let mut cfg = Config::default();
     cfg.server.listen = "127.0.0.1:0".parse().unwrap();
+    // Tests in one process must not share the admin port.
+    cfg.admin.listen = None;
     cfg
 }
 

@@ -1,0 +1,39 @@
+//! What an operator sees of the bridge: its metrics ([`metrics`], served
+//! at `/metrics`), its log lines ([`logs`]), and client strings made safe
+//! to log ([`Escaped`]). At the bottom of the layers: anything may count.
+
+pub mod exposition;
+pub mod logs;
+pub mod metrics;
+mod process;
+
+pub use metrics::{metrics, Refusal, TurnOutcome};
+
+/// A string from a client, for a log line: control characters and
+/// non-ASCII escaped as Rust writes them (`\n`, `\u{1b}`), without the
+/// quotes `?` would add, so no line can be forged in either log format.
+pub struct Escaped<'a>(pub &'a str);
+
+impl std::fmt::Display for Escaped<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for c in self.0.chars() {
+            if c.is_control() || c == '\\' {
+                write!(f, "{}", c.escape_default())?;
+            } else {
+                write!(f, "{c}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Escaped;
+
+    #[test]
+    fn control_characters_are_escaped_and_nothing_else() {
+        let shown = Escaped("evil\nINFO forged \u{1b}[31m é \\").to_string();
+        assert_eq!(shown, r"evil\nINFO forged \u{1b}[31m é \\");
+    }
+}
