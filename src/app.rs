@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::{self, ready::Readiness};
 use crate::ahp::backend::{Backend, ClientPhase};
 use crate::ahp::host::Host;
 use crate::ahp::net::server;
@@ -92,6 +93,12 @@ pub fn copilot_backend(
 /// A running host.
 pub struct Running {
     pub addr: SocketAddr,
+    /// Where `/healthz`, `/readyz` and `/metrics` are served, if anywhere.
+    pub admin: Option<SocketAddr>,
+    /// Cancelled when a graceful shutdown starts (`/readyz` says 503 at once).
+    pub stopping: CancellationToken,
+    /// Cancelled when the shutdown is over: the admin listener stops.
+    stopped: CancellationToken,
     pub host: Arc<Host>,
     /// Closes everything at once: no more accepts, every client closed.
     /// [`Running::stop`] is the graceful way.
@@ -113,6 +120,7 @@ impl Running {
     /// flushed; stop the runtime; flush the audit log. Returns false when
     /// `limit` ran out first (what was left is abandoned).
     pub async fn stop(&self, limit: Duration) -> bool {
+        self.stopping.cancel();
         let sequence = async {
             self.accepting.cancel();
             if let Some(b) = &self.bridge {
@@ -140,7 +148,15 @@ impl Running {
             a.close().await;
         }
         tracing::info!(clean = finished, "shut down");
+        self.stopped.cancel();
         finished
+    }
+}
+
+impl Drop for Running {
+    /// Let go of without a graceful stop (tests): the admin listener goes too.
+    fn drop(&mut self) {
+        self.stopped.cancel();
     }
 }
 
@@ -214,10 +230,30 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
         accepting.clone(),
         shutdown.clone(),
     ));
+    let stopping = CancellationToken::new();
+    let stopped = CancellationToken::new();
+    let admin = match cfg.admin.listen {
+        Some(at) => {
+            let readiness = Readiness {
+                stopping: stopping.clone(),
+                accepting: accepting.clone(),
+                bridge: bridge.as_ref().map(Arc::downgrade),
+                audit: audit.as_ref().map(|a| a.log.clone()),
+                state: cfg.state_path(),
+            };
+            // Served through the whole shutdown (saying 503), stopped last.
+            Some(admin::start(at, readiness, stopped.clone()).await?)
+        }
+        None => None,
+    };
+    crate::telemetry::metrics().set_build_info(ahp_types::PROTOCOL_VERSION);
     Ok(Running {
         addr,
+        admin,
         host,
         shutdown,
+        stopping,
+        stopped,
         accepting,
         bridge,
         audit,

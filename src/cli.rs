@@ -18,6 +18,9 @@ pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Re
         let log = running.audit.as_ref().map(|a| a.log.clone());
         crate::reload::on_sighup(config_path, cfg, running.policy.clone(), log)?;
     }
+    if let Some(admin) = running.admin {
+        eprintln!("admin on http://{admin} (/healthz, /readyz, /metrics)");
+    }
     eprintln!("listening on ws://{}", running.addr);
     let signal = stop_signal().await?;
     tracing::info!(signal, "shutting down");
@@ -91,11 +94,16 @@ pub async fn demo(listen: SocketAddr, allow_origins: &[String]) -> anyhow::Resul
     cfg.server.listen = listen;
     cfg.server.allowed_origins = demo_origins(allow_origins);
     cfg.audit.path = Some(state.join("audit.jsonl"));
+    // Any free port: the demo runs beside whatever else is on this machine.
+    cfg.admin.listen = "127.0.0.1:0".parse().ok();
     offline_runtime(&mut cfg, &model.base_url(), &state);
     let running = app::start(Arc::new(cfg), Agent::Copilot).await?;
     eprintln!("scripted model on {}", model.base_url());
     eprintln!("in a turn, {}", crate::demo::model::DEMO_HELP);
     eprintln!("audit log: {}", state.join("audit.jsonl").display());
+    if let Some(admin) = running.admin {
+        eprintln!("admin on http://{admin} (/healthz, /readyz, /metrics)");
+    }
     eprintln!("listening on ws://{}", running.addr);
     eprintln!(
         "connect an AHP client to ws://{}; Ctrl-C stops",

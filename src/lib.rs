@@ -6,6 +6,7 @@
 //! routes the runtime's `systemMessage.transform` calls to opted-in clients;
 //! [`audit`] writes the hash-chained record of every such call.
 
+pub mod admin;
 pub mod ahp;
 pub mod app;
 pub mod audit;

@@ -45,6 +45,16 @@ enum Command {
         #[command(subcommand)]
         command: AuditCommand,
     },
+    /// Ask a running bridge whether it is ready (its /readyz): exit 0 when
+    /// it is, 1 naming each failing check (or why it could not be asked).
+    Health {
+        /// The admin listener's address; default: [admin] listen of --config, or 127.0.0.1:8422.
+        #[arg(long)]
+        admin: Option<std::net::SocketAddr>,
+        /// The config file the bridge runs with (for its [admin] listen).
+        #[arg(long)]
+        config: Option<PathBuf>,
+    },
     /// Config tools.
     Config {
         #[command(subcommand)]
@@ -127,6 +137,7 @@ fn main() -> ExitCode {
             print!("{}", cfg.policy_table());
             Ok(())
         }),
+        Command::Health { admin, config } => return health(admin, config.as_ref()),
         Command::Audit { command } => match audit(command) {
             Ok(code) => return code,
             Err(e) => Err(e),
@@ -156,6 +167,40 @@ fn main() -> ExitCode {
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
+        }
+    }
+}
+
+fn health(admin: Option<std::net::SocketAddr>, config: Option<&PathBuf>) -> ExitCode {
+    let addr = match (admin, config) {
+        (Some(a), _) => Some(a),
+        (None, Some(path)) => match Config::load(path) {
+            Ok(cfg) => cfg.admin.listen,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, None) => ahp_copilot_bridge::config::DEFAULT_ADMIN_LISTEN
+            .parse()
+            .ok(),
+    };
+    let Some(addr) = addr else {
+        eprintln!("not ready: [admin] listen is off in that config; there is nothing to ask");
+        return ExitCode::from(1);
+    };
+    match ahp_copilot_bridge::admin::probe::readyz(addr) {
+        Ok((true, body)) => {
+            println!("ready: {body}");
+            ExitCode::SUCCESS
+        }
+        Ok((false, body)) => {
+            println!("not ready: {body}");
+            ExitCode::from(1)
+        }
+        Err(why) => {
+            println!("not ready: {why}");
+            ExitCode::from(1)
         }
     }
 }

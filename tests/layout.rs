@@ -43,6 +43,7 @@ fn layer_of(rel: &str) -> Layer {
 /// the AHP crates.
 fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
     const ALL: &[&str] = &[
+        "admin",
         "ahp",
         "app",
         "audit",

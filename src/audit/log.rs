@@ -21,6 +21,7 @@ use super::record_hash;
 use super::scan::{is_next_record, scan};
 use super::writer::Writer;
 use crate::config::{AuditConfig, FsyncPolicy};
+use crate::telemetry::{metrics, CheckFailed};
 
 /// Where written records go besides the file (the syslog shipper). Called
 /// under the log's lock, in order, with the line as written; must not block.
@@ -204,6 +205,7 @@ impl AuditLog {
                 self.write(&mut w, R::KIND, body)
             })
             .inspect_err(|e| {
+                metrics().audit_write_failed();
                 w.lost += 1;
                 error!(path = %self.path.display(), lost = w.lost, "audit write failed: {e}");
             })?;
@@ -239,9 +241,23 @@ impl AuditLog {
             .map_err(anyhow::Error::from)
             .and_then(|body| self.write(&mut w, R::KIND, body));
         Some(written.inspect_err(|e| {
+            metrics().audit_write_failed();
             w.lost += 1;
             error!(path = %self.path.display(), lost = w.lost, "audit write failed: {e}");
         }))
+    }
+
+    /// Whether records are being written: none lost since the last that
+    /// was, and the file still writable. `Err` says why not.
+    pub fn writable(&self) -> Result<(), CheckFailed> {
+        let lost = self.lock().lost;
+        if lost > 0 {
+            return Err(CheckFailed(format!(
+                "{lost} record(s) could not be written to {}",
+                self.path.display()
+            )));
+        }
+        crate::telemetry::writable(&self.path)
     }
 
     /// A signed checkpoint now, if there is a key and anything to cover.
@@ -315,6 +331,7 @@ impl AuditLog {
         let line = record.to_string();
         w.write_line(&line)?;
         w.advance(&record, &hash, kind == Kind::Checkpoint);
+        metrics().audit_record(kind.as_str());
         match self.opts.fsync {
             // The record is in the file and the chain moved on: a failed
             // fsync is reported, not counted as a lost record.

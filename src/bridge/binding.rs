@@ -137,14 +137,14 @@ pub(super) async fn bind(
     match conn.call(call, params.clone()).await {
         Ok(_) => {}
         Err(e) if call == method::SESSION_RESUME && unbound => {
-            warn!(session = uri, runtime_id = %config.session_id, "the runtime cannot resume this session ({e}); starting it afresh: the model will not see the earlier turns");
+            warn!(session = uri, runtime = %config.session_id, "the runtime cannot resume this session ({e}); starting it afresh: the model will not see the earlier turns");
             conn.call(method::SESSION_CREATE, params)
                 .await
                 .map_err(|e| anyhow::anyhow!("{}: {e}", method::SESSION_CREATE))?;
         }
         Err(e) => return Err(anyhow::anyhow!("{call}: {e}")),
     }
-    debug!(session = uri, runtime_id = %config.session_id, call, "runtime session bound");
+    debug!(session = uri, runtime = %config.session_id, call, "runtime session bound");
     Ok(())
 }
 

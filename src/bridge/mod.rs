@@ -29,6 +29,9 @@ pub mod transform_clients;
 pub mod turn;
 
 use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use crate::telemetry::CheckFailed;
 
 use tracing::{info, warn};
 
@@ -153,6 +156,37 @@ impl Bridge {
         self.runtime_pids().await.into_iter().flatten().next()
     }
 
+    /// Whether the runtimes serve, for a readiness probe: every running
+    /// one is pinged within `timeout` (none running yet: the first is
+    /// started, as a session would). `Err` names each that did not answer,
+    /// unless another did.
+    pub async fn runtime_health(&self, timeout: Duration) -> Result<(), CheckFailed> {
+        let mut pings = self.pool.ping_all(timeout).await;
+        if pings.iter().all(Option::is_none) {
+            match tokio::time::timeout(timeout, self.runtime(0)).await {
+                Ok(Ok(_)) => pings = self.pool.ping_all(timeout).await,
+                Ok(Err(e)) => return Err(CheckFailed(format!("runtime 0 does not start: {e:#}"))),
+                Err(_) => {
+                    return Err(CheckFailed(format!(
+                        "runtime 0 did not start within {timeout:?}"
+                    )))
+                }
+            }
+        }
+        if pings.iter().any(|p| matches!(p, Some(Ok(())))) {
+            return Ok(());
+        }
+        let failed: Vec<String> = pings
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, p)| match p {
+                Some(Err(e)) => Some(format!("runtime {slot}: {e}")),
+                _ => None,
+            })
+            .collect();
+        Err(CheckFailed(failed.join("; ")))
+    }
+
     /// Each runtime's process id, by slot.
     pub async fn runtime_pids(&self) -> Vec<Option<u32>> {
         self.pool.pids().await
@@ -228,7 +262,7 @@ impl Bridge {
                 Some(Some(_)) => {
                     let shown = humantime::format_duration(limit);
                     let why = format!("the agent runtime sent nothing for {shown} ([runtime] turn_inactivity_timeout); the turn is stopped");
-                    warn!(session = %uri, turn_id = %turn_id, "{why}");
+                    warn!(session = %uri, turn = %turn_id, "{why}");
                     b.change(&uri, |s, fx| s.silent(&why, fx));
                     return;
                 }
@@ -364,7 +398,7 @@ impl Bridge {
         let Some(next) = host.start_next_queued(chat) else {
             return;
         };
-        info!(session = %uri, turn_id = ?next.turn_id, "queued message starts as a turn");
+        info!(session = %uri, turn = ?next.turn_id, "queued message starts as a turn");
         let turn = TurnRequest {
             chat: chat.to_owned(),
             turn_id: next.turn_id,

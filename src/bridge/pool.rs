@@ -16,6 +16,7 @@ use crate::jsonrpc::CallError;
 use crate::runtime::connection::{RuntimeConn, RuntimeHandler};
 use crate::runtime::process;
 use crate::runtime::wire::method;
+use crate::telemetry::{metrics, CheckFailed};
 
 /// How long a runtime is given to exit after SIGTERM before it is killed.
 const RUNTIME_EXIT_GRACE: Duration = Duration::from_secs(3);
@@ -48,6 +49,7 @@ pub(super) trait Starts: Send + Sync {
 
 impl Pool {
     pub fn new(cfg: &RuntimeConfig) -> Self {
+        metrics().runtimes(cfg.pool_size().max(1));
         Self {
             runtimes: (0..cfg.pool_size().max(1))
                 .map(|_| tokio::sync::Mutex::new(None))
@@ -94,12 +96,14 @@ impl Pool {
         let closed = conn.closed.clone();
         tokio::spawn(async move {
             closed.cancelled().await;
+            metrics().runtime_up(slot, false);
             if let Some(owner) = owner.upgrade() {
                 owner.lost(slot, generation);
             }
         });
         let (interval, timeout) = (self.cfg.health_interval, self.cfg.health_timeout);
-        tokio::spawn(watchdog(conn.clone(), interval, timeout));
+        tokio::spawn(watchdog(conn.clone(), slot, interval, timeout));
+        metrics().runtime_up(slot, true);
         *g = Some(LiveRuntime {
             conn: conn.clone(),
             child: rt.child,
@@ -114,6 +118,25 @@ impl Pool {
         g.as_ref()
             .filter(|l| !l.conn.closed.is_cancelled())
             .map(|l| l.conn.clone())
+    }
+
+    /// Pings every running runtime at once, each within `timeout`: by slot,
+    /// whether it answered (`None`: not running).
+    pub async fn ping_all(&self, timeout: Duration) -> Vec<Option<Result<(), CheckFailed>>> {
+        let mut live = Vec::new();
+        for slot in 0..self.runtimes.len() {
+            live.push(self.live(slot).await);
+        }
+        let pings = live.into_iter().map(|conn| async move {
+            let conn = conn?;
+            Some(
+                match conn.peer.call(method::PING, json!({}), timeout).await {
+                    Ok(_) | Err(CallError::Rpc(_)) => Ok(()),
+                    Err(e) => Err(CheckFailed(e.to_string())),
+                },
+            )
+        });
+        futures_util::future::join_all(pings).await
     }
 
     /// Each runtime's process id, by slot (None before it starts, or over TCP).
@@ -149,7 +172,10 @@ impl Pool {
                 return;
             }
             match self.runtime(slot, owner.clone()).await {
-                Ok(_) => return,
+                Ok(_) => {
+                    metrics().runtime_restarted(slot);
+                    return;
+                }
                 Err(e) => {
                     warn!("runtime restart failed: {e:#}; retrying in {backoff:?}");
                     backoff = (backoff * 2).min(Duration::from_secs(30));
@@ -193,7 +219,7 @@ impl Pool {
 /// Pings the runtime every `interval`; one unanswered within `timeout` means
 /// it hangs (alive but deaf), and the connection is closed so that the runtime
 /// is replaced like one that exited. An error answer is still an answer.
-async fn watchdog(conn: Arc<RuntimeConn>, interval: Duration, timeout: Duration) {
+async fn watchdog(conn: Arc<RuntimeConn>, slot: usize, interval: Duration, timeout: Duration) {
     if interval.is_zero() {
         return;
     }
@@ -203,10 +229,14 @@ async fn watchdog(conn: Arc<RuntimeConn>, interval: Duration, timeout: Duration)
             _ = tokio::time::sleep(interval) => {}
         }
         match conn.peer.call(method::PING, json!({}), timeout).await {
-            Ok(_) | Err(CallError::Rpc(_)) => {}
+            Ok(_) | Err(CallError::Rpc(_)) => metrics().runtime_up(slot, true),
             Err(CallError::Closed) => return,
             Err(CallError::Timeout(t)) => {
-                warn!("the runtime did not answer a ping within {t:?}; restarting it");
+                metrics().runtime_up(slot, false);
+                warn!(
+                    runtime = slot,
+                    "the runtime did not answer a ping within {t:?}; restarting it"
+                );
                 conn.close();
                 return;
             }

@@ -15,6 +15,7 @@ use super::binding::Binding;
 use super::effects::{Effects, RuntimeCall};
 use super::turn::RunningTurn;
 use crate::runtime::wire::{PermissionRequest, RuntimeEvent, ToolOutcome, UserInputAnswer};
+use crate::telemetry::TurnOutcome;
 
 /// The life of a session's turn, as the runtime and the AHP chat see it.
 enum TurnState {
@@ -171,13 +172,14 @@ impl BridgedSession {
     fn end(
         &mut self,
         next: TurnState,
+        outcome: TurnOutcome,
         why: &str,
         failure: Option<&str>,
         answer: bool,
         fx: &mut Effects,
     ) -> Option<String> {
         match self.set_turn(next) {
-            TurnState::Running(t) => Some(t.end(why, failure, answer, fx)),
+            TurnState::Running(t) => Some(t.end(outcome, why, failure, answer, fx)),
             _ => None,
         }
     }
@@ -207,7 +209,11 @@ impl BridgedSession {
             // idle may still follow, and must not end the next turn.
             let stale_idle = matches!(event, RuntimeEvent::Error { .. });
             // Over by the runtime's word: the next queued message may go.
-            fx.ended = self.end(TurnState::Idle { stale_idle }, "", None, false, fx);
+            let outcome = match stale_idle {
+                true => TurnOutcome::Error,
+                false => TurnOutcome::Completed,
+            };
+            fx.ended = self.end(TurnState::Idle { stale_idle }, outcome, "", None, false, fx);
         }
     }
 
@@ -215,6 +221,7 @@ impl BridgedSession {
     pub fn fail(&mut self, kind: &str, message: &str, fx: &mut Effects) {
         fx.ended = self.end(
             TurnState::Idle { stale_idle: false },
+            TurnOutcome::Error,
             message,
             Some(kind),
             false,
@@ -226,7 +233,14 @@ impl BridgedSession {
     /// failed), the message aborted; its last events drain.
     pub fn cancel(&mut self, why: &str, fx: &mut Effects) {
         if self.running().is_some() {
-            self.end(TurnState::Draining, why, None, true, fx);
+            self.end(
+                TurnState::Draining,
+                TurnOutcome::Cancelled,
+                why,
+                None,
+                true,
+                fx,
+            );
         }
     }
 
@@ -242,7 +256,14 @@ impl BridgedSession {
     /// naming the timeout, what it waited on is answered, the runtime aborts.
     pub fn silent(&mut self, why: &str, fx: &mut Effects) {
         if self.running().is_some() {
-            self.end(TurnState::Draining, why, Some("timeout"), true, fx);
+            self.end(
+                TurnState::Draining,
+                TurnOutcome::Error,
+                why,
+                Some("timeout"),
+                true,
+                fx,
+            );
         }
     }
 
@@ -250,7 +271,14 @@ impl BridgedSession {
     /// the runtime waits on is answered.
     pub fn shut_down(&mut self, why: &str, fx: &mut Effects) {
         if self.running().is_some() {
-            self.end(TurnState::Draining, why, Some("shutdown"), true, fx);
+            self.end(
+                TurnState::Draining,
+                TurnOutcome::Error,
+                why,
+                Some("shutdown"),
+                true,
+                fx,
+            );
         }
     }
 
@@ -263,6 +291,7 @@ impl BridgedSession {
         self.bound = None;
         self.end(
             TurnState::Idle { stale_idle: false },
+            TurnOutcome::Error,
             why,
             Some("runtime"),
             false,

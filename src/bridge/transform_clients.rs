@@ -9,6 +9,7 @@ use crate::ahp::extension::{TransformParams, TransformResult, TRANSFORM_METHOD};
 use crate::ahp::host::Host;
 use crate::jsonrpc::CallError;
 use crate::policy::OptIn;
+use crate::telemetry::metrics;
 use crate::transform::{AskError, AskFuture, ClientAnswer, Sections, TransformClients};
 
 /// The host's clients, or none when the host is gone (shutting down).
@@ -37,8 +38,12 @@ impl TransformClients for HostClients {
                 return Err(AskError::Disconnected);
             };
             let params = TransformParams::new(&session, &sections);
+            let sent = std::time::Instant::now();
             let answer = match peer.call_sized(TRANSFORM_METHOD, &params, timeout).await {
-                Ok(answer) => answer,
+                Ok(answer) => {
+                    metrics().transform_client_answered(sent.elapsed());
+                    answer
+                }
                 Err(CallError::Timeout(_)) => return Err(AskError::Timeout),
                 Err(CallError::Closed) => return Err(AskError::Disconnected),
                 Err(CallError::Rpc(_)) => return Err(AskError::Failed),

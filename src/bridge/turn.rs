@@ -20,7 +20,9 @@ use tokio::sync::oneshot;
 use super::actions::{OpenTool, TurnMapper};
 use super::effects::{Effects, Mirror, RuntimeCall};
 use super::input::{chat_request, runtime_answer};
+use crate::runtime::wire::RuntimeEvent;
 use crate::runtime::wire::{PermissionRequest, ToolOutcome, UserInputAnswer};
+use crate::telemetry::{metrics, TurnOutcome};
 
 /// A turn to run: started by a client, or by the host from the queue.
 #[derive(Debug, Clone)]
@@ -51,6 +53,8 @@ pub(super) struct RunningTurn {
     /// When the runtime was last heard from in this turn (or a client
     /// answered what the turn waited on).
     last_heard: tokio::time::Instant,
+    /// The first text of the answer came (timed once, for the metric).
+    answered: bool,
     pub chat: String,
     /// The runtime has sent an event of this turn. Until then a
     /// `session.idle` may be the stale one of a failed turn.
@@ -80,6 +84,7 @@ impl RunningTurn {
             mapper: TurnMapper::new(turn_id),
             started: Instant::now(),
             last_heard: tokio::time::Instant::now(),
+            answered: false,
             chat: chat.to_owned(),
             taken: false,
             stale_idle,
@@ -113,12 +118,17 @@ impl RunningTurn {
     }
 
     /// Maps a runtime event into the chat; whether the event ended the turn.
-    pub fn on_event(
-        &mut self,
-        event: &crate::runtime::wire::RuntimeEvent,
-        fx: &mut Effects,
-    ) -> bool {
+    pub fn on_event(&mut self, event: &RuntimeEvent, fx: &mut Effects) -> bool {
         self.heard();
+        if !self.answered
+            && matches!(
+                event,
+                RuntimeEvent::MessageDelta { .. } | RuntimeEvent::Message { .. }
+            )
+        {
+            self.answered = true;
+            metrics().first_token(self.started.elapsed());
+        }
         let actions = self.mapper.map(event, self.elapsed_ms());
         fx.act(&self.chat, actions);
         self.mapper.ended
@@ -131,11 +141,13 @@ impl RunningTurn {
     /// turn's chat.
     pub fn end(
         mut self,
+        outcome: TurnOutcome,
         why: &str,
         failure: Option<&str>,
         answer_runtime: bool,
         fx: &mut Effects,
     ) -> String {
+        metrics().turn_ended(outcome, self.started.elapsed());
         if let Some(kind) = failure {
             let actions = self.mapper.error(kind, why, self.elapsed_ms());
             fx.act(&self.chat, actions);

@@ -70,6 +70,19 @@ impl Refusal {
     }
 }
 
+/// The outcomes of `ahp_bridge_transform_requests_total`.
+pub const TRANSFORM_OUTCOMES: [&str; 9] = [
+    "transformed",
+    "unchanged",
+    "refused",
+    "passthrough",
+    "timeout",
+    "error",
+    "malformed",
+    "oversize",
+    "disconnected",
+];
+
 /// Every metric of the bridge, registered once.
 pub struct Metrics {
     registry: Registry,
@@ -160,6 +173,7 @@ impl Metrics {
             registry: Registry::default(),
         };
         m.register(r);
+        m.zeroes();
         Self {
             registry: root,
             ..m
@@ -252,6 +266,52 @@ impl Metrics {
             "Spans not exported because the export queue was full",
             self.trace_spans_dropped.clone(),
         );
+    }
+
+    /// Every value of a fixed label at 0 from the start, so a rate over
+    /// it is defined before the first event.
+    fn zeroes(&self) {
+        use Refusal::*;
+        for r in [
+            Limit,
+            MadeRoom,
+            Unauthorized,
+            Origin,
+            HandshakeTimeout,
+            BadUpgrade,
+        ] {
+            let _ = self
+                .connections_refused
+                .get_or_create(&[("reason", r.as_str())]);
+        }
+        for o in [
+            TurnOutcome::Completed,
+            TurnOutcome::Error,
+            TurnOutcome::Cancelled,
+        ] {
+            let _ = self.turns.get_or_create(&[("outcome", o.as_str())]);
+        }
+        for o in TRANSFORM_OUTCOMES {
+            let _ = self.transform_requests.get_or_create(&[("outcome", o)]);
+        }
+        for k in ["transform", "policy", "checkpoint", "recovered", "rotation"] {
+            let _ = self.audit_records.get_or_create(&[("kind", k)]);
+        }
+        for l in ["max_sessions", "turns_per_minute", "actions_per_second"] {
+            let _ = self.rate_limited.get_or_create(&[("limit", l)]);
+        }
+    }
+
+    /// The pool's runtimes, down until started.
+    pub fn runtimes(&self, count: usize) {
+        for slot in 0..count {
+            let _ = self
+                .runtime_up
+                .get_or_create(&[("runtime", slot.to_string())]);
+            let _ = self
+                .runtime_restarts
+                .get_or_create(&[("runtime", slot.to_string())]);
+        }
     }
 
     /// The exposition: OpenMetrics text, or the Prometheus text format 0.0.4.

@@ -27,6 +27,35 @@ impl std::fmt::Display for Escaped<'_> {
     }
 }
 
+/// Why a readiness check fails, said for an operator.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct CheckFailed(pub String);
+
+/// Whether this process may write `path` (or create it, if it does not
+/// exist yet, in its directory): for readiness checks.
+pub fn writable(path: &std::path::Path) -> Result<(), CheckFailed> {
+    use std::os::unix::ffi::OsStrExt;
+    let target = if path.exists() {
+        path
+    } else {
+        path.parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."))
+    };
+    let c = std::ffi::CString::new(target.as_os_str().as_bytes())
+        .map_err(|e| CheckFailed(e.to_string()))?;
+    // SAFETY: access(2) reads the NUL-terminated path it is given.
+    match unsafe { libc::access(c.as_ptr(), libc::W_OK) } {
+        0 => Ok(()),
+        _ => Err(CheckFailed(format!(
+            "{} is not writable: {}",
+            target.display(),
+            std::io::Error::last_os_error()
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Escaped;

@@ -16,6 +16,7 @@ use std::time::Duration;
 use crate::audit::record::TransformRecord;
 use crate::policy::OptIn;
 
+mod counted;
 pub mod plan;
 pub mod registrations;
 pub mod router;

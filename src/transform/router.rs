@@ -13,12 +13,14 @@
 //! the rest still applies. The router decides; the record it builds goes to
 //! the [`AuditPort`] the bridge gives it.
 
+use crate::telemetry::Escaped;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tracing::{debug, info, warn};
 
+use super::counted;
 use super::plan::{self, Oversize};
 use super::{AskError, AuditPort, ClientAnswer, Sections, TransformClients};
 use crate::audit::record::{
@@ -136,6 +138,7 @@ impl Router {
             started.elapsed(),
         );
         log_outcomes(ahp_session, &plan, &judged);
+        counted::count(&record);
         // Audit before answer.
         let Some(audit) = &self.audit else {
             return merged;
@@ -236,10 +239,10 @@ impl Record<'_> {
 fn log_outcomes(ahp_session: &str, plan: &plan::Plan, judged: &[Judged]) {
     for j in judged {
         let sections = plan.asks.get(&j.client_id);
-        info!(session = %ahp_session, client_id = ?j.client_id, outcome = j.outcome.as_str(),
+        info!(session = %ahp_session, client = %Escaped(&j.client_id), outcome = j.outcome.as_str(),
             sections = ?sections, ignored = ?j.ignored, "transform");
         for (id, rule) in &j.refused {
-            info!(session = %ahp_session, client_id = ?j.client_id, section = %id, rule = %rule,
+            info!(session = %ahp_session, client = %Escaped(&j.client_id), section = %id, rule = %rule,
                 "rewrite refused by policy; the original text is kept");
         }
     }
@@ -285,7 +288,7 @@ fn judge(
         Err(AskError::Timeout) => OwnerOutcome::Timeout,
         Err(AskError::Disconnected) => OwnerOutcome::Disconnected,
         Err(AskError::Failed) => {
-            debug!(client_id = ?owner, "client answered the transform with an error");
+            debug!(client = %Escaped(owner), "client answered the transform with an error");
             OwnerOutcome::Error
         }
         // A huge answer is oversize whatever its shape.

@@ -6,7 +6,9 @@ pub mod e2e;
 pub mod fake_runtime;
 pub mod fake_scenario;
 pub mod fixtures;
+pub mod http;
 pub mod process;
+pub mod prometheus;
 pub mod raw;
 
 use std::sync::Arc;

@@ -17,13 +17,15 @@ use ahp_copilot_bridge::demo::model::ScriptedModel;
 
 use super::DEADLINE;
 
-/// The one principal's token (roles `observe` and `participate`).
+/// The one principal's token (roles `observe`, `participate` and `transform`).
 pub const TOKEN: &str = "exposure-token-0123456789";
 
 /// The bridge binary, serving until dropped (killed) or [`Self::terminate`]d.
 pub struct BridgeProcess {
     pub child: Child,
     pub addr: SocketAddr,
+    /// The admin listener (`/healthz`, `/readyz`, `/metrics`).
+    pub admin: SocketAddr,
     log: Arc<Mutex<Vec<String>>>,
     /// Owned when the caller gave no directory.
     _dir: Option<tempfile::TempDir>,
@@ -67,14 +69,31 @@ impl BridgeProcess {
         runtime_toml: &str,
         nofile: Option<u32>,
     ) -> Self {
+        Self::start_configured(model, dir, server_toml, runtime_toml, "", nofile)
+    }
+
+    /// As [`Self::start_in`], with `tables` (whole TOML tables, e.g.
+    /// `[log]\nformat = "json"`) added to the config.
+    pub fn start_with_tables(model: &ScriptedModel, dir: &Path, tables: &str) -> Self {
+        Self::start_configured(model, dir, "", "", tables, None)
+    }
+
+    fn start_configured(
+        model: &ScriptedModel,
+        dir: &Path,
+        server_toml: &str,
+        runtime_toml: &str,
+        tables: &str,
+        nofile: Option<u32>,
+    ) -> Self {
         let toml = format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n{server_toml}\n\
-             [[principals]]\nname = \"ide\"\ntoken_sha256 = \"{}\"\nroles = [\"observe\", \"participate\"]\n\
+            "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\n{server_toml}\n\
+             [[principals]]\nname = \"ide\"\ntoken_sha256 = \"{}\"\nroles = [\"observe\", \"participate\", \"transform\"]\n\
              [audit]\npath = {:?}\n{}",
             sha256_hex(TOKEN.as_bytes()),
             dir.join("audit.jsonl").display().to_string(),
             offline_runtime_toml_with(model, dir, runtime_toml),
-        );
+        ) + "\n" + tables;
         let path = dir.join("bridge.toml");
         std::fs::write(&path, toml).unwrap();
         let bin = env!("CARGO_BIN_EXE_ahp-copilot-bridge");
@@ -97,8 +116,13 @@ impl BridgeProcess {
         let (tx, rx) = std::sync::mpsc::channel();
         let stderr = child.stderr.take().unwrap();
         let l = log.clone();
+        let admin: Arc<Mutex<Option<SocketAddr>>> = Arc::default();
+        let a = admin.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(at) = line.strip_prefix("admin on http://") {
+                    *a.lock().unwrap() = at.split(' ').next().and_then(|s| s.parse().ok());
+                }
                 if let Some(a) = line.strip_prefix("listening on ws://") {
                     let _ = tx.send(a.trim().to_owned());
                 }
@@ -110,9 +134,14 @@ impl BridgeProcess {
             .expect("the bridge says where it listens")
             .parse()
             .unwrap();
+        let admin = admin
+            .lock()
+            .unwrap()
+            .expect("the bridge says where its admin listener is");
         Self {
             child,
             addr,
+            admin,
             log,
             _dir: None,
         }

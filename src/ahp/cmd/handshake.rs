@@ -1,6 +1,7 @@
 //! The handshake: `initialize` (negotiate, bind the clientId, initial
 //! subscriptions) and `reconnect` (rebind, then replay or snapshots).
 
+use crate::telemetry::Escaped;
 use ahp_types::commands::InitializeParams;
 use serde_json::{json, Value};
 use tracing::info;
@@ -34,7 +35,7 @@ pub fn initialize(host: &Host, conn: ConnId, p: InitializeParams) -> Result<Valu
     let initial = p.initial_subscriptions.unwrap_or_default();
     let version = Version::of(&chosen);
     let (seq, snapshots) = host.bind_client(conn, &p.client_id, version, initial)?;
-    info!(client_id = ?p.client_id, protocol = %chosen, "client initialized");
+    info!(client = %Escaped(&p.client_id), protocol = %chosen, "client initialized");
     let mut result = json!({
         "protocolVersion": chosen,
         "serverSeq": seq,
@@ -69,15 +70,15 @@ pub fn reconnect(host: &Host, conn: ConnId, p: Reconnect) -> Result<Value, RpcEr
         .collect();
     Ok(match host.rebind_client(conn, &p.client_id, last, subs)? {
         Reconnected::Replay { actions, missing } => {
-            info!(client_id = ?p.client_id, replayed = actions.len(), "client reconnected by replay");
+            info!(client = %Escaped(&p.client_id), replayed = actions.len(), "client reconnected by replay");
             json!({"type": "replay", "actions": actions, "missing": missing})
         }
         Reconnected::Snapshot { snapshots, missing } => {
-            info!(client_id = ?p.client_id, "client reconnected by snapshot");
+            info!(client = %Escaped(&p.client_id), "client reconnected by snapshot");
             json!({"type": "snapshot", "snapshots": snapshots, "missing": missing})
         }
         Reconnected::Channels { channels, missing } => {
-            info!(client_id = ?p.client_id, channels = channels.len(), "client reconnected channel by channel");
+            info!(client = %Escaped(&p.client_id), channels = channels.len(), "client reconnected channel by channel");
             json!({"type": "channels", "channels": channels, "missing": missing})
         }
     })

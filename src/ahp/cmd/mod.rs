@@ -5,6 +5,7 @@
 //! [`listing`], [`session_config`], [`authenticate`], and the file
 //! requests of `crate::ahp::files`.
 
+use crate::telemetry::Escaped;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
@@ -82,7 +83,7 @@ impl Commands {
         };
         if let Some((role, what)) = role_for_request(method) {
             let decision = principal.require(role, what);
-            debug!(principal = %principal.name, client_id = ?client_id, method = method.name(), allowed = decision.is_ok(), "authorization");
+            debug!(principal = %principal.name, client = %Escaped(&client_id), method = method.name(), allowed = decision.is_ok(), "authorization");
             decision.map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))?;
         }
         Ok(Some(principal))

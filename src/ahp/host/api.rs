@@ -2,6 +2,7 @@
 //! backend ask of it. Each takes the lock once, asks the owning parts, and
 //! changes state only through them and the action path of [`super`].
 
+use crate::telemetry::Escaped;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -26,6 +27,7 @@ use crate::ahp::protocol::errors::AhpError;
 use crate::ahp::protocol::uri::{channel_kind, working_directory, ChannelKind, ROOT_URI};
 use crate::jsonrpc::{ErrorCode, Peer, RpcError};
 use crate::store::Store;
+use crate::telemetry::metrics;
 
 /// A registered connection: its id, its peer for host -> client calls, its
 /// outbound queue and the receiving end the writer drains.
@@ -80,11 +82,12 @@ impl Host {
             let mut st = self.lock();
             let left = st.clients.remove(conn);
             self.connections.send_replace(st.clients.len());
+            metrics().set_clients_connected(st.clients.initialized());
             left
         };
         let Some(left) = left else { return };
         let grace = self.cfg.server.client_grace;
-        info!(client_id = ?left.client_id, "client disconnected; grace period {grace:?}");
+        info!(client = %Escaped(&left.client_id), "client disconnected; grace period {grace:?}");
         // Weak: a host let go of (shut down) is not kept for the grace.
         let host = Arc::downgrade(self);
         tokio::spawn(async move {
@@ -115,7 +118,7 @@ impl Host {
                 .collect()
         };
         for s in sessions {
-            info!(client_id = ?client, session = %s, "grace period over; removing active client");
+            info!(client = %Escaped(client), session = %s, "grace period over; removing active client");
             let _ = self.dispatch(&s, removal(client));
         }
     }
@@ -228,7 +231,9 @@ impl Host {
     }
 
     fn update_active_sessions(&self) {
-        let n = self.lock().sessions.len() as i64;
+        let n = self.lock().sessions.len();
+        metrics().set_sessions(n);
+        let n = n as i64;
         let changed = RootActiveSessionsChangedAction { active_sessions: n };
         let _ = self.dispatch(ROOT_URI, StateAction::RootActiveSessionsChanged(changed));
     }

@@ -89,6 +89,14 @@ impl Clients {
         self.conns.len()
     }
 
+    /// Connections bound to a client id (initialized or reconnected).
+    pub fn initialized(&self) -> usize {
+        self.conns
+            .values()
+            .filter(|c| c.client_id.is_some())
+            .count()
+    }
+
     /// A connection ended: its pending calls fail now; the client id it
     /// was bound to (if still bound to it) starts its grace.
     pub fn remove(&mut self, conn: ConnId) -> Option<Left> {

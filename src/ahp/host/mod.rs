@@ -11,6 +11,7 @@
 //! cannot stall the host. The backend is called after the lock is released,
 //! so it may call back into the host.
 
+use crate::telemetry::Escaped;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -165,7 +166,7 @@ impl Host {
             client_seq: d.client_seq,
         };
         let outcome = self.client_action(&principal, &origin, &d);
-        debug!(principal = %principal.name, client_id = ?client_id, channel = ?d.channel,
+        debug!(principal = %principal.name, client = %Escaped(&client_id), channel = ?d.channel,
             action = ?d.action.get("type"), allowed = outcome.is_ok(), refusal = ?outcome.as_ref().err(), "authorization");
         match outcome {
             Ok((session, action)) => {

@@ -12,6 +12,7 @@ use super::{Host, State};
 use crate::ahp::protocol::uri::ROOT_URI;
 use crate::ahp::protocol::versions::Version;
 use crate::jsonrpc::{ErrorCode, RpcError};
+use crate::telemetry::metrics;
 
 /// How a `reconnect` is answered.
 pub enum Reconnected {
@@ -49,6 +50,7 @@ impl Host {
         let initial = resolved(&st, initial);
         let snapshots = self.subscribable(&st, conn, &initial)?;
         st.clients.bind(conn, client_id, Some(version));
+        metrics().set_clients_connected(st.clients.initialized());
         st.clients.subscribe(conn, initial);
         Ok((st.log.current(), snapshots))
     }
@@ -69,6 +71,7 @@ impl Host {
         let mut st = self.lock();
         st.clients.check_bind(conn, client_id)?;
         st.clients.bind(conn, client_id, None);
+        metrics().set_clients_connected(st.clients.initialized());
         let principal = st.clients.principal(conn).cloned();
         let (mut live, mut missing) = (Vec::new(), Vec::new());
         for (uri, cursor) in subs {

@@ -23,6 +23,7 @@ use crate::ahp::host::outbound::{Outbound, OutboundQueue};
 use crate::ahp::host::Host;
 use crate::config::ServerConfig;
 use crate::jsonrpc::{self, ErrorCode, Flow, RpcError};
+use crate::telemetry::{metrics, Refusal};
 
 type Sink = futures_util::stream::SplitSink<WebSocketStream<TcpStream>, Message>;
 type Stream = futures_util::stream::SplitStream<WebSocketStream<TcpStream>>;
@@ -102,6 +103,9 @@ struct Ending {
 /// Sends one frame unless the connection is killed meanwhile (a client that
 /// does not read blocks the send forever).
 async fn send_or_kill(sink: &mut Sink, m: Message, kill: &CancellationToken) -> bool {
+    if let Message::Text(t) = &m {
+        metrics().ws_sent(t.len());
+    }
     tokio::select! {
         r = sink.send(m) => r.is_ok(),
         _ = kill.cancelled() => false,
@@ -239,6 +243,7 @@ impl Reader {
                 _ = self.ending.close.cancelled() => return,
                 _ = self.ending.kill.cancelled() => return,
                 _ = self.permit.evicted.cancelled(), if awaiting_initialize => {
+                    metrics().connection_refused(Refusal::MadeRoom);
                     debug!(conn, "closed before initialize to make room for a new connection");
                     self.ending.kill.cancel();
                     return;
@@ -249,6 +254,7 @@ impl Reader {
                         awaiting_initialize = false;
                         continue;
                     }
+                    metrics().connection_refused(Refusal::HandshakeTimeout);
                     info!(conn, "no initialize within [server] handshake_timeout; closing");
                     self.ending.reason.set(CloseCode::Policy, "no initialize within the handshake deadline");
                     return;
@@ -284,6 +290,7 @@ impl Reader {
         match msg {
             Message::Text(text) => {
                 let text = text.as_str();
+                metrics().ws_received(text.len());
                 let max_depth = self.cfg.max_json_depth;
                 if jsonrpc::json_depth(text) > max_depth {
                     info!(conn, "JSON nested deeper than {max_depth}; closing");

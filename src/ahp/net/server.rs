@@ -16,6 +16,7 @@ use super::connection::{self, Shared};
 use crate::ahp::auth::{Principal, Principals};
 use crate::ahp::host::Host;
 use crate::config::ServerConfig;
+use crate::telemetry::{metrics, Refusal};
 
 /// The token a client presents: `Authorization: Bearer TOKEN` (the scheme
 /// in any case), or `?token=` / `?tkn=` in the query (the keys browser
@@ -120,6 +121,7 @@ pub async fn serve(
                 let mut permit = match admission.admit(peer.ip()) {
                     Ok(permit) => permit,
                     Err(Refused(limit)) => {
+                        metrics().connection_refused(Refusal::Limit);
                         // Said once per episode: a flood must not flood the log too.
                         if !std::mem::replace(&mut refusing, true) {
                             warn!(%peer, "connection closed at once: {limit} reached");
@@ -178,6 +180,7 @@ async fn accept(
     ws_cfg.max_message_size = Some(cfg.max_frame_bytes);
     ws_cfg.max_frame_size = Some(cfg.max_frame_bytes);
     let mut principal = None;
+    let mut refusal = None;
     let check = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
         let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok());
         match check_upgrade(
@@ -192,6 +195,11 @@ async fn accept(
                 Ok(resp)
             }
             Err((status, body)) => {
+                let why = match status {
+                    StatusCode::FORBIDDEN => Refusal::Origin,
+                    _ => Refusal::Unauthorized,
+                };
+                refusal = Some(why);
                 let mut r = ErrorResponse::new(Some(body.to_string()));
                 *r.status_mut() = status;
                 Err(r)
@@ -202,6 +210,7 @@ async fn accept(
     let upgraded = tokio::select! {
         u = tokio::time::timeout_at(deadline, upgrade) => u,
         _ = permit.evicted.cancelled() => {
+            metrics().connection_refused(Refusal::MadeRoom);
             debug!(%peer, "closed before its upgrade to make room for a new connection");
             return;
         }
@@ -209,10 +218,12 @@ async fn accept(
     let ws = match upgraded {
         Ok(Ok(ws)) => ws,
         Ok(Err(e)) => {
+            metrics().connection_refused(refusal.unwrap_or(Refusal::BadUpgrade));
             info!(%peer, "upgrade refused: {e}");
             return;
         }
         Err(_) => {
+            metrics().connection_refused(Refusal::HandshakeTimeout);
             debug!(%peer, "no WebSocket upgrade within [server] handshake_timeout; closed");
             return;
         }

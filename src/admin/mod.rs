@@ -1,0 +1,92 @@
+//! The admin listener (`[admin] listen`): `/healthz`, `/readyz` and
+//! `/metrics` over plain HTTP. It serves nothing that names a session,
+//! client, principal or prompt, so it asks for no token; it binds loopback
+//! unless `[admin] expose` says otherwise.
+
+pub mod http;
+pub mod probe;
+pub mod ready;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+use self::http::{read_request, respond, Request};
+use self::ready::Readiness;
+use crate::telemetry::exposition::{wants_openmetrics, OPENMETRICS, TEXT_004};
+use crate::telemetry::metrics;
+
+/// Binds the admin listener; serves until `shutdown` is cancelled.
+pub async fn start(
+    addr: SocketAddr,
+    readiness: Readiness,
+    shutdown: CancellationToken,
+) -> anyhow::Result<SocketAddr> {
+    let listener = TcpListener::bind(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("[admin] listen {addr}: {e}"))?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(serve(listener, Arc::new(readiness), shutdown));
+    Ok(bound)
+}
+
+async fn serve(listener: TcpListener, readiness: Arc<Readiness>, shutdown: CancellationToken) {
+    loop {
+        let accepted = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            a = listener.accept() => a,
+        };
+        match accepted {
+            Ok((stream, _)) => {
+                tokio::spawn(answer(stream, readiness.clone()));
+            }
+            Err(e) => {
+                warn!("admin accept failed: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn answer(mut stream: TcpStream, readiness: Arc<Readiness>) {
+    let req = match read_request(&mut stream).await {
+        Ok(req) => req,
+        Err(e) => {
+            debug!("admin request not read: {e}");
+            if let Some(status) = e.status() {
+                respond(&mut stream, status, "text/plain", &format!("{e}\n"), false).await;
+            }
+            return;
+        }
+    };
+    let head_only = req.method == "HEAD";
+    let (status, content_type, body) = route(&req, &readiness).await;
+    respond(&mut stream, status, content_type, &body, head_only).await;
+}
+
+async fn route(req: &Request, readiness: &Readiness) -> (u16, &'static str, String) {
+    if req.method != "GET" && req.method != "HEAD" {
+        return (405, "text/plain", "only GET and HEAD\n".into());
+    }
+    match req.path.as_str() {
+        "/healthz" => (200, "text/plain", "ok\n".into()),
+        "/readyz" => {
+            let report = readiness.check().await;
+            let status = if report.ready() { 200 } else { 503 };
+            (
+                status,
+                "application/json",
+                format!("{}\n", report.to_json()),
+            )
+        }
+        "/metrics" => {
+            let om = wants_openmetrics(req.accept.as_deref());
+            let body = metrics().encode(om);
+            (200, if om { OPENMETRICS } else { TEXT_004 }, body)
+        }
+        _ => (404, "text/plain", "/healthz, /readyz, /metrics\n".into()),
+    }
+}

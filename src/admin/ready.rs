@@ -1,0 +1,87 @@
+//! `/readyz`: whether the bridge can serve now. Each check names itself and,
+//! failing, says why; the probe as a whole is bounded by its deadline.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use serde_json::{json, Map, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::audit::log::AuditLog;
+use crate::bridge::Bridge;
+use crate::telemetry::CheckFailed;
+
+/// How long the runtime has to answer the probe's ping.
+const RUNTIME_PING: Duration = Duration::from_secs(2);
+
+/// What readiness is checked against.
+pub struct Readiness {
+    /// Cancelled when a graceful shutdown starts: not ready from then on.
+    pub stopping: CancellationToken,
+    /// Cancelled when the AHP listener stops accepting.
+    pub accepting: CancellationToken,
+    pub bridge: Option<Weak<Bridge>>,
+    pub audit: Option<Arc<AuditLog>>,
+    pub state: Option<PathBuf>,
+}
+
+/// Every check's outcome, by name.
+pub struct Report {
+    pub checks: Vec<(&'static str, Result<(), CheckFailed>)>,
+}
+
+impl Report {
+    pub fn ready(&self) -> bool {
+        self.checks.iter().all(|(_, r)| r.is_ok())
+    }
+
+    /// `{"ready": bool, "checks": {"NAME": "ok" | "why not", ...}}`.
+    pub fn to_json(&self) -> Value {
+        let checks: Map<String, Value> = self
+            .checks
+            .iter()
+            .map(|(name, r)| {
+                let said = match r {
+                    Ok(()) => "ok".to_owned(),
+                    Err(why) => why.0.clone(),
+                };
+                ((*name).to_owned(), Value::String(said))
+            })
+            .collect();
+        json!({"ready": self.ready(), "checks": checks})
+    }
+}
+
+impl Readiness {
+    pub async fn check(&self) -> Report {
+        if self.stopping.is_cancelled() {
+            let why = Err(CheckFailed("the bridge is shutting down".to_owned()));
+            return Report {
+                checks: vec![("shutdown", why)],
+            };
+        }
+        let mut checks = vec![("listener", self.listener())];
+        if let Some(bridge) = &self.bridge {
+            let runtime = match bridge.upgrade() {
+                Some(b) => b.runtime_health(RUNTIME_PING).await,
+                None => Err(CheckFailed("the bridge is gone".to_owned())),
+            };
+            checks.push(("runtime", runtime));
+        }
+        if let Some(log) = &self.audit {
+            checks.push(("audit", log.writable()));
+        }
+        if let Some(path) = &self.state {
+            checks.push(("state", crate::telemetry::writable(path)));
+        }
+        Report { checks }
+    }
+
+    fn listener(&self) -> Result<(), CheckFailed> {
+        match self.accepting.is_cancelled() {
+            false => Ok(()),
+            true => Err(CheckFailed("the AHP listener no longer accepts".to_owned())),
+        }
+    }
+}
