@@ -134,6 +134,7 @@ impl DirectSide {
                 )]),
             }),
             github_token: None,
+            customizations: Default::default(),
         }
         .to_params()
     }

@@ -5,6 +5,7 @@
 //! ([`show`], [`diff`]).
 pub mod against;
 pub mod checkpoint;
+pub mod customization;
 pub mod diff;
 pub mod log;
 pub mod record;

@@ -18,6 +18,7 @@ use crate::policy::Policy;
 #[serde(rename_all = "snake_case")]
 pub enum Kind {
     Transform,
+    Customization,
     Policy,
     Checkpoint,
     Recovered,
@@ -28,6 +29,7 @@ impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Transform => "transform",
+            Self::Customization => "customization",
             Self::Policy => "policy",
             Self::Checkpoint => "checkpoint",
             Self::Recovered => "recovered",

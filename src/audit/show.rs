@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::customization::CustomizationRecord;
 use super::diff::unified;
 use super::record::{CheckpointRecord, Kind, PolicyRecord, RecoveredRecord, RotationRecord};
 
@@ -142,6 +143,9 @@ impl Table<'_> {
         if kind == Some(Kind::Transform) {
             return self.transform(v, time, &seq);
         }
+        if kind == Some(Kind::Customization) {
+            return self.customization(v, time, &seq);
+        }
         let scoped = self.filter.session.is_some() || self.filter.client.is_some();
         if scoped {
             return Ok(());
@@ -189,8 +193,39 @@ impl Table<'_> {
                     r.previous_seq
                 )
             }
+            Some(Kind::Customization) => {
+                let c: CustomizationRecord = serde_json::from_value(v.clone()).map_err(parse)?;
+                c.summary()
+            }
             Some(Kind::Transform) | None => format!("unknown kind {}", v["kind"]),
         })
+    }
+
+    /// A customization row, if the filter lets it through.
+    fn customization(&mut self, v: &Value, time: &str, seq: &str) -> anyhow::Result<()> {
+        let c: CustomizationRecord =
+            serde_json::from_value(v.clone()).map_err(|e| anyhow::anyhow!("record {seq}: {e}"))?;
+        let f = self.filter;
+        let other_session = f
+            .session
+            .as_deref()
+            .is_some_and(|s| !session_matches(s, &c.session));
+        let other_client = f
+            .client
+            .as_ref()
+            .is_some_and(|w| c.client_id.as_ref() != Some(w));
+        if other_session || other_client {
+            return Ok(());
+        }
+        let session = clean(&c.session);
+        let client = c.client_id.as_deref().map_or("-".into(), clean);
+        writeln!(
+            self.out,
+            "{time:<27} {seq:>6}  {:<10} {session:<24} {client:<20} {}",
+            "custom",
+            c.summary()
+        )?;
+        Ok(())
     }
 
     /// A transform row (if the filter lets it through) and its diffs.

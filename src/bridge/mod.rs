@@ -321,6 +321,7 @@ impl Bridge {
             }),
             system_message: want.system_message(&policy),
             github_token: host.github_token_for(uri).map(Secret),
+            customizations: Default::default(),
         };
         if bound.is_some() {
             info!(session = uri, registered = ?want.registered, owners = ?want.owners, "opt-ins, owners or tools changed; re-binding the runtime session");

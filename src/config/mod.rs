@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::{Deserialize, Deserializer};
 
 mod audit;
+mod customizations;
 mod ops;
 mod policy;
 mod policy_rules;
@@ -17,6 +18,10 @@ mod runtime;
 mod server;
 mod state;
 pub use audit::{AuditConfig, FsyncPolicy, OnFailure, SyslogConfig, SyslogTarget};
+pub use customizations::{
+    ClientMcpServers, ClientPlugins, Contents, CustomizationPolicy, CustomizationsConfig,
+    DirectoryConfig, HostContainer, HostSource, McpServerConfig, PluginConfig,
+};
 pub use ops::{AdminConfig, LogConfig, LogFormat, DEFAULT_ADMIN_LISTEN};
 pub use policy::{OverrideAction, OverrideConfig, PolicyConfig};
 pub use policy_rules::{
@@ -41,6 +46,7 @@ pub struct Config {
     pub state: StateConfig,
     pub admin: AdminConfig,
     pub log: LogConfig,
+    pub customizations: CustomizationsConfig,
 }
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -101,6 +107,8 @@ impl Config {
         self.runtime.validate()?;
         self.policy.validate()?;
         self.admin.validate()?;
+        self.customizations.validate()?;
+        self.policy.customizations.validate()?;
         self.log.validate()?;
         self.validate_policy_rules()
     }

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{bad, duration, ConfigError, SectionRuleConfig};
+use super::{bad, duration, ConfigError, CustomizationPolicy, SectionRuleConfig};
 use crate::sections::is_catalogued;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -25,6 +25,8 @@ pub struct PolicyConfig {
     pub overrides: BTreeMap<String, OverrideConfig>,
     /// Per-section rules (`[policy.sections.ID]`), in [`policy_rules`].
     pub sections: BTreeMap<String, SectionRuleConfig>,
+    /// What clients may publish as customizations.
+    pub customizations: CustomizationPolicy,
 }
 
 impl Default for PolicyConfig {
@@ -36,6 +38,7 @@ impl Default for PolicyConfig {
             max_response_bytes: 256 * 1024,
             overrides: BTreeMap::new(),
             sections: BTreeMap::new(),
+            customizations: CustomizationPolicy::default(),
         }
     }
 }

@@ -25,14 +25,18 @@ pub enum Role {
     Transform,
     /// See and dispose every session.
     Admin,
+    /// Publish plugins (skills, agents, rules, MCP servers) to its sessions,
+    /// as `[policy.customizations]` allows.
+    Customize,
 }
 
 impl Role {
-    pub const ALL: [Role; 4] = [
+    pub const ALL: [Role; 5] = [
         Role::Observe,
         Role::Participate,
         Role::Transform,
         Role::Admin,
+        Role::Customize,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -41,6 +45,7 @@ impl Role {
             Self::Participate => "participate",
             Self::Transform => "transform",
             Self::Admin => "admin",
+            Self::Customize => "customize",
         }
     }
 }

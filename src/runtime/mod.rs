@@ -2,5 +2,6 @@
 //! the runtime's wire (typed in [`wire`]); knows nothing of AHP.
 pub mod codec;
 pub mod connection;
+pub mod customizations;
 pub mod process;
 pub mod wire;

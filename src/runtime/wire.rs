@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use super::customizations::RuntimeCustomizations;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Map, Value};
 
@@ -351,6 +352,8 @@ pub struct SessionConfig {
     /// A GitHub token for the runtime's sign-in (only without a provider:
     /// the runtime refuses both).
     pub github_token: Option<Secret>,
+    /// Skills, agents, MCP servers, rules (empty: none are sent).
+    pub customizations: RuntimeCustomizations,
 }
 
 impl SessionConfig {
@@ -378,6 +381,7 @@ impl SessionConfig {
         if let (None, Some(t)) = (&self.provider, &self.github_token) {
             p["gitHubToken"] = json!(t.0);
         }
+        self.customizations.apply_to(&mut p);
         p
     }
 }

@@ -294,7 +294,14 @@ impl Metrics {
         for o in TRANSFORM_OUTCOMES {
             let _ = self.transform_requests.get_or_create(&[("outcome", o)]);
         }
-        for k in ["transform", "policy", "checkpoint", "recovered", "rotation"] {
+        for k in [
+            "transform",
+            "customization",
+            "policy",
+            "checkpoint",
+            "recovered",
+            "rotation",
+        ] {
             let _ = self.audit_records.get_or_create(&[("kind", k)]);
         }
         for l in ["max_sessions", "turns_per_minute", "actions_per_second"] {
