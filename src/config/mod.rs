@@ -17,7 +17,7 @@ mod runtime;
 mod server;
 mod state;
 pub use audit::{AuditConfig, FsyncPolicy, OnFailure, SyslogConfig, SyslogTarget};
-pub use ops::{AdminConfig, LogConfig, LogFormat, DEFAULT_ADMIN_LISTEN};
+pub use ops::{AdminConfig, LogConfig, LogFormat, TelemetryConfig, DEFAULT_ADMIN_LISTEN};
 pub use policy::{OverrideAction, OverrideConfig, PolicyConfig};
 pub use policy_rules::{
     compile_pattern, Access, BadPattern, EffectiveSection, Mode, SectionRuleConfig,
@@ -41,6 +41,7 @@ pub struct Config {
     pub state: StateConfig,
     pub admin: AdminConfig,
     pub log: LogConfig,
+    pub telemetry: TelemetryConfig,
 }
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -102,6 +103,7 @@ impl Config {
         self.policy.validate()?;
         self.admin.validate()?;
         self.log.validate()?;
+        self.telemetry.validate()?;
         self.validate_policy_rules()
     }
 }
