@@ -370,6 +370,7 @@ impl Bridge {
             turn_id: next.turn_id,
             prompt: next.text,
             model: next.model,
+            by: None,
         };
         tokio::spawn(me.start_turn(uri.to_owned(), turn));
     }
@@ -488,6 +489,7 @@ impl Backend for Bridge {
                 turn_id,
                 text,
                 model,
+                by,
             } => {
                 if let Some(me) = self.me.upgrade() {
                     let turn = TurnRequest {
@@ -495,6 +497,7 @@ impl Backend for Bridge {
                         turn_id,
                         prompt: text,
                         model,
+                        by: Some(by),
                     };
                     tokio::spawn(me.start_turn(session.to_owned(), turn));
                 }

@@ -20,6 +20,7 @@ use tokio::sync::oneshot;
 use super::actions::{OpenTool, TurnMapper};
 use super::effects::{Effects, Mirror, RuntimeCall};
 use super::input::{chat_request, runtime_answer};
+use crate::ahp::backend::Dispatcher;
 use crate::runtime::wire::{PermissionRequest, ToolOutcome, UserInputAnswer};
 
 /// A turn to run: started by a client, or by the host from the queue.
@@ -30,6 +31,8 @@ pub struct TurnRequest {
     pub prompt: String,
     /// The model the message chose, if any: the session switches to it.
     pub model: Option<String>,
+    /// Who started it (a queued message: nobody in particular).
+    pub by: Option<Dispatcher>,
 }
 
 /// A question of the runtime waiting for a client's answer; dropping it
