@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use ahp_copilot_bridge::config::{Config, LogConfig};
 use ahp_copilot_bridge::policy::Policy;
+use ahp_copilot_bridge::telemetry::traces::Traces;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -125,6 +126,18 @@ fn init_logs(cfg: &LogConfig) {
     ahp_copilot_bridge::telemetry::logs::init(cfg, None);
 }
 
+/// The log, with the trace exporter beside it when `[telemetry]
+/// otlp_endpoint` is set; shut it down once the async runtime is gone.
+fn init_telemetry(cfg: &Config) -> anyhow::Result<Option<Traces>> {
+    let Some((layer, traces)) = ahp_copilot_bridge::telemetry::traces::build(&cfg.telemetry)?
+    else {
+        init_logs(&cfg.log);
+        return Ok(None);
+    };
+    ahp_copilot_bridge::telemetry::logs::init(&cfg.log, Some(layer));
+    Ok(Some(traces))
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -145,12 +158,19 @@ fn main() -> ExitCode {
         Command::Serve { config, listen } => {
             ignore_sigxfsz();
             load(config.as_ref()).and_then(|mut cfg| {
-                init_logs(&cfg.log);
+                let traces = init_telemetry(&cfg)?;
                 if let Some(l) = listen {
                     cfg.server.listen = l;
                     cfg.validate()?;
                 }
-                runtime()?.block_on(ahp_copilot_bridge::cli::serve(Arc::new(cfg), config))
+                let served = runtime().and_then(|rt| {
+                    rt.block_on(ahp_copilot_bridge::cli::serve(Arc::new(cfg), config))
+                });
+                // The async workers are gone: the last spans are sent from here.
+                if let Some(t) = traces {
+                    t.shutdown();
+                }
+                served
             })
         }
         Command::Demo {

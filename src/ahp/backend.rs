@@ -17,6 +17,7 @@ pub enum ClientPhase {
         turn_id: String,
         text: String,
         model: Option<String>,
+        by: Dispatcher,
     },
     /// A client queued a message, or left one to steer the running turn.
     PendingMessageSet { chat: String, steering: bool },
@@ -40,38 +41,48 @@ pub enum ClientPhase {
     ActiveClientRemoved { client_id: String },
 }
 
+/// Who dispatched a client's action, as the agent may need it.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Dispatcher {
+    /// The name of the connection's principal (the operator's, from the config).
+    pub principal: String,
+    /// The W3C `traceparent` the `dispatchAction` carried in `_meta`.
+    pub traceparent: Option<String>,
+}
+
 impl ClientPhase {
-    /// The phase an applied action raises. Only a client's own actions start,
-    /// cancel, confirm or complete; the removal of an active client is raised
-    /// whoever dispatched it.
-    pub fn of(action: &StateAction, channel: &str, by_client: bool) -> Option<Self> {
-        Some(match action {
-            StateAction::SessionActiveClientRemoved(a) => Self::ActiveClientRemoved {
+    /// The phase an applied action raises; `by`: a client dispatched it.
+    /// Only a client's own actions start, cancel, confirm or complete; the
+    /// removal of an active client is raised whoever dispatched it.
+    pub fn of(action: &StateAction, channel: &str, by: Option<&Dispatcher>) -> Option<Self> {
+        Some(match (action, by) {
+            (StateAction::SessionActiveClientRemoved(a), _) => Self::ActiveClientRemoved {
                 client_id: a.client_id.clone(),
             },
-            _ if !by_client => return None,
-            StateAction::ChatTurnStarted(a) => Self::TurnStarted {
+            (_, None) => return None,
+            (StateAction::ChatTurnStarted(a), Some(by)) => Self::TurnStarted {
                 chat: channel.to_owned(),
                 turn_id: a.turn_id.clone(),
                 text: a.message.text.clone(),
                 model: a.message.model.as_ref().map(|m| m.id.clone()),
+                by: by.clone(),
             },
-            StateAction::ChatPendingMessageSet(a) => Self::PendingMessageSet {
+            (StateAction::ChatPendingMessageSet(a), _) => Self::PendingMessageSet {
                 chat: channel.to_owned(),
                 steering: a.kind == PendingMessageKind::Steering,
             },
-            StateAction::ChatTurnCancelled(_) => Self::TurnCancelled {
+            (StateAction::ChatTurnCancelled(_), _) => Self::TurnCancelled {
                 chat: channel.to_owned(),
             },
-            StateAction::ChatToolCallConfirmed(a) => Self::ToolCallConfirmed {
+            (StateAction::ChatToolCallConfirmed(a), _) => Self::ToolCallConfirmed {
                 tool_call_id: a.tool_call_id.clone(),
                 approved: a.approved,
             },
-            StateAction::ChatToolCallComplete(a) => Self::ToolCallCompleted {
+            (StateAction::ChatToolCallComplete(a), _) => Self::ToolCallCompleted {
                 tool_call_id: a.tool_call_id.clone(),
                 result: a.result.clone(),
             },
-            StateAction::ChatInputCompleted(a) => Self::InputCompleted(a.clone()),
+            (StateAction::ChatInputCompleted(a), _) => Self::InputCompleted(a.clone()),
             _ => return None,
         })
     }
@@ -128,27 +139,32 @@ mod tests {
     fn phases_of_actions() {
         let started = action(json!({"type": "chat/turnStarted", "turnId": "t",
             "startedAt": "2026-01-01T00:00:00Z", "message": {"text": "hi", "origin": {"kind": "user"}}}));
+        let by = Dispatcher {
+            principal: "local".into(),
+            traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
+        };
         assert_eq!(
-            ClientPhase::of(&started, "ahp-chat:/a", true),
+            ClientPhase::of(&started, "ahp-chat:/a", Some(&by)),
             Some(ClientPhase::TurnStarted {
                 chat: "ahp-chat:/a".into(),
                 turn_id: "t".into(),
                 text: "hi".into(),
                 model: None,
+                by: by.clone(),
             })
         );
         // The host's own actions raise nothing but a removal.
-        assert_eq!(ClientPhase::of(&started, "ahp-chat:/a", false), None);
+        assert_eq!(ClientPhase::of(&started, "ahp-chat:/a", None), None);
         let removed = action(json!({"type": "session/activeClientRemoved", "clientId": "c"}));
-        for by_client in [true, false] {
+        for by in [Some(&by), None] {
             assert_eq!(
-                ClientPhase::of(&removed, "ahp-session:/a", by_client),
+                ClientPhase::of(&removed, "ahp-session:/a", by),
                 Some(ClientPhase::ActiveClientRemoved {
                     client_id: "c".into()
                 })
             );
         }
         let title = action(json!({"type": "session/titleChanged", "title": "x"}));
-        assert_eq!(ClientPhase::of(&title, "ahp-session:/a", true), None);
+        assert_eq!(ClientPhase::of(&title, "ahp-session:/a", Some(&by)), None);
     }
 }

@@ -11,6 +11,7 @@
 //! - north -> south: the host's [`ClientPhase`]s and the turn's life, here;
 //! - south -> north: runtime events and requests, in [`runtime_side`];
 //! - what a turn maps to: [`actions`] (events), [`input`] (questions);
+//!   its spans: [`turn_trace`];
 //! - what a runtime session is bound to: [`binding`];
 //! - transforms: the router asks clients through [`transform_clients`] and
 //!   writes through [`audit_port`].
@@ -27,6 +28,7 @@ mod session;
 pub mod shutdown;
 pub mod transform_clients;
 pub mod turn;
+mod turn_trace;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -42,6 +44,7 @@ use self::registry::Registry;
 use self::session::DRAIN_LIMIT;
 use self::shutdown::{InFlight, SHUTTING_DOWN};
 use self::turn::{mirror_id, TurnRequest};
+use self::turn_trace::TurnSpans;
 use crate::ahp::backend::{Backend, ClientPhase};
 use crate::ahp::host::Host;
 use crate::config::Config;
@@ -216,9 +219,14 @@ impl Bridge {
             warn!(session = %uri, "the runtime did not go idle after a cancel within {DRAIN_LIMIT:?}; sending anyway");
         }
         let model = turn.model.as_deref();
+        let asked = turn
+            .model
+            .clone()
+            .unwrap_or_else(|| self.session_model(&uri));
+        let spans = TurnSpans::start(&uri, &turn.turn_id, &asked, turn.by.as_ref());
         if self
             .sessions
-            .with(&uri, |s| s.begin(&turn.turn_id, &turn.chat, model))
+            .with(&uri, |s| s.begin(&turn.turn_id, &turn.chat, model, spans))
             .is_none()
         {
             return;
@@ -405,6 +413,7 @@ impl Bridge {
             turn_id: next.turn_id,
             prompt: next.text,
             model: next.model,
+            by: None,
         };
         tokio::spawn(me.start_turn(uri.to_owned(), turn));
     }
@@ -523,6 +532,7 @@ impl Backend for Bridge {
                 turn_id,
                 text,
                 model,
+                by,
             } => {
                 if let Some(me) = self.me.upgrade() {
                     let turn = TurnRequest {
@@ -530,6 +540,7 @@ impl Backend for Bridge {
                         turn_id,
                         prompt: text,
                         model,
+                        by: Some(by),
                     };
                     tokio::spawn(me.start_turn(session.to_owned(), turn));
                 }

@@ -219,9 +219,17 @@ impl Bridge {
                 sections,
             } => {
                 let clients = HostClients(self.host());
+                // Asked during a turn (its first message, a model switch): its child.
+                let turn = self.sessions.with(&uri, |s| s.turn_span()).flatten();
                 let merged = self
                     .router
-                    .route(&clients, &uri, &session_id, &sections)
+                    .route_under(
+                        turn.as_ref().unwrap_or(&tracing::Span::none()),
+                        &clients,
+                        &uri,
+                        &session_id,
+                        &sections,
+                    )
                     .await;
                 RuntimeAnswer::Transformed(merged)
             }

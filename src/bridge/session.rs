@@ -14,6 +14,7 @@ use tokio::sync::{oneshot, watch};
 use super::binding::Binding;
 use super::effects::{Effects, RuntimeCall};
 use super::turn::RunningTurn;
+use super::turn_trace::TurnSpans;
 use crate::runtime::wire::{PermissionRequest, RuntimeEvent, ToolOutcome, UserInputAnswer};
 use crate::telemetry::TurnOutcome;
 
@@ -132,6 +133,14 @@ impl BridgedSession {
         matches!(self.turn, TurnState::Idle { .. })
     }
 
+    /// The span of the running turn (a handle to it).
+    pub fn turn_span(&self) -> Option<tracing::Span> {
+        match &self.turn {
+            TurnState::Running(t) => Some(t.span().clone()),
+            _ => None,
+        }
+    }
+
     /// The chat of the running turn.
     pub fn running_chat(&self) -> Option<&str> {
         match &self.turn {
@@ -158,12 +167,12 @@ impl BridgedSession {
 
     /// Starts a turn (the caller waited for `Idle`). Not bound yet: the
     /// message's model is the one to bind with, no switch.
-    pub fn begin(&mut self, turn_id: &str, chat: &str, model: Option<&str>) {
+    pub fn begin(&mut self, turn_id: &str, chat: &str, model: Option<&str>, spans: TurnSpans) {
         let stale_idle = matches!(self.turn, TurnState::Idle { stale_idle: true });
         if let (None, Some(m)) = (&self.bound, model) {
             self.model = Some(m.to_owned());
         }
-        let turn = RunningTurn::new(turn_id, chat, stale_idle);
+        let turn = RunningTurn::new(turn_id, chat, stale_idle, spans);
         self.set_turn(TurnState::Running(Box::new(turn)));
     }
 
@@ -415,10 +424,14 @@ impl BridgedSession {
 mod tests {
     use super::*;
 
+    fn spans() -> TurnSpans {
+        TurnSpans::start("ahp-session:/s", "t", "m", None)
+    }
+
     #[tokio::test]
     async fn a_waiter_sees_idle_that_comes_between_its_look_and_its_wait() {
         let mut s = BridgedSession::new("r".into(), 0, false);
-        s.begin("t", "ahp-chat:/x", None);
+        s.begin("t", "ahp-chat:/x", None, spans());
         let mut rx = s.idle_watch();
         assert!(!*rx.borrow_and_update());
         // Idle arrives before the waiter waits: the wait still ends at once.
@@ -433,19 +446,19 @@ mod tests {
     fn a_turn_after_an_error_expects_the_stale_idle() {
         let mut s = BridgedSession::new("r".into(), 0, false);
         let fx = &mut Effects::new("s", 0, "r");
-        s.begin("t1", "c", None);
+        s.begin("t1", "c", None, spans());
         let error = RuntimeEvent::Error {
             error_type: "model".into(),
             message: "500".into(),
         };
         s.on_event(&error, fx);
-        s.begin("t2", "c", None);
+        s.begin("t2", "c", None, spans());
         // The failed turn's late idle does not end t2.
         s.on_event(&RuntimeEvent::Idle, fx);
         assert_eq!(s.running_chat(), Some("c"));
         s.on_event(&RuntimeEvent::Idle, fx);
         assert!(s.is_idle());
-        s.begin("t3", "c", None);
+        s.begin("t3", "c", None, spans());
         s.on_event(&RuntimeEvent::Idle, fx);
         assert!(s.is_idle(), "no stale idle expected after a clean end");
     }

@@ -20,6 +20,8 @@ use tokio::sync::oneshot;
 use super::actions::{OpenTool, TurnMapper};
 use super::effects::{Effects, Mirror, RuntimeCall};
 use super::input::{chat_request, runtime_answer};
+use super::turn_trace::{Ending, TurnSpans};
+use crate::ahp::backend::Dispatcher;
 use crate::runtime::wire::RuntimeEvent;
 use crate::runtime::wire::{PermissionRequest, ToolOutcome, UserInputAnswer};
 use crate::telemetry::{metrics, TurnOutcome};
@@ -32,6 +34,8 @@ pub struct TurnRequest {
     pub prompt: String,
     /// The model the message chose, if any: the session switches to it.
     pub model: Option<String>,
+    /// Who started it (a queued message: nobody in particular).
+    pub by: Option<Dispatcher>,
 }
 
 /// A question of the runtime waiting for a client's answer; dropping it
@@ -66,6 +70,8 @@ pub(super) struct RunningTurn {
     client_tools: HashMap<String, ClientTool>,
     /// Questions awaiting a client's answer, by AHP request id.
     inputs: HashMap<String, PendingInput>,
+    /// The turn's span and its open children.
+    spans: TurnSpans,
 }
 
 /// The `inputNeeded` id of a tool call's mirror.
@@ -79,7 +85,7 @@ pub(super) fn needed_removed(id: String) -> StateAction {
 }
 
 impl RunningTurn {
-    pub fn new(turn_id: &str, chat: &str, stale_idle: bool) -> Self {
+    pub fn new(turn_id: &str, chat: &str, stale_idle: bool, spans: TurnSpans) -> Self {
         Self {
             mapper: TurnMapper::new(turn_id),
             started: Instant::now(),
@@ -91,7 +97,13 @@ impl RunningTurn {
             permissions: HashMap::new(),
             client_tools: HashMap::new(),
             inputs: HashMap::new(),
+            spans,
         }
+    }
+
+    /// The turn's span: the parent of its transforms.
+    pub fn span(&self) -> &tracing::Span {
+        self.spans.span()
     }
 
     fn elapsed_ms(&self) -> i64 {
@@ -129,6 +141,7 @@ impl RunningTurn {
             self.answered = true;
             metrics().first_token(self.started.elapsed());
         }
+        self.spans.on_event(event);
         let actions = self.mapper.map(event, self.elapsed_ms());
         fx.act(&self.chat, actions);
         self.mapper.ended
@@ -152,6 +165,13 @@ impl RunningTurn {
             let actions = self.mapper.error(kind, why, self.elapsed_ms());
             fx.act(&self.chat, actions);
         }
+        self.spans.end(match (outcome, failure) {
+            (TurnOutcome::Completed, _) => Ending::Completed,
+            (TurnOutcome::Cancelled, _) => Ending::Cancelled,
+            (TurnOutcome::Error, Some(kind)) => Ending::Error(kind),
+            // The runtime's own `session.error`: the spans saw it, with its kind.
+            (TurnOutcome::Error, None) => Ending::Completed,
+        });
         let waiting = self.permissions.keys().chain(self.client_tools.keys());
         let removals: Vec<StateAction> = waiting.map(|id| needed_removed(mirror_id(id))).collect();
         for r in removals {
@@ -202,6 +222,7 @@ impl RunningTurn {
         fx.act(&self.chat, actions);
         self.permissions
             .insert(tool_call_id.clone(), p.request_id.clone());
+        self.spans.permission_asked(&tool_call_id, &p.kind);
         fx.mirrors.push(Mirror {
             chat: self.chat.clone(),
             tool_call_id,
@@ -230,7 +251,9 @@ impl RunningTurn {
             message: &format!("Running {name}"),
         });
         fx.act(&self.chat, actions);
+        self.spans.tool_started(tool_call_id, name, "client");
         let Some(owner) = owner else {
+            self.spans.tool_ended(tool_call_id, "failure");
             let gone = self.mapper.complete_tool(
                 tool_call_id,
                 false,
@@ -278,6 +301,8 @@ impl RunningTurn {
             return;
         };
         fx.act_on_session(needed_removed(mirror_id(tool_call_id)));
+        let outcome = if result.success { "success" } else { "failure" };
+        self.spans.tool_ended(tool_call_id, outcome);
         let text = result
             .content
             .iter()
@@ -308,7 +333,9 @@ impl RunningTurn {
         if !approved {
             // A denied call is cancelled in AHP: the runtime's failure event must not complete it.
             self.mapper.mark_completed(tool_call_id);
+            self.spans.tool_ended(tool_call_id, "cancelled");
         }
+        self.spans.permission_answered(tool_call_id, approved);
         let Some(request_id) = self.permissions.remove(tool_call_id) else {
             return;
         };
@@ -341,6 +368,7 @@ impl RunningTurn {
             };
             let actions = self.mapper.complete_tool(id, false, why, "tool");
             fx.act(&self.chat, actions);
+            self.spans.tool_ended(id, "failure");
             fx.act_on_session(needed_removed(mirror_id(id)));
             let outcome = ToolOutcome {
                 error: Some(json!(error)),
@@ -380,13 +408,16 @@ impl RunningTurn {
         fx.act_on_session(StateAction::SessionInputNeededSet(Box::new(set)));
         self.inputs
             .insert(id.to_owned(), PendingInput { answer, choices });
+        self.spans.input_asked(id);
     }
 
     /// A client answered (or declined) a question of the runtime.
     pub fn input_completed(&mut self, completed: &ChatInputCompletedAction) {
         self.heard();
         if let Some(p) = self.inputs.remove(&completed.request_id) {
-            let _ = p.answer.send(runtime_answer(completed, &p.choices));
+            let answer = runtime_answer(completed, &p.choices);
+            self.spans.input_answered(&completed.request_id, &answer);
+            let _ = p.answer.send(answer);
         }
     }
 }

@@ -22,7 +22,7 @@ pub use customizations::{
     ClientMcpServers, ClientPlugins, Contents, CustomizationPolicy, CustomizationsConfig,
     DirectoryConfig, HostContainer, HostSource, McpServerConfig, PluginConfig,
 };
-pub use ops::{AdminConfig, LogConfig, LogFormat, DEFAULT_ADMIN_LISTEN};
+pub use ops::{AdminConfig, LogConfig, LogFormat, TelemetryConfig, DEFAULT_ADMIN_LISTEN};
 pub use policy::{OverrideAction, OverrideConfig, PolicyConfig};
 pub use policy_rules::{
     compile_pattern, Access, BadPattern, EffectiveSection, Mode, SectionRuleConfig,
@@ -47,6 +47,7 @@ pub struct Config {
     pub admin: AdminConfig,
     pub log: LogConfig,
     pub customizations: CustomizationsConfig,
+    pub telemetry: TelemetryConfig,
 }
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -110,6 +111,7 @@ impl Config {
         self.customizations.validate()?;
         self.policy.customizations.validate()?;
         self.log.validate()?;
+        self.telemetry.validate()?;
         self.validate_policy_rules()
     }
 }

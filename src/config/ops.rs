@@ -1,4 +1,5 @@
-//! `[admin]` (the health and metrics listener) and `[log]`.
+//! `[admin]` (the health and metrics listener), `[log]` and `[telemetry]`
+//! (the trace exporter).
 
 use std::net::SocketAddr;
 
@@ -95,6 +96,82 @@ impl LogConfig {
     }
 }
 
+/// `[telemetry]`: traces over OTLP/HTTP (protobuf). Nothing is built or
+/// exported while `otlp_endpoint` is unset.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// The collector's base URL, e.g. "http://127.0.0.1:4318"; spans go to
+    /// its `/v1/traces`. Plain `http://` only.
+    pub otlp_endpoint: Option<String>,
+    /// The resource's `service.name`.
+    pub service_name: String,
+    /// The share of turns traced when no client sent a sampled
+    /// `traceparent`, 0.0 to 1.0 (a client's decision is followed).
+    pub sample_ratio: f64,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self {
+            otlp_endpoint: None,
+            service_name: "ahp-copilot-bridge".into(),
+            sample_ratio: 1.0,
+        }
+    }
+}
+
+impl TelemetryConfig {
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(e) = &self.otlp_endpoint {
+            check_endpoint(e).map_err(|why| bad("telemetry.otlp_endpoint", why))?;
+        }
+        if self.service_name.trim().is_empty() {
+            return Err(bad("telemetry.service_name", "is empty"));
+        }
+        if !(0.0..=1.0).contains(&self.sample_ratio) {
+            return Err(bad(
+                "telemetry.sample_ratio",
+                format!("{} is not between 0.0 and 1.0", self.sample_ratio),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Where spans are posted: the endpoint's `/v1/traces`; `None`: nowhere.
+    pub fn traces_url(&self) -> Option<String> {
+        let base = self.otlp_endpoint.as_deref()?;
+        Some(format!("{}/v1/traces", base.trim_end_matches('/')))
+    }
+}
+
+/// An endpoint the bridge can post to: `http://HOST[:PORT][/PATH]`.
+fn check_endpoint(e: &str) -> Result<(), String> {
+    let like = "a URL like \"http://127.0.0.1:4318\"";
+    let Some(rest) = e.strip_prefix("http://") else {
+        return Err(format!(
+            "{e:?} is not {like} (only plain http: send to a local collector)"
+        ));
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    // `[::1]:4318`, `host:4318`, `host`.
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((h, tail)) => (h, tail.strip_prefix(':')),
+            None => ("", None),
+        },
+        None => match authority.split_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        },
+    };
+    let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok());
+    if host.is_empty() || !port_ok || rest.contains(['?', '#', ' ', '@']) {
+        return Err(format!("{e:?} is not {like}"));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use crate::config::Config;
@@ -126,5 +203,55 @@ mod tests {
             .validate()
             .unwrap_err();
         assert_eq!(e.key, "log.level");
+    }
+
+    #[test]
+    fn telemetry_is_off_unless_an_http_endpoint_is_set() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.telemetry.otlp_endpoint, None);
+        assert_eq!(c.telemetry.traces_url(), None);
+        assert_eq!(c.telemetry.service_name, "ahp-copilot-bridge");
+        assert_eq!(c.telemetry.sample_ratio, 1.0);
+        let c = Config::parse("[telemetry]\notlp_endpoint = \"http://127.0.0.1:4318/\"").unwrap();
+        c.validate().unwrap();
+        assert_eq!(
+            c.telemetry.traces_url().as_deref(),
+            Some("http://127.0.0.1:4318/v1/traces")
+        );
+        for ok in [
+            "http://collector",
+            "http://[::1]:4318",
+            "http://c:4318/otlp",
+        ] {
+            let c = Config::parse(&format!("[telemetry]\notlp_endpoint = {ok:?}")).unwrap();
+            c.validate().unwrap_or_else(|e| panic!("{ok}: {e}"));
+        }
+        for (key, text) in [
+            (
+                "telemetry.otlp_endpoint",
+                "otlp_endpoint = \"https://c:4318\"",
+            ),
+            (
+                "telemetry.otlp_endpoint",
+                "otlp_endpoint = \"127.0.0.1:4318\"",
+            ),
+            (
+                "telemetry.otlp_endpoint",
+                "otlp_endpoint = \"http://:4318\"",
+            ),
+            (
+                "telemetry.otlp_endpoint",
+                "otlp_endpoint = \"http://c:port\"",
+            ),
+            ("telemetry.sample_ratio", "sample_ratio = 1.5"),
+            ("telemetry.sample_ratio", "sample_ratio = -0.1"),
+            ("telemetry.service_name", "service_name = \" \""),
+        ] {
+            let e = Config::parse(&format!("[telemetry]\n{text}"))
+                .unwrap()
+                .validate()
+                .unwrap_err();
+            assert_eq!(e.key, key, "{text}");
+        }
     }
 }

@@ -1,11 +1,13 @@
 //! What an operator sees of the bridge: its metrics ([`metrics`], served
-//! at `/metrics`), its log lines ([`logs`]), and client strings made safe
-//! to log ([`Escaped`]). At the bottom of the layers: anything may count.
+//! at `/metrics`), its log lines ([`logs`]), its traces ([`traces`], sent
+//! to an OTLP collector), and client strings made safe to log
+//! ([`Escaped`]). At the bottom of the layers: anything may count.
 
 pub mod exposition;
 pub mod logs;
 pub mod metrics;
 mod process;
+pub mod traces;
 
 pub use metrics::{metrics, Refusal, TurnOutcome};
 

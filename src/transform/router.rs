@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tracing::{debug, info, warn};
+use tracing::{debug, info, warn, Span};
 
 use super::counted;
 use super::plan::{self, Oversize};
@@ -90,9 +90,25 @@ impl Router {
         self.policy.current()
     }
 
-    /// Routes one request; returns the content for every section asked.
+    /// Routes one request outside any trace; see [`Router::route_under`].
     pub async fn route(
         &self,
+        clients: &dyn TransformClients,
+        ahp_session: &str,
+        runtime_session: &str,
+        original: &Sections,
+    ) -> Sections {
+        let none = Span::none();
+        self.route_under(&none, clients, ahp_session, runtime_session, original)
+            .await
+    }
+
+    /// Routes one request; returns the content for every section asked.
+    /// Each owner asked gets a `systemMessageTransform` span under `parent`
+    /// (the turn's), naming the sections, the owner and the outcome.
+    pub async fn route_under(
+        &self,
+        parent: &Span,
         clients: &dyn TransformClients,
         ahp_session: &str,
         runtime_session: &str,
@@ -116,9 +132,14 @@ impl Router {
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let call = clients.ask(owner, ahp_session, &ask.shown, left);
             let policy = &*policy;
+            let span = ask_span(parent, owner, ids);
             async move {
                 let answer = call.await;
-                judge(policy, owner, allowed, ids, original, &ask, answer)
+                let judged = judge(policy, owner, allowed, ids, original, &ask, answer);
+                let failed = !judged.outcome.answered();
+                span.record("ahp.transform.outcome", judged.outcome.as_str());
+                span.record("otel.status_code", if failed { "ERROR" } else { "OK" });
+                judged
             }
         });
         let judged = futures_util::future::join_all(asks).await;
@@ -152,6 +173,20 @@ impl Router {
         }
         merged
     }
+}
+
+/// The span of one `systemMessageTransform` request to `owner`: open until
+/// its answer is judged. Section ids and the client id, never section text.
+fn ask_span(parent: &Span, owner: &str, ids: &BTreeSet<String>) -> Span {
+    let sections = ids.iter().map(String::as_str).collect::<Vec<_>>().join(",");
+    tracing::info_span!(
+        parent: parent,
+        "systemMessageTransform",
+        otel.status_code = tracing::field::Empty,
+        ahp.transform.owner = owner,
+        ahp.transform.sections = sections.as_str(),
+        ahp.transform.outcome = tracing::field::Empty,
+    )
 }
 
 /// The original sections with every accepted rewrite in place.

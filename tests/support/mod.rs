@@ -97,6 +97,22 @@ pub async fn dispatch_raw(c: &Client, channel: &str, seq: i64, action: Value) {
     .expect("dispatch");
 }
 
+/// As [`dispatch_raw`], with a `_meta` (e.g. a W3C `traceparent`).
+pub async fn dispatch_raw_with_meta(
+    c: &Client,
+    channel: &str,
+    seq: i64,
+    action: Value,
+    meta: Value,
+) {
+    c.notify(
+        "dispatchAction",
+        json!({"channel": channel, "clientSeq": seq, "action": action, "_meta": meta}),
+    )
+    .await
+    .expect("dispatch");
+}
+
 pub async fn create_session(c: &Client, uri: &str, active_client: Option<Value>) {
     let mut p = json!({"channel": uri, "provider": "copilot"});
     if let Some(a) = active_client {

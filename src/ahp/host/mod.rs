@@ -28,7 +28,7 @@ use self::sessions::{now_iso, Sessions, PROVIDER};
 use super::auth::access::check_action;
 use super::auth::tokens::Tokens;
 use super::auth::{Principal, Principals};
-use super::backend::{Backend, ClientPhase};
+use super::backend::{Backend, ClientPhase, Dispatcher};
 use super::protocol::actions::{parse_client_action, Action, Rejection};
 use super::protocol::params::DispatchAction;
 use super::protocol::uri::{channel_kind, working_directory, ChannelKind, ROOT_URI};
@@ -150,7 +150,7 @@ impl Host {
             let session = st.sessions.session_of(channel).map(String::from);
             (self.commit(&mut st, channel, &action, None), session)
         };
-        self.raise(session, &action.action, channel, false);
+        self.raise(session, &action.action, channel, None);
         Ok(seq)
     }
 
@@ -171,7 +171,11 @@ impl Host {
         match outcome {
             Ok((session, action)) => {
                 let channel = self.lock().sessions.resolve(&d.channel).to_owned();
-                self.raise(session, &action, &channel, true)
+                let by = Dispatcher {
+                    principal: principal.name.clone(),
+                    traceparent: d.traceparent,
+                };
+                self.raise(session, &action, &channel, Some(&by))
             }
             Err(reason) => {
                 let st = self.lock();
@@ -285,11 +289,17 @@ impl Host {
 
     /// Hands the backend the phase an applied action means, if any: the one
     /// place phases are raised (the lock is released by now).
-    fn raise(&self, session: Option<String>, action: &StateAction, channel: &str, by_client: bool) {
+    fn raise(
+        &self,
+        session: Option<String>,
+        action: &StateAction,
+        channel: &str,
+        by: Option<&Dispatcher>,
+    ) {
         let (Some(session), Some(backend)) = (session, self.backend()) else {
             return;
         };
-        if let Some(phase) = ClientPhase::of(action, channel, by_client) {
+        if let Some(phase) = ClientPhase::of(action, channel, by) {
             backend.phase(&session, phase);
         }
     }

@@ -232,6 +232,23 @@ pub struct DispatchAction {
     #[serde(default)]
     pub client_seq: i64,
     pub action: Value,
+    /// The W3C `traceparent` of `_meta`, the one thing read from it; a
+    /// `_meta` of another shape is ignored, never a reason to drop the action.
+    #[serde(rename = "_meta", default, deserialize_with = "traceparent")]
+    pub traceparent: Option<String>,
+}
+
+/// The longest `traceparent` kept (version 00 is 55 characters; later
+/// versions may append fields).
+const MAX_TRACEPARENT: usize = 256;
+
+fn traceparent<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    let meta = Value::deserialize(d)?;
+    Ok(meta
+        .get("traceparent")
+        .and_then(Value::as_str)
+        .filter(|t| t.len() <= MAX_TRACEPARENT && t.bytes().all(|b| b.is_ascii_graphic()))
+        .map(String::from))
 }
 
 /// The notifications a client sends.
@@ -332,6 +349,30 @@ mod tests {
             c.working_directories.unwrap(),
             vec!["file:///tmp".to_string()]
         );
+    }
+
+    #[test]
+    fn a_dispatch_keeps_only_a_traceparent_from_meta() {
+        let tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        let parse = |v: Value| match Notification::parse("dispatchAction", v) {
+            Some(Notification::DispatchAction(d)) => d,
+            other => panic!("{other:?}"),
+        };
+        let base = json!({"channel": "c", "action": {"type": "x"}});
+        assert_eq!(parse(base.clone()).traceparent, None);
+        let mut with = base.clone();
+        with["_meta"] = json!({"traceparent": tp, "other": 1});
+        assert_eq!(parse(with).traceparent.as_deref(), Some(tp));
+        // A `_meta` of another shape is ignored; the action still counts.
+        for meta in [
+            json!(5),
+            json!({"traceparent": 5}),
+            json!({"traceparent": "a\nb"}),
+        ] {
+            let mut odd = base.clone();
+            odd["_meta"] = meta;
+            assert_eq!(parse(odd).traceparent, None);
+        }
     }
 
     #[test]
