@@ -91,12 +91,57 @@ fn added(base: (Duration, Duration), bridged: (Duration, Duration)) {
     }
 }
 
+/// A collector that takes every export and answers 200, for `--traces`.
+fn discard_collector() -> String {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            let mut buf = vec![0u8; 1 << 20];
+            let mut seen = Vec::new();
+            // The head, then as many body bytes as it says.
+            while let Ok(n) = conn.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                seen.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&seen);
+                if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                    let len = head
+                        .lines()
+                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                        .unwrap_or(0);
+                    if body.len() >= len {
+                        break;
+                    }
+                }
+            }
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        }
+    });
+    url
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let iterations: usize = std::env::args()
         .nth(1)
         .and_then(|a| a.parse().ok())
         .unwrap_or(2000);
+    // `--traces`: every transform also makes (and exports) its spans, as a
+    // bridge with [telemetry] otlp_endpoint set does.
+    let _traces = std::env::args().any(|a| a == "--traces").then(|| {
+        let cfg = ahp_copilot_bridge::config::TelemetryConfig {
+            otlp_endpoint: Some(discard_collector()),
+            ..Default::default()
+        };
+        let (layer, traces) = ahp_copilot_bridge::telemetry::traces::build(&cfg).unwrap().unwrap();
+        let log = ahp_copilot_bridge::config::LogConfig { level: "warn".into(), ..Default::default() };
+        ahp_copilot_bridge::telemetry::logs::init(&log, Some(layer));
+        println!("with traces exported");
+        traces
+    });
     // Measured on a worker thread, where the bridge's own tasks run: the
     // main thread (block_on) would add a cross-thread wake-up to every await.
     tokio::spawn(run(iterations)).await.unwrap();

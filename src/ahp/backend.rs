@@ -35,6 +35,9 @@ pub enum ClientPhase {
     },
     /// A client answered (or declined) an input request.
     InputCompleted(ChatInputCompletedAction),
+    /// A client set (or replaced) its active-client entry: its plugins may
+    /// have changed.
+    ActiveClientSet { client_id: String },
     /// An active client left the session: it removed itself, unsubscribed, or
     /// its grace period ran out after it disconnected. Raised in one place,
     /// whatever removed it.
@@ -60,6 +63,9 @@ impl ClientPhase {
                 client_id: a.client_id.clone(),
             },
             (_, None) => return None,
+            (StateAction::SessionActiveClientSet(a), Some(_)) => Self::ActiveClientSet {
+                client_id: a.active_client.client_id.clone(),
+            },
             (StateAction::ChatTurnStarted(a), Some(by)) => Self::TurnStarted {
                 chat: channel.to_owned(),
                 turn_id: a.turn_id.clone(),
@@ -115,6 +121,22 @@ pub struct ActiveClientView {
     /// The sections its principal may transform: `None` for any the policy
     /// allows, empty without the `transform` role (or once it is gone).
     pub transform_sections: Option<BTreeSet<String>>,
+    /// The plugins it publishes (`customizations` of its entry).
+    pub plugins: Vec<ClientPlugin>,
+    /// Its principal, while it has one (connected or in its grace).
+    pub principal: Option<String>,
+    /// Whether its principal has the `customize` role.
+    pub may_customize: bool,
+}
+
+/// A plugin a client publishes, as the host reads it: where, and the
+/// version token that says when to read it again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientPlugin {
+    pub id: String,
+    pub uri: String,
+    pub name: String,
+    pub nonce: Option<String>,
 }
 
 /// A turn the host started from the queue, for the agent to run.

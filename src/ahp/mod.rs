@@ -8,10 +8,12 @@
 //! - [`auth`]: principals, roles, runtime tokens;
 //! - [`protocol`]: URIs, error codes, actions, typed params, versions;
 //! - [`extension`]: the `systemMessageTransform` extension's wire shapes;
+//! - [`customizations`]: skills, agents, rules, MCP servers in AHP's shapes;
 //! - [`backend`]: the seam to the agent.
 pub mod auth;
 pub mod backend;
 pub mod cmd;
+pub mod customizations;
 pub mod extension;
 pub mod files;
 pub mod host;

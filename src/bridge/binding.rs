@@ -161,6 +161,9 @@ mod tests {
                 .map(|t| serde_json::from_value(json!({"name": t, "description": "d"})).unwrap())
                 .collect(),
             opt_in: opt.iter().map(|s| s.to_string()).collect(),
+            plugins: vec![],
+            principal: None,
+            may_customize: false,
         }
     }
 

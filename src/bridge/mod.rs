@@ -579,6 +579,8 @@ impl Backend for Bridge {
                     s.fail_client_tools(gone, WHY, "client gone", fx);
                 })
             }
+            // Its plugins are read when the customizations come (issue 19).
+            ClientPhase::ActiveClientSet { .. } => {}
         }
     }
 }

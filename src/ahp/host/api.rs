@@ -11,7 +11,7 @@ use ahp_types::actions::{
     ChatPendingMessageRemovedAction, ChatTurnStartedAction, RootActiveSessionsChangedAction,
     SessionActiveClientRemovedAction, StateAction,
 };
-use ahp_types::state::{PendingMessageKind, ToolCallState};
+use ahp_types::state::{PendingMessageKind, SessionActiveClient, ToolCallState};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -21,7 +21,8 @@ use super::outbound::{Outbound, OutboundQueue};
 use super::sessions::{now_iso, NewSession};
 use super::{Host, State};
 use crate::ahp::auth::Principal;
-use crate::ahp::backend::{ActiveClientView, QueuedTurn};
+use crate::ahp::backend::{ActiveClientView, ClientPlugin, QueuedTurn};
+use crate::config::Role;
 use crate::ahp::protocol::actions::Action;
 use crate::ahp::protocol::errors::AhpError;
 use crate::ahp::protocol::uri::{channel_kind, working_directory, ChannelKind, ROOT_URI};
@@ -310,6 +311,15 @@ impl Host {
                     .clients
                     .principal_of_client(&c.client_id)
                     .map_or(Some(Default::default()), |p| p.transform_sections()),
+                plugins: client_plugins(c),
+                principal: st
+                    .clients
+                    .principal_of_client(&c.client_id)
+                    .map(|p| p.name.clone()),
+                may_customize: st
+                    .clients
+                    .principal_of_client(&c.client_id)
+                    .is_some_and(|p| p.has(Role::Customize)),
                 client_id: c.client_id.clone(),
                 tools: c.tools.clone(),
                 opt_in: st
@@ -447,6 +457,20 @@ impl Host {
         }
         Ok(restored.len())
     }
+}
+
+/// The plugins an active-client entry publishes.
+fn client_plugins(c: &SessionActiveClient) -> Vec<ClientPlugin> {
+    c.customizations
+        .iter()
+        .flatten()
+        .map(|p| ClientPlugin {
+            id: p.id.clone(),
+            uri: p.uri.clone(),
+            name: p.name.clone(),
+            nonce: p.nonce.clone(),
+        })
+        .collect()
 }
 
 fn is_active(st: &State, session: &str, client_id: &str) -> bool {

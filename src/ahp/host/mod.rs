@@ -81,6 +81,7 @@ impl Host {
                 "description": "The GitHub Copilot agent runtime, through ahp-copilot-bridge",
                 "models": models.iter().map(|m| json!({"id": m, "provider": PROVIDER, "name": m})).collect::<Vec<_>>(),
                 "protectedResources": super::auth::tokens::protected_resources(&cfg),
+                "customizations": super::customizations::configured(&cfg.customizations.containers()),
             }],
             "activeSessions": 0,
         }))
