@@ -282,6 +282,11 @@ mod tests {
                 && m.contains("retry in 0.1 s"),
             "{m}"
         );
+        let exposed = crate::telemetry::metrics().encode(false);
+        assert!(
+            exposed.contains("limit=\"actions_per_second\""),
+            "counted: {exposed}"
+        );
         // Another principal (here: one nobody configured) has its own bucket.
         l.take_action("someone-else").unwrap();
         tokio::time::advance(Duration::from_millis(99)).await;
