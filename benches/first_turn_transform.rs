@@ -220,6 +220,8 @@ async fn run(rounds: usize) {
     let mut cfg = Config::default();
     cfg.server.listen = "127.0.0.1:0".parse().unwrap();
     cfg.runtime.working_directory = Some(dir.path().to_owned());
+    // A load test, not a runaway client: more turns a minute than the default allows.
+    cfg.server.turns_per_minute = 1_000_000;
     let mut direct_cfg = cfg.clone();
     offline_runtime(&mut cfg, &model.base_url(), &dir.path().join("bridge"));
     cfg.audit.path = Some(dir.path().join("bridge/audit.jsonl"));

@@ -26,6 +26,7 @@ use futures_util::future::join_all;
 use serde_json::{json, Value};
 use support::e2e::{ready_session, run_turn};
 use support::process::status_kib;
+use support::process::LOAD_LIMITS;
 use support::process::{connect, BridgeProcess};
 
 fn prompt(i: usize) -> String {
@@ -50,7 +51,8 @@ async fn main() {
     let fake = PipeRuntime::start().await;
     let dir = tempfile::tempdir().unwrap();
     let runtime_toml = format!("connect = \"{}\"", fake.addr);
-    let start = || BridgeProcess::start_with_runtime(&model, dir.path(), "", &runtime_toml, None);
+    let start =
+        || BridgeProcess::start_with_runtime(&model, dir.path(), LOAD_LIMITS, &runtime_toml, None);
 
     let mut first = start();
     let empty = rss(&first);

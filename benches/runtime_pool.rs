@@ -31,6 +31,7 @@ use common::{busy_between, cpu_time, machine_ticks, ms, secs, thread_cpu};
 use futures_util::future::join_all;
 use serde_json::json;
 use support::e2e::{ready_session, wait_turn_end};
+use support::process::LOAD_LIMITS;
 use support::process::{children_of, descendants};
 use support::process::{connect, BridgeProcess};
 
@@ -149,7 +150,7 @@ impl Pool {
         let bridge = BridgeProcess::start_with_runtime(
             model,
             dir.path(),
-            "",
+            LOAD_LIMITS,
             &format!("processes = {processes}"),
             None,
         );

@@ -110,14 +110,19 @@ fn discard_collector() -> String {
                 if let Some((head, body)) = text.split_once("\r\n\r\n") {
                     let len = head
                         .lines()
-                        .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap_or(0)))
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse::<usize>().unwrap_or(0))
+                        })
                         .unwrap_or(0);
                     if body.len() >= len {
                         break;
                     }
                 }
             }
-            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            let _ = conn
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
         }
     });
     url
@@ -136,8 +141,13 @@ async fn main() {
             otlp_endpoint: Some(discard_collector()),
             ..Default::default()
         };
-        let (layer, traces) = ahp_copilot_bridge::telemetry::traces::build(&cfg).unwrap().unwrap();
-        let log = ahp_copilot_bridge::config::LogConfig { level: "warn".into(), ..Default::default() };
+        let (layer, traces) = ahp_copilot_bridge::telemetry::traces::build(&cfg)
+            .unwrap()
+            .unwrap();
+        let log = ahp_copilot_bridge::config::LogConfig {
+            level: "warn".into(),
+            ..Default::default()
+        };
         ahp_copilot_bridge::telemetry::logs::init(&log, Some(layer));
         println!("with traces exported");
         traces

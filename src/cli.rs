@@ -10,13 +10,18 @@ use crate::demo::model::ScriptedModel;
 
 /// Runs the host in front of the runtime until SIGTERM or SIGINT, then
 /// shuts down gracefully within `[server] shutdown_timeout`; SIGHUP reloads
-/// the policy of `config_path` (the file `cfg` was read from).
+/// the policy, principals and rate limits of `config_path` (the file `cfg`
+/// was read from).
 pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Result<()> {
     let limit = cfg.server.shutdown_timeout;
     let running = app::start(cfg.clone(), Agent::Copilot).await?;
     if running.bridge.is_some() {
-        let log = running.audit.as_ref().map(|a| a.log.clone());
-        crate::reload::on_sighup(config_path, cfg, running.policy.clone(), log)?;
+        let targets = crate::reload::Targets {
+            host: running.host.clone(),
+            policy: running.policy.clone(),
+            audit: running.audit.as_ref().map(|a| a.log.clone()),
+        };
+        crate::reload::on_sighup(config_path, cfg, targets)?;
     }
     if let Some(admin) = running.admin {
         eprintln!("admin on http://{admin} (/healthz, /readyz, /metrics)");

@@ -25,7 +25,8 @@ enum Command {
     /// Run the AHP host in front of the Copilot runtime.
     Serve {
         /// TOML config file (see config/bridge.toml); defaults apply without one.
-        /// SIGHUP re-reads its [policy].
+        /// SIGHUP re-reads its [policy], [[principals]], [server] token and
+        /// rate limits.
         #[arg(long)]
         config: Option<PathBuf>,
         /// Address to listen on; overrides [server] listen.

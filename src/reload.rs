@@ -1,9 +1,15 @@
-//! SIGHUP: re-read the config file and swap in its policy, atomically. A file
-//! that does not load keeps the old policy, and the log says why, naming the
-//! key. Only `[policy]` is taken from the new file: principals, listeners and
-//! the runtime are read at start (a restart applies them). The new policy
-//! applies to the next render: each session re-binds before its next turn
-//! (its binding names the policy hash), so the runtime renders again.
+//! SIGHUP: re-read the config file and put in force, each at once, its
+//! `[policy]`, its `[[principals]]` and `[server] token` (who may connect,
+//! and what each may do) and the rate limits (`[server]` defaults and each
+//! principal's own). A file that does not load changes nothing, and the
+//! log says why, naming the key. Listeners, the runtime and every other key
+//! are read at start (a restart applies them).
+//!
+//! The new policy applies to the next render: each session re-binds before
+//! its next turn (its binding names the policy hash), so the runtime renders
+//! again. New principals apply to the next upgrade; a connection whose
+//! credential no longer stands closes once its running turn ends (see
+//! `ahp/host/credentials.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,29 +17,46 @@ use std::sync::Arc;
 use tokio::signal::unix::{signal, SignalKind};
 use tracing::{info, warn};
 
+use crate::ahp::auth::Principals;
+use crate::ahp::host::Host;
 use crate::audit::log::AuditLog;
 use crate::config::Config;
 use crate::policy::{Policy, PolicySource};
 
-/// The policy of the file at `path`, with the principals of the running config.
-pub fn load_policy(path: &Path, running: &Config) -> anyhow::Result<Policy> {
-    let cfg = Config::load(path)?;
-    let principals = running.transform_principals();
-    if cfg.transform_principals() != principals {
-        warn!(path = %path.display(), "the file's principals differ from the running ones; principals are read at start only (restart to apply them)");
-    }
-    Ok(Policy::build(&cfg.policy, principals)?)
+/// What a reload puts in force: the file's config (its principals and
+/// limits) and its policy, built with those principals.
+pub struct Reloaded {
+    pub cfg: Config,
+    pub policy: Policy,
+}
+
+/// The file at `path`, checked as at startup against the address the
+/// bridge listens on now (`running`'s): a file that would leave a
+/// non-loopback listener without credentials is refused.
+pub fn load(path: &Path, running: &Config) -> anyhow::Result<Reloaded> {
+    let mut cfg = Config::load(path)?;
+    cfg.server.listen = running.server.listen;
+    cfg.validate()?;
+    let policy = Policy::build(&cfg.policy, cfg.transform_principals())?;
+    Ok(Reloaded { cfg, policy })
+}
+
+/// What SIGHUP changes, and where the outcome is written.
+pub struct Targets {
+    pub host: Arc<Host>,
+    pub policy: Arc<PolicySource>,
+    pub audit: Option<Arc<AuditLog>>,
 }
 
 /// Installs the SIGHUP handler now (so a signal that arrives once this
 /// returns is never the default "terminate"), and reloads on each one: the
-/// new policy is put in force for every reader of `source` at once, and
-/// written to `audit` as a `policy` record.
+/// new principals and limits are put in force in the host, the new policy
+/// for every reader of the policy source at once, written to the audit log
+/// as a `policy` record.
 pub fn on_sighup(
     path: Option<PathBuf>,
     running: Arc<Config>,
-    source: Arc<PolicySource>,
-    audit: Option<Arc<AuditLog>>,
+    targets: Targets,
 ) -> anyhow::Result<()> {
     let mut hangups = signal(SignalKind::hangup())?;
     tokio::spawn(async move {
@@ -42,25 +65,10 @@ pub fn on_sighup(
                 warn!("SIGHUP: serving without --config, there is no file to reload");
                 continue;
             };
-            match load_policy(path, &running) {
-                Ok(policy) => {
-                    let sha256 = policy.policy_sha256();
-                    let changed = source.replace(policy);
-                    info!(path = %path.display(), %sha256, changed, "policy reloaded");
-                    // The reload is evidence too: a `policy` record holding it.
-                    if let Some(log) = audit.clone() {
-                        let current = source.current();
-                        let written = tokio::task::spawn_blocking(move || {
-                            crate::app::audit_policy(&log, &current)
-                        })
-                        .await;
-                        if let Ok(Err(e)) | Err(e) = written.map_err(anyhow::Error::from) {
-                            warn!("the reloaded policy's audit record was not written: {e:#}");
-                        }
-                    }
-                }
+            match load(path, &running) {
+                Ok(new) => apply(path, new, &targets).await,
                 Err(e) => {
-                    warn!(path = %path.display(), "policy reload refused, the old policy stays: {e:#}")
+                    warn!(path = %path.display(), "reload refused, nothing changed: {e:#}")
                 }
             }
         }
@@ -68,12 +76,54 @@ pub fn on_sighup(
     Ok(())
 }
 
+/// Puts a loaded file in force: principals and limits first (a revoked
+/// token stops working at once), then the policy.
+async fn apply(path: &Path, new: Reloaded, targets: &Targets) {
+    let principals = Principals::from_config(&new.cfg);
+    let names = principals.names();
+    let done = targets.host.replace_credentials(principals, &new.cfg);
+    info!(path = %path.display(), ?names, closing = done.closing, "principals reloaded");
+    let sha256 = new.policy.policy_sha256();
+    let changed = targets.policy.replace(new.policy);
+    info!(path = %path.display(), %sha256, changed, "policy reloaded");
+    // The reload is evidence too: a `policy` record holding it.
+    if let Some(log) = targets.audit.clone() {
+        let current = targets.policy.current();
+        let written =
+            tokio::task::spawn_blocking(move || crate::app::audit_policy(&log, &current)).await;
+        if let Ok(Err(e)) | Err(e) = written.map_err(anyhow::Error::from) {
+            warn!("the reloaded policy's audit record was not written: {e:#}");
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn a_file_gives_its_policy_with_the_running_principals_or_a_named_error() {
+    fn a_listener_in_use_keeps_needing_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("bridge.toml");
+        let sha = "a".repeat(64);
+        std::fs::write(
+            &path,
+            format!(
+                "[[principals]]\nname = \"ide\"\ntoken_sha256 = \"{sha}\"\nroles = [\"observe\"]\n"
+            ),
+        )
+        .unwrap();
+        let mut running = Config::default();
+        running.server.listen = "0.0.0.0:8421".parse().unwrap();
+        assert!(load(&path, &running).is_ok());
+        // Every credential removed: the file alone would listen on loopback.
+        std::fs::write(&path, "[server]\nlisten = \"127.0.0.1:8421\"\n").unwrap();
+        let e = load(&path, &running).err().expect("refused").to_string();
+        assert!(e.contains("server.listen"), "{e}");
+    }
+
+    #[test]
+    fn a_file_gives_its_policy_with_its_own_principals_or_a_named_error() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("bridge.toml");
         let sha = "a".repeat(64);
@@ -86,17 +136,18 @@ mod tests {
             ),
         )
         .unwrap();
-        let p = load_policy(&path, &running).unwrap();
-        assert_eq!(p.rules("tone").deny.len(), 1);
+        let new = load(&path, &running).unwrap();
+        assert_eq!(new.policy.rules("tone").deny.len(), 1);
         assert_eq!(
-            p.policy_document()["transformPrincipals"],
-            serde_json::json!({"local": null}),
-            "principals are the running ones"
+            new.policy.policy_document()["transformPrincipals"],
+            serde_json::json!({"newcomer": null}),
+            "the file's principals"
         );
+        assert_eq!(new.cfg.principals[0].name, "newcomer");
         std::fs::write(&path, "[policy.sections.tone]\ndeny = ['(']\n").unwrap();
-        let e = load_policy(&path, &running).unwrap_err().to_string();
+        let e = load(&path, &running).err().expect("refused").to_string();
         assert!(e.contains("policy.sections.tone.deny[0]"), "{e}");
         std::fs::remove_file(&path).unwrap();
-        assert!(load_policy(&path, &running).is_err(), "a missing file");
+        assert!(load(&path, &running).is_err(), "a missing file");
     }
 }

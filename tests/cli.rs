@@ -86,6 +86,18 @@ fn the_commented_policy_rules_in_the_example_config_are_valid() {
 }
 
 #[test]
+fn the_example_config_states_the_default_rate_limits() {
+    use ahp_copilot_bridge::config::{Config, RateLimits};
+    let text = std::fs::read_to_string("config/bridge.toml").unwrap();
+    let cfg = Config::parse(&text).unwrap();
+    assert_eq!(cfg.default_rate_limits(), RateLimits::default());
+    assert!(
+        text.contains("max_sessions = 1000"),
+        "each key is written out"
+    );
+}
+
+#[test]
 fn bad_configs_exit_non_zero_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     for (text, needle) in [

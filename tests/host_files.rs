@@ -245,11 +245,11 @@ const NOBODY: &str = "nobody-token-0123456789";
 fn principal(name: &str, token: &str, roles: &[Role], all: bool) -> PrincipalConfig {
     PrincipalConfig {
         name: name.into(),
-        token_env: None,
         token_sha256: Some(sha256_hex(token.as_bytes())),
         roles: roles.to_vec(),
         sections: None,
         session_visibility: all.then_some(Visibility::All),
+        ..Default::default()
     }
 }
 

@@ -133,11 +133,11 @@ const BOB: &str = "bob-token-0123456789ab";
 fn principal(name: &str, token: &str) -> PrincipalConfig {
     PrincipalConfig {
         name: name.into(),
-        token_env: None,
         token_sha256: Some(sha256_hex(token.as_bytes())),
         roles: vec![Role::Observe, Role::Participate],
         sections: None,
         session_visibility: None,
+        ..Default::default()
     }
 }
 

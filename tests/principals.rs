@@ -23,11 +23,11 @@ const DASH: &str = "dash-token-0123456789ab";
 fn principal(name: &str, token: &str, roles: &[Role]) -> PrincipalConfig {
     PrincipalConfig {
         name: name.into(),
-        token_env: None,
         token_sha256: Some(sha256_hex(token.as_bytes())),
         roles: roles.to_vec(),
         sections: None,
         session_visibility: None,
+        ..Default::default()
     }
 }
 

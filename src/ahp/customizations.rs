@@ -35,21 +35,23 @@ pub fn host_uri(c: &HostContainer) -> String {
 pub fn host_container(c: &HostContainer, load: Option<CustomizationLoadState>) -> Customization {
     let (id, uri, name) = (c.id.clone(), host_uri(c), c.name.clone());
     match &c.source {
-        HostSource::Directory { contents, .. } => Customization::Directory(DirectoryCustomization {
-            id,
-            uri,
-            name,
-            icons: None,
-            range: None,
-            meta: None,
-            client_id: None,
-            load,
-            children: None,
-            enabled: true,
-            contents: contents_type(*contents),
-            // Files are read-only through AHP here.
-            writable: false,
-        }),
+        HostSource::Directory { contents, .. } => {
+            Customization::Directory(DirectoryCustomization {
+                id,
+                uri,
+                name,
+                icons: None,
+                range: None,
+                meta: None,
+                client_id: None,
+                load,
+                children: None,
+                enabled: true,
+                contents: contents_type(*contents),
+                // Files are read-only through AHP here.
+                writable: false,
+            })
+        }
         HostSource::Plugin { .. } => Customization::Plugin(PluginCustomization {
             id,
             uri,
@@ -63,18 +65,20 @@ pub fn host_container(c: &HostContainer, load: Option<CustomizationLoadState>) -
             enablement: None,
             version: None,
         }),
-        HostSource::McpServer { .. } => Customization::McpServer(Box::new(McpServerCustomization {
-            id,
-            uri,
-            name,
-            icons: None,
-            range: None,
-            meta: None,
-            enablement: None,
-            state: McpServerState::Stopped(McpServerStoppedState {}),
-            channel: None,
-            mcp_app: None,
-        })),
+        HostSource::McpServer { .. } => {
+            Customization::McpServer(Box::new(McpServerCustomization {
+                id,
+                uri,
+                name,
+                icons: None,
+                range: None,
+                meta: None,
+                enablement: None,
+                state: McpServerState::Stopped(McpServerStoppedState {}),
+                channel: None,
+                mcp_app: None,
+            }))
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! One typed configuration, read from TOML. Every key has a default that works
 //! on a developer's machine; validation names the bad key and says why. Who
-//! may connect is in [`principals`].
+//! may connect is in [`principals`]; how much each may do in [`limits`].
 
 use std::path::Path;
 use std::time::Duration;
@@ -9,6 +9,7 @@ use serde::{Deserialize, Deserializer};
 
 mod audit;
 mod customizations;
+mod limits;
 mod ops;
 mod policy;
 mod policy_rules;
@@ -22,6 +23,7 @@ pub use customizations::{
     ClientMcpServers, ClientPlugins, Contents, CustomizationPolicy, CustomizationsConfig,
     DirectoryConfig, HostContainer, HostSource, McpServerConfig, PluginConfig,
 };
+pub use limits::RateLimits;
 pub use ops::{AdminConfig, LogConfig, LogFormat, TelemetryConfig, DEFAULT_ADMIN_LISTEN};
 pub use policy::{OverrideAction, OverrideConfig, PolicyConfig};
 pub use policy_rules::{
@@ -104,6 +106,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_server()?;
         self.validate_principals()?;
+        self.validate_rate_limits()?;
         self.audit.validate()?;
         self.runtime.validate()?;
         self.policy.validate()?;

@@ -50,8 +50,9 @@ impl Role {
     }
 }
 
-/// One `[[principals]]` entry: a name, a credential, roles.
-#[derive(Debug, Clone, Deserialize)]
+/// One `[[principals]]` entry: a name, a credential, roles, and its own
+/// rate limits where they differ from `[server]`'s.
+#[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PrincipalConfig {
     pub name: String,
@@ -64,6 +65,11 @@ pub struct PrincipalConfig {
     pub sections: Option<Vec<String>>,
     /// Overrides `[server] session_visibility` for this principal.
     pub session_visibility: Option<Visibility>,
+    /// Override the `[server]` keys of the same names (see `super::limits`).
+    pub max_sessions: Option<u32>,
+    pub turns_per_minute: Option<u32>,
+    pub actions_per_second: Option<u32>,
+    pub actions_burst: Option<u32>,
 }
 
 impl Config {

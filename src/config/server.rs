@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{bad, duration, Config, ConfigError, Visibility};
+use super::{bad, duration, Config, ConfigError, RateLimits, Visibility};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -48,6 +48,14 @@ pub struct ServerConfig {
     pub shutdown_timeout: Duration,
     /// The largest file `resourceRead` returns; a larger one is refused (never truncated).
     pub max_resource_bytes: usize,
+    /// Per principal, unless its `[[principals]]` entry says otherwise: the
+    /// sessions it may own at once...
+    pub max_sessions: u32,
+    /// ...the turns it may start a minute...
+    pub turns_per_minute: u32,
+    /// ...and the actions it may dispatch a second, with a burst above that.
+    pub actions_per_second: u32,
+    pub actions_burst: u32,
 }
 
 impl Default for ServerConfig {
@@ -71,6 +79,10 @@ impl Default for ServerConfig {
             max_action_bytes: 256 * 1024,
             shutdown_timeout: Duration::from_secs(10),
             max_resource_bytes: 1024 * 1024,
+            max_sessions: RateLimits::default().max_sessions,
+            turns_per_minute: RateLimits::default().turns_per_minute,
+            actions_per_second: RateLimits::default().actions_per_second,
+            actions_burst: RateLimits::default().actions_burst,
         }
     }
 }

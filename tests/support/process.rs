@@ -4,7 +4,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,6 +20,24 @@ use super::DEADLINE;
 /// The one principal's token (roles `observe`, `participate` and `transform`).
 pub const TOKEN: &str = "exposure-token-0123456789";
 
+/// `[server]` keys for a load test: rate limits no benchmark reaches.
+pub const LOAD_LIMITS: &str = "max_sessions = 1000000\nturns_per_minute = 1000000\n\
+     actions_per_second = 1000000\nactions_burst = 1000000";
+
+/// One `[[principals]]` entry: `name`, the SHA-256 of `token`, `roles`, and
+/// `extra` keys (e.g. `turns_per_minute = 1`).
+pub fn principal_toml(name: &str, token: &str, roles: &[&str], extra: &str) -> String {
+    format!(
+        "[[principals]]\nname = {name:?}\ntoken_sha256 = \"{}\"\nroles = {roles:?}\n{extra}\n",
+        sha256_hex(token.as_bytes())
+    )
+}
+
+/// The principal every process has unless told otherwise: "ide", [`TOKEN`].
+pub fn ide_principal() -> String {
+    principal_toml("ide", TOKEN, &["observe", "participate", "transform"], "")
+}
+
 /// The bridge binary, serving until dropped (killed) or [`Self::terminate`]d.
 pub struct BridgeProcess {
     pub child: Child,
@@ -27,6 +45,9 @@ pub struct BridgeProcess {
     /// The admin listener (`/healthz`, `/readyz`, `/metrics`).
     pub admin: SocketAddr,
     log: Arc<Mutex<Vec<String>>>,
+    /// Its config file, and what follows `[server]` and the principals in it.
+    config: PathBuf,
+    tail: String,
     /// Owned when the caller gave no directory.
     _dir: Option<tempfile::TempDir>,
 }
@@ -69,33 +90,57 @@ impl BridgeProcess {
         runtime_toml: &str,
         nofile: Option<u32>,
     ) -> Self {
-        Self::start_configured(model, dir, server_toml, runtime_toml, "", nofile)
+        let tail = Self::tail(model, dir, runtime_toml);
+        Self::spawn(dir, server_toml, &ide_principal(), tail, nofile)
+    }
+
+    /// As [`Self::start_in`], with `principals_toml` (see
+    /// [`principal_toml`]) instead of the one "ide" principal.
+    pub fn start_with_principals(
+        model: &ScriptedModel,
+        dir: &Path,
+        server_toml: &str,
+        principals_toml: &str,
+    ) -> Self {
+        let tail = Self::tail(model, dir, "");
+        Self::spawn(dir, server_toml, principals_toml, tail, None)
     }
 
     /// As [`Self::start_in`], with `tables` (whole TOML tables, e.g.
     /// `[log]\nformat = "json"`) added to the config.
     pub fn start_with_tables(model: &ScriptedModel, dir: &Path, tables: &str) -> Self {
-        Self::start_configured(model, dir, "", "", tables, None)
+        let tail = Self::tail(model, dir, "") + "\n" + tables;
+        Self::spawn(dir, "", &ide_principal(), tail, None)
     }
 
-    fn start_configured(
-        model: &ScriptedModel,
-        dir: &Path,
-        server_toml: &str,
-        runtime_toml: &str,
-        tables: &str,
-        nofile: Option<u32>,
-    ) -> Self {
-        let toml = format!(
-            "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\n{server_toml}\n\
-             [[principals]]\nname = \"ide\"\ntoken_sha256 = \"{}\"\nroles = [\"observe\", \"participate\", \"transform\"]\n\
-             [audit]\npath = {:?}\n{}",
-            sha256_hex(TOKEN.as_bytes()),
+    /// The config after `[server]` and the principals: the audit log, the runtime.
+    fn tail(model: &ScriptedModel, dir: &Path, runtime_toml: &str) -> String {
+        format!(
+            "[audit]\npath = {:?}\n{}",
             dir.join("audit.jsonl").display().to_string(),
             offline_runtime_toml_with(model, dir, runtime_toml),
-        ) + "\n" + tables;
+        )
+    }
+
+    fn config_text(server_toml: &str, principals_toml: &str, tail: &str) -> String {
+        format!(
+            "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\n{server_toml}\n{principals_toml}\n{tail}"
+        )
+    }
+
+    fn spawn(
+        dir: &Path,
+        server_toml: &str,
+        principals_toml: &str,
+        tail: String,
+        nofile: Option<u32>,
+    ) -> Self {
         let path = dir.join("bridge.toml");
-        std::fs::write(&path, toml).unwrap();
+        std::fs::write(
+            &path,
+            Self::config_text(server_toml, principals_toml, &tail),
+        )
+        .unwrap();
         let bin = env!("CARGO_BIN_EXE_ahp-copilot-bridge");
         let mut cmd = match nofile {
             Some(n) => {
@@ -143,8 +188,61 @@ impl BridgeProcess {
             addr,
             admin,
             log,
+            config: path,
+            tail,
             _dir: None,
         }
+    }
+
+    /// Writes its config file anew with `server_toml` and `principals_toml`
+    /// (the audit log and the runtime as they were); nothing reads it until
+    /// [`Self::hangup`].
+    pub fn rewrite_config(&self, server_toml: &str, principals_toml: &str) {
+        let text = Self::config_text(server_toml, principals_toml, &self.tail);
+        std::fs::write(&self.config, text).unwrap();
+    }
+
+    /// Sends SIGHUP (without waiting for anything) and waits, up to the
+    /// deadline, for the first log line after it that contains `needle`.
+    pub async fn hangup(&self, needle: &str) -> String {
+        let mark = self.log.lock().unwrap().len();
+        let ok = Command::new("kill")
+            .arg("-HUP")
+            .arg(self.child.id().to_string())
+            .status()
+            .expect("kill runs")
+            .success();
+        assert!(ok, "kill -HUP {}", self.child.id());
+        self.wait_log(mark, needle).await
+    }
+
+    /// How many log lines there are so far: a mark for [`Self::wait_log`].
+    pub fn log_mark(&self) -> usize {
+        self.log.lock().unwrap().len()
+    }
+
+    /// Waits, up to the deadline, for a log line after `mark` that contains `needle`.
+    pub async fn wait_log(&self, mark: usize, needle: &str) -> String {
+        let started = Instant::now();
+        loop {
+            let found = self.log.lock().unwrap()[mark..]
+                .iter()
+                .find(|l| l.contains(needle))
+                .cloned();
+            if let Some(line) = found {
+                return line;
+            }
+            assert!(
+                started.elapsed() < DEADLINE,
+                "no log line with {needle:?} within {DEADLINE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Every log line so far.
+    pub fn all_log_lines(&self) -> Vec<String> {
+        self.log.lock().unwrap().clone()
     }
 
     pub fn log_lines(&self, needle: &str) -> Vec<String> {
@@ -277,7 +375,12 @@ pub fn alive(pid: u32) -> bool {
 
 /// A client of the process's principal, initialized as `client_id`.
 pub async fn connect(addr: SocketAddr, client_id: &str) -> Client {
-    let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{addr}/?tkn={TOKEN}"))
+    connect_as(addr, TOKEN, client_id).await
+}
+
+/// A client with `token`, initialized as `client_id`.
+pub async fn connect_as(addr: SocketAddr, token: &str, client_id: &str) -> Client {
+    let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{addr}/?tkn={token}"))
         .await
         .expect("ws connect");
     let c = Client::connect(t, ClientConfig::default()).await.unwrap();

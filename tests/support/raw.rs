@@ -93,3 +93,13 @@ pub async fn upgrade_status(addr: std::net::SocketAddr, origin: &str) -> u16 {
         Err(e) => panic!("upgrade failed: {e}"),
     }
 }
+
+/// The HTTP status of a WebSocket upgrade to `addr` carrying `?tkn=token`
+/// (101 when it is let in).
+pub async fn token_status(addr: std::net::SocketAddr, token: &str) -> u16 {
+    match tokio_tungstenite::connect_async(format!("ws://{addr}/?tkn={token}")).await {
+        Ok((_, resp)) => resp.status().as_u16(),
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => resp.status().as_u16(),
+        Err(e) => panic!("upgrade failed: {e}"),
+    }
+}

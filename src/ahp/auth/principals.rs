@@ -90,8 +90,47 @@ pub struct Principals {
     by_digest: Vec<([u8; 32], Arc<Principal>)>,
 }
 
+/// What a connection authenticated with: the SHA-256 of its token (none
+/// when no authentication is configured). The token itself is not kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Credential(Option<[u8; 32]>);
+
+/// Who an upgrade request authenticated as, and with what.
+#[derive(Debug, Clone)]
+pub struct Authenticated {
+    pub principal: Arc<Principal>,
+    pub credential: Credential,
+}
+
+/// Whether a connection's credential still stands after a reload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    Valid,
+    /// Its token names no principal any more (removed, or rotated).
+    Revoked,
+    /// Its token names the principal still, but its roles, allow-list or
+    /// visibility changed: the connection holds the old ones.
+    Changed,
+}
+
+impl Standing {
+    /// Why a connection closes: the reason of its WebSocket Close.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::Valid => "",
+            Self::Revoked => "credential revoked by reload",
+            Self::Changed => "principal changed by reload; reconnect",
+        }
+    }
+}
+
 fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
+}
+
+/// Compares two digests in constant time.
+fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 impl Principals {
@@ -130,21 +169,62 @@ impl Principals {
         !self.by_digest.is_empty()
     }
 
-    /// The principal a token names. Digests are compared in constant time,
-    /// each against every principal, so timing tells nothing.
-    pub fn authenticate(&self, token: Option<&str>) -> Option<Arc<Principal>> {
+    /// How many principals a token can name.
+    pub fn len(&self) -> usize {
+        self.by_digest.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_digest.is_empty()
+    }
+
+    /// The principal a token names, and the credential it names it by.
+    /// Digests are compared in constant time, each against every
+    /// principal, so timing tells nothing.
+    pub fn authenticate(&self, token: Option<&str>) -> Option<Authenticated> {
         if !self.auth_required() {
-            return Some(Arc::new(Principal::local()));
+            return Some(Authenticated {
+                principal: Arc::new(Principal::local()),
+                credential: Credential(None),
+            });
         }
         let given = digest(token?);
+        let principal = self.named_by(&given)?;
+        Some(Authenticated {
+            principal,
+            credential: Credential(Some(given)),
+        })
+    }
+
+    fn named_by(&self, given: &[u8; 32]) -> Option<Arc<Principal>> {
         let mut found = None;
         for (d, p) in &self.by_digest {
-            let diff = d.iter().zip(given).fold(0u8, |acc, (a, b)| acc | (a ^ b));
-            if diff == 0 {
+            if same(d, given) {
                 found = Some(p.clone());
             }
         }
         found
+    }
+
+    /// Whether a connection authenticated as `a` would be let in as the
+    /// same principal today.
+    pub fn standing(&self, a: &Authenticated) -> Standing {
+        let now = match a.credential.0 {
+            None if !self.auth_required() => Some(Arc::new(Principal::local())),
+            None => None,
+            Some(d) => self.named_by(&d),
+        };
+        match now {
+            None => Standing::Revoked,
+            Some(p) if p.name != a.principal.name => Standing::Revoked,
+            Some(p) if *p != *a.principal => Standing::Changed,
+            Some(_) => Standing::Valid,
+        }
+    }
+
+    /// The names of every principal a token can name.
+    pub fn names(&self) -> Vec<String> {
+        self.by_digest.iter().map(|(_, p)| p.name.clone()).collect()
     }
 }
 
@@ -157,23 +237,22 @@ mod tests {
     fn tokens_name_principals_and_roles_limit_them() {
         let mut cfg = Config::default();
         cfg.server.token = Some("0123456789abcdef-server".into());
-        cfg.principals.push(PrincipalConfig {
-            name: "policy".into(),
-            token_env: None,
-            token_sha256: Some(hex::encode(digest("0123456789abcdef-policy"))),
-            roles: vec![Role::Transform],
-            sections: Some(vec!["tone".into()]),
-            session_visibility: Some(Visibility::All),
-        });
+        cfg.principals.push(policy_principal(&["tone"]));
         let ps = Principals::from_config(&cfg);
         assert!(ps.auth_required());
         assert!(ps.authenticate(None).is_none());
         assert!(ps.authenticate(Some("wrong-token-0123456")).is_none());
-        let server = ps.authenticate(Some("0123456789abcdef-server")).unwrap();
+        let server = ps
+            .authenticate(Some("0123456789abcdef-server"))
+            .unwrap()
+            .principal;
         assert_eq!(server.name, TOKEN_PRINCIPAL);
         assert!(Role::ALL.iter().all(|r| server.has(*r)));
         assert!(server.sees("someone"), "every role, admin included");
-        let policy = ps.authenticate(Some("0123456789abcdef-policy")).unwrap();
+        let policy = ps
+            .authenticate(Some("0123456789abcdef-policy"))
+            .unwrap()
+            .principal;
         assert!(policy.sees("someone"));
         let e = policy
             .require(Role::Participate, "start a turn")
@@ -189,6 +268,54 @@ mod tests {
         );
         // No credentials configured: one local principal that may do everything.
         let open = Principals::from_config(&Config::default());
-        assert_eq!(open.authenticate(None).unwrap().name, "local");
+        assert_eq!(open.authenticate(None).unwrap().principal.name, "local");
+    }
+
+    fn policy_principal(sections: &[&str]) -> PrincipalConfig {
+        PrincipalConfig {
+            name: "policy".into(),
+            token_sha256: Some(hex::encode(digest("0123456789abcdef-policy"))),
+            roles: vec![Role::Transform],
+            sections: Some(sections.iter().map(|s| s.to_string()).collect()),
+            session_visibility: Some(Visibility::All),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_reload_keeps_revokes_or_changes_a_credential() {
+        let mut cfg = Config::default();
+        cfg.server.token = Some("0123456789abcdef-server".into());
+        cfg.principals.push(policy_principal(&["tone"]));
+        let before = Principals::from_config(&cfg);
+        let server = before
+            .authenticate(Some("0123456789abcdef-server"))
+            .unwrap();
+        let policy = before
+            .authenticate(Some("0123456789abcdef-policy"))
+            .unwrap();
+        assert_eq!(before.standing(&server), Standing::Valid);
+        // The server token rotated, the policy service's allow-list widened.
+        cfg.server.token = Some("0123456789abcdef-rotated".into());
+        cfg.principals[0] = policy_principal(&["tone", "custom_instructions"]);
+        let after = Principals::from_config(&cfg);
+        assert_eq!(after.standing(&server), Standing::Revoked);
+        assert_eq!(after.standing(&policy), Standing::Changed);
+        assert!(after
+            .authenticate(Some("0123456789abcdef-server"))
+            .is_none());
+        let again = after.authenticate(Some("0123456789abcdef-policy")).unwrap();
+        assert_eq!(after.standing(&again), Standing::Valid);
+        // The same token now naming another principal is not the same credential.
+        cfg.principals[0].name = "renamed".into();
+        assert_eq!(
+            Principals::from_config(&cfg).standing(&again),
+            Standing::Revoked
+        );
+        // From no credentials to some: the local connections lose their standing.
+        let open = Principals::from_config(&Config::default());
+        let local = open.authenticate(None).unwrap();
+        assert_eq!(open.standing(&local), Standing::Valid);
+        assert_eq!(after.standing(&local), Standing::Revoked);
     }
 }

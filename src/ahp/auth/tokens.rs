@@ -39,4 +39,10 @@ impl Tokens {
         let g = self.0.lock().unwrap_or_else(|e| e.into_inner());
         g.get(principal).cloned()
     }
+
+    /// Forgets the tokens of principals not in `names` (a reload removed them).
+    pub fn retain(&self, names: &[String]) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.retain(|p, _| names.contains(p));
+    }
 }

@@ -20,23 +20,25 @@ use super::clients::ConnId;
 use super::outbound::{Outbound, OutboundQueue};
 use super::sessions::{now_iso, NewSession};
 use super::{Host, State};
-use crate::ahp::auth::Principal;
+use crate::ahp::auth::{Authenticated, Principal};
 use crate::ahp::backend::{ActiveClientView, ClientPlugin, QueuedTurn};
-use crate::config::Role;
 use crate::ahp::protocol::actions::Action;
 use crate::ahp::protocol::errors::AhpError;
 use crate::ahp::protocol::uri::{channel_kind, working_directory, ChannelKind, ROOT_URI};
+use crate::config::Role;
 use crate::jsonrpc::{ErrorCode, Peer, RpcError};
 use crate::store::Store;
 use crate::telemetry::metrics;
 
 /// A registered connection: its id, its peer for host -> client calls, its
-/// outbound queue and the receiving end the writer drains.
+/// outbound queue and the receiving end the writer drains; `closing` is
+/// cancelled when the host closes it (see [`Host::close_reason`]).
 pub struct Connected {
     pub conn: ConnId,
     pub peer: Arc<Peer>,
     pub out: Outbound,
     pub queue: OutboundQueue,
+    pub closing: CancellationToken,
 }
 
 pub(super) fn not_found(what: impl std::fmt::Display) -> RpcError {
@@ -49,9 +51,9 @@ pub(super) fn not_found(what: impl std::fmt::Display) -> RpcError {
 impl Host {
     // ── connections ──────────────────────────────────────────────────────
 
-    /// Registers a new connection of `principal`; `kill` drops it at once
-    /// (a client that does not read).
-    pub fn connect(&self, kill: CancellationToken, principal: Arc<Principal>) -> Connected {
+    /// Registers a new connection, authenticated as `auth`; `kill` drops it
+    /// at once (a client that does not read).
+    pub fn connect(&self, kill: CancellationToken, auth: Authenticated) -> Connected {
         let mut st = self.lock();
         let server = &self.cfg.server;
         let id = st.clients.next_id();
@@ -59,13 +61,17 @@ impl Host {
             Outbound::new(server.outbound_queue, server.outbound_queue_bytes, kill, id);
         let o = out.clone();
         let peer = Peer::new(move |text| o.send(text));
-        let conn = st.clients.add(principal, out.clone(), peer.clone());
+        let closing = CancellationToken::new();
+        let conn = st
+            .clients
+            .add(auth, out.clone(), peer.clone(), closing.clone());
         self.connections.send_replace(st.clients.len());
         Connected {
             conn,
             peer,
             out,
             queue,
+            closing,
         }
     }
 
@@ -165,6 +171,7 @@ impl Host {
         let (uri, owner) = (new.uri.clone(), new.owner.clone());
         {
             let mut st = self.lock();
+            self.may_add_session(&st, conn, &owner)?;
             if st.sessions.insert(new).is_err() {
                 return Err(RpcError::new(
                     AhpError::SessionAlreadyExists,
@@ -196,6 +203,22 @@ impl Host {
         Ok(())
     }
 
+    /// Whether `conn`, of principal `owner`, may add a session now: not
+    /// with a revoked credential, nor at its `max_sessions`.
+    fn may_add_session(&self, st: &State, conn: ConnId, owner: &str) -> Result<(), RpcError> {
+        if let Some(standing) = st.clients.revoked(conn) {
+            return Err(RpcError::new(
+                AhpError::PermissionDenied,
+                format!("{}: this connection starts nothing new", standing.reason()),
+            ));
+        }
+        let owned = st.sessions.count_owned_by(owner);
+        self.limits.check_sessions(owner, owned).map_err(|l| {
+            RpcError::new(AhpError::PermissionDenied, l.to_string())
+                .with_data(json!({"limit": l.limit.key()}))
+        })
+    }
+
     /// `disposeSession`: its owner, or an admin, removes it.
     pub fn remove_session(&self, principal: &Principal, uri: &str) -> Result<(), RpcError> {
         {
@@ -216,6 +239,8 @@ impl Host {
             st.clients.forget_channel(uri);
             st.clients.forget_channel(&chat);
             self.durable.forget(uri);
+            // A turn that ran there is over: a revoked connection may be waiting on it.
+            self.boundaries.send_modify(|n| *n += 1);
             self.notify_root(
                 &st,
                 &owner,

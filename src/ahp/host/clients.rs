@@ -1,13 +1,16 @@
 //! Connections and the client ids bound to them: each connection's
-//! principal, outbound queue, peer and subscriptions; which connection a
-//! client id is bound to now (its presence), kept while it is connected or
-//! inside its grace period, then free again. Changed only here.
+//! principal and the credential it authenticated with, outbound queue, peer
+//! and subscriptions; which connection a client id is bound to now (its
+//! presence), kept while it is connected or inside its grace period, then
+//! free again; which connections a reload revoked. Changed only here.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
+use tokio_util::sync::CancellationToken;
+
 use super::outbound::Outbound;
-use crate::ahp::auth::Principal;
+use crate::ahp::auth::{Authenticated, Principal, Principals, Standing};
 use crate::ahp::protocol::errors::AhpError;
 use crate::ahp::protocol::versions::Version;
 use crate::jsonrpc::{ErrorCode, Peer, RpcError};
@@ -22,7 +25,7 @@ pub(super) struct Clients {
 
 /// One client connection.
 struct Conn {
-    principal: Arc<Principal>,
+    auth: Authenticated,
     out: Outbound,
     peer: Arc<Peer>,
     client_id: Option<String>,
@@ -30,6 +33,18 @@ struct Conn {
     /// The protocol line it negotiated (at `initialize`, or the client's
     /// earlier one at `reconnect`).
     version: Version,
+    /// Cancelled when the host closes it (a revoked credential).
+    closing: CancellationToken,
+    /// Set once a reload revoked its credential: it closes when its running
+    /// turn ends, and starts nothing new meanwhile.
+    revoked: Option<Standing>,
+}
+
+/// A connection a reload revoked: it closes once its running turn ends.
+pub(super) struct Revoked {
+    pub conn: ConnId,
+    pub closing: CancellationToken,
+    pub standing: Standing,
 }
 
 /// Where a client id is connected now, and whose it is.
@@ -70,16 +85,24 @@ impl Clients {
         self.next
     }
 
-    pub fn add(&mut self, principal: Arc<Principal>, out: Outbound, peer: Arc<Peer>) -> ConnId {
+    pub fn add(
+        &mut self,
+        auth: Authenticated,
+        out: Outbound,
+        peer: Arc<Peer>,
+        closing: CancellationToken,
+    ) -> ConnId {
         let conn = self.next;
         self.next += 1;
         let c = Conn {
-            principal,
+            auth,
             out,
             peer,
             client_id: None,
             subs: HashSet::new(),
             version: Version::default(),
+            closing,
+            revoked: None,
         };
         self.conns.insert(conn, c);
         conn
@@ -150,7 +173,7 @@ impl Clients {
         let Some(p) = self.presence.get(client_id) else {
             return Ok(());
         };
-        if p.principal.name != c.principal.name {
+        if p.principal.name != c.auth.principal.name {
             return Err(RpcError::new(
                 AhpError::Conflict,
                 format!("clientId {client_id:?} belongs to another principal"),
@@ -179,11 +202,13 @@ impl Clients {
             .presence
             .entry(client_id.to_owned())
             .or_insert(Presence {
-                principal: c.principal.clone(),
+                principal: c.auth.principal.clone(),
                 conn: None,
                 generation: 0,
                 version: Version::default(),
             });
+        // The same name (check_bind), but perhaps reloaded since: the newest stands.
+        p.principal = c.auth.principal.clone();
         p.conn = Some(conn);
         p.generation += 1;
         if let Some(v) = version {
@@ -200,11 +225,35 @@ impl Clients {
     /// The client id and principal of an initialized connection.
     pub fn identity(&self, conn: ConnId) -> Option<(&str, &Arc<Principal>)> {
         let c = self.conns.get(&conn)?;
-        Some((c.client_id.as_deref()?, &c.principal))
+        Some((c.client_id.as_deref()?, &c.auth.principal))
     }
 
     pub fn principal(&self, conn: ConnId) -> Option<&Arc<Principal>> {
-        self.conns.get(&conn).map(|c| &c.principal)
+        self.conns.get(&conn).map(|c| &c.auth.principal)
+    }
+
+    /// Marks each connection `principals` would no longer let in as the
+    /// same principal (once: one marked before is not returned again).
+    pub fn revoke(&mut self, principals: &Principals) -> Vec<Revoked> {
+        let mut out = Vec::new();
+        for (conn, c) in &mut self.conns {
+            let standing = principals.standing(&c.auth);
+            if standing == Standing::Valid || c.revoked.is_some() {
+                continue;
+            }
+            c.revoked = Some(standing);
+            out.push(Revoked {
+                conn: *conn,
+                closing: c.closing.clone(),
+                standing,
+            });
+        }
+        out
+    }
+
+    /// Why `conn` is closing, if a reload revoked its credential.
+    pub fn revoked(&self, conn: ConnId) -> Option<Standing> {
+        self.conns.get(&conn)?.revoked
     }
 
     pub fn client_id(&self, conn: ConnId) -> Option<&str> {
@@ -261,7 +310,7 @@ impl Clients {
             .values()
             .filter(move |c| c.subs.contains(channel))
             .map(|c| Subscriber {
-                principal: &c.principal,
+                principal: &c.auth.principal,
                 out: &c.out,
                 version: c.version,
                 client_id: c.client_id.as_deref(),

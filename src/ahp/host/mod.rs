@@ -4,7 +4,9 @@
 //! [`durable::Durable`]: the store), and the one path every action takes:
 //! check, apply with the official reducer, sequence, keep for replay,
 //! broadcast, store at a boundary, then raise the phase it means to the
-//! backend. The operations commands and the backend call are in [`api`].
+//! backend. The operations commands and the backend call are in [`api`];
+//! a reload of who may connect, and the closing of revoked connections, in
+//! [`credentials`].
 //!
 //! The lock is a `std::sync::Mutex`, never held across an await: sends to
 //! clients are queued without waiting (see [`outbound`]), so a slow client
@@ -13,7 +15,7 @@
 
 use crate::telemetry::Escaped;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use ahp_types::actions::{ActionOrigin, StateAction};
 use ahp_types::state::RootState;
@@ -26,6 +28,7 @@ use self::outbound::DeltaKey;
 use self::replay::ActionLog;
 use self::sessions::{now_iso, Sessions, PROVIDER};
 use super::auth::access::check_action;
+use super::auth::limits::Limits;
 use super::auth::tokens::Tokens;
 use super::auth::{Principal, Principals};
 use super::backend::{Backend, ClientPhase, Dispatcher};
@@ -39,6 +42,7 @@ use crate::policy::PolicyReader;
 
 pub mod api;
 pub mod clients;
+mod credentials;
 mod durable;
 pub mod outbound;
 mod replay;
@@ -49,7 +53,10 @@ pub use sessions::NewSession;
 
 pub struct Host {
     cfg: Arc<Config>,
-    principals: Principals,
+    /// Who may connect; a reload replaces it ([`credentials`]).
+    principals: RwLock<Arc<Principals>>,
+    /// How much each principal may do, and what it has used.
+    limits: Limits,
     /// The policy in force: the catalogue advertises its hidden sections.
     policy: PolicyReader,
     state: Mutex<State>,
@@ -61,6 +68,9 @@ pub struct Host {
     tokens: Tokens,
     /// How many connections are open, for a shutdown to wait on.
     connections: tokio::sync::watch::Sender<usize>,
+    /// Bumped at every turn end (and other boundaries), for a revoked
+    /// connection waiting on its running turn.
+    boundaries: tokio::sync::watch::Sender<u64>,
     grace_timers_fired: AtomicU64,
 }
 
@@ -87,7 +97,8 @@ impl Host {
         }))
         .expect("static root state");
         Arc::new(Self {
-            principals: Principals::from_config(&cfg),
+            principals: RwLock::new(Arc::new(Principals::from_config(&cfg))),
+            limits: Limits::from_config(&cfg),
             policy,
             cfg,
             state: Mutex::new(State {
@@ -100,6 +111,7 @@ impl Host {
             tokens: Tokens::default(),
             models,
             connections: tokio::sync::watch::Sender::new(0),
+            boundaries: tokio::sync::watch::Sender::new(0),
             grace_timers_fired: AtomicU64::new(0),
         })
     }
@@ -113,9 +125,12 @@ impl Host {
         self.policy.current().hidden_sections()
     }
 
-    /// Who may connect.
-    pub fn principals(&self) -> &Principals {
-        &self.principals
+    /// Who may connect, now.
+    pub fn principals(&self) -> Arc<Principals> {
+        self.principals
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The models a session may choose, the default first.
@@ -166,7 +181,7 @@ impl Host {
             client_id: client_id.clone(),
             client_seq: d.client_seq,
         };
-        let outcome = self.client_action(&principal, &origin, &d);
+        let outcome = self.client_action(conn, &principal, &origin, &d);
         debug!(principal = %principal.name, client = %Escaped(&client_id), channel = ?d.channel,
             action = ?d.action.get("type"), allowed = outcome.is_ok(), refusal = ?outcome.as_ref().err(), "authorization");
         match outcome {
@@ -200,10 +215,15 @@ impl Host {
     /// and the action, to raise once the lock is released.
     fn client_action(
         &self,
+        conn: ConnId,
         principal: &Principal,
         origin: &ActionOrigin,
         d: &DispatchAction,
     ) -> Result<(Option<String>, StateAction), Rejection> {
+        // Every action counts, refused or not: a runaway client is slowed first.
+        self.limits
+            .take_action(&principal.name)
+            .map_err(|l| Rejection(l.to_string()))?;
         let kind = channel_kind(&d.channel);
         let bytes = d.action.to_string().len();
         if bytes > self.cfg.server.max_action_bytes {
@@ -225,7 +245,25 @@ impl Host {
             return Err(Rejection(format!("no such channel {:?}", d.channel)));
         }
         check_own(&st.sessions, &channel, &origin.client_id, &action.action)?;
+        let turn = starts_turn(&action.action);
+        if turn {
+            if let Some(standing) = st.clients.revoked(conn) {
+                return Err(Rejection(format!(
+                    "{}: no new turns; this connection closes once its running turn ends",
+                    standing.reason()
+                )));
+            }
+            self.limits
+                .check_turn(&principal.name)
+                .map_err(|l| Rejection(l.to_string()))?;
+        }
         st.sessions.apply(&channel, &action)?;
+        if turn {
+            self.limits.take_turn(&principal.name);
+        }
+        if let StateAction::ChatTurnStarted(a) = &action.action {
+            st.sessions.started(&channel, &a.turn_id, &origin.client_id);
+        }
         let session = st.sessions.session_of(&channel).map(String::from);
         self.commit(&mut st, &channel, &action, Some(origin));
         Ok((session, action.action))
@@ -284,6 +322,7 @@ impl Host {
                 st.sessions.touch(&session, now_iso());
                 self.durable.save(&st.sessions, &session, None);
             }
+            self.boundaries.send_modify(|n| *n += 1);
         }
         seq
     }
@@ -425,7 +464,17 @@ fn tool_owner_is(
     }
 }
 
-/// The model a message chooses, in an action that carries a message.
+/// Whether a client's action starts a turn, now or once queued: what
+/// `turns_per_minute` counts.
+fn starts_turn(action: &StateAction) -> bool {
+    use ahp_types::state::PendingMessageKind;
+    match action {
+        StateAction::ChatTurnStarted(_) => true,
+        StateAction::ChatPendingMessageSet(a) => a.kind == PendingMessageKind::Queued,
+        _ => false,
+    }
+}
+
 /// A working directory a client sets must be one the runtime can be
 /// given and files read from, as `createSession` demands of its own.
 fn check_directories(action: &StateAction) -> Result<(), Rejection> {
@@ -440,6 +489,7 @@ fn check_directories(action: &StateAction) -> Result<(), Rejection> {
         .map_err(|e| Rejection(format!("field `{field}`: {e}")))
 }
 
+/// The model a message chooses, in an action that carries a message.
 fn chosen_model(action: &StateAction) -> Option<&str> {
     let message = match action {
         StateAction::ChatTurnStarted(a) => &a.message,

@@ -53,6 +53,8 @@ struct SessionEntry {
 struct ChatEntry {
     state: ChatState,
     session: String,
+    /// The turn a client started here, and that client: (turn id, client id).
+    started_by: Option<(String, String)>,
 }
 
 /// A session about to exist: its state, its one chat, who owns it.
@@ -99,6 +101,7 @@ impl Sessions {
             ChatEntry {
                 state: s.chat,
                 session: s.uri.clone(),
+                started_by: None,
             },
         );
         let entry = SessionEntry {
@@ -207,6 +210,42 @@ impl Sessions {
             .iter()
             .filter(|(_, e)| p.sees(&e.owner))
             .map(|(u, e)| (u.as_str(), e.modified_at.as_str()))
+    }
+
+    /// How many sessions `principal` owns.
+    pub fn count_owned_by(&self, principal: &str) -> usize {
+        self.entries
+            .values()
+            .filter(|e| e.owner == principal)
+            .count()
+    }
+
+    /// `client_id` started turn `turn_id` in `chat`.
+    pub fn started(&mut self, chat: &str, turn_id: &str, client_id: &str) {
+        if let Some(c) = self.chats.get_mut(chat) {
+            c.started_by = Some((turn_id.to_owned(), client_id.to_owned()));
+        }
+    }
+
+    /// Whether a turn runs that `client_id` answers for: one it started, or
+    /// any in a session it is an active client of.
+    pub fn turn_running_for(&self, client_id: &str) -> bool {
+        self.chats.values().any(|c| {
+            let Some(turn) = &c.state.active_turn else {
+                return false;
+            };
+            let started = c
+                .started_by
+                .as_ref()
+                .is_some_and(|(t, by)| *t == turn.id && by == client_id);
+            started
+                || self.entries.get(&c.session).is_some_and(|e| {
+                    e.state
+                        .active_clients
+                        .iter()
+                        .any(|a| a.client_id == client_id)
+                })
+        })
     }
 
     /// The sessions `principal` created.

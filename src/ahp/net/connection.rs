@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use super::admission::Permit;
-use crate::ahp::auth::Principal;
+use crate::ahp::auth::Authenticated;
 use crate::ahp::cmd::cursor::CursorKey;
 use crate::ahp::cmd::Commands;
 use crate::ahp::host::outbound::{Outbound, OutboundQueue};
@@ -112,13 +112,14 @@ async fn send_or_kill(sink: &mut Sink, m: Message, kill: &CancellationToken) -> 
     }
 }
 
-/// Serves one upgraded connection of `principal`; `handshake_deadline` is
-/// when it must have sent `initialize` (or `reconnect`) by.
+/// Serves one upgraded connection, authenticated as `auth`;
+/// `handshake_deadline` is when it must have sent `initialize` (or
+/// `reconnect`) by.
 pub async fn run(
     ws: WebSocketStream<TcpStream>,
     host: Arc<Host>,
     shutdown: CancellationToken,
-    principal: Arc<Principal>,
+    auth: Authenticated,
     handshake_deadline: tokio::time::Instant,
     shared: Shared,
     permit: Permit,
@@ -129,7 +130,7 @@ pub async fn run(
         kill: CancellationToken::new(),
         reason: CloseReason::default(),
     };
-    let connected = host.connect(ending.kill.clone(), principal);
+    let connected = host.connect(ending.kill.clone(), auth);
     let writer = spawn_writer(sink, connected.queue, ending.clone());
     let commands = Commands {
         host: host.clone(),
@@ -144,6 +145,7 @@ pub async fn run(
         cfg: host.config().server.clone(),
         ending: ending.clone(),
         permit,
+        closing: connected.closing,
     };
     reader.read(&mut stream, handshake_deadline).await;
     ending.close.cancel();
@@ -224,6 +226,8 @@ struct Reader {
     ending: Ending,
     /// Its place among the connections; closed to make room until it initializes.
     permit: Permit,
+    /// Cancelled when the host closes it (a credential a reload revoked).
+    closing: CancellationToken,
 }
 
 impl Reader {
@@ -242,6 +246,13 @@ impl Reader {
             let msg = tokio::select! {
                 _ = self.ending.close.cancelled() => return,
                 _ = self.ending.kill.cancelled() => return,
+                _ = self.closing.cancelled() => {
+                    let host = &self.commands.host;
+                    let why = host.close_reason(conn).unwrap_or("closed by the host");
+                    info!(conn, "{why}; closing");
+                    self.ending.reason.set(CloseCode::Policy, why);
+                    return;
+                }
                 _ = self.permit.evicted.cancelled(), if awaiting_initialize => {
                     metrics().connection_refused(Refusal::MadeRoom);
                     debug!(conn, "closed before initialize to make room for a new connection");

@@ -13,7 +13,7 @@ use tracing::{debug, info, warn};
 
 use super::admission::{Admission, Limits, Permit, Refused};
 use super::connection::{self, Shared};
-use crate::ahp::auth::{Principal, Principals};
+use crate::ahp::auth::{Authenticated, Principals};
 use crate::ahp::host::Host;
 use crate::config::ServerConfig;
 use crate::telemetry::{metrics, Refusal};
@@ -57,15 +57,15 @@ pub fn origin_allowed(allowed: &[String], origin: &str) -> bool {
     })
 }
 
-/// The principal an upgrade request authenticates as, or why it is refused:
-/// the HTTP status and a body that says why.
+/// The principal an upgrade request authenticates as (with the credential
+/// it used), or why it is refused: the HTTP status and a body that says why.
 pub fn check_upgrade(
     cfg: &ServerConfig,
     principals: &Principals,
     auth_header: Option<&str>,
     query: Option<&str>,
     origin: Option<&str>,
-) -> Result<Arc<Principal>, (StatusCode, &'static str)> {
+) -> Result<Authenticated, (StatusCode, &'static str)> {
     if let Some(origin) = origin {
         if !origin_allowed(&cfg.allowed_origins, origin) {
             return Err((
@@ -179,19 +179,20 @@ async fn accept(
     let mut ws_cfg = WebSocketConfig::default();
     ws_cfg.max_message_size = Some(cfg.max_frame_bytes);
     ws_cfg.max_frame_size = Some(cfg.max_frame_bytes);
-    let mut principal = None;
+    let mut authenticated = None;
     let mut refusal = None;
     let check = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
         let header = |n: &str| req.headers().get(n).and_then(|v| v.to_str().ok());
+        // The principals in force now: a reload applies to the next upgrade.
         match check_upgrade(
             &cfg,
-            host.principals(),
+            &host.principals(),
             header("authorization"),
             req.uri().query(),
             header("origin"),
         ) {
-            Ok(p) => {
-                principal = Some(p);
+            Ok(a) => {
+                authenticated = Some(a);
                 Ok(resp)
             }
             Err((status, body)) => {
@@ -228,9 +229,9 @@ async fn accept(
             return;
         }
     };
-    let Some(principal) = principal else { return };
-    debug!(%peer, principal = %principal.name, "websocket connected");
-    connection::run(ws, host, shutdown, principal, deadline, shared, permit).await;
+    let Some(auth) = authenticated else { return };
+    debug!(%peer, principal = %auth.principal.name, "websocket connected");
+    connection::run(ws, host, shutdown, auth, deadline, shared, permit).await;
     debug!(%peer, "websocket closed");
 }
 
@@ -253,7 +254,7 @@ mod tests {
         origin: Option<&str>,
     ) -> Result<String, StatusCode> {
         check_upgrade(&c.server, &Principals::from_config(c), auth, query, origin)
-            .map(|p| p.name.clone())
+            .map(|a| a.principal.name.clone())
             .map_err(|e| e.0)
     }
 
