@@ -11,15 +11,21 @@
 //! - `source.rs`: where files come from ([`PackageSource`], [`MemorySource`]);
 //! - `disk.rs`: [`DiskSource`], confined to its root;
 //! - `walk.rs`: reading a whole package within [`Bounds`];
+//! - `frontmatter.rs`, `yaml.rs`: the frontmatter of Markdown files, in the
+//!   YAML subset these files use;
 //! - `names.rs`: which names are safe (path components, the spec's names);
+//! - `children.rs`: one Markdown file to one [`Child`];
 
 use std::collections::BTreeMap;
 use std::fmt;
 
+mod children;
 mod disk;
+mod frontmatter;
 mod names;
 mod source;
 mod walk;
+mod yaml;
 
 pub use disk::DiskSource;
 pub use names::{is_plugin_name, is_safe_name};
