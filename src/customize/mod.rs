@@ -14,7 +14,11 @@
 //! - `frontmatter.rs`, `yaml.rs`: the frontmatter of Markdown files, in the
 //!   YAML subset these files use;
 //! - `names.rs`: which names are safe (path components, the spec's names);
+//! - `manifest.rs`: `plugin.json` of each layout;
+//! - `mcp.rs`: `mcp.json` / `.mcp.json`;
 //! - `children.rs`: one Markdown file to one [`Child`];
+//! - `layouts.rs`: where each layout keeps its children;
+//! - `package.rs`: [`read_package`], [`read_directory`];
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -22,13 +26,18 @@ use std::fmt;
 mod children;
 mod disk;
 mod frontmatter;
+mod layouts;
+mod manifest;
+mod mcp;
 mod names;
+mod package;
 mod source;
 mod walk;
 mod yaml;
 
 pub use disk::DiskSource;
 pub use names::{is_plugin_name, is_safe_name};
+pub use package::{read_directory, read_package};
 pub use source::{BoxFuture, Entry, EntryKind, MemorySource, PackageSource, SourceError};
 
 /// What a child customization is.
