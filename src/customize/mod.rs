@@ -19,6 +19,7 @@
 //! - `children.rs`: one Markdown file to one [`Child`];
 //! - `layouts.rs`: where each layout keeps its children;
 //! - `package.rs`: [`read_package`], [`read_directory`];
+//! - `materialize.rs`: [`materialize`].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -28,6 +29,7 @@ mod disk;
 mod frontmatter;
 mod layouts;
 mod manifest;
+mod materialize;
 mod mcp;
 mod names;
 mod package;
@@ -36,6 +38,9 @@ mod walk;
 mod yaml;
 
 pub use disk::DiskSource;
+pub use materialize::{
+    materialize, materialize_only, AgentSpec, MaterializeError, Materialized, McpSpec,
+};
 pub use names::{is_plugin_name, is_safe_name};
 pub use package::{read_directory, read_package};
 pub use source::{BoxFuture, Entry, EntryKind, MemorySource, PackageSource, SourceError};
