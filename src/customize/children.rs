@@ -121,8 +121,7 @@ pub(crate) fn markdown_child(role: Role<'_>, rel_path: &str, bytes: &[u8]) -> Ch
                 Some(fields) => read_fields(role, &fields, &mut child, &mut notes),
                 None if role.needs_frontmatter() => {
                     notes.error = Some(format!(
-                        "no frontmatter: a {} file starts with a `---` block naming at least \
-                         its `description`",
+                        "no frontmatter: the runtime loads no {} file without a `---` block at its top",
                         role.kind()
                     ));
                 }

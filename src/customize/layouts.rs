@@ -51,9 +51,15 @@ pub(crate) fn agent_plugins(tree: &Tree) -> Found {
         false,
         &mut found,
     );
-    for dir in NOT_AGENT_PLUGINS.iter().filter(|d| tree.dirs.contains(**d)) {
+    let ignored: Vec<String> = NOT_AGENT_PLUGINS
+        .iter()
+        .filter(|d| tree.dirs.contains(**d))
+        .map(|d| format!("{d}/"))
+        .collect();
+    if !ignored.is_empty() {
         found.warnings.push(format!(
-            "{dir}/: not part of Agent Plugins 1.0.0, ignored (the runtime reads {COPILOT_EXTENSION}/agents and {COPILOT_EXTENSION}/commands)"
+            "{}: not part of Agent Plugins 1.0.0, ignored (the runtime reads {COPILOT_EXTENSION}/agents and {COPILOT_EXTENSION}/commands)",
+            ignored.join(", ")
         ));
     }
     found
