@@ -4,7 +4,9 @@
 //! the south side ([`runtime`]) speaks Content-Length JSON-RPC to the Copilot
 //! CLI; [`bridge`] ties one AHP session to one runtime session; [`transform`]
 //! routes the runtime's `systemMessage.transform` calls to opted-in clients;
-//! [`audit`] writes the hash-chained record of every such call.
+//! [`audit`] writes the hash-chained record of every such call;
+//! [`customize`] reads and vets customization packages (plugins, skills,
+//! agents, rules, MCP servers) and writes them out for the runtime.
 
 pub mod admin;
 pub mod ahp;
@@ -13,6 +15,7 @@ pub mod audit;
 pub mod bridge;
 pub mod cli;
 pub mod config;
+pub mod customize;
 pub mod demo;
 pub mod jsonrpc;
 pub mod policy;

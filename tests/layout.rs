@@ -18,6 +18,8 @@ enum Layer {
     Runtime,
     /// `ahp/`: the north side, AHP only.
     Ahp,
+    /// `customize/`: customization packages read, vetted and materialized, pure.
+    Customize,
     /// `bridge/`: the only place north, south and the transform core meet.
     Bridge,
     /// `main.rs`, `cli.rs`, `app.rs`, `lib.rs`, `reload.rs`, `demo/`: entry points that wire the layers.
@@ -35,6 +37,7 @@ fn layer_of(rel: &str) -> Layer {
         "runtime" => Layer::Runtime,
         "ahp" => Layer::Ahp,
         "bridge" => Layer::Bridge,
+        "customize" => Layer::Customize,
         _ => Layer::Entry,
     }
 }
@@ -50,6 +53,7 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
         "bridge",
         "cli",
         "config",
+        "customize",
         "demo",
         "jsonrpc",
         "policy",
@@ -86,10 +90,12 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
         ),
         Layer::Audit => (&["audit", "config", "policy", "telemetry"], false),
         Layer::Runtime => (&["runtime", "config", "jsonrpc", "telemetry"], false),
+        Layer::Customize => (&["customize", "config", "telemetry", "sections"], false),
         Layer::Ahp => (
             &[
                 "ahp",
                 "config",
+                "customize",
                 "jsonrpc",
                 "policy",
                 "sections",
@@ -106,6 +112,7 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
                 "transform",
                 "audit",
                 "config",
+                "customize",
                 "jsonrpc",
                 "policy",
                 "sections",
@@ -413,6 +420,9 @@ fn the_checker_catches_what_it_must() {
         ("ahp/host.rs", "use crate::transform::policy::OptIn;"),
         ("config.rs", "use crate::transform::policy::Policy;"),
         ("jsonrpc/mod.rs", "use crate::ahp::uri::ROOT_URI;"),
+        ("customize/package.rs", "use crate::bridge::Bridge;"),
+        ("customize/x.rs", "use crate::runtime::wire;"),
+        ("customize/x.rs", "use ahp_types::state::Customization;"),
         (
             "bridge/turn.rs",
             r#"vec![json!({"type": "session/inputNeededRemoved", "id": id})]"#,
@@ -442,6 +452,12 @@ fn the_checker_catches_what_it_must() {
             "use crate::audit::record::TransformRecord; // crate::ahp in a comment",
         ),
         ("config.rs", "use crate::sections::SECTION_CATALOGUE;"),
+        (
+            "customize/x.rs",
+            "use crate::{config::Config, telemetry::Escaped};",
+        ),
+        ("bridge/x.rs", "use crate::customize::Package;"),
+        ("ahp/x.rs", "use crate::customize::ChildKind;"),
         ("ahp/cmd/x.rs", r#"json!({"type": "chat/turnStarted"})"#),
         (
             "bridge/binding.rs",
