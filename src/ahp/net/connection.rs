@@ -6,7 +6,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use tokio::net::TcpStream;
 use tokio::task::JoinHandle;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
@@ -16,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 use super::admission::Permit;
+use super::head::Replayed;
 use crate::ahp::auth::Authenticated;
 use crate::ahp::cmd::cursor::CursorKey;
 use crate::ahp::cmd::Commands;
@@ -25,8 +25,8 @@ use crate::config::ServerConfig;
 use crate::jsonrpc::{self, ErrorCode, Flow, RpcError};
 use crate::telemetry::{metrics, Refusal};
 
-type Sink = futures_util::stream::SplitSink<WebSocketStream<TcpStream>, Message>;
-type Stream = futures_util::stream::SplitStream<WebSocketStream<TcpStream>>;
+type Sink = futures_util::stream::SplitSink<WebSocketStream<Replayed>, Message>;
+type Stream = futures_util::stream::SplitStream<WebSocketStream<Replayed>>;
 
 /// How long the writer flushes what is queued before it sends Close.
 const FLUSH_LIMIT: Duration = Duration::from_secs(2);
@@ -116,7 +116,7 @@ async fn send_or_kill(sink: &mut Sink, m: Message, kill: &CancellationToken) -> 
 /// `handshake_deadline` is when it must have sent `initialize` (or
 /// `reconnect`) by.
 pub async fn run(
-    ws: WebSocketStream<TcpStream>,
+    ws: WebSocketStream<Replayed>,
     host: Arc<Host>,
     shutdown: CancellationToken,
     auth: Authenticated,

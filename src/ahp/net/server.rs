@@ -1,4 +1,6 @@
-//! The listener: WebSocket upgrade with token and Origin checks, frame limits.
+//! The listener: the first request's head read whole ([`super::head`]); a
+//! page request is the console's ([`super::console`]); a WebSocket upgrade
+//! with token and Origin checks, frame limits.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use tracing::{debug, info, warn};
 
 use super::admission::{Admission, Limits, Permit, Refused};
 use super::connection::{self, Shared};
+use super::head::{self, Asked, Replayed};
 use crate::ahp::auth::{Authenticated, Principals};
 use crate::ahp::host::Host;
 use crate::config::ServerConfig;
@@ -57,17 +60,30 @@ pub fn origin_allowed(allowed: &[String], origin: &str) -> bool {
     })
 }
 
+/// The origins the console served on this socket has: the address the
+/// client reached, as an IP literal (a name could be rebound to loopback by
+/// another site), and `localhost` on that port when it is loopback.
+pub fn own_origins(local: SocketAddr) -> Vec<String> {
+    let mut own = vec![format!("http://{local}")];
+    if local.ip().is_loopback() {
+        own.push(format!("http://localhost:{}", local.port()));
+    }
+    own
+}
+
 /// The principal an upgrade request authenticates as (with the credential
 /// it used), or why it is refused: the HTTP status and a body that says why.
+/// `own` are the console's origins ([`own_origins`]), allowed unasked.
 pub fn check_upgrade(
     cfg: &ServerConfig,
     principals: &Principals,
     auth_header: Option<&str>,
     query: Option<&str>,
     origin: Option<&str>,
+    own: &[String],
 ) -> Result<Authenticated, (StatusCode, &'static str)> {
     if let Some(origin) = origin {
-        if !origin_allowed(&cfg.allowed_origins, origin) {
+        if !own.iter().any(|o| o == origin) && !origin_allowed(&cfg.allowed_origins, origin) {
             return Err((
                 StatusCode::FORBIDDEN,
                 "origin not allowed; add it to [server] allowed_origins\n",
@@ -164,7 +180,7 @@ pub async fn serve(
 // The handshake callback's signature is tungstenite's, large Err and all.
 #[allow(clippy::result_large_err)]
 async fn accept(
-    stream: TcpStream,
+    mut stream: TcpStream,
     peer: SocketAddr,
     host: Arc<Host>,
     shutdown: CancellationToken,
@@ -179,6 +195,33 @@ async fn accept(
     let mut ws_cfg = WebSocketConfig::default();
     ws_cfg.max_message_size = Some(cfg.max_frame_bytes);
     ws_cfg.max_frame_size = Some(cfg.max_frame_bytes);
+    let own = stream.local_addr().map(own_origins).unwrap_or_default();
+    let ahead = tokio::select! {
+        h = tokio::time::timeout_at(deadline, head::read_head(&mut stream)) => h,
+        _ = permit.evicted.cancelled() => {
+            metrics().connection_refused(Refusal::MadeRoom);
+            debug!(%peer, "closed before its request to make room for a new connection");
+            return;
+        }
+    };
+    let ahead = match ahead {
+        Ok(Ok((Asked::Upgrade, bytes))) => bytes,
+        Ok(Ok((page, _))) => {
+            super::console::serve(&mut stream, &page).await;
+            return;
+        }
+        Ok(Err(e)) => {
+            metrics().connection_refused(Refusal::BadUpgrade);
+            debug!(%peer, "request not read: {e}");
+            return;
+        }
+        Err(_) => {
+            metrics().connection_refused(Refusal::HandshakeTimeout);
+            debug!(%peer, "no request within [server] handshake_timeout; closed");
+            return;
+        }
+    };
+    let stream = Replayed::new(ahead, stream);
     let mut authenticated = None;
     let mut refusal = None;
     let check = |req: &Request, resp: Response| -> Result<Response, ErrorResponse> {
@@ -190,6 +233,7 @@ async fn accept(
             header("authorization"),
             req.uri().query(),
             header("origin"),
+            &own,
         ) {
             Ok(a) => {
                 authenticated = Some(a);
@@ -253,7 +297,8 @@ mod tests {
         query: Option<&str>,
         origin: Option<&str>,
     ) -> Result<String, StatusCode> {
-        check_upgrade(&c.server, &Principals::from_config(c), auth, query, origin)
+        let own = own_origins("127.0.0.1:8421".parse().unwrap());
+        check_upgrade(&c.server, &Principals::from_config(c), auth, query, origin, &own)
             .map(|a| a.principal.name.clone())
             .map_err(|e| e.0)
     }
@@ -323,10 +368,18 @@ mod tests {
         ] {
             assert!(!origin_allowed(&allowed, bad), "{bad}");
         }
-        // `serve` without allowed_origins refuses every browser, loopback included.
+        // `serve` without allowed_origins refuses every browser, loopback
+        // included, but for the console it serves itself on that address.
         let c = cfg(None, &[]);
         assert_eq!(
             check(&c, None, None, Some("http://localhost:5173")),
+            Err(StatusCode::FORBIDDEN)
+        );
+        for own in ["http://127.0.0.1:8421", "http://localhost:8421"] {
+            assert!(check(&c, None, None, Some(own)).is_ok(), "{own}");
+        }
+        assert_eq!(
+            check(&c, None, None, Some("http://rebound.example:8421")),
             Err(StatusCode::FORBIDDEN)
         );
     }

@@ -1,0 +1,287 @@
+// The chat pane: sessions (create with a model, dispose), a turn's streamed
+// answer, tool calls to confirm or deny, cancel. Everything the model or the
+// host says is shown as text.
+
+import { h, plainText, replace } from "./dom.js";
+import { reason, refused } from "./notice.js";
+
+/**
+ * @typedef {{ahp: import("./ahp.js").Ahp, clientId: string, root: any, meta: any}} Context
+ */
+
+/** The chat of a session, as the host derives it (base64url of the URI). */
+export function chatOf(/** @type {string} */ session) {
+  const b64 = btoa(String.fromCharCode(...new TextEncoder().encode(session)));
+  return `ahp-chat://default/${b64.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")}`;
+}
+
+export class ChatPane {
+  /**
+   * @param {Context} ctx
+   * @param {HTMLElement} el
+   * @param {(session: string|null) => void} onSession
+   */
+  constructor(ctx, el, onSession) {
+    this.ctx = ctx;
+    this.el = el;
+    this.onSession = onSession;
+    /** @type {string|null} */
+    this.session = null;
+    /** @type {string|null} */
+    this.runningTurn = null;
+    /** @type {Map<string, HTMLElement>} */
+    this.turns = new Map();
+    /** @type {Map<string, HTMLElement>} */
+    this.parts = new Map();
+    /** @type {Map<string, HTMLElement>} */
+    this.tools = new Map();
+    ctx.ahp.on("action", (env) => this.onAction(env));
+  }
+
+  models() {
+    return this.ctx.root.agents.flatMap((a) => a.models.map((m) => ({ ...m, agent: a.provider })));
+  }
+
+  render() {
+    const models = this.models();
+    this.modelPick = h("select", { id: "model" }, models.map((m) => h("option", { value: `${m.agent}\n${m.id}` }, m.name || m.id)));
+    this.sessionPick = h("select", { id: "session", on: { change: () => this.open(this.sessionPick.value || null) } });
+    this.state = h("p", { id: "session-state", role: "status" }, "no session");
+    this.transcript = h("ol", { id: "transcript", "aria-label": "Turns", "aria-live": "polite" });
+    this.prompt = h("textarea", { id: "prompt", rows: 3 });
+    this.send = h("button", { type: "submit", id: "send", disabled: true }, "Send");
+    this.cancel = h("button", { type: "button", id: "cancel", disabled: true, on: { click: () => this.cancelTurn() } }, "Cancel turn");
+    replace(
+      this.el,
+      h("h2", {}, "Chat"),
+      h("div", { class: "row" },
+        h("label", { for: "model" }, "Model"), this.modelPick,
+        h("button", { type: "button", id: "create", on: { click: () => this.create() } }, "New session"),
+        h("label", { for: "session" }, "Session"), this.sessionPick,
+        h("button", { type: "button", id: "dispose", on: { click: () => this.dispose() } }, "Dispose")),
+      this.state,
+      this.transcript,
+      h("form", { class: "composer", on: { submit: (e) => { e.preventDefault(); this.startTurn(); } } },
+        h("label", { for: "prompt" }, "Message"), this.prompt, this.send, this.cancel),
+    );
+    this.listSessions();
+  }
+
+  async listSessions() {
+    try {
+      const r = await this.ctx.ahp.request("listSessions", { limit: 50 });
+      for (const s of r.items || r.sessions || []) this.addSessionOption(s.resource || s.channel, s.title);
+      if (!this.session && this.sessionPick.value) this.open(this.sessionPick.value);
+    } catch (e) {
+      refused("listSessions", reason(e));
+    }
+  }
+
+  addSessionOption(uri, title) {
+    if (!uri || [...this.sessionPick.options].some((o) => o.value === uri)) return;
+    this.sessionPick.append(h("option", { value: uri }, title ? `${title} (${uri})` : uri));
+  }
+
+  async create() {
+    const [provider, model] = this.modelPick.value.split("\n");
+    const uri = `ahp-session:/${crypto.randomUUID()}`;
+    try {
+      await this.ctx.ahp.request("createSession", { channel: uri, provider, config: model ? { model } : undefined });
+    } catch (e) {
+      refused("createSession", reason(e));
+      return;
+    }
+    this.addSessionOption(uri, "");
+    this.sessionPick.value = uri;
+    await this.open(uri);
+  }
+
+  async dispose() {
+    if (!this.session) return;
+    const uri = this.session;
+    try {
+      await this.ctx.ahp.request("disposeSession", { channel: uri });
+      [...this.sessionPick.options].find((o) => o.value === uri)?.remove();
+      this.open(this.sessionPick.value || null);
+    } catch (e) {
+      refused("disposeSession", reason(e));
+    }
+  }
+
+  /** @param {string|null} uri */
+  async open(uri) {
+    if (this.session) {
+      this.ctx.ahp.send({ jsonrpc: "2.0", method: "unsubscribe", params: { channel: chatOf(this.session) } });
+    }
+    this.session = uri;
+    this.turns.clear();
+    this.parts.clear();
+    this.tools.clear();
+    replace(this.transcript);
+    this.onSession(uri);
+    if (!uri) {
+      this.state.textContent = "no session";
+      return;
+    }
+    try {
+      const s = await this.ctx.ahp.request("subscribe", { channel: uri });
+      this.showLifecycle(s.snapshot?.state?.lifecycle);
+      const c = await this.ctx.ahp.request("subscribe", { channel: chatOf(uri) });
+      for (const turn of c.snapshot?.state?.turns || []) this.showPastTurn(turn);
+    } catch (e) {
+      refused(`subscribe ${uri}`, reason(e));
+    }
+  }
+
+  showLifecycle(lifecycle) {
+    this.state.textContent = `session ${this.session}: ${lifecycle || "unknown"}`;
+    this.state.dataset.lifecycle = lifecycle || "";
+    this.send.disabled = lifecycle !== "ready";
+  }
+
+  showPastTurn(turn) {
+    const el = this.turnElement(turn.id, plainText(turn.message?.text));
+    for (const part of turn.responseParts || []) {
+      if (typeof part.content === "string") el.append(h("p", { class: "part" }, part.content));
+    }
+  }
+
+  turnElement(turnId, text) {
+    let el = this.turns.get(turnId);
+    if (!el) {
+      el = h("li", { class: "turn", "data-turn": turnId }, h("p", { class: "user" }, text));
+      this.turns.set(turnId, el);
+      this.transcript.append(el);
+    }
+    return el;
+  }
+
+  startTurn() {
+    const text = this.prompt.value.trim();
+    if (!text || !this.session) return;
+    const turnId = crypto.randomUUID();
+    this.ctx.ahp.dispatch(chatOf(this.session), {
+      type: "chat/turnStarted",
+      turnId,
+      startedAt: new Date().toISOString(),
+      message: { text, origin: { kind: "user" } },
+    });
+    this.prompt.value = "";
+  }
+
+  cancelTurn() {
+    if (!this.session || !this.runningTurn) return;
+    this.ctx.ahp.dispatch(chatOf(this.session), { type: "chat/turnCancelled", turnId: this.runningTurn, duration: 0 });
+  }
+
+  /** @param {any} env an action envelope */
+  onAction(env) {
+    if (!this.session) return;
+    if (env.channel === this.session) {
+      const t = env.action.type;
+      if (t === "session/ready") this.showLifecycle("ready");
+      if (t === "session/creationFailed") this.showLifecycle("failed");
+      return;
+    }
+    if (env.channel !== chatOf(this.session)) return;
+    if (env.rejectionReason) {
+      const turn = env.action.turnId && this.turns.get(env.action.turnId);
+      if (turn) turn.append(h("p", { class: "refused" }, `refused: ${env.rejectionReason}`));
+      return;
+    }
+    this.applyChat(env.action);
+  }
+
+  applyChat(a) {
+    const turn = a.turnId ? this.turnElement(a.turnId, plainText(a.message?.text)) : null;
+    if (!turn) return;
+    switch (a.type) {
+      case "chat/turnStarted":
+        this.running(a.turnId);
+        break;
+      case "chat/responsePart":
+        if (typeof a.part?.content === "string") this.part(turn, a.part.id, a.part.content);
+        break;
+      case "chat/delta":
+        this.part(turn, a.partId, a.content);
+        break;
+      case "chat/toolCallStart":
+        this.tool(turn, a.toolCallId).querySelector(".tool-name").textContent = a.displayName || a.toolName;
+        break;
+      case "chat/toolCallReady":
+        this.toolReady(turn, a);
+        break;
+      case "chat/toolCallConfirmed":
+        this.tool(turn, a.toolCallId).querySelector(".tool-actions")?.replaceChildren(a.approved ? "approved" : "denied");
+        break;
+      case "chat/toolCallComplete":
+        this.toolDone(turn, a);
+        break;
+      case "chat/turnComplete":
+      case "chat/turnCancelled":
+      case "chat/error":
+        this.ended(turn, a);
+        break;
+    }
+  }
+
+  running(turnId) {
+    this.runningTurn = turnId;
+    this.cancel.disabled = false;
+  }
+
+  ended(turn, a) {
+    const kind = a.type.slice("chat/".length);
+    turn.dataset.end = kind;
+    turn.append(h("p", { class: kind === "turnComplete" ? "end" : "end refused" }, a.type === "chat/error" ? `error: ${plainText(a.part?.error?.message)}` : kind));
+    if (this.runningTurn === a.turnId) {
+      this.runningTurn = null;
+      this.cancel.disabled = true;
+    }
+  }
+
+  part(turn, partId, text) {
+    const key = `${turn.dataset.turn}/${partId}`;
+    let el = this.parts.get(key);
+    if (!el) {
+      el = h("p", { class: "part answer" });
+      this.parts.set(key, el);
+      turn.append(el);
+    }
+    el.append(text);
+  }
+
+  tool(turn, id) {
+    let el = this.tools.get(id);
+    if (!el) {
+      el = h("div", { class: "tool", "data-tool": id }, h("p", { class: "tool-name" }, "tool"), h("pre", { class: "tool-input" }), h("div", { class: "tool-actions" }), h("pre", { class: "tool-output" }));
+      this.tools.set(id, el);
+      turn.append(el);
+    }
+    return el;
+  }
+
+  toolReady(turn, a) {
+    const el = this.tool(turn, a.toolCallId);
+    el.querySelector(".tool-input").textContent = [plainText(a.invocationMessage), plainText(a.toolInput)].filter(Boolean).join("\n");
+    if (a.confirmed) return;
+    const answer = (/** @type {boolean} */ approved) => () => {
+      const action = approved
+        ? { type: "chat/toolCallConfirmed", turnId: a.turnId, toolCallId: a.toolCallId, approved, confirmed: "user-action" }
+        : { type: "chat/toolCallConfirmed", turnId: a.turnId, toolCallId: a.toolCallId, approved };
+      this.ctx.ahp.dispatch(chatOf(/** @type {string} */ (this.session)), action);
+    };
+    el.querySelector(".tool-actions").replaceChildren(
+      h("button", { type: "button", class: "approve", on: { click: answer(true) } }, "Allow"),
+      h("button", { type: "button", class: "deny", on: { click: answer(false) } }, "Deny"),
+    );
+  }
+
+  toolDone(turn, a) {
+    const el = this.tool(turn, a.toolCallId);
+    const r = a.result || {};
+    const text = (r.content || []).map((c) => c.text || "").join("\n");
+    el.dataset.success = String(!!r.success);
+    el.querySelector(".tool-output").textContent = [plainText(r.pastTenseMessage), text].filter(Boolean).join("\n");
+  }
+}

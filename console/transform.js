@@ -1,0 +1,131 @@
+// The prompt-sections pane: the section catalogue (restricted ones marked),
+// this console's opt-in for the open session, and every
+// `systemMessageTransform` request as it arrives, each section in an editor
+// to rewrite before the answer goes back.
+
+import { h, replace } from "./dom.js";
+
+export class SectionsPane {
+  /**
+   * @param {import("./chat.js").Context} ctx
+   * @param {HTMLElement} el
+   */
+  constructor(ctx, el) {
+    this.ctx = ctx;
+    this.el = el;
+    /** @type {string|null} */
+    this.session = null;
+    this.seen = 0;
+    ctx.ahp.handle("systemMessageTransform", (params) => this.ask(params));
+  }
+
+  catalogue() {
+    return this.ctx.root.agents.flatMap((a) => a.systemMessageSections || []);
+  }
+
+  render() {
+    const boxes = this.catalogue().map((s) => {
+      const id = `section-${s.id}`;
+      return h("li", {},
+        h("input", { type: "checkbox", id, value: s.id, disabled: !!s.restricted }),
+        h("label", { for: id }, s.label || s.id, " ", h("code", {}, s.id)),
+        s.restricted ? h("span", { class: "badge" }, "restricted by policy") : null,
+        s.description ? h("p", { class: "hint" }, s.description) : null);
+    });
+    this.list = h("ul", { id: "catalogue", class: "catalogue" }, boxes);
+    this.optInState = h("p", { id: "opt-in-state", role: "status" }, "not opted in");
+    this.requests = h("ol", { id: "requests", "aria-label": "Transform requests", "aria-live": "polite" });
+    replace(
+      this.el,
+      h("h2", {}, "Prompt sections"),
+      h("fieldset", {},
+        h("legend", {}, "Sections this console rewrites in the open session"),
+        this.list,
+        h("button", { type: "button", id: "opt-in", on: { click: () => this.optIn() } }, "Save opt-in")),
+      this.optInState,
+      h("h3", {}, "Transform requests"),
+      this.requests,
+    );
+  }
+
+  /** @param {string|null} uri */
+  setSession(uri) {
+    this.session = uri;
+    if (this.optInState) this.optInState.textContent = uri ? `session ${uri}: not opted in` : "no session";
+  }
+
+  optIn() {
+    if (!this.session) return;
+    const sections = [...this.list.querySelectorAll("input:checked")].map((i) => /** @type {HTMLInputElement} */ (i).value);
+    this.ctx.ahp.dispatch(this.session, {
+      type: "session/activeClientSet",
+      activeClient: { clientId: this.ctx.clientId, tools: [], systemMessageTransform: { sections } },
+    });
+    this.optInState.textContent = `session ${this.session}: opted in to ${sections.join(", ") || "nothing"}`;
+  }
+
+  /**
+   * One request from the host: shown until the operator answers it.
+   * @param {{channel: string, sections: Record<string, {content: string}>}} params
+   * @returns {Promise<any>}
+   */
+  ask(params) {
+    return new Promise((resolve) => {
+      const n = ++this.seen;
+      const editors = Object.entries(params.sections || {}).map(([id, s]) => sectionEditor(n, id, s.content));
+      const outcome = h("p", { class: "outcome", role: "status" }, "waiting for your answer");
+      const done = (/** @type {any} */ result, /** @type {string} */ said) => {
+        for (const b of card.querySelectorAll("button, textarea, input")) /** @type {any} */ (b).disabled = true;
+        outcome.textContent = said;
+        card.dataset.answered = "true";
+        resolve(result);
+      };
+      const rewrite = () => {
+        const sections = Object.fromEntries(editors.map((e) => [e.id, { content: e.text.value }]));
+        done({ sections }, "rewrite sent");
+      };
+      const keep = () => {
+        const sections = Object.fromEntries(Object.entries(params.sections).map(([id, s]) => [id, { content: s.content }]));
+        done({ sections }, "original kept");
+      };
+      const card = h("li", { class: "request", "data-request": n },
+        h("p", {}, "for ", h("code", {}, params.channel)),
+        editors.map((e) => e.el),
+        h("button", { type: "button", class: "send-rewrite", on: { click: rewrite } }, "Send rewrite"),
+        h("button", { type: "button", class: "keep", on: { click: keep } }, "Keep original"),
+        outcome);
+      this.requests.prepend(card);
+    });
+  }
+}
+
+/**
+ * One section's editor: its text, and two quick modes (append a line,
+ * replace a text).
+ * @param {number} n
+ * @param {string} id
+ * @param {string} content
+ */
+function sectionEditor(n, id, content) {
+  const key = `r${n}-${id}`;
+  const text = /** @type {HTMLTextAreaElement} */ (h("textarea", { id: `${key}-text`, class: "section-text", "data-section": id, rows: 6, value: content }));
+  const line = /** @type {HTMLInputElement} */ (h("input", { id: `${key}-line`, class: "append-line" }));
+  const from = /** @type {HTMLInputElement} */ (h("input", { id: `${key}-from`, class: "replace-from" }));
+  const to = /** @type {HTMLInputElement} */ (h("input", { id: `${key}-to`, class: "replace-to" }));
+  const append = () => {
+    text.value = `${text.value}\n${line.value}`;
+  };
+  const substitute = () => {
+    if (from.value) text.value = text.value.split(from.value).join(to.value);
+  };
+  const el = h("div", { class: "section" },
+    h("label", { for: `${key}-text` }, "Section ", h("code", {}, id)), text,
+    h("div", { class: "row" },
+      h("label", { for: `${key}-line` }, "Line to append"), line,
+      h("button", { type: "button", class: "do-append", on: { click: append } }, "Append")),
+    h("div", { class: "row" },
+      h("label", { for: `${key}-from` }, "Replace"), from,
+      h("label", { for: `${key}-to` }, "with"), to,
+      h("button", { type: "button", class: "do-replace", on: { click: substitute } }, "Replace")));
+  return { id, el, text };
+}
