@@ -2,6 +2,7 @@
 //! client over a real WebSocket, and a raw socket for what the client cannot send.
 #![allow(dead_code)]
 
+pub mod browser;
 pub mod e2e;
 pub mod fake_runtime;
 pub mod fake_scenario;
@@ -59,8 +60,12 @@ pub async fn client(r: &Running) -> Client {
 
 /// The official client over a WebSocket to `addr`, not yet initialized.
 pub async fn client_at(addr: std::net::SocketAddr) -> Client {
-    let url = format!("ws://{addr}");
-    let t = ahp_ws::WebSocketTransport::connect(&url)
+    client_at_url(&format!("ws://{addr}")).await
+}
+
+/// The official client over a WebSocket to `url` (with its query), not yet initialized.
+pub async fn client_at_url(url: &str) -> Client {
+    let t = ahp_ws::WebSocketTransport::connect(url)
         .await
         .expect("ws connect");
     Client::connect(t, ClientConfig::default())

@@ -1,0 +1,169 @@
+//! The web console, served by the bridge on the AHP listener, in a real
+//! headless Chromium over CDP, against the real Copilot CLI and the
+//! scripted model. `CONSOLE_SCREENSHOTS=1` writes each pane's screenshot
+//! into `docs/` (docs/console.md shows them).
+
+mod support;
+
+use std::path::PathBuf;
+
+use ahp_copilot_bridge::demo::model::{Reply, DEFAULT_REPLY};
+use support::browser::Browser;
+use support::e2e::*;
+use support::http::get;
+
+const TOKEN: &str = "console-token-0123456789";
+
+async fn stack() -> Stack {
+    start_stack(|cfg| cfg.server.token = Some(TOKEN.into())).await
+}
+
+/// Where a screenshot goes: `docs/` when asked for, else the test's directory.
+fn shot(st: &Stack, name: &str) -> PathBuf {
+    if std::env::var_os("CONSOLE_SCREENSHOTS").is_some() {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs").join(name)
+    } else {
+        st.dir.path().join(name)
+    }
+}
+
+/// The console opened with the token in the fragment, connected.
+async fn open_console(st: &Stack) -> Browser {
+    let b = Browser::launch().await;
+    b.goto(&format!("http://{}/#token={TOKEN}", st.bridge.addr))
+        .await;
+    b.wait(
+        "connected",
+        "document.getElementById('status').textContent.startsWith('connected')",
+    )
+    .await;
+    b
+}
+
+/// Creates a session with the first model and waits until it is ready.
+async fn new_session(b: &Browser) {
+    b.click("#create").await;
+    b.wait(
+        "the session is ready",
+        "document.getElementById('session-state').dataset.lifecycle === 'ready'",
+    )
+    .await;
+}
+
+/// Sends `text` and waits for the turn's end; returns how it ended.
+async fn send_and_wait(b: &Browser, text: &str) -> String {
+    let before = b.eval("document.querySelectorAll('.turn').length").await;
+    b.fill("#prompt", text).await;
+    b.click("#send").await;
+    let n = before.as_u64().unwrap() + 1;
+    b.wait(
+        "the turn ends",
+        &format!("(t => t.length >= {n} && t[{n} - 1].dataset.end)(document.querySelectorAll('.turn'))"),
+    )
+    .await
+    .as_str()
+    .unwrap()
+    .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pages_carry_strict_headers_and_upgrades_stay_ahp() {
+    let st = stack().await;
+    let addr = st.bridge.addr;
+    let page = get(addr, "/", &[]).unwrap();
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("<script type=\"module\" src=\"/app.js\">"));
+    for path in ["/", "/app.js", "/console.css", "/nope", "/index.html?x=1"] {
+        let a = get(addr, path, &[]).unwrap();
+        let csp = a.header("content-security-policy").unwrap_or_default();
+        assert!(csp.contains("default-src 'self'"), "{path}: {a:?}");
+        assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
+        assert!(!csp.contains("unsafe-inline"), "{path}: {csp}");
+        assert_eq!(a.header("x-content-type-options"), Some("nosniff"), "{path}");
+        assert_eq!(a.header("referrer-policy"), Some("no-referrer"), "{path}");
+    }
+    let js = get(addr, "/app.js", &[]).unwrap();
+    assert!(js.header("content-type").unwrap().starts_with("text/javascript"));
+    let tag = js.header("etag").expect("an ETag").to_owned();
+    assert_eq!(get(addr, "/app.js", &[("If-None-Match", &tag)]).unwrap().status, 304);
+    assert_eq!(get(addr, "/nope", &[]).unwrap().status, 404);
+    // The same listener still speaks AHP to a WebSocket client.
+    let c = support::client_at_url(&format!("ws://{addr}/?token={TOKEN}")).await;
+    c.initialize("after-pages".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("initialize over the same listener");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_token_shows_the_refusal_and_a_right_one_connects() {
+    let st = stack().await;
+    let b = Browser::launch().await;
+    b.goto(&format!("http://{}/#token=wrong-token-0123456789", st.bridge.addr))
+        .await;
+    let said = b
+        .wait(
+            "the refusal",
+            "(e => !e.closest('form').hidden && e.textContent)(document.getElementById('token-error'))",
+        )
+        .await;
+    assert!(said.as_str().unwrap().contains("refused"), "{said}");
+    assert_eq!(
+        b.eval("location.hash").await,
+        "",
+        "the token leaves the address bar"
+    );
+    b.fill("#token-input", TOKEN).await;
+    b.click("#token-form button").await;
+    b.wait(
+        "connected",
+        "document.getElementById('status').textContent.startsWith('connected')",
+    )
+    .await;
+    assert_eq!(
+        b.eval("sessionStorage.getItem('ahp-console-token')").await,
+        TOKEN
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_greeting_streams_and_a_shell_call_waits_for_confirmation() {
+    let st = stack().await;
+    let b = open_console(&st).await;
+    new_session(&b).await;
+    assert_eq!(send_and_wait(&b, "hello").await, "turnComplete");
+    let answer = b.eval("document.querySelector('.turn .answer').textContent").await;
+    assert_eq!(answer, DEFAULT_REPLY);
+    b.fill("#prompt", "run: echo ok").await;
+    b.click("#send").await;
+    b.click(".tool .approve").await;
+    b.wait(
+        "the second turn ends",
+        "document.querySelectorAll('.turn[data-end]').length === 2",
+    )
+    .await;
+    let out = b.eval("document.querySelector('.tool .tool-output').textContent").await;
+    assert!(out.as_str().unwrap().contains("ok"), "{out}");
+    let tool = b.eval("document.querySelector('.tool').dataset.success").await;
+    assert_eq!(tool, "true");
+    b.screenshot(&shot(&st, "console-chat.png")).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_markup_is_shown_as_text_and_never_runs() {
+    let st = stack().await;
+    let b = open_console(&st).await;
+    new_session(&b).await;
+    let payload = "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script>\
+                   [click](javascript:window.__xss=3) <a href=\"javascript:window.__xss=4\">a</a>";
+    st.model.push(Reply::Text(payload.into()));
+    assert_eq!(send_and_wait(&b, "show me markup").await, "turnComplete");
+    let shown = b.eval("document.querySelector('.turn .answer').textContent").await;
+    assert_eq!(shown, payload, "the answer is shown as the text it is");
+    let elements = b
+        .eval("document.querySelectorAll('#transcript img, #transcript script, #transcript a').length")
+        .await;
+    assert_eq!(elements, 0, "no element came from the model's text");
+    b.eval("document.querySelectorAll('#transcript *').forEach(e => e.click && e.click())")
+        .await;
+    assert_eq!(b.eval("window.__xss === undefined").await, true);
+}
