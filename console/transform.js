@@ -66,7 +66,7 @@ export class SectionsPane {
 
   /**
    * One request from the host: shown until the operator answers it.
-   * @param {{channel: string, sections: Record<string, {content: string}>}} params
+   * @param {{channel: string, sections: Record<string, {content: string}>, _meta?: {timeoutMs?: number}}} params
    * @returns {Promise<any>}
    */
   ask(params) {
@@ -74,8 +74,18 @@ export class SectionsPane {
       const n = ++this.seen;
       const editors = Object.entries(params.sections || {}).map(([id, s]) => sectionEditor(n, id, s.content));
       const outcome = h("p", { class: "outcome", role: "status" }, "waiting for your answer");
-      const done = (/** @type {any} */ result, /** @type {string} */ said) => {
+      const clock = countdown(params._meta?.timeoutMs, () => {
+        outcome.textContent = "too late: the host stopped waiting and kept the original text";
+        outcome.classList.add("refused");
+        card.dataset.answered = "late";
+        disable();
+      });
+      const disable = () => {
         for (const b of card.querySelectorAll("button, textarea, input")) /** @type {any} */ (b).disabled = true;
+      };
+      const done = (/** @type {any} */ result, /** @type {string} */ said) => {
+        clock.stop();
+        disable();
         outcome.textContent = said;
         card.dataset.answered = "true";
         resolve(result);
@@ -89,7 +99,7 @@ export class SectionsPane {
         done({ sections }, "original kept");
       };
       const card = h("li", { class: "request", "data-request": n },
-        h("p", {}, "for ", h("code", {}, params.channel)),
+        h("p", {}, "for ", h("code", {}, params.channel), " ", clock.el),
         editors.map((e) => e.el),
         h("button", { type: "button", class: "send-rewrite", on: { click: rewrite } }, "Send rewrite"),
         h("button", { type: "button", class: "keep", on: { click: keep } }, "Keep original"),
@@ -128,4 +138,27 @@ function sectionEditor(n, id, content) {
       h("label", { for: `${key}-to` }, "with"), to,
       h("button", { type: "button", class: "do-replace", on: { click: substitute } }, "Replace")));
   return { id, el, text };
+}
+
+/**
+ * The time left until the host's deadline, shown each quarter second;
+ * `expired` runs once when it passes. Without a deadline, nothing counts.
+ * @param {number|undefined} ms
+ * @param {() => void} expired
+ */
+function countdown(ms, expired) {
+  const el = h("span", { class: "countdown", role: "timer" });
+  if (!ms) return { el, stop() {} };
+  const until = Date.now() + ms;
+  const tick = () => {
+    const left = until - Date.now();
+    el.textContent = `${Math.max(0, left / 1000).toFixed(1)} s left`;
+    if (left <= 0) {
+      clearInterval(timer);
+      expired();
+    }
+  };
+  const timer = setInterval(tick, 250);
+  tick();
+  return { el, stop: () => clearInterval(timer) };
 }

@@ -6,7 +6,9 @@
 mod support;
 
 use std::path::PathBuf;
+use std::time::Duration;
 
+use ahp_copilot_bridge::config::Config;
 use ahp_copilot_bridge::demo::model::{Reply, DEFAULT_REPLY};
 use support::browser::Browser;
 use support::e2e::*;
@@ -15,7 +17,19 @@ use support::http::get;
 const TOKEN: &str = "console-token-0123456789";
 
 async fn stack() -> Stack {
-    start_stack(|cfg| cfg.server.token = Some(TOKEN.into())).await
+    stack_with_policy("").await
+}
+
+/// The stack with the token, a deadline a person can meet, and `rules`
+/// (`[policy.sections.ID]` tables).
+async fn stack_with_policy(rules: &str) -> Stack {
+    let sections = Config::parse(rules).unwrap().policy.sections;
+    start_stack(|cfg| {
+        cfg.server.token = Some(TOKEN.into());
+        cfg.policy.transform_timeout = Duration::from_secs(60);
+        cfg.policy.sections = sections;
+    })
+    .await
 }
 
 /// Where a screenshot goes: `docs/` when asked for, else the test's directory.
@@ -166,4 +180,76 @@ async fn model_markup_is_shown_as_text_and_never_runs() {
     b.eval("document.querySelectorAll('#transcript *').forEach(e => e.click && e.click())")
         .await;
     assert_eq!(b.eval("window.__xss === undefined").await, true);
+}
+
+/// Opts the console in to `tone`, sends a turn, and waits for the request.
+async fn transform_request(b: &Browser) {
+    b.click("#tab-sections").await;
+    b.click("#section-tone").await;
+    b.click("#opt-in").await;
+    b.fill("#prompt", "hello").await;
+    b.click("#send").await;
+    b.wait(
+        "a transform request",
+        "document.querySelector('.request .section-text[data-section=tone]')",
+    )
+    .await;
+    let timer = b.eval("document.querySelector('.request .countdown').textContent").await;
+    assert!(timer.as_str().unwrap().ends_with(" s left"), "{timer}");
+}
+
+/// The system prompt of the model's last request.
+fn last_system_prompt(st: &Stack) -> String {
+    let reqs = st.model.requests();
+    let last = reqs.last().expect("the model was asked");
+    last["messages"][0]["content"].to_string()
+}
+
+async fn wait_all_turns_ended(b: &Browser) {
+    b.wait(
+        "every turn ended",
+        "[...document.querySelectorAll('.turn')].every(t => t.dataset.end)",
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewrite_in_the_editor_reaches_the_model() {
+    let st = stack().await;
+    let b = open_console(&st).await;
+    new_session(&b).await;
+    transform_request(&b).await;
+    b.fill(".request .append-line", "Answer in French.").await;
+    b.click(".request .do-append").await;
+    b.screenshot(&shot(&st, "console-transform.png")).await;
+    b.click(".request .send-rewrite").await;
+    wait_all_turns_ended(&b).await;
+    let said = b.eval("document.querySelector('.request .outcome').textContent").await;
+    assert_eq!(said, "rewrite sent");
+    let prompt = last_system_prompt(&st);
+    assert!(prompt.contains("Answer in French."), "{prompt}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_append_only_section_keeps_its_text_when_replaced() {
+    let st = stack_with_policy("[policy.sections.tone]\nmode = \"append-only\"\n").await;
+    let b = open_console(&st).await;
+    new_session(&b).await;
+    transform_request(&b).await;
+    let original = b.eval("document.querySelector('.request .section-text').value").await;
+    let word = original.as_str().unwrap().split_whitespace().next().unwrap().to_owned();
+    b.fill(".request .replace-from", &word).await;
+    b.fill(".request .replace-to", "REPLACED-BY-CONSOLE").await;
+    b.click(".request .do-replace").await;
+    let edited = b.eval("document.querySelector('.request .section-text').value").await;
+    assert!(edited.as_str().unwrap().contains("REPLACED-BY-CONSOLE"));
+    b.click(".request .send-rewrite").await;
+    wait_all_turns_ended(&b).await;
+    let prompt = last_system_prompt(&st);
+    assert!(!prompt.contains("REPLACED-BY-CONSOLE"), "{prompt}");
+    let kept = serde_json::to_string(original.as_str().unwrap()).unwrap();
+    assert!(
+        prompt.contains(kept.trim_matches('"')),
+        "the original text reached the model: {prompt}"
+    );
 }

@@ -32,11 +32,28 @@ pub struct TransformParams<'a> {
     /// The session URI the transform applies to.
     pub channel: &'a str,
     pub sections: BTreeMap<&'a str, TransformSection>,
+    #[serde(rename = "_meta")]
+    pub meta: TransformMeta,
+}
+
+/// The request's `_meta`: how long the client has to answer, so a client
+/// with a person behind it (the console) can show the deadline.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TransformMeta {
+    /// Milliseconds from when the request is sent until the host stops
+    /// waiting and keeps the original text.
+    pub timeout_ms: u64,
 }
 
 impl<'a> TransformParams<'a> {
-    /// A request for `sections` (id -> text) of `session`.
-    pub fn new(session: &'a str, sections: &'a BTreeMap<String, String>) -> Self {
+    /// A request for `sections` (id -> text) of `session`, answerable
+    /// within `timeout`.
+    pub fn new(
+        session: &'a str,
+        sections: &'a BTreeMap<String, String>,
+        timeout: std::time::Duration,
+    ) -> Self {
         let sections = sections
             .iter()
             .map(|(id, text)| {
@@ -51,6 +68,9 @@ impl<'a> TransformParams<'a> {
         Self {
             channel: session,
             sections,
+            meta: TransformMeta {
+                timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            },
         }
     }
 }

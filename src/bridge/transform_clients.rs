@@ -37,7 +37,7 @@ impl TransformClients for HostClients {
             let Some(peer) = peer else {
                 return Err(AskError::Disconnected);
             };
-            let params = TransformParams::new(&session, &sections);
+            let params = TransformParams::new(&session, &sections, timeout);
             let sent = std::time::Instant::now();
             let answer = match peer.call_sized(TRANSFORM_METHOD, &params, timeout).await {
                 Ok(answer) => {
