@@ -253,3 +253,19 @@ async fn an_append_only_section_keeps_its_text_when_replaced() {
         "the original text reached the model: {prompt}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn both_panes_pass_axe_and_work_from_the_keyboard() {
+    let st = stack().await;
+    let b = open_console(&st).await;
+    new_session(&b).await;
+    assert_eq!(send_and_wait(&b, "hello").await, "turnComplete");
+    let chat = b.serious_a11y_violations().await;
+    assert!(chat.is_empty(), "chat pane: {chat:#?}");
+    b.eval("document.getElementById('tab-sections').focus()").await;
+    b.press_enter().await;
+    let shown = b.eval("!document.getElementById('pane-sections').hidden && document.getElementById('pane-chat').hidden").await;
+    assert_eq!(shown, true, "Enter on the tab shows its pane");
+    let sections = b.serious_a11y_violations().await;
+    assert!(sections.is_empty(), "sections pane: {sections:#?}");
+}

@@ -208,6 +208,36 @@ impl Browser {
         .await;
     }
 
+    /// Presses Enter on the focused element, as a keyboard would.
+    pub async fn press_enter(&self) {
+        for kind in ["keyDown", "keyUp"] {
+            self.send(
+                "Input.dispatchKeyEvent",
+                json!({"type": kind, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r"}),
+            )
+            .await;
+        }
+    }
+
+    /// Runs axe-core (from `.console-tools/`, scripts/install-console-tools.sh)
+    /// in the page; the serious and critical violations, one line each.
+    pub async fn serious_a11y_violations(&self) -> Vec<String> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(".console-tools/node_modules/axe-core/axe.min.js");
+        let axe = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!("{}: {e}; run scripts/install-console-tools.sh", path.display())
+        });
+        self.eval(&format!("{axe};\ntrue")).await;
+        let found = self
+            .eval(
+                "axe.run(document).then(r => r.violations\
+                 .filter(v => v.impact === 'serious' || v.impact === 'critical')\
+                 .map(v => `${v.id} (${v.impact}): ${v.nodes.map(n => n.target.join(' ')).join(', ')}`))",
+            )
+            .await;
+        serde_json::from_value(found).unwrap()
+    }
+
     /// A PNG of the page as it is now, written to `path`.
     pub async fn screenshot(&self, path: &Path) {
         let r = self
