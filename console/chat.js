@@ -185,11 +185,18 @@ export class ChatPane {
     }
     if (env.channel !== chatOf(this.session)) return;
     if (env.rejectionReason) {
-      const turn = env.action.turnId && this.turns.get(env.action.turnId);
-      if (turn) turn.append(h("p", { class: "refused" }, `refused: ${env.rejectionReason}`));
+      this.showRefusal(env.action, env.rejectionReason);
       return;
     }
     this.applyChat(env.action);
+  }
+
+  /** A refused action, in the turn it belongs to (a refused turn shows as one). */
+  showRefusal(a, why) {
+    if (!a.turnId) return;
+    const turn = this.turnElement(a.turnId, plainText(a.message?.text));
+    turn.append(h("p", { class: "refused" }, `${a.type} refused: ${why}`));
+    if (a.type === "chat/turnStarted") turn.dataset.end = "refused";
   }
 
   applyChat(a) {

@@ -269,3 +269,36 @@ async fn both_panes_pass_axe_and_work_from_the_keyboard() {
     let sections = b.serious_a11y_violations().await;
     assert!(sections.is_empty(), "sections pane: {sections:#?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_sees_the_session_and_is_told_why_it_cannot_send() {
+    let principals = [
+        support::process::principal_toml("ide", "ide-token-0123456789", &["observe", "participate"], ""),
+        support::process::principal_toml("dashboard", TOKEN, &["observe"], "session_visibility = \"all\""),
+    ]
+    .concat();
+    let principals = Config::parse(&principals).unwrap().principals;
+    let st = start_stack(|cfg| cfg.principals = principals).await;
+    let ide = support::client_at_url(&format!("ws://{}/?token=ide-token-0123456789", st.bridge.addr)).await;
+    ide.initialize("ide".into(), vec!["1.0.0".into()], vec![]).await.unwrap();
+    ready_session(&ide, "ahp-session:/watched", None).await;
+    assert_eq!(run_turn(&ide, "watched", "t1", "hello from the ide").await.kind, "complete");
+    let b = open_console(&st).await;
+    b.wait(
+        "the ide's turn",
+        "[...document.querySelectorAll('.turn .user')].some(u => u.textContent === 'hello from the ide')",
+    )
+    .await;
+    b.fill("#prompt", "may I?").await;
+    b.click("#send").await;
+    let refusal = b
+        .wait(
+            "the refusal in the turn",
+            "(t => t && t.textContent)(document.querySelector('.turn[data-end=refused] .refused'))",
+        )
+        .await;
+    assert!(refusal.as_str().unwrap().contains("participate"), "{refusal}");
+    let listed = b.eval("document.getElementById('refusal-list').textContent").await;
+    assert!(listed.as_str().unwrap().contains("participate"), "{listed}");
+    assert_eq!(st.model.requests().len(), 1, "the observer's turn never reached the model");
+}
