@@ -89,6 +89,9 @@ pub fn demo_origins(extra: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The demo's `[policy] transform_timeout`: time to rewrite by hand.
+const DEMO_TRANSFORM_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Everything offline: the scripted model, the real CLI pointed at it, the
 /// host, which browsers on loopback (and `allow_origins`) may reach.
 pub async fn demo(listen: SocketAddr, allow_origins: &[String]) -> anyhow::Result<()> {
@@ -102,6 +105,8 @@ pub async fn demo(listen: SocketAddr, allow_origins: &[String]) -> anyhow::Resul
     // Any free port: the demo runs beside whatever else is on this machine.
     cfg.admin.listen = "127.0.0.1:0".parse().ok();
     offline_runtime(&mut cfg, &model.base_url(), &state);
+    // A person answers transforms in the console: five seconds is too short.
+    cfg.policy.transform_timeout = DEMO_TRANSFORM_TIMEOUT;
     let running = app::start(Arc::new(cfg), Agent::Copilot).await?;
     eprintln!("scripted model on {}", model.base_url());
     eprintln!("in a turn, {}", crate::demo::model::DEMO_HELP);
@@ -111,8 +116,8 @@ pub async fn demo(listen: SocketAddr, allow_origins: &[String]) -> anyhow::Resul
     }
     eprintln!("listening on ws://{}", running.addr);
     eprintln!(
-        "connect an AHP client to ws://{}; Ctrl-C stops",
-        running.addr
+        "open http://{}/ (the web console), or connect an AHP client to ws://{}; Ctrl-C stops",
+        running.addr, running.addr
     );
     stop_signal().await?;
     running.stop(std::time::Duration::from_secs(10)).await;

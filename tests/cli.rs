@@ -176,6 +176,8 @@ async fn demo_serves_a_conversation_and_stops_on_ctrl_c() {
             "{origin}"
         );
     }
+    let page = support::http::get(addr, "/", &[]).unwrap();
+    assert_eq!(page.status, 200, "the demo serves the console: {page:?}");
     let c = support::client_at(addr).await;
     c.initialize("demo-test".into(), vec!["1.0.0".into()], vec![])
         .await

@@ -35,7 +35,9 @@ async fn stack_with_policy(rules: &str) -> Stack {
 /// Where a screenshot goes: `docs/` when asked for, else the test's directory.
 fn shot(st: &Stack, name: &str) -> PathBuf {
     if std::env::var_os("CONSOLE_SCREENSHOTS").is_some() {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("docs").join(name)
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("docs")
+            .join(name)
     } else {
         st.dir.path().join(name)
     }
@@ -72,7 +74,9 @@ async fn send_and_wait(b: &Browser, text: &str) -> String {
     let n = before.as_u64().unwrap() + 1;
     b.wait(
         "the turn ends",
-        &format!("(t => t.length >= {n} && t[{n} - 1].dataset.end)(document.querySelectorAll('.turn'))"),
+        &format!(
+            "(t => t.length >= {n} && t[{n} - 1].dataset.end)(document.querySelectorAll('.turn'))"
+        ),
     )
     .await
     .as_str()
@@ -86,20 +90,34 @@ async fn pages_carry_strict_headers_and_upgrades_stay_ahp() {
     let addr = st.bridge.addr;
     let page = get(addr, "/", &[]).unwrap();
     assert_eq!(page.status, 200);
-    assert!(page.body.contains("<script type=\"module\" src=\"/app.js\">"));
+    assert!(page
+        .body
+        .contains("<script type=\"module\" src=\"/app.js\">"));
     for path in ["/", "/app.js", "/console.css", "/nope", "/index.html?x=1"] {
         let a = get(addr, path, &[]).unwrap();
         let csp = a.header("content-security-policy").unwrap_or_default();
         assert!(csp.contains("default-src 'self'"), "{path}: {a:?}");
         assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
         assert!(!csp.contains("unsafe-inline"), "{path}: {csp}");
-        assert_eq!(a.header("x-content-type-options"), Some("nosniff"), "{path}");
+        assert_eq!(
+            a.header("x-content-type-options"),
+            Some("nosniff"),
+            "{path}"
+        );
         assert_eq!(a.header("referrer-policy"), Some("no-referrer"), "{path}");
     }
     let js = get(addr, "/app.js", &[]).unwrap();
-    assert!(js.header("content-type").unwrap().starts_with("text/javascript"));
+    assert!(js
+        .header("content-type")
+        .unwrap()
+        .starts_with("text/javascript"));
     let tag = js.header("etag").expect("an ETag").to_owned();
-    assert_eq!(get(addr, "/app.js", &[("If-None-Match", &tag)]).unwrap().status, 304);
+    assert_eq!(
+        get(addr, "/app.js", &[("If-None-Match", &tag)])
+            .unwrap()
+            .status,
+        304
+    );
     assert_eq!(get(addr, "/nope", &[]).unwrap().status, 404);
     // The same listener still speaks AHP to a WebSocket client.
     let c = support::client_at_url(&format!("ws://{addr}/?token={TOKEN}")).await;
@@ -112,8 +130,11 @@ async fn pages_carry_strict_headers_and_upgrades_stay_ahp() {
 async fn a_wrong_token_shows_the_refusal_and_a_right_one_connects() {
     let st = stack().await;
     let b = Browser::launch().await;
-    b.goto(&format!("http://{}/#token=wrong-token-0123456789", st.bridge.addr))
-        .await;
+    b.goto(&format!(
+        "http://{}/#token=wrong-token-0123456789",
+        st.bridge.addr
+    ))
+    .await;
     let said = b
         .wait(
             "the refusal",
@@ -145,7 +166,9 @@ async fn a_greeting_streams_and_a_shell_call_waits_for_confirmation() {
     let b = open_console(&st).await;
     new_session(&b).await;
     assert_eq!(send_and_wait(&b, "hello").await, "turnComplete");
-    let answer = b.eval("document.querySelector('.turn .answer').textContent").await;
+    let answer = b
+        .eval("document.querySelector('.turn .answer').textContent")
+        .await;
     assert_eq!(answer, DEFAULT_REPLY);
     b.fill("#prompt", "run: echo ok").await;
     b.click("#send").await;
@@ -155,9 +178,13 @@ async fn a_greeting_streams_and_a_shell_call_waits_for_confirmation() {
         "document.querySelectorAll('.turn[data-end]').length === 2",
     )
     .await;
-    let out = b.eval("document.querySelector('.tool .tool-output').textContent").await;
+    let out = b
+        .eval("document.querySelector('.tool .tool-output').textContent")
+        .await;
     assert!(out.as_str().unwrap().contains("ok"), "{out}");
-    let tool = b.eval("document.querySelector('.tool').dataset.success").await;
+    let tool = b
+        .eval("document.querySelector('.tool').dataset.success")
+        .await;
     assert_eq!(tool, "true");
     b.screenshot(&shot(&st, "console-chat.png")).await;
 }
@@ -171,7 +198,9 @@ async fn model_markup_is_shown_as_text_and_never_runs() {
                    [click](javascript:window.__xss=3) <a href=\"javascript:window.__xss=4\">a</a>";
     st.model.push(Reply::Text(payload.into()));
     assert_eq!(send_and_wait(&b, "show me markup").await, "turnComplete");
-    let shown = b.eval("document.querySelector('.turn .answer').textContent").await;
+    let shown = b
+        .eval("document.querySelector('.turn .answer').textContent")
+        .await;
     assert_eq!(shown, payload, "the answer is shown as the text it is");
     let elements = b
         .eval("document.querySelectorAll('#transcript img, #transcript script, #transcript a').length")
@@ -194,7 +223,9 @@ async fn transform_request(b: &Browser) {
         "document.querySelector('.request .section-text[data-section=tone]')",
     )
     .await;
-    let timer = b.eval("document.querySelector('.request .countdown').textContent").await;
+    let timer = b
+        .eval("document.querySelector('.request .countdown').textContent")
+        .await;
     assert!(timer.as_str().unwrap().ends_with(" s left"), "{timer}");
 }
 
@@ -224,7 +255,9 @@ async fn a_rewrite_in_the_editor_reaches_the_model() {
     b.screenshot(&shot(&st, "console-transform.png")).await;
     b.click(".request .send-rewrite").await;
     wait_all_turns_ended(&b).await;
-    let said = b.eval("document.querySelector('.request .outcome').textContent").await;
+    let said = b
+        .eval("document.querySelector('.request .outcome').textContent")
+        .await;
     assert_eq!(said, "rewrite sent");
     let prompt = last_system_prompt(&st);
     assert!(prompt.contains("Answer in French."), "{prompt}");
@@ -236,12 +269,22 @@ async fn an_append_only_section_keeps_its_text_when_replaced() {
     let b = open_console(&st).await;
     new_session(&b).await;
     transform_request(&b).await;
-    let original = b.eval("document.querySelector('.request .section-text').value").await;
-    let word = original.as_str().unwrap().split_whitespace().next().unwrap().to_owned();
+    let original = b
+        .eval("document.querySelector('.request .section-text').value")
+        .await;
+    let word = original
+        .as_str()
+        .unwrap()
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .to_owned();
     b.fill(".request .replace-from", &word).await;
     b.fill(".request .replace-to", "REPLACED-BY-CONSOLE").await;
     b.click(".request .do-replace").await;
-    let edited = b.eval("document.querySelector('.request .section-text').value").await;
+    let edited = b
+        .eval("document.querySelector('.request .section-text').value")
+        .await;
     assert!(edited.as_str().unwrap().contains("REPLACED-BY-CONSOLE"));
     b.click(".request .send-rewrite").await;
     wait_all_turns_ended(&b).await;
@@ -262,7 +305,8 @@ async fn both_panes_pass_axe_and_work_from_the_keyboard() {
     assert_eq!(send_and_wait(&b, "hello").await, "turnComplete");
     let chat = b.serious_a11y_violations().await;
     assert!(chat.is_empty(), "chat pane: {chat:#?}");
-    b.eval("document.getElementById('tab-sections').focus()").await;
+    b.eval("document.getElementById('tab-sections').focus()")
+        .await;
     b.press_enter().await;
     let shown = b.eval("!document.getElementById('pane-sections').hidden && document.getElementById('pane-chat').hidden").await;
     assert_eq!(shown, true, "Enter on the tab shows its pane");
@@ -273,16 +317,37 @@ async fn both_panes_pass_axe_and_work_from_the_keyboard() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_observer_sees_the_session_and_is_told_why_it_cannot_send() {
     let principals = [
-        support::process::principal_toml("ide", "ide-token-0123456789", &["observe", "participate"], ""),
-        support::process::principal_toml("dashboard", TOKEN, &["observe"], "session_visibility = \"all\""),
+        support::process::principal_toml(
+            "ide",
+            "ide-token-0123456789",
+            &["observe", "participate"],
+            "",
+        ),
+        support::process::principal_toml(
+            "dashboard",
+            TOKEN,
+            &["observe"],
+            "session_visibility = \"all\"",
+        ),
     ]
     .concat();
     let principals = Config::parse(&principals).unwrap().principals;
     let st = start_stack(|cfg| cfg.principals = principals).await;
-    let ide = support::client_at_url(&format!("ws://{}/?token=ide-token-0123456789", st.bridge.addr)).await;
-    ide.initialize("ide".into(), vec!["1.0.0".into()], vec![]).await.unwrap();
+    let ide = support::client_at_url(&format!(
+        "ws://{}/?token=ide-token-0123456789",
+        st.bridge.addr
+    ))
+    .await;
+    ide.initialize("ide".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .unwrap();
     ready_session(&ide, "ahp-session:/watched", None).await;
-    assert_eq!(run_turn(&ide, "watched", "t1", "hello from the ide").await.kind, "complete");
+    assert_eq!(
+        run_turn(&ide, "watched", "t1", "hello from the ide")
+            .await
+            .kind,
+        "complete"
+    );
     let b = open_console(&st).await;
     b.wait(
         "the ide's turn",
@@ -297,8 +362,18 @@ async fn an_observer_sees_the_session_and_is_told_why_it_cannot_send() {
             "(t => t && t.textContent)(document.querySelector('.turn[data-end=refused] .refused'))",
         )
         .await;
-    assert!(refusal.as_str().unwrap().contains("participate"), "{refusal}");
-    let listed = b.eval("document.getElementById('refusal-list').textContent").await;
+    assert!(
+        refusal.as_str().unwrap().contains("participate"),
+        "{refusal}"
+    );
+    let listed = b
+        .eval("document.getElementById('refusal-list').textContent")
+        .await;
     assert!(listed.as_str().unwrap().contains("participate"), "{listed}");
-    assert_eq!(st.model.requests().len(), 1, "the observer's turn never reached the model");
+    assert_eq!(
+        st.model.requests().len(),
+        1,
+        "the observer's turn never reached the model"
+    );
+    b.screenshot(&shot(&st, "console-refused.png")).await;
 }

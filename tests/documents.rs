@@ -25,10 +25,11 @@ fn documents(root: &Path) -> String {
         .join("\n")
 }
 
-/// Source files no document names.
+/// Source files (Rust, and the web console's modules) no document names.
 fn unnamed(root: &Path, text: &str) -> Vec<String> {
     let mut sources = Vec::new();
     files(&root.join("src"), "rs", &mut sources);
+    files(&root.join("console"), "js", &mut sources);
     sources
         .iter()
         .map(|f| {

@@ -66,7 +66,12 @@ impl Browser {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .unwrap_or_else(|e| panic!("{} does not start ({e}); apt-get install chromium", chromium()));
+            .unwrap_or_else(|e| {
+                panic!(
+                    "{} does not start ({e}); apt-get install chromium",
+                    chromium()
+                )
+            });
         let endpoint = devtools_endpoint(&mut child);
         let (ws, _) = tokio_tungstenite::connect_async(&endpoint).await.unwrap();
         let (mut sink, mut stream) = ws.split();
@@ -110,7 +115,10 @@ impl Browser {
             .expect("a page")["targetId"]
             .clone();
         let attached = self
-            .call("Target.attachToTarget", json!({"targetId": page, "flatten": true}))
+            .call(
+                "Target.attachToTarget",
+                json!({"targetId": page, "flatten": true}),
+            )
             .await;
         self.session = attached["sessionId"].as_str().unwrap().to_owned();
         self.send("Runtime.enable", json!({})).await;
@@ -124,7 +132,8 @@ impl Browser {
 
     /// A command to the page.
     pub async fn send(&self, method: &str, params: Value) -> Value {
-        self.command(method, params, Some(self.session.clone())).await
+        self.command(method, params, Some(self.session.clone()))
+            .await
     }
 
     async fn command(&self, method: &str, params: Value, session: Option<String>) -> Value {
@@ -149,7 +158,11 @@ impl Browser {
     /// Opens `url` and waits until its document has loaded.
     pub async fn goto(&self, url: &str) {
         self.send("Page.navigate", json!({"url": url})).await;
-        self.wait("the page loaded", "document.readyState === 'complete' && document.querySelector('script') !== null").await;
+        self.wait(
+            "the page loaded",
+            "document.readyState === 'complete' && document.querySelector('script') !== null",
+        )
+        .await;
     }
 
     /// Evaluates `expr` in the page (awaiting a promise); its value as JSON.
@@ -163,7 +176,9 @@ impl Browser {
         if let Some(e) = r.get("exceptionDetails") {
             panic!(
                 "{expr}\nthrew: {}\npage console: {:#?}",
-                e["exception"]["description"].as_str().unwrap_or(&e.to_string()),
+                e["exception"]["description"]
+                    .as_str()
+                    .unwrap_or(&e.to_string()),
                 self.console.lock().unwrap()
             );
         }
@@ -225,7 +240,10 @@ impl Browser {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join(".console-tools/node_modules/axe-core/axe.min.js");
         let axe = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-            panic!("{}: {e}; run scripts/install-console-tools.sh", path.display())
+            panic!(
+                "{}: {e}; run scripts/install-console-tools.sh",
+                path.display()
+            )
         });
         self.eval(&format!("{axe};\ntrue")).await;
         let found = self
@@ -241,7 +259,10 @@ impl Browser {
     /// A PNG of the page as it is now, written to `path`.
     pub async fn screenshot(&self, path: &Path) {
         let r = self
-            .send("Page.captureScreenshot", json!({"format": "png", "captureBeyondViewport": true}))
+            .send(
+                "Page.captureScreenshot",
+                json!({"format": "png", "captureBeyondViewport": true}),
+            )
             .await;
         let png = data_encoding::BASE64
             .decode(r["data"].as_str().unwrap().as_bytes())

@@ -97,7 +97,11 @@ pub fn answer(method: &str, path: &str, if_none_match: Option<&str>) -> Answer {
             body: b"",
         };
     }
-    let body = if method == "HEAD" { &b""[..] } else { asset.body };
+    let body = if method == "HEAD" {
+        &b""[..]
+    } else {
+        asset.body
+    };
     Answer {
         status: 200,
         head: format!(
@@ -148,7 +152,11 @@ mod tests {
         assert_eq!(a.status, 200);
         assert!(a.head.contains("frame-ancestors 'none'"), "{}", a.head);
         assert!(a.head.contains("text/html"));
-        let tag = a.head.lines().find_map(|l| l.strip_prefix("ETag: ")).unwrap();
+        let tag = a
+            .head
+            .lines()
+            .find_map(|l| l.strip_prefix("ETag: "))
+            .unwrap();
         assert_eq!(answer("GET", "/index.html", Some(tag)).status, 304);
         assert_eq!(answer("GET", "/index.html", Some("\"other\"")).status, 200);
         for other in [answer("GET", "/nope", None), answer("POST", "/", None)] {

@@ -71,10 +71,7 @@ pub async fn read_head(stream: &mut TcpStream) -> Result<(Asked, Vec<u8>), BadHe
     let mut buf = Vec::with_capacity(2048);
     loop {
         let mut chunk = [0u8; 2048];
-        let n = stream
-            .read(&mut chunk)
-            .await
-            .map_err(|_| BadHead::Closed)?;
+        let n = stream.read(&mut chunk).await.map_err(|_| BadHead::Closed)?;
         if n == 0 {
             return Err(BadHead::Closed);
         }
@@ -160,7 +157,10 @@ mod tests {
             }))
         );
         assert_eq!(classify(b"GET / HTTP/1.1\r\nHo"), Ok(None));
-        assert_eq!(classify(b"\x16\x03\x01 TLS\r\n\r\n"), Err(BadHead::Malformed));
+        assert_eq!(
+            classify(b"\x16\x03\x01 TLS\r\n\r\n"),
+            Err(BadHead::Malformed)
+        );
         let huge = [b"GET / HTTP/1.1\r\nX: ".as_slice(), &[b'a'; MAX_HEAD]].concat();
         assert_eq!(classify(&huge), Err(BadHead::TooLarge));
     }

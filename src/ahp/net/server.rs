@@ -298,9 +298,16 @@ mod tests {
         origin: Option<&str>,
     ) -> Result<String, StatusCode> {
         let own = own_origins("127.0.0.1:8421".parse().unwrap());
-        check_upgrade(&c.server, &Principals::from_config(c), auth, query, origin, &own)
-            .map(|a| a.principal.name.clone())
-            .map_err(|e| e.0)
+        check_upgrade(
+            &c.server,
+            &Principals::from_config(c),
+            auth,
+            query,
+            origin,
+            &own,
+        )
+        .map(|a| a.principal.name.clone())
+        .map_err(|e| e.0)
     }
 
     #[test]
