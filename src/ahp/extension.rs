@@ -192,8 +192,13 @@ mod tests {
         }
         let sections = BTreeMap::from([("tone".to_string(), "T".to_string())]);
         assert_eq!(
-            serde_json::to_value(TransformParams::new("ahp-session:/s", &sections)).unwrap(),
-            json!({"channel": "ahp-session:/s", "sections": {"tone": {"content": "T"}}})
+            serde_json::to_value(TransformParams::new(
+                "ahp-session:/s",
+                &sections,
+                std::time::Duration::from_millis(4500)
+            ))
+            .unwrap(),
+            json!({"channel": "ahp-session:/s", "sections": {"tone": {"content": "T"}}, "_meta": {"timeoutMs": 4500}})
         );
     }
 
