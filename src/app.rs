@@ -13,6 +13,7 @@ use crate::ahp::net::server;
 use crate::audit::log::{AuditLog, Options, Ship};
 use crate::audit::record::PolicyRecord;
 use crate::audit::syslog::Shipper;
+use crate::bridge::audit_channel::AuditChannel;
 use crate::bridge::audit_port::LogPort;
 use crate::bridge::Bridge;
 use crate::config::Config;
@@ -47,14 +48,16 @@ impl AuditTrail {
     }
 }
 
-/// Opens `[audit] path` with its key, rotation and shipper; None without a path.
-pub fn open_audit(cfg: &Config) -> anyhow::Result<Option<AuditTrail>> {
+/// Opens `[audit] path` with its key, rotation and shipper, its records
+/// also published on `host`'s `x-audit://log`; None without a path.
+pub fn open_audit(cfg: &Config, host: &Arc<Host>) -> anyhow::Result<Option<AuditTrail>> {
     let Some(p) = &cfg.audit.path else {
         return Ok(None);
     };
     let mut opts = Options::from_config(&cfg.audit)?;
     let shipper = cfg.audit.syslog.as_ref().map(Shipper::start).transpose()?;
-    opts.ship = shipper.clone().map(|s| s as Arc<dyn Ship>);
+    let channel = AuditChannel::start(Arc::downgrade(host), shipper.clone());
+    opts.ship = Some(channel as Arc<dyn Ship>);
     let signed = opts.signer.as_ref().map(|s| s.key_id().to_owned());
     let (log, rec) = AuditLog::open_with(p, opts)?;
     tracing::info!(path = %p.display(), records = rec.records, torn = ?rec.torn_bytes, signing_key = ?signed, "audit log open");
@@ -201,7 +204,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     let backend: Arc<dyn Backend> = match agent {
         Agent::None => Arc::new(NullBackend(Arc::downgrade(&host))),
         Agent::Copilot => {
-            audit = open_audit(&cfg)?;
+            audit = open_audit(&cfg, &host)?;
             let b = copilot_backend(&host, &cfg, &policy, audit.as_ref());
             bridge = Some(b.clone());
             b

@@ -8,10 +8,12 @@
 //! - [`auth`]: principals, roles, runtime tokens;
 //! - [`protocol`]: URIs, error codes, actions, typed params, versions;
 //! - [`extension`]: the `systemMessageTransform` extension's wire shapes;
+//! - [`channels`]: the host's `x-` extension channels (the audit log's tail);
 //! - [`customizations`]: skills, agents, rules, MCP servers in AHP's shapes;
 //! - [`backend`]: the seam to the agent.
 pub mod auth;
 pub mod backend;
+pub mod channels;
 pub mod cmd;
 pub mod customizations;
 pub mod extension;

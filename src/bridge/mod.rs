@@ -17,6 +17,7 @@
 //!   writes through [`audit_port`].
 
 pub mod actions;
+pub mod audit_channel;
 pub mod audit_port;
 pub mod binding;
 mod effects;

@@ -41,7 +41,7 @@ pub fn initialize(host: &Host, conn: ConnId, p: InitializeParams) -> Result<Valu
         "serverSeq": seq,
         "serverInfo": {"name": "ahp-copilot-bridge", "version": env!("CARGO_PKG_VERSION"), "title": "AHP bridge for GitHub Copilot"},
         "snapshots": snapshots,
-        "_meta": extension::advertisement(),
+        "_meta": advertised(),
         "completionTriggerCharacters": [COMPLETION_TRIGGER],
     });
     if let Some(dir) = &host.config().runtime.working_directory {
@@ -82,4 +82,15 @@ pub fn reconnect(host: &Host, conn: ConnId, p: Reconnect) -> Result<Value, RpcEr
             json!({"type": "channels", "channels": channels, "missing": missing})
         }
     })
+}
+
+/// `InitializeResult._meta`: the transform extension and the host's channels.
+fn advertised() -> Value {
+    let mut meta = extension::advertisement();
+    if let (Some(m), Value::Object(channels)) =
+        (meta.as_object_mut(), crate::ahp::channels::advertisement())
+    {
+        m.extend(channels);
+    }
+    meta
 }

@@ -44,6 +44,7 @@ pub mod api;
 pub mod clients;
 mod credentials;
 mod durable;
+mod extensions;
 pub mod outbound;
 mod replay;
 pub mod sessions;
@@ -79,6 +80,7 @@ struct State {
     sessions: Sessions,
     clients: Clients,
     log: ActionLog,
+    extensions: extensions::Extensions,
 }
 
 impl Host {
@@ -105,6 +107,7 @@ impl Host {
                 sessions: Sessions::new(root),
                 clients: Clients::new(),
                 log: ActionLog::new(),
+                extensions: Default::default(),
             }),
             backend: OnceLock::new(),
             durable: Durable::default(),

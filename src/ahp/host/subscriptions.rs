@@ -8,7 +8,10 @@ use serde_json::{json, Value};
 
 use super::api::not_found;
 use super::clients::ConnId;
+use super::extensions::may_watch;
 use super::{Host, State};
+use crate::ahp::auth::Principal;
+use crate::ahp::channels::required_role;
 use crate::ahp::protocol::uri::ROOT_URI;
 use crate::ahp::protocol::versions::Version;
 use crate::jsonrpc::{ErrorCode, RpcError};
@@ -78,7 +81,7 @@ impl Host {
             let uri = st.sessions.resolve(&uri).to_owned();
             let visible = principal
                 .as_ref()
-                .is_some_and(|p| st.sessions.visible(p, &uri) && self.exists(&st, &uri));
+                .is_some_and(|p| watchable(&st, p, &uri).is_ok() && self.exists(&st, &uri));
             if visible && live.len() < self.cfg.server.max_subscriptions {
                 live.push((uri, cursor.unwrap_or(last_seen)));
             } else {
@@ -120,7 +123,7 @@ impl Host {
     }
 
     fn exists(&self, st: &State, uri: &str) -> bool {
-        uri == ROOT_URI || st.sessions.session_of(uri).is_some()
+        uri == ROOT_URI || required_role(uri).is_some() || st.sessions.session_of(uri).is_some()
     }
 
     pub fn subscribe(&self, conn: ConnId, uri: &str) -> Result<Value, RpcError> {
@@ -154,10 +157,8 @@ impl Host {
         let principal = st.clients.principal(conn).ok_or_else(closed)?;
         uris.iter()
             .map(|uri| {
-                st.sessions
-                    .visible(principal, uri)
-                    .then(|| self.snapshot_locked(st, uri))
-                    .flatten()
+                watchable(st, principal, uri)?;
+                self.snapshot_locked(st, uri)
                     .ok_or_else(|| not_found(format_args!("{uri:?}")))
             })
             .collect()
@@ -170,8 +171,25 @@ impl Host {
     }
 
     fn snapshot_locked(&self, st: &State, uri: &str) -> Option<Value> {
-        let state = st.sessions.snapshot_state(uri, &self.hidden_sections())?;
+        let state = match st.extensions.state(uri) {
+            Some(state) => state,
+            None => st.sessions.snapshot_state(uri, &self.hidden_sections())?,
+        };
         Some(json!({"resource": uri, "state": state, "fromSeq": st.log.current()}))
+    }
+}
+
+/// Whether `p` may watch `uri`: an extension channel needs its role (a
+/// refusal names it); anything else must be visible to it (not visible is
+/// not there).
+fn watchable(st: &State, p: &Principal, uri: &str) -> Result<(), RpcError> {
+    if let Some(allowed) = may_watch(p, uri) {
+        return allowed;
+    }
+    if st.sessions.visible(p, uri) {
+        Ok(())
+    } else {
+        Err(not_found(format_args!("{uri:?}")))
     }
 }
 

@@ -1,0 +1,72 @@
+//! The host's extension channels ([`crate::ahp::channels`]): their state,
+//! owned here, who may watch them, and how a change is published: sequenced,
+//! kept for replay and queued to each subscriber like every action, under
+//! the one lock, so the same replay, byte bounds and back-pressure apply.
+
+use serde_json::{json, Value};
+
+use super::{Host, State};
+use crate::ahp::auth::Principal;
+use crate::ahp::channels::{required_role, AuditLogState, AUDIT_LOG};
+use crate::ahp::protocol::errors::AhpError;
+use crate::jsonrpc::{self, RpcError};
+
+/// The state of every extension channel.
+#[derive(Default)]
+pub(super) struct Extensions {
+    audit: AuditLogState,
+}
+
+impl Extensions {
+    /// The channel's state, if `uri` is one of them.
+    pub fn state(&self, uri: &str) -> Option<Value> {
+        (uri == AUDIT_LOG).then(|| serde_json::to_value(&self.audit).unwrap_or(Value::Null))
+    }
+}
+
+/// Whether `p` may subscribe to the extension channel `uri`: `None` when
+/// `uri` is none of them, else refused naming the role it needs.
+pub(super) fn may_watch(p: &Principal, uri: &str) -> Option<Result<(), RpcError>> {
+    let role = required_role(uri)?;
+    Some(if p.has(role) {
+        Ok(())
+    } else {
+        Err(RpcError::new(
+            AhpError::PermissionDenied,
+            format!(
+                "principal {:?} lacks the `{}` role needed to watch {uri}",
+                p.name,
+                role.as_str()
+            ),
+        ))
+    })
+}
+
+impl Host {
+    /// One record written to the audit log: into `x-audit://log`'s state
+    /// and out to its subscribers.
+    pub fn publish_audit_record(&self, record: Value, shipping_gap: u64) {
+        let mut st = self.lock();
+        let action = st.extensions.audit.append(record, shipping_gap);
+        let action = serde_json::to_value(&action).unwrap_or(Value::Null);
+        self.publish(&mut st, AUDIT_LOG, action);
+    }
+
+    fn publish(&self, st: &mut State, channel: &str, action: Value) {
+        let seq = self.durable.next_seq(&mut st.log);
+        let env = json!({"channel": channel, "action": action, "serverSeq": seq});
+        let notification = jsonrpc::notification("action", &env);
+        let text = notification.to_string();
+        for sub in st.clients.subscribers(channel) {
+            sub.out.send_action(&notification, &text, None);
+        }
+        let server = &self.cfg.server;
+        st.log.keep(
+            seq,
+            channel,
+            env.to_string(),
+            server.replay_buffer,
+            server.replay_buffer_bytes,
+        );
+    }
+}
