@@ -8,6 +8,7 @@ import { reason, refused } from "./notice.js";
 import { currentToken, forgetToken, rememberToken, socketUrl } from "./token.js";
 import { ChatPane } from "./chat.js";
 import { SectionsPane } from "./transform.js";
+import { AuditPane } from "./audit.js";
 
 const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id));
 
@@ -56,8 +57,11 @@ async function connect() {
 function start(ctx) {
   const sections = new SectionsPane(ctx, $("pane-sections"));
   const chat = new ChatPane(ctx, $("pane-chat"), (uri) => sections.setSession(uri));
+  const audit = new AuditPane(ctx, $("pane-audit"));
+  audit.onRecord((record) => sections.recordSeen(record));
   chat.render();
   sections.render();
+  audit.render();
   showTabs();
 }
 
@@ -65,6 +69,7 @@ function showTabs() {
   const tabs = [
     ["tab-chat", "pane-chat"],
     ["tab-sections", "pane-sections"],
+    ["tab-audit", "pane-audit"],
   ];
   const select = (/** @type {string} */ chosen) => {
     for (const [tab, pane] of tabs) {

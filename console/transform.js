@@ -16,6 +16,8 @@ export class SectionsPane {
     /** @type {string|null} */
     this.session = null;
     this.seen = 0;
+    /** @type {Array<{channel: string, outcome: HTMLElement}>} answered, their audit record not seen yet */
+    this.awaiting = [];
     ctx.ahp.handle("systemMessageTransform", (params) => this.ask(params));
   }
 
@@ -65,6 +67,22 @@ export class SectionsPane {
   }
 
   /**
+   * An audit record: the decision on a request this pane answered.
+   * @param {any} record
+   */
+  recordSeen(record) {
+    if (record.kind !== "transform") return;
+    const at = this.awaiting.findIndex((a) => a.channel === record.session);
+    if (at < 0) return;
+    const { outcome } = this.awaiting.splice(at, 1)[0];
+    const refused = (record.sections || []).filter((s) => String(s.decision).startsWith("refused"));
+    const said = (record.sections || []).map((s) => `${s.id}: ${s.decision}`).join(", ");
+    outcome.textContent = `${refused.length ? "refused" : "applied"}: ${said} (audit record #${record.seq})`;
+    outcome.dataset.outcome = refused.length ? "refused" : "applied";
+    outcome.classList.toggle("refused", refused.length > 0);
+  }
+
+  /**
    * One request from the host: shown until the operator answers it.
    * @param {{channel: string, sections: Record<string, {content: string}>, _meta?: {timeoutMs?: number}}} params
    * @returns {Promise<any>}
@@ -86,8 +104,9 @@ export class SectionsPane {
       const done = (/** @type {any} */ result, /** @type {string} */ said) => {
         clock.stop();
         disable();
-        outcome.textContent = said;
+        outcome.textContent = `${said}; what the host decided shows here once audited`;
         card.dataset.answered = "true";
+        this.awaiting.push({ channel: params.channel, outcome });
         resolve(result);
       };
       const rewrite = () => {

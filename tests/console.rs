@@ -28,6 +28,7 @@ async fn stack_with_policy(rules: &str) -> Stack {
         cfg.server.token = Some(TOKEN.into());
         cfg.policy.transform_timeout = Duration::from_secs(60);
         cfg.policy.sections = sections;
+        cfg.audit.include_content = true;
     })
     .await
 }
@@ -256,11 +257,30 @@ async fn a_rewrite_in_the_editor_reaches_the_model() {
     b.click(".request .send-rewrite").await;
     wait_all_turns_ended(&b).await;
     let said = b
-        .eval("document.querySelector('.request .outcome').textContent")
+        .wait(
+            "the outcome, from the audit record",
+            "(o => o.dataset.outcome && o.textContent)(document.querySelector('.request .outcome'))",
+        )
         .await;
-    assert_eq!(said, "rewrite sent");
+    assert!(
+        said.as_str()
+            .unwrap()
+            .starts_with("applied: tone: transformed (audit record #"),
+        "{said}"
+    );
     let prompt = last_system_prompt(&st);
     assert!(prompt.contains("Answer in French."), "{prompt}");
+    // The audit pane got the record live, with its diff.
+    b.click("#tab-audit").await;
+    let added = b
+        .eval("document.querySelector('.record[data-kind=transform] .audit-section[data-section=tone] .diff .added').textContent")
+        .await;
+    assert_eq!(added, "+ Answer in French.\n");
+    let head = b
+        .eval("document.getElementById('audit-head').textContent")
+        .await;
+    assert!(head.as_str().unwrap().contains(':'), "{head}");
+    b.screenshot(&shot(&st, "console-audit.png")).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -288,6 +308,20 @@ async fn an_append_only_section_keeps_its_text_when_replaced() {
     assert!(edited.as_str().unwrap().contains("REPLACED-BY-CONSOLE"));
     b.click(".request .send-rewrite").await;
     wait_all_turns_ended(&b).await;
+    let said = b
+        .wait(
+            "the refusal, from the audit record",
+            "(o => o.dataset.outcome === 'refused' && o.textContent)(document.querySelector('.request .outcome'))",
+        )
+        .await;
+    assert!(
+        said.as_str().unwrap().contains("tone: refused:append-only"),
+        "{said}"
+    );
+    let red = b
+        .eval("document.querySelector('.audit-section[data-decision=\"refused:append-only\"] .refused') !== null")
+        .await;
+    assert_eq!(red, true, "the audit pane shows the refusal in red");
     let prompt = last_system_prompt(&st);
     assert!(!prompt.contains("REPLACED-BY-CONSOLE"), "{prompt}");
     let kept = serde_json::to_string(original.as_str().unwrap()).unwrap();
@@ -298,7 +332,7 @@ async fn an_append_only_section_keeps_its_text_when_replaced() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn both_panes_pass_axe_and_work_from_the_keyboard() {
+async fn every_pane_passes_axe_and_works_from_the_keyboard() {
     let st = stack().await;
     let b = open_console(&st).await;
     new_session(&b).await;
@@ -312,6 +346,11 @@ async fn both_panes_pass_axe_and_work_from_the_keyboard() {
     assert_eq!(shown, true, "Enter on the tab shows its pane");
     let sections = b.serious_a11y_violations().await;
     assert!(sections.is_empty(), "sections pane: {sections:#?}");
+    b.click("#tab-audit").await;
+    b.wait("the audit head", "document.getElementById('audit-head')")
+        .await;
+    let audit = b.serious_a11y_violations().await;
+    assert!(audit.is_empty(), "audit pane: {audit:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

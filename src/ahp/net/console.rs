@@ -49,6 +49,8 @@ pub const ASSETS: &[Asset] = &[
     asset!("notice.js", JS),
     asset!("chat.js", JS),
     asset!("transform.js", JS),
+    asset!("audit.js", JS),
+    asset!("diff.js", JS),
 ];
 
 /// The bytes the console adds to the binary.
