@@ -14,8 +14,11 @@ use crate::config::Role;
 /// The audit log's channel.
 pub const AUDIT_LOG: &str = "x-audit://log";
 
-/// How many records the audit channel's snapshot holds.
+/// How many records the audit channel's snapshot holds at most.
 pub const AUDIT_RECENT: usize = 200;
+/// And how many bytes of them (records with `include_content` are large):
+/// the oldest go first.
+pub const AUDIT_RECENT_BYTES: usize = 1024 * 1024;
 
 /// The role subscribing to `uri` needs, if it is one of the host's channels.
 pub fn required_role(uri: &str) -> Option<Role> {
@@ -53,6 +56,11 @@ pub struct AuditLogState {
     pub shipping_gap: u64,
     /// The newest records written in this run, oldest first.
     pub recent: VecDeque<Value>,
+    /// The serialized size of each of `recent`, and their sum.
+    #[serde(skip)]
+    sizes: VecDeque<usize>,
+    #[serde(skip)]
+    recent_bytes: usize,
 }
 
 impl AuditLogState {
@@ -69,9 +77,13 @@ impl AuditLogState {
                 signed: record.get("signature").is_some(),
             });
         }
+        let size = record.to_string().len();
         self.recent.push_back(record.clone());
-        while self.recent.len() > AUDIT_RECENT {
+        self.sizes.push_back(size);
+        self.recent_bytes += size;
+        while self.recent.len() > AUDIT_RECENT || self.recent_bytes > AUDIT_RECENT_BYTES {
             self.recent.pop_front();
+            self.recent_bytes -= self.sizes.pop_front().unwrap_or(0);
         }
         AuditRecordAppended {
             kind: AuditRecordAppended::TYPE,
@@ -128,5 +140,17 @@ mod tests {
         );
         let wire = serde_json::to_value(&a).unwrap();
         assert_eq!(wire["type"], "x-audit/recordAppended");
+    }
+
+    #[test]
+    fn the_tail_is_bounded_in_bytes_too() {
+        let mut s = AuditLogState::default();
+        let big = "x".repeat(AUDIT_RECENT_BYTES / 4);
+        for seq in 1..=6u64 {
+            s.append(json!({"seq": seq, "hash": "h", "contentAfter": big}), 0);
+        }
+        assert_eq!(s.recent.len(), 3, "the oldest went first");
+        assert_eq!(s.recent.back().unwrap()["seq"], 6);
+        assert!(serde_json::to_string(&s).unwrap().len() <= AUDIT_RECENT_BYTES + 1024);
     }
 }
