@@ -9,6 +9,7 @@ import { currentToken, forgetToken, rememberToken, socketUrl } from "./token.js"
 import { ChatPane } from "./chat.js";
 import { SectionsPane } from "./transform.js";
 import { AuditPane } from "./audit.js";
+import { PolicyPane } from "./policy.js";
 
 const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id));
 
@@ -62,6 +63,7 @@ function start(ctx) {
   chat.render();
   sections.render();
   audit.render();
+  new PolicyPane(ctx, $("pane-policy")).render();
   showTabs();
 }
 
@@ -70,6 +72,7 @@ function showTabs() {
     ["tab-chat", "pane-chat"],
     ["tab-sections", "pane-sections"],
     ["tab-audit", "pane-audit"],
+    ["tab-policy", "pane-policy"],
   ];
   const select = (/** @type {string} */ chosen) => {
     for (const [tab, pane] of tabs) {

@@ -86,6 +86,7 @@ async fn apply(path: &Path, new: Reloaded, targets: &Targets) {
     let sha256 = new.policy.policy_sha256();
     let changed = targets.policy.replace(new.policy);
     info!(path = %path.display(), %sha256, changed, "policy reloaded");
+    targets.host.publish_policy_loaded();
     // The reload is evidence too: a `policy` record holding it.
     if let Some(log) = targets.audit.clone() {
         let current = targets.policy.current();

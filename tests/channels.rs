@@ -111,3 +111,40 @@ async fn the_audit_channel_needs_admin_and_streams_records() {
         .await;
     assert!(own.get("error").is_some(), "{own}");
 }
+
+#[tokio::test]
+async fn the_policy_channel_holds_the_policy_and_says_each_reload() {
+    let r = host().await;
+    let (mut ide, init) = initialized_raw(&r, IDE, "ide").await;
+    assert_eq!(
+        init["result"]["_meta"]["x-policy://effective"]["role"],
+        "admin"
+    );
+    let refused = ide
+        .call(
+            json!(2),
+            "subscribe",
+            json!({"channel": "x-policy://effective"}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32009, "{refused}");
+    let (mut ops, _) = initialized_raw(&r, ADMIN, "ops").await;
+    let snap = ops
+        .call(
+            json!(2),
+            "subscribe",
+            json!({"channel": "x-policy://effective"}),
+        )
+        .await;
+    let state = &snap["result"]["snapshot"]["state"];
+    assert_eq!(state["sha256"].as_str().unwrap().len(), 64, "{snap}");
+    assert_eq!(
+        state["policy"]["sections"]["tone"]["access"], "transform",
+        "{snap}"
+    );
+    assert!(state.get("type").is_none(), "a state is no action: {state}");
+    r.host.publish_policy_loaded();
+    let action = next_action(&mut ops, "x-policy://effective").await;
+    assert_eq!(action["action"]["type"], "x-policy/loaded");
+    assert_eq!(action["action"]["sha256"], state["sha256"]);
+}

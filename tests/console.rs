@@ -322,6 +322,15 @@ async fn an_append_only_section_keeps_its_text_when_replaced() {
         .eval("document.querySelector('.audit-section[data-decision=\"refused:append-only\"] .refused') !== null")
         .await;
     assert_eq!(red, true, "the audit pane shows the refusal in red");
+    b.click("#tab-policy").await;
+    let mode = b
+        .wait(
+            "the policy table",
+            "(r => r && r.children[2].textContent)(document.querySelector('#policy-sections tr[data-section=tone]'))",
+        )
+        .await;
+    assert_eq!(mode, "append-only", "the policy pane shows the rule");
+    b.screenshot(&shot(&st, "console-policy.png")).await;
     let prompt = last_system_prompt(&st);
     assert!(!prompt.contains("REPLACED-BY-CONSOLE"), "{prompt}");
     let kept = serde_json::to_string(original.as_str().unwrap()).unwrap();
@@ -351,6 +360,14 @@ async fn every_pane_passes_axe_and_works_from_the_keyboard() {
         .await;
     let audit = b.serious_a11y_violations().await;
     assert!(audit.is_empty(), "audit pane: {audit:#?}");
+    b.click("#tab-policy").await;
+    b.wait(
+        "the policy table",
+        "document.getElementById('policy-sections')",
+    )
+    .await;
+    let policy = b.serious_a11y_violations().await;
+    assert!(policy.is_empty(), "policy pane: {policy:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

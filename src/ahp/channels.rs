@@ -2,7 +2,9 @@
 //! as AHP data: their URIs, the role a subscription needs, their state and
 //! the actions that change it. `x-audit://log` is the audit log's live
 //! tail: its head, its last checkpoint, the records not shipped, and the
-//! newest records; one action per record appended.
+//! newest records; one action per record appended. `x-policy://effective`
+//! is the policy in force: its document (what `config check` prints as a
+//! table) and hash; one action at every reload.
 
 use std::collections::VecDeque;
 
@@ -20,9 +22,12 @@ pub const AUDIT_RECENT: usize = 200;
 /// the oldest go first.
 pub const AUDIT_RECENT_BYTES: usize = 1024 * 1024;
 
+/// The effective policy's channel.
+pub const POLICY: &str = "x-policy://effective";
+
 /// The role subscribing to `uri` needs, if it is one of the host's channels.
 pub fn required_role(uri: &str) -> Option<Role> {
-    (uri == AUDIT_LOG).then_some(Role::Admin)
+    matches!(uri, AUDIT_LOG | POLICY).then_some(Role::Admin)
 }
 
 /// Their entries in `InitializeResult._meta`, beside the transform extension's.
@@ -32,8 +37,30 @@ pub fn advertisement() -> Value {
             "role": "admin",
             "snapshot": "head (SEQ:HASH), records, lastCheckpoint {seq, signed}, shippingGap, recent (the newest 200 records, oldest first)",
             "actions": [AuditRecordAppended::TYPE],
+        },
+        POLICY: {
+            "role": "admin",
+            "snapshot": "policy (the effective policy document), sha256, loadedAt",
+            "actions": [PolicyLoaded::TYPE],
         }
     })
+}
+
+/// `x-policy://effective`'s state, and (with its `type`) the action a
+/// reload sends: the whole policy each time, it is small.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyLoaded {
+    #[serde(rename = "type", skip_serializing_if = "str::is_empty")]
+    pub kind: &'static str,
+    pub policy: Value,
+    pub sha256: String,
+    /// When this policy was put in force (RFC 3339).
+    pub loaded_at: String,
+}
+
+impl PolicyLoaded {
+    pub const TYPE: &'static str = "x-policy/loaded";
 }
 
 /// The last checkpoint record seen.

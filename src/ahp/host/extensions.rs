@@ -7,20 +7,54 @@ use serde_json::{json, Value};
 
 use super::{Host, State};
 use crate::ahp::auth::Principal;
-use crate::ahp::channels::{required_role, AuditLogState, AUDIT_LOG};
+use crate::ahp::channels::{required_role, AuditLogState, PolicyLoaded, AUDIT_LOG, POLICY};
 use crate::ahp::protocol::errors::AhpError;
 use crate::jsonrpc::{self, RpcError};
 
-/// The state of every extension channel.
-#[derive(Default)]
+/// The state of every extension channel (the policy's document is read
+/// from the policy in force; only when it was loaded is kept here).
 pub(super) struct Extensions {
     audit: AuditLogState,
+    policy_loaded_at: String,
 }
 
-impl Extensions {
-    /// The channel's state, if `uri` is one of them.
-    pub fn state(&self, uri: &str) -> Option<Value> {
-        (uri == AUDIT_LOG).then(|| serde_json::to_value(&self.audit).unwrap_or(Value::Null))
+impl Default for Extensions {
+    fn default() -> Self {
+        Self {
+            audit: AuditLogState::default(),
+            policy_loaded_at: jiff::Timestamp::now().to_string(),
+        }
+    }
+}
+
+impl Host {
+    /// The extension channel's state, if `uri` is one of them.
+    pub(super) fn extension_state(&self, st: &State, uri: &str) -> Option<Value> {
+        let state = match uri {
+            AUDIT_LOG => serde_json::to_value(&st.extensions.audit),
+            POLICY => serde_json::to_value(self.policy_loaded("", &st.extensions)),
+            _ => return None,
+        };
+        Some(state.unwrap_or(Value::Null))
+    }
+
+    fn policy_loaded(&self, kind: &'static str, ext: &Extensions) -> PolicyLoaded {
+        let policy = self.policy.current();
+        PolicyLoaded {
+            kind,
+            policy: policy.policy_document(),
+            sha256: policy.policy_sha256(),
+            loaded_at: ext.policy_loaded_at.clone(),
+        }
+    }
+
+    /// A reload put a new policy in force: `x-policy://effective` says so.
+    pub fn publish_policy_loaded(&self) {
+        let mut st = self.lock();
+        st.extensions.policy_loaded_at = jiff::Timestamp::now().to_string();
+        let action = self.policy_loaded(PolicyLoaded::TYPE, &st.extensions);
+        let action = serde_json::to_value(&action).unwrap_or(Value::Null);
+        self.publish(&mut st, POLICY, action);
     }
 }
 

@@ -171,7 +171,7 @@ impl Host {
     }
 
     fn snapshot_locked(&self, st: &State, uri: &str) -> Option<Value> {
-        let state = match st.extensions.state(uri) {
+        let state = match self.extension_state(st, uri) {
             Some(state) => state,
             None => st.sessions.snapshot_state(uri, &self.hidden_sections())?,
         };

@@ -51,6 +51,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("transform.js", JS),
     asset!("audit.js", JS),
     asset!("diff.js", JS),
+    asset!("policy.js", JS),
 ];
 
 /// The bytes the console adds to the binary.
