@@ -4,6 +4,7 @@
 
 import { h, plainText, replace } from "./dom.js";
 import { reason, refused } from "./notice.js";
+import { questionBlock } from "./questions.js";
 
 /**
  * @typedef {{ahp: import("./ahp.js").Ahp, clientId: string, root: any, meta: any}} Context
@@ -200,6 +201,11 @@ export class ChatPane {
   }
 
   applyChat(a) {
+    if (a.type === "chat/inputRequested") return this.question(a.request);
+    if (a.type === "chat/inputCompleted") {
+      this.el.querySelector(`.question[data-request="${CSS.escape(a.requestId)}"]`)?.replaceChildren(h("p", { class: "end" }, "answered"));
+      return;
+    }
     const turn = a.turnId ? this.turnElement(a.turnId, plainText(a.message?.text)) : null;
     if (!turn) return;
     switch (a.type) {
@@ -230,6 +236,15 @@ export class ChatPane {
         this.ended(turn, a);
         break;
     }
+  }
+
+  /** A question of the agent, in the running turn. */
+  question(request) {
+    const turn = this.runningTurn && this.turns.get(this.runningTurn);
+    if (!turn || !this.session) return;
+    const chat = chatOf(this.session);
+    turn.append(questionBlock(request, (answers) =>
+      this.ctx.ahp.dispatch(chat, { type: "chat/inputCompleted", requestId: request.id, response: "accept", answers })));
   }
 
   running(turnId) {

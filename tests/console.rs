@@ -433,3 +433,23 @@ async fn an_observer_sees_the_session_and_is_told_why_it_cannot_send() {
     );
     b.screenshot(&shot(&st, "console-refused.png")).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agents_question_is_answered_in_the_page() {
+    let st = stack().await;
+    let b = open_console(&st).await;
+    new_session(&b).await;
+    b.fill("#prompt", "ask: Which colour? red, blue").await;
+    b.click("#send").await;
+    b.click(".question input[value=blue]").await;
+    b.click(".question .answer-submit").await;
+    b.wait(
+        "the turn ends",
+        "document.querySelector('.turn[data-end]') !== null",
+    )
+    .await;
+    let answer = b
+        .eval("[...document.querySelectorAll('.turn .answer')].map(a => a.textContent).join(' ')")
+        .await;
+    assert!(answer.as_str().unwrap().contains("blue"), "{answer}");
+}

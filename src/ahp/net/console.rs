@@ -48,6 +48,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("token.js", JS),
     asset!("notice.js", JS),
     asset!("chat.js", JS),
+    asset!("questions.js", JS),
     asset!("transform.js", JS),
     asset!("audit.js", JS),
     asset!("diff.js", JS),
