@@ -10,6 +10,7 @@ import { ChatPane } from "./chat.js";
 import { SectionsPane } from "./transform.js";
 import { AuditPane } from "./audit.js";
 import { PolicyPane } from "./policy.js";
+import { HostPane } from "./host.js";
 
 const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id));
 
@@ -64,6 +65,7 @@ function start(ctx) {
   sections.render();
   audit.render();
   new PolicyPane(ctx, $("pane-policy")).render();
+  new HostPane(ctx, $("pane-host")).render();
   showTabs();
 }
 
@@ -73,6 +75,7 @@ function showTabs() {
     ["tab-sections", "pane-sections"],
     ["tab-audit", "pane-audit"],
     ["tab-policy", "pane-policy"],
+    ["tab-host", "pane-host"],
   ];
   const select = (/** @type {string} */ chosen) => {
     for (const [tab, pane] of tabs) {

@@ -93,6 +93,22 @@ pub fn copilot_backend(
     Bridge::new(host, router, policy.reader())
 }
 
+/// How often `x-host://status` looks for a change to send.
+const STATUS_TICK: Duration = Duration::from_secs(1);
+
+/// Sends `x-host://status` its changes until the host stops.
+async fn tick_status(host: std::sync::Weak<Host>, stopped: CancellationToken) {
+    let mut tick = tokio::time::interval(STATUS_TICK);
+    loop {
+        tokio::select! {
+            _ = stopped.cancelled() => return,
+            _ = tick.tick() => {}
+        }
+        let Some(host) = host.upgrade() else { return };
+        host.publish_status_if_changed();
+    }
+}
+
 /// A running host.
 pub struct Running {
     pub addr: SocketAddr,
@@ -250,6 +266,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
         None => None,
     };
     crate::telemetry::metrics().set_build_info(ahp_types::PROTOCOL_VERSION);
+    tokio::spawn(tick_status(Arc::downgrade(&host), stopped.clone()));
     Ok(Running {
         addr,
         admin,

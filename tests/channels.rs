@@ -148,3 +148,32 @@ async fn the_policy_channel_holds_the_policy_and_says_each_reload() {
     assert_eq!(action["action"]["type"], "x-policy/loaded");
     assert_eq!(action["action"]["sha256"], state["sha256"]);
 }
+
+#[tokio::test]
+async fn the_status_channel_is_for_observers_and_follows_clients() {
+    let r = host().await;
+    let (mut ide, init) = initialized_raw(&r, IDE, "ide").await;
+    assert_eq!(
+        init["result"]["_meta"]["x-host://status"]["role"],
+        "observe"
+    );
+    let snap = ide
+        .call(json!(2), "subscribe", json!({"channel": "x-host://status"}))
+        .await;
+    let state = &snap["result"]["snapshot"]["state"];
+    assert_eq!(state["clients"], 1, "{snap}");
+    assert_eq!(
+        state["runtimes"][0]["up"], false,
+        "no agent, no runtime: {snap}"
+    );
+    assert_eq!(state["version"], env!("CARGO_PKG_VERSION"));
+    let (_ops, _) = initialized_raw(&r, ADMIN, "ops").await;
+    // The host's tick sends the change; waited for, not slept on.
+    let action = loop {
+        let a = next_action(&mut ide, "x-host://status").await;
+        if a["action"]["clients"] == 2 {
+            break a;
+        }
+    };
+    assert_eq!(action["action"]["type"], "x-host/statusChanged");
+}

@@ -187,6 +187,14 @@ async fn a_greeting_streams_and_a_shell_call_waits_for_confirmation() {
         .eval("document.querySelector('.tool').dataset.success")
         .await;
     assert_eq!(tool, "true");
+    b.click("#tab-host").await;
+    b.wait(
+        "the runtime up, the session counted",
+        "(r => r && r.textContent === 'up')(document.querySelector('#host-runtimes tr[data-runtime=\"0\"] td')) && document.getElementById('host-sessions').textContent === '1'",
+    )
+    .await;
+    b.screenshot(&shot(&st, "console-host.png")).await;
+    b.click("#tab-chat").await;
     b.screenshot(&shot(&st, "console-chat.png")).await;
 }
 
@@ -368,6 +376,14 @@ async fn every_pane_passes_axe_and_works_from_the_keyboard() {
     .await;
     let policy = b.serious_a11y_violations().await;
     assert!(policy.is_empty(), "policy pane: {policy:#?}");
+    b.click("#tab-host").await;
+    b.wait(
+        "the host's runtimes",
+        "document.getElementById('host-runtimes')",
+    )
+    .await;
+    let host = b.serious_a11y_violations().await;
+    assert!(host.is_empty(), "host pane: {host:#?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -25,9 +25,16 @@ pub const AUDIT_RECENT_BYTES: usize = 1024 * 1024;
 /// The effective policy's channel.
 pub const POLICY: &str = "x-policy://effective";
 
+/// The host's status channel.
+pub const HOST_STATUS: &str = "x-host://status";
+
 /// The role subscribing to `uri` needs, if it is one of the host's channels.
 pub fn required_role(uri: &str) -> Option<Role> {
-    matches!(uri, AUDIT_LOG | POLICY).then_some(Role::Admin)
+    match uri {
+        AUDIT_LOG | POLICY => Some(Role::Admin),
+        HOST_STATUS => Some(Role::Observe),
+        _ => None,
+    }
 }
 
 /// Their entries in `InitializeResult._meta`, beside the transform extension's.
@@ -42,8 +49,44 @@ pub fn advertisement() -> Value {
             "role": "admin",
             "snapshot": "policy (the effective policy document), sha256, loadedAt",
             "actions": [PolicyLoaded::TYPE],
+        },
+        HOST_STATUS: {
+            "role": "observe",
+            "snapshot": "version, protocol, runtimes [{runtime, up, restarts}], clients, sessions, startedAt",
+            "actions": [HostStatus::TYPE],
         }
     })
+}
+
+/// `x-host://status`'s state, and (with its `type`) the action sent when
+/// any of it changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostStatus {
+    #[serde(rename = "type", skip_serializing_if = "str::is_empty")]
+    pub kind: &'static str,
+    /// This bridge's version.
+    pub version: &'static str,
+    /// The AHP version it implements.
+    pub protocol: &'static str,
+    pub runtimes: Vec<RuntimeStatus>,
+    /// Initialized client connections, of every principal.
+    pub clients: usize,
+    /// Sessions, of every principal.
+    pub sessions: usize,
+    pub started_at: String,
+}
+
+impl HostStatus {
+    pub const TYPE: &'static str = "x-host/statusChanged";
+}
+
+/// One runtime of the pool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuntimeStatus {
+    pub runtime: usize,
+    pub up: bool,
+    pub restarts: u64,
 }
 
 /// `x-policy://effective`'s state, and (with its `type`) the action a

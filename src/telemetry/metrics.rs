@@ -321,6 +321,13 @@ impl Metrics {
         }
     }
 
+    /// Runtime `slot`: whether it is up, and how many times it was replaced.
+    pub fn runtime_state(&self, slot: usize) -> (bool, u64) {
+        let label = [("runtime", slot.to_string())];
+        let up = self.runtime_up.get_or_create(&label).get() > 0;
+        (up, self.runtime_restarts.get_or_create(&label).get())
+    }
+
     /// The exposition: OpenMetrics text, or the Prometheus text format 0.0.4.
     pub fn encode(&self, openmetrics: bool) -> String {
         let mut out = String::new();

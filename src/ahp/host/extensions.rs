@@ -7,22 +7,32 @@ use serde_json::{json, Value};
 
 use super::{Host, State};
 use crate::ahp::auth::Principal;
-use crate::ahp::channels::{required_role, AuditLogState, PolicyLoaded, AUDIT_LOG, POLICY};
+use crate::ahp::channels::{
+    required_role, AuditLogState, HostStatus, PolicyLoaded, RuntimeStatus, AUDIT_LOG, HOST_STATUS,
+    POLICY,
+};
 use crate::ahp::protocol::errors::AhpError;
 use crate::jsonrpc::{self, RpcError};
+use crate::telemetry::metrics;
 
 /// The state of every extension channel (the policy's document is read
 /// from the policy in force; only when it was loaded is kept here).
 pub(super) struct Extensions {
     audit: AuditLogState,
     policy_loaded_at: String,
+    started_at: String,
+    /// The status last sent, to send a change only.
+    status_sent: Option<HostStatus>,
 }
 
 impl Default for Extensions {
     fn default() -> Self {
+        let now = jiff::Timestamp::now().to_string();
         Self {
             audit: AuditLogState::default(),
-            policy_loaded_at: jiff::Timestamp::now().to_string(),
+            policy_loaded_at: now.clone(),
+            started_at: now,
+            status_sent: None,
         }
     }
 }
@@ -33,6 +43,7 @@ impl Host {
         let state = match uri {
             AUDIT_LOG => serde_json::to_value(&st.extensions.audit),
             POLICY => serde_json::to_value(self.policy_loaded("", &st.extensions)),
+            HOST_STATUS => serde_json::to_value(self.status("", st)),
             _ => return None,
         };
         Some(state.unwrap_or(Value::Null))
@@ -46,6 +57,46 @@ impl Host {
             sha256: policy.policy_sha256(),
             loaded_at: ext.policy_loaded_at.clone(),
         }
+    }
+
+    fn status(&self, kind: &'static str, st: &State) -> HostStatus {
+        let runtimes = (0..self.cfg.runtime.pool_size().max(1))
+            .map(|runtime| {
+                let (up, restarts) = metrics().runtime_state(runtime);
+                RuntimeStatus {
+                    runtime,
+                    up,
+                    restarts,
+                }
+            })
+            .collect();
+        HostStatus {
+            kind,
+            version: env!("CARGO_PKG_VERSION"),
+            protocol: ahp_types::PROTOCOL_VERSION,
+            runtimes,
+            clients: st.clients.initialized(),
+            sessions: st.sessions.len(),
+            started_at: st.extensions.started_at.clone(),
+        }
+    }
+
+    /// Sends `x-host://status` a change, if anything changed since the last
+    /// one; called on a tick (what it reports changes in many places).
+    pub fn publish_status_if_changed(&self) {
+        let mut st = self.lock();
+        // Nobody watching: nothing to number, keep or send (a subscriber
+        // gets the status as it is then in its snapshot).
+        if st.clients.subscribers(HOST_STATUS).next().is_none() {
+            return;
+        }
+        let now = self.status(HostStatus::TYPE, &st);
+        if st.extensions.status_sent.as_ref() == Some(&now) {
+            return;
+        }
+        st.extensions.status_sent = Some(now.clone());
+        let action = serde_json::to_value(&now).unwrap_or(Value::Null);
+        self.publish(&mut st, HOST_STATUS, action);
     }
 
     /// A reload put a new policy in force: `x-policy://effective` says so.

@@ -53,6 +53,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("audit.js", JS),
     asset!("diff.js", JS),
     asset!("policy.js", JS),
+    asset!("host.js", JS),
 ];
 
 /// The bytes the console adds to the binary.
