@@ -196,6 +196,11 @@ async fn a_greeting_streams_and_a_shell_call_waits_for_confirmation() {
     b.screenshot(&shot(&st, "console-host.png")).await;
     b.click("#tab-chat").await;
     b.screenshot(&shot(&st, "console-chat.png")).await;
+    assert_eq!(
+        b.csp_violations().await,
+        Vec::<String>::new(),
+        "the console itself keeps to its CSP"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -218,6 +223,7 @@ async fn model_markup_is_shown_as_text_and_never_runs() {
     b.eval("document.querySelectorAll('#transcript *').forEach(e => e.click && e.click())")
         .await;
     assert_eq!(b.eval("window.__xss === undefined").await, true);
+    assert_eq!(b.csp_violations().await, Vec::<String>::new());
 }
 
 /// Opts the console in to `tone`, sends a turn, and waits for the request.

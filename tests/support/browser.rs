@@ -123,6 +123,13 @@ impl Browser {
         self.session = attached["sessionId"].as_str().unwrap().to_owned();
         self.send("Runtime.enable", json!({})).await;
         self.send("Page.enable", json!({})).await;
+        // Every CSP violation in any page this browser opens, for a test to
+        // assert there was none (the page's own code included).
+        self.send(
+            "Page.addScriptToEvaluateOnNewDocument",
+            json!({"source": "window.__cspViolations = []; document.addEventListener('securitypolicyviolation', e => window.__cspViolations.push(e.violatedDirective + ' ' + e.blockedURI));"}),
+        )
+        .await;
     }
 
     /// A browser-level command.
@@ -254,6 +261,11 @@ impl Browser {
             )
             .await;
         serde_json::from_value(found).unwrap()
+    }
+
+    /// The CSP violations the page has seen so far.
+    pub async fn csp_violations(&self) -> Vec<String> {
+        serde_json::from_value(self.eval("window.__cspViolations").await).unwrap_or_default()
     }
 
     /// A PNG of the page as it is now, written to `path`.
