@@ -5,6 +5,7 @@
 import { h, plainText, replace } from "./dom.js";
 import { reason, refused } from "./notice.js";
 import { questionBlock } from "./questions.js";
+import { markdown } from "./md.js";
 
 /**
  * @typedef {{ahp: import("./ahp.js").Ahp, clientId: string, root: any, meta: any}} Context
@@ -143,7 +144,7 @@ export class ChatPane {
   showPastTurn(turn) {
     const el = this.turnElement(turn.id, plainText(turn.message?.text));
     for (const part of turn.responseParts || []) {
-      if (typeof part.content === "string") el.append(h("p", { class: "part" }, part.content));
+      if (typeof part.content === "string") el.append(h("div", { class: "part answer" }, markdown(part.content)));
     }
   }
 
@@ -262,15 +263,18 @@ export class ChatPane {
     }
   }
 
+  /** A response part's text grows; it is shown again as markdown. */
   part(turn, partId, text) {
     const key = `${turn.dataset.turn}/${partId}`;
     let el = this.parts.get(key);
     if (!el) {
-      el = h("p", { class: "part answer" });
+      el = h("div", { class: "part answer" });
+      el.dataset.text = "";
       this.parts.set(key, el);
       turn.append(el);
     }
-    el.append(text);
+    el.dataset.text += text;
+    replace(el, markdown(el.dataset.text));
   }
 
   tool(turn, id) {

@@ -208,19 +208,31 @@ async fn model_markup_is_shown_as_text_and_never_runs() {
     let st = stack().await;
     let b = open_console(&st).await;
     new_session(&b).await;
-    let payload = "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script>\
-                   [click](javascript:window.__xss=3) <a href=\"javascript:window.__xss=4\">a</a>";
-    st.model.push(Reply::Text(payload.into()));
+    let markup = "<img src=x onerror=\"window.__xss=1\"><script>window.__xss=2</script>\
+                  [click](javascript:window.__xss=3) <a href=\"javascript:window.__xss=4\">a</a>";
+    let payload = format!("{markup}\n\n**bold** and [site](https://example.invalid/)");
+    st.model.push(Reply::Text(payload));
     assert_eq!(send_and_wait(&b, "show me markup").await, "turnComplete");
     let shown = b
         .eval("document.querySelector('.turn .answer').textContent")
         .await;
-    assert_eq!(shown, payload, "the answer is shown as the text it is");
+    assert_eq!(
+        shown,
+        format!("{markup}bold and site"),
+        "markup is shown as the text it is; markdown is rendered"
+    );
     let elements = b
-        .eval("document.querySelectorAll('#transcript img, #transcript script, #transcript a').length")
+        .eval("document.querySelectorAll('#transcript img, #transcript script, #transcript a[href^=javascript]').length")
         .await;
-    assert_eq!(elements, 0, "no element came from the model's text");
-    b.eval("document.querySelectorAll('#transcript *').forEach(e => e.click && e.click())")
+    assert_eq!(elements, 0, "no element came from the model's markup");
+    let safe = b
+        .eval("[document.querySelector('.answer strong').textContent, document.querySelector('.answer a').getAttribute('href')]")
+        .await;
+    assert_eq!(
+        safe,
+        serde_json::json!(["bold", "https://example.invalid/"])
+    );
+    b.eval("document.querySelectorAll('#transcript *:not(a)').forEach(e => e.click && e.click())")
         .await;
     assert_eq!(b.eval("window.__xss === undefined").await, true);
     assert_eq!(b.csp_violations().await, Vec::<String>::new());

@@ -49,6 +49,7 @@ pub const ASSETS: &[Asset] = &[
     asset!("notice.js", JS),
     asset!("chat.js", JS),
     asset!("questions.js", JS),
+    asset!("md.js", JS),
     asset!("transform.js", JS),
     asset!("audit.js", JS),
     asset!("diff.js", JS),
