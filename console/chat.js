@@ -53,6 +53,11 @@ export class ChatPane {
     this.prompt = h("textarea", { id: "prompt", rows: 3 });
     this.send = h("button", { type: "submit", id: "send", disabled: true }, "Send");
     this.cancel = h("button", { type: "button", id: "cancel", disabled: true, on: { click: () => this.cancelTurn() } }, "Cancel turn");
+    this.sendAs = h("select", { id: "send-as" },
+      h("option", { value: "turn" }, "a new turn"),
+      h("option", { value: "queued" }, "queued: a turn after this one"),
+      h("option", { value: "steering" }, "steering: into the running turn"));
+    this.pending = h("ul", { id: "pending", "aria-label": "Pending messages" });
     replace(
       this.el,
       h("h2", {}, "Chat"),
@@ -64,7 +69,9 @@ export class ChatPane {
       this.state,
       this.transcript,
       h("form", { class: "composer", on: { submit: (e) => { e.preventDefault(); this.startTurn(); } } },
-        h("label", { for: "prompt" }, "Message"), this.prompt, this.send, this.cancel),
+        h("label", { for: "prompt" }, "Message"), this.prompt,
+        h("div", { class: "row" }, h("label", { for: "send-as" }, "Send as"), this.sendAs),
+        this.send, this.cancel, this.pending),
     );
     this.listSessions();
   }
@@ -161,6 +168,7 @@ export class ChatPane {
   startTurn() {
     const text = this.prompt.value.trim();
     if (!text || !this.session) return;
+    if (this.sendAs.value !== "turn") return this.sendPending(this.sendAs.value, text);
     const turnId = crypto.randomUUID();
     this.ctx.ahp.dispatch(chatOf(this.session), {
       type: "chat/turnStarted",
@@ -169,6 +177,21 @@ export class ChatPane {
       message: { text, origin: { kind: "user" } },
     });
     this.prompt.value = "";
+  }
+
+  /** A queued or steering message: the host starts or injects it. */
+  sendPending(kind, text) {
+    const message = { text, origin: { kind: "user" } };
+    this.ctx.ahp.dispatch(chatOf(/** @type {string} */ (this.session)), { type: "chat/pendingMessageSet", kind, id: crypto.randomUUID(), message });
+    this.prompt.value = "";
+  }
+
+  /** The chat's pending messages, as the host echoes them. */
+  showPending(a) {
+    const key = `${a.kind}/${a.id}`;
+    const old = [...this.pending.children].find((li) => /** @type {HTMLElement} */ (li).dataset.pending === key);
+    if (a.type === "chat/pendingMessageRemoved") return old?.remove();
+    if (!old) this.pending.append(h("li", { "data-pending": key }, `${a.kind}: ${plainText(a.message?.text)}`));
   }
 
   cancelTurn() {
@@ -203,6 +226,7 @@ export class ChatPane {
 
   applyChat(a) {
     if (a.type === "chat/inputRequested") return this.question(a.request);
+    if (a.type === "chat/pendingMessageSet" || a.type === "chat/pendingMessageRemoved") return this.showPending(a);
     if (a.type === "chat/inputCompleted") {
       this.el.querySelector(`.question[data-request="${CSS.escape(a.requestId)}"]`)?.replaceChildren(h("p", { class: "end" }, "answered"));
       return;

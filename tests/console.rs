@@ -8,6 +8,8 @@ mod support;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use serde_json::json;
+
 use ahp_copilot_bridge::config::Config;
 use ahp_copilot_bridge::demo::model::{Reply, DEFAULT_REPLY};
 use support::browser::Browser;
@@ -486,4 +488,61 @@ async fn the_agents_question_is_answered_in_the_page() {
         .eval("[...document.querySelectorAll('.turn .answer')].map(a => a.textContent).join(' ')")
         .await;
     assert!(answer.as_str().unwrap().contains("blue"), "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_message_follows_and_a_turn_can_be_cancelled() {
+    let st = stack().await;
+    let b = open_console(&st).await;
+    new_session(&b).await;
+    let slowly = |text: &str| Reply::Slow {
+        chunks: text.split(' ').map(|w| format!("{w} ")).collect(),
+        delay: Duration::from_millis(200),
+    };
+    st.model.push(slowly("one two three four five"));
+    st.model.push(Reply::Text("Second answer.".into()));
+    b.fill("#prompt", "first").await;
+    b.click("#send").await;
+    b.wait(
+        "the first answer streaming",
+        "document.querySelector('.turn .answer')",
+    )
+    .await;
+    b.eval("document.getElementById('send-as').value = 'queued'")
+        .await;
+    b.fill("#prompt", "second").await;
+    b.click("#send").await;
+    b.wait(
+        "the queued turn answered",
+        "[...document.querySelectorAll('.turn[data-end=turnComplete] .answer')].some(a => a.textContent === 'Second answer.')",
+    )
+    .await;
+    let users = b
+        .eval("[...document.querySelectorAll('.turn .user')].map(u => u.textContent)")
+        .await;
+    assert_eq!(users, json!(["first", "second"]));
+    assert_eq!(
+        b.eval("document.querySelectorAll('#pending li').length")
+            .await,
+        0
+    );
+    // A slow turn, cancelled from the page.
+    st.model.push(slowly("a b c d e f g h i j k l m n o p"));
+    b.eval("document.getElementById('send-as').value = 'turn'")
+        .await;
+    b.fill("#prompt", "third").await;
+    b.click("#send").await;
+    b.wait(
+        "the third answer streaming",
+        "document.querySelectorAll('.turn .answer').length === 3",
+    )
+    .await;
+    b.click("#cancel").await;
+    let end = b
+        .wait(
+            "the third turn's end",
+            "(t => t[2] && t[2].dataset.end)(document.querySelectorAll('.turn'))",
+        )
+        .await;
+    assert_eq!(end, "turnCancelled");
 }
