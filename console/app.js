@@ -58,13 +58,17 @@ async function connect() {
 /** @param {import("./chat.js").Context} ctx */
 function start(ctx) {
   const sections = new SectionsPane(ctx, $("pane-sections"));
-  const chat = new ChatPane(ctx, $("pane-chat"), (uri) => sections.setSession(uri));
+  const policy = new PolicyPane(ctx, $("pane-policy"));
+  const chat = new ChatPane(ctx, $("pane-chat"), (uri) => {
+    sections.setSession(uri);
+    policy.setSession(uri);
+  });
   const audit = new AuditPane(ctx, $("pane-audit"));
   audit.onRecord((record) => sections.recordSeen(record));
   chat.render();
   sections.render();
   audit.render();
-  new PolicyPane(ctx, $("pane-policy")).render();
+  policy.render();
   new HostPane(ctx, $("pane-host")).render();
   showTabs();
 }

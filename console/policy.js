@@ -15,18 +15,37 @@ export class PolicyPane {
   constructor(ctx, el) {
     this.ctx = ctx;
     this.el = el;
+    /** @type {string|null} */
+    this.session = null;
+    this.customizations = h("section", { id: "customizations", "aria-label": "Customizations of the open session" });
     ctx.ahp.on("action", (env) => {
       if (env.channel === POLICY && env.action?.type === "x-policy/loaded") this.draw(env.action);
+      if (env.channel === this.session && String(env.action?.type).startsWith("session/customization")) this.setSession(this.session);
     });
   }
 
+  /**
+   * The open session's customizations, as its state holds them.
+   * @param {string|null} uri
+   */
+  async setSession(uri) {
+    this.session = uri;
+    if (!uri) return replace(this.customizations);
+    try {
+      const r = await this.ctx.ahp.request("subscribe", { channel: uri });
+      replace(this.customizations, customizationList(r.snapshot?.state?.customizations || []));
+    } catch (e) {
+      replace(this.customizations, h("p", { class: "refused" }, reason(e)));
+    }
+  }
+
   async render() {
-    replace(this.el, h("h2", {}, "Policy"), h("p", {}, "loading"));
+    replace(this.el, h("h2", {}, "Policy"), h("p", {}, "loading"), this.customizations);
     try {
       const r = await this.ctx.ahp.request("subscribe", { channel: POLICY });
       this.draw(r.snapshot.state);
     } catch (e) {
-      replace(this.el, h("h2", {}, "Policy"), h("p", { class: "refused", id: "policy-refused" }, `The policy is not shown: ${reason(e)}`));
+      replace(this.el, h("h2", {}, "Policy"), h("p", { class: "refused", id: "policy-refused" }, `The policy is not shown: ${reason(e)}`), this.customizations);
     }
   }
 
@@ -44,6 +63,7 @@ export class PolicyPane {
         h("dt", {}, "Bytes per answer"), h("dd", {}, String(p.maxResponseBytes))),
       sectionTable(p.sections || {}),
       principalList(p.transformPrincipals || {}),
+      this.customizations,
     );
   }
 }
@@ -76,4 +96,21 @@ function principalList(principals) {
       ? h("ul", { id: "policy-principals" }, entries.map(([name, sections]) =>
           h("li", {}, h("strong", {}, name), ": ", Array.isArray(sections) ? sections.join(", ") : "any section")))
       : h("p", {}, "any principal with the transform role, any section"));
+}
+
+/** Each customization container: its kind, name, source, and whatever state it reports. */
+function customizationList(list) {
+  const facts = (c) => Object.entries(c)
+    .filter(([k, v]) => !["id", "type", "name", "uri", "icons", "range", "_meta", "children"].includes(k) && typeof v !== "object")
+    .map(([k, v]) => `${k}: ${v}`);
+  return [
+    h("h3", {}, "Customizations of the open session"),
+    list.length
+      ? h("ul", {}, list.map((c) =>
+          h("li", { "data-customization": c.id },
+            h("strong", {}, c.name || c.id), ` (${c.type || "customization"}) `, h("code", {}, c.uri || ""),
+            facts(c).length ? ` ${facts(c).join(", ")}` : "",
+            Array.isArray(c.children) ? `, ${c.children.length} inside` : "")))
+      : h("p", {}, "none"),
+  ];
 }

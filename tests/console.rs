@@ -358,6 +358,19 @@ async fn an_append_only_section_keeps_its_text_when_replaced() {
         )
         .await;
     assert_eq!(mode, "append-only", "the policy pane shows the rule");
+    let custom = b
+        .wait(
+            "the open session's customizations",
+            "(c => c && c.textContent)(document.querySelector('#customizations'))",
+        )
+        .await;
+    assert!(
+        custom
+            .as_str()
+            .unwrap()
+            .starts_with("Customizations of the open session"),
+        "{custom}"
+    );
     b.screenshot(&shot(&st, "console-policy.png")).await;
     let prompt = last_system_prompt(&st);
     assert!(!prompt.contains("REPLACED-BY-CONSOLE"), "{prompt}");
