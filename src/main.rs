@@ -22,7 +22,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run the AHP host in front of the Copilot runtime.
+    /// Run the AHP host in front of the Copilot runtime; http://LISTEN/ serves its web console.
     Serve {
         /// TOML config file (see config/bridge.toml); defaults apply without one.
         /// SIGHUP re-reads its [policy], [[principals]], [server] token and
@@ -33,7 +33,7 @@ enum Command {
         #[arg(long)]
         listen: Option<std::net::SocketAddr>,
     },
-    /// Everything offline: a scripted model, the real runtime, the AHP host.
+    /// Everything offline: a scripted model, the real runtime, the AHP host and its web console.
     Demo {
         #[arg(long, default_value = "127.0.0.1:8421")]
         listen: std::net::SocketAddr,
