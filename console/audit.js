@@ -71,9 +71,9 @@ export class AuditPane {
     const s = this.state;
     const cp = s.lastCheckpoint;
     replace(this.status,
-      h("dt", {}, "Head"), h("dd", { id: "audit-head" }, s.head || "no record yet in this run"),
+      h("dt", {}, "Head"), h("dd", { id: "audit-head" }, s.head || "no record yet"),
       h("dt", {}, "Records"), h("dd", {}, String(s.records ?? 0)),
-      h("dt", {}, "Last checkpoint"), h("dd", { class: cp && !cp.signed ? "refused" : "" }, cp ? `#${cp.seq}, ${cp.signed ? "signed" : "NOT signed"}` : "none in this run"),
+      h("dt", {}, "Last checkpoint"), h("dd", { class: cp && !cp.signed ? "refused" : "" }, cp ? `#${cp.seq}, ${cp.signed ? "signed" : "NOT signed"}` : "none among these records"),
       h("dt", {}, "Shipping gap"), h("dd", { class: s.shippingGap ? "refused" : "" }, String(s.shippingGap ?? 0)));
     const session = this.session.value.trim();
     const client = this.client.value.trim();

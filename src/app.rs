@@ -60,6 +60,7 @@ pub fn open_audit(cfg: &Config, host: &Arc<Host>) -> anyhow::Result<Option<Audit
     opts.ship = Some(channel as Arc<dyn Ship>);
     let signed = opts.signer.as_ref().map(|s| s.key_id().to_owned());
     let (log, rec) = AuditLog::open_with(p, opts)?;
+    host.seed_audit_tail(crate::bridge::audit_channel::tail_of(p));
     tracing::info!(path = %p.display(), records = rec.records, torn = ?rec.torn_bytes, signing_key = ?signed, "audit log open");
     Ok(Some(AuditTrail { log, shipper }))
 }

@@ -42,7 +42,7 @@ pub fn advertisement() -> Value {
     json!({
         AUDIT_LOG: {
             "role": "admin",
-            "snapshot": "head (SEQ:HASH), records, lastCheckpoint {seq, signed}, shippingGap, recent (the newest 200 records, oldest first)",
+            "snapshot": "head (SEQ:HASH), records, lastCheckpoint {seq, signed}, shippingGap, recent (the newest records, at most 200, oldest first)",
             "actions": [AuditRecordAppended::TYPE],
         },
         POLICY: {
@@ -117,14 +117,14 @@ pub struct Checkpoint {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditLogState {
-    /// `SEQ:HASH` of the newest record, once one was written in this run.
+    /// `SEQ:HASH` of the newest record, once one was seen.
     pub head: Option<String>,
     /// Records in the chain (the head's `seq`).
     pub records: u64,
     pub last_checkpoint: Option<Checkpoint>,
     /// Records the syslog shipper could not queue so far.
     pub shipping_gap: u64,
-    /// The newest records written in this run, oldest first.
+    /// The newest records (the log file's end at startup, then this run's), oldest first.
     pub recent: VecDeque<Value>,
     /// The serialized size of each of `recent`, and their sum.
     #[serde(skip)]

@@ -3,6 +3,8 @@
 //! [`Ship::ship`] under its lock and must not be held up, so a record is
 //! handed over a channel to a task that publishes it, in order.
 
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
 use std::sync::{Arc, Weak};
 
 use serde_json::Value;
@@ -35,11 +37,58 @@ impl AuditChannel {
     }
 }
 
+/// How much of the log's end is read at startup for the channel's tail.
+const TAIL_BYTES: u64 = 2 * 1024 * 1024;
+
+/// The records at the end of the log file at `path` (its last
+/// [`TAIL_BYTES`] at most, whole lines only), oldest first: what the
+/// channel shows before this run writes anything. Unreadable: none.
+pub fn tail_of(path: &Path) -> Vec<Value> {
+    let read = || -> std::io::Result<String> {
+        let mut f = std::fs::File::open(path)?;
+        let len = f.metadata()?.len();
+        f.seek(SeekFrom::Start(len.saturating_sub(TAIL_BYTES)))?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf)?;
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    };
+    let text = read().unwrap_or_default();
+    let whole = text.len() as u64 >= TAIL_BYTES;
+    text.lines()
+        // Cut into the middle of the file: the first line is a part.
+        .skip(usize::from(whole))
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
 impl Ship for AuditChannel {
     fn ship(&self, record: &Value, line: &str) {
         if let Some(s) = &self.shipper {
             s.ship(record, line);
         }
         let _ = self.records.send(record.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tail_is_whole_records_from_the_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        assert!(tail_of(&path).is_empty(), "no file: no tail");
+        std::fs::write(&path, "{\"seq\":1}\n{\"seq\":2}\n").unwrap();
+        let seqs: Vec<_> = tail_of(&path).iter().map(|r| r["seq"].clone()).collect();
+        assert_eq!(seqs, [1, 2]);
+        // Longer than the window: the first line read is a part, and dropped.
+        let line = format!("{{\"seq\":0,\"pad\":\"{}\"}}\n", "x".repeat(1000));
+        let mut big = line.repeat((TAIL_BYTES / 1000) as usize + 10);
+        big.push_str("{\"seq\":9}\n");
+        std::fs::write(&path, big).unwrap();
+        let tail = tail_of(&path);
+        assert_eq!(tail.last().unwrap()["seq"], 9);
+        assert!(tail.iter().all(|r| r.get("seq").is_some()));
     }
 }

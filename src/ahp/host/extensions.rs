@@ -137,6 +137,15 @@ impl Host {
         self.publish(&mut st, AUDIT_LOG, action);
     }
 
+    /// The records the log held before this run, as the channel's tail;
+    /// nothing is sent (nobody is subscribed yet).
+    pub fn seed_audit_tail(&self, records: Vec<Value>) {
+        let mut st = self.lock();
+        for record in records {
+            st.extensions.audit.append(record, 0);
+        }
+    }
+
     fn publish(&self, st: &mut State, channel: &str, action: Value) {
         let seq = self.durable.next_seq(&mut st.log);
         let env = json!({"channel": channel, "action": action, "serverSeq": seq});
