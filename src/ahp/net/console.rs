@@ -173,6 +173,22 @@ mod tests {
     }
 
     #[test]
+    fn every_file_of_the_console_is_served() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("console");
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let name = entry.unwrap().file_name().into_string().unwrap();
+            if name == "tsconfig.json" {
+                continue;
+            }
+            let path = format!("/{name}");
+            assert!(
+                ASSETS.iter().any(|a| a.path == path),
+                "{name} is in console/ but not embedded"
+            );
+        }
+    }
+
+    #[test]
     fn the_console_stays_small() {
         assert!(embedded_bytes() < 300 * 1024, "{} bytes", embedded_bytes());
     }
