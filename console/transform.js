@@ -19,6 +19,22 @@ export class SectionsPane {
     /** @type {Array<{channel: string, outcome: HTMLElement}>} answered, their audit record not seen yet */
     this.awaiting = [];
     ctx.ahp.handle("systemMessageTransform", (params) => this.ask(params));
+    ctx.ahp.on("action", (env) => this.onAction(env));
+  }
+
+  /** This console's opt-in as the host took it, or refused it. */
+  onAction(env) {
+    const a = env.action || {};
+    if (env.channel !== this.session || a.type !== "session/activeClientSet") return;
+    if (a.activeClient?.clientId !== this.ctx.clientId || !this.optInState) return;
+    if (env.rejectionReason) {
+      this.optInState.textContent = `opt-in refused: ${env.rejectionReason}`;
+      this.optInState.className = "refused";
+      return;
+    }
+    const sections = a.activeClient.systemMessageTransform?.sections || [];
+    this.optInState.textContent = `session ${this.session}: opted in to ${sections.join(", ") || "nothing"}`;
+    this.optInState.className = "";
   }
 
   catalogue() {
@@ -63,7 +79,7 @@ export class SectionsPane {
       type: "session/activeClientSet",
       activeClient: { clientId: this.ctx.clientId, tools: [], systemMessageTransform: { sections } },
     });
-    this.optInState.textContent = `session ${this.session}: opted in to ${sections.join(", ") || "nothing"}`;
+    this.optInState.textContent = `session ${this.session}: opt-in sent`;
   }
 
   /**

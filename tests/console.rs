@@ -245,6 +245,11 @@ async fn transform_request(b: &Browser) {
     b.click("#tab-sections").await;
     b.click("#section-tone").await;
     b.click("#opt-in").await;
+    b.wait(
+        "the opt-in taken",
+        "document.getElementById('opt-in-state').textContent.endsWith('opted in to tone')",
+    )
+    .await;
     b.fill("#prompt", "hello").await;
     b.click("#send").await;
     b.wait(
@@ -480,6 +485,17 @@ async fn an_observer_sees_the_session_and_is_told_why_it_cannot_send() {
         1,
         "the observer's turn never reached the model"
     );
+    b.click("#tab-sections").await;
+    b.click("#section-tone").await;
+    b.click("#opt-in").await;
+    let opt_in = b
+        .wait(
+            "the opt-in's refusal",
+            "(e => e.className === 'refused' && e.textContent)(document.getElementById('opt-in-state'))",
+        )
+        .await;
+    assert!(opt_in.as_str().unwrap().contains("transform"), "{opt_in}");
+    b.click("#tab-chat").await;
     b.screenshot(&shot(&st, "console-refused.png")).await;
 }
 
