@@ -314,6 +314,11 @@ async fn a_rewrite_in_the_editor_reaches_the_model() {
         .await;
     assert!(head.as_str().unwrap().contains(':'), "{head}");
     b.screenshot(&shot(&st, "console-audit.png")).await;
+    // The filter narrows the list, by session or by client.
+    let filtered = "(() => { const f = document.getElementById('audit-session'); f.value = 'no-such-session'; \
+        f.dispatchEvent(new Event('input')); const n = document.querySelectorAll('.record').length; \
+        f.value = ''; f.dispatchEvent(new Event('input')); return [n, document.querySelectorAll('.record').length]; })()";
+    assert_eq!(b.eval(filtered).await, json!([0, 2]));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -574,4 +579,10 @@ async fn a_queued_message_follows_and_a_turn_can_be_cancelled() {
         )
         .await;
     assert_eq!(end, "turnCancelled");
+    b.click("#dispose").await;
+    b.wait(
+        "the session gone",
+        "document.getElementById('session').options.length === 0 && document.getElementById('session-state').textContent === 'no session'",
+    )
+    .await;
 }
