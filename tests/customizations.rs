@@ -307,3 +307,68 @@ async fn bad_packages_on_disk_are_clear_states_and_the_rest_still_works() {
     turn_completes(&st, &c, "bad", "t1", "still up").await;
     assert!(last_system_prompt(&st.model).contains("ALPHA_DESC_MARKER"));
 }
+
+#[tokio::test]
+async fn a_change_on_disk_is_listed_again_and_reaches_the_next_turn() {
+    let root = tempfile::tempdir().unwrap();
+    let file = root.path().join("skills/alpha/SKILL.md");
+    write(&file, SKILL);
+    let skills = root.path().join("skills");
+    let st = start_stack(|cfg: &mut Config| {
+        cfg.customizations.directories = vec![directory(skills, Contents::Skill, "team-skills")];
+    })
+    .await;
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/w", None).await;
+    turn_completes(&st, &c, "w", "t1", "one").await;
+    assert!(last_system_prompt(&st.model).contains("ALPHA_DESC_MARKER"));
+
+    let (_, mut sub) = c.subscribe("ahp-session:/w".into()).await.unwrap();
+    write(
+        &file,
+        &SKILL.replace("ALPHA_DESC_MARKER", "DELTA_DESC_MARKER"),
+    );
+    wait_action(&mut sub, |a| match a {
+        StateAction::SessionCustomizationUpdated(u) => serde_json::to_string(&u.customization)
+            .unwrap()
+            .contains("DELTA_DESC_MARKER")
+            .then_some(()),
+        _ => None,
+    })
+    .await;
+    turn_completes(&st, &c, "w", "t2", "two").await;
+    let prompt = last_system_prompt(&st.model);
+    assert!(prompt.contains("DELTA_DESC_MARKER"), "{prompt}");
+    assert!(!prompt.contains("ALPHA_DESC_MARKER"), "{prompt}");
+}
+
+#[tokio::test]
+async fn an_mcp_server_that_fails_to_start_is_an_error_and_turns_go_on() {
+    let server = McpServerConfig {
+        command: "/nonexistent/mcp-server".into(),
+        args: vec![],
+        env: Default::default(),
+        cwd: None,
+    };
+    let st = start_stack(|cfg: &mut Config| {
+        cfg.customizations.mcp_servers = [("broken".to_owned(), server)].into();
+    })
+    .await;
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/broken", None).await;
+    let (_, mut sub) = c.subscribe("ahp-session:/broken".into()).await.unwrap();
+    turn_completes(&st, &c, "broken", "t1", "still fine").await;
+    let state = wait_action(&mut sub, |a| match a {
+        StateAction::SessionMcpServerStateChanged(s) if s.id == "host-mcp-broken" => {
+            let v = serde_json::to_value(&s.state).unwrap();
+            (v["kind"] == "error").then_some(v)
+        }
+        _ => None,
+    })
+    .await;
+    let message = state["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("spawn") || message.contains("No such file"),
+        "{state}"
+    );
+}

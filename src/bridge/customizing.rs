@@ -161,7 +161,7 @@ impl Bridge {
     async fn vetted_client_plugin(&self, uri: &str, e: &ClientEntry, may: bool) -> ClientOutcome {
         let policy = self.custom.policy();
         if let Err(why) = vet::admit(policy, e.principal.as_deref(), may) {
-            return ClientOutcome::Refused(why);
+            return ClientOutcome::Refused(why.0);
         }
         let Some(peer) = self.host().and_then(|h| h.client_peer(&e.client_id)) else {
             return ClientOutcome::Refused("the client is not connected to read it from".into());
@@ -174,7 +174,7 @@ impl Bridge {
                 package: Arc::new(package),
                 cut,
             },
-            Err(why) => ClientOutcome::Refused(why),
+            Err(why) => ClientOutcome::Refused(why.0),
         }
     }
 

@@ -281,6 +281,15 @@ impl Bridge {
         self.sessions
             .place(&uri, runtime_id, false, self.pool.size());
         self.publish_customizations(&uri).await;
+        // The entry given with createSession: its plugins are read now and
+        // reach the runtime from the first turn after they are.
+        for c in self
+            .host()
+            .map(|h| h.active_clients(&uri))
+            .unwrap_or_default()
+        {
+            self.client_set(&uri, &c.client_id);
+        }
         let bound = self.ensure_bound(&uri).await;
         if self.sessions.with(&uri, |_| ()).is_none() {
             // Disposed while it was being created: no outcome to publish,
