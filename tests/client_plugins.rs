@@ -1,5 +1,6 @@
 //! Plugins a client publishes: read from the client itself (server-to-
-//! client `resourceList` / `resourceRead` over the official client), held
+//! client `resourceRequest`, `resourceList`, `resourceRead` over the
+//! official client), held
 //! to `[policy.customizations]` and the `custom_instructions` rules, given
 //! to the REAL runtime when allowed (the scripted model logs what it
 //! receives), recorded in the audit log, removed when the client leaves.
@@ -59,6 +60,7 @@ fn serve_plugin(c: &Client, files: Files) -> Arc<AtomicUsize> {
                 .unwrap_or(uri)
                 .trim_start_matches('/');
             match method.as_str() {
+                "resourceRequest" if params["read"] == true && uri == ROOT => Ok(json!({})),
                 "resourceList" => Ok(json!({"entries": list(&files, rel)})),
                 "resourceRead" => {
                     reads.fetch_add(1, Ordering::SeqCst);

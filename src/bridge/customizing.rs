@@ -167,6 +167,9 @@ impl Bridge {
             return ClientOutcome::Refused("the client is not connected to read it from".into());
         };
         let source = super::custom::client_source::ClientSource::new(peer, uri, &e.plugin.uri);
+        if let Err(why) = source.request_access().await {
+            return ClientOutcome::Refused(why.to_string());
+        }
         let mut package = read_package(&source, &vet::client_bounds(policy)).await;
         let rules = self.policy.current();
         match vet::vet(&mut package, policy, rules.rules(vet::TEXT_SECTION)) {

@@ -1,7 +1,8 @@
-//! A client's plugin as a [`PackageSource`]: its files read from the
-//! client with the server-to-client `resourceList` and `resourceRead`, as
-//! AHP intends for a client's virtual plugin. Each call has a deadline;
-//! what the client answers is held to the caller's bounds.
+//! A client's plugin as a [`PackageSource`]: read access asked first with
+//! the server-to-client `resourceRequest`, then its files read with
+//! `resourceList` and `resourceRead`, as AHP intends for a client's virtual
+//! plugin. Each call has a deadline; what the client answers is held to the
+//! caller's bounds.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use ahp_types::commands::ContentEncoding;
 use ahp_types::commands::{
     ResourceListParams, ResourceListResult, ResourceReadParams, ResourceReadResult,
+    ResourceRequestParams,
 };
 use data_encoding::BASE64;
 
@@ -33,6 +35,31 @@ impl ClientSource {
             peer,
             channel: channel.to_owned(),
             root: root.trim_end_matches('/').to_owned(),
+        }
+    }
+
+    /// Asks the client for read access to the plugin (`resourceRequest`).
+    /// A client that does not know the method (-32601) is read anyway: it
+    /// still decides on each `resourceRead`.
+    pub async fn request_access(&self) -> Result<(), SourceError> {
+        let params = ResourceRequestParams {
+            channel: self.channel.clone(),
+            meta: None,
+            uri: self.root.clone(),
+            read: Some(true),
+            write: None,
+        };
+        match self
+            .peer
+            .call_sized("resourceRequest", &params, CALL_DEADLINE)
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(CallError::Rpc(e)) if e.code == -32601 => Ok(()),
+            Err(CallError::Rpc(e)) if e.code == i32::from(AhpError::PermissionDenied) => Err(
+                SourceError::Failed(format!("the client denied read access: {}", e.message)),
+            ),
+            Err(e) => Err(SourceError::Failed(format!("the client's resourceRequest: {e}"))),
         }
     }
 

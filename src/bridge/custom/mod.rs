@@ -74,6 +74,27 @@ impl Drop for Customizer {
     }
 }
 
+/// The folders a bridge writes for its runtime: `PREFIX<pid>-<uuid>`.
+const WORK_PREFIX: &str = "ahp-copilot-bridge-";
+
+/// Removes the folders of bridges that are gone (killed, so their `Drop`
+/// never ran): those whose process id no longer runs.
+fn remove_left_behind(tmp: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix(WORK_PREFIX)
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok());
+        if pid.is_some_and(|p| !std::path::Path::new(&format!("/proc/{p}")).exists()) {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 fn short(text: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(&Sha256::digest(text.as_bytes())[..8])
@@ -86,8 +107,9 @@ impl Customizer {
             max_files: policy.max_plugin_files,
             ..Bounds::default()
         };
+        remove_left_behind(&std::env::temp_dir());
         let work = std::env::temp_dir().join(format!(
-            "ahp-copilot-bridge-{}-{}",
+            "{WORK_PREFIX}{}-{}",
             std::process::id(),
             uuid::Uuid::new_v4().simple()
         ));
