@@ -19,6 +19,7 @@ use ahp_types::state::{
 use tracing::{info, warn};
 
 use super::custom::runtime_map::{Applied, Contribution};
+use super::custom::watch::FolderWatch;
 use super::custom::{agent_named, client_shape, shape, vet, ClientEntry, ClientOutcome};
 use super::Bridge;
 use crate::ahp::customizations::id_of;
@@ -93,10 +94,27 @@ impl Bridge {
         }
     }
 
+    /// Watches the host's folders for as long as the bridge lives.
+    pub(super) fn watch_host_folders(self: &Arc<Self>) {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let Some(mut watch) = FolderWatch::start(&self.custom.watched_paths()) else {
+            return;
+        };
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while watch.changed().await {
+                let Some(b) = me.upgrade() else { return };
+                b.host_changed().await;
+            }
+        });
+    }
+
     /// The host's directories changed on disk: read again, and every
     /// session that lists a changed container gets it anew (its runtime
     /// from the next turn: the new files are a new binding).
-    pub(super) async fn host_changed(&self) {
+    async fn host_changed(&self) {
         let changed = self.custom.reread().await;
         if changed.is_empty() {
             return;

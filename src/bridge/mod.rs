@@ -94,7 +94,7 @@ impl Bridge {
             custom,
             audit,
         });
-        custom::watch::start(&bridge);
+        bridge.watch_host_folders();
         bridge
     }
 

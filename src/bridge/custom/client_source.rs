@@ -59,7 +59,9 @@ impl ClientSource {
             Err(CallError::Rpc(e)) if e.code == i32::from(AhpError::PermissionDenied) => Err(
                 SourceError::Failed(format!("the client denied read access: {}", e.message)),
             ),
-            Err(e) => Err(SourceError::Failed(format!("the client's resourceRequest: {e}"))),
+            Err(e) => Err(SourceError::Failed(format!(
+                "the client's resourceRequest: {e}"
+            ))),
         }
     }
 
