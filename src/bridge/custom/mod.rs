@@ -55,7 +55,8 @@ struct Inner {
     clients: BTreeMap<String, BTreeMap<String, ClientEntry>>,
     /// Session -> container id -> the key of what its runtime last got.
     applied: BTreeMap<String, BTreeMap<String, String>>,
-    written: Written,
+    /// Session -> what was written for its runtime, by folder.
+    written: BTreeMap<String, Written>,
 }
 
 pub struct Customizer {
@@ -280,7 +281,7 @@ impl Customizer {
         let mut g = self.lock();
         g.clients.remove(session);
         g.applied.remove(session);
-        g.written.retain(|p, _| !p.starts_with(&dir));
+        g.written.remove(session);
         drop(g);
         let _ = std::fs::remove_dir_all(dir);
     }
@@ -314,9 +315,16 @@ impl Customizer {
     /// Writes the contributions for `session`'s runtime (blocking I/O).
     pub fn map(&self, session: &str, contributions: &[Contribution]) -> Mapped {
         let dir = self.session_dir(session);
-        let mut written = std::mem::take(&mut self.lock().written);
+        // Taken while this session's bind writes (binds of one session
+        // are one at a time; one that overlaps writes to a new folder).
+        let taken = self.lock().written.remove(session);
+        let mut written = taken.unwrap_or_default();
         let mapped = runtime_map::map(contributions, &dir, &mut written);
-        self.lock().written.append(&mut written);
+        self.lock()
+            .written
+            .entry(session.to_owned())
+            .or_default()
+            .append(&mut written);
         mapped
     }
 

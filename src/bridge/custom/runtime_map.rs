@@ -132,9 +132,17 @@ fn add_package(
     let dest = dir.join(short(&c.id)).join(&key);
     let written = match written.get(&dest) {
         Some(m) => Ok(m.clone()),
-        None => materialize_only(pkg, &dest, keep).inspect(|m| {
-            written.insert(dest.clone(), m.clone());
-        }),
+        None => {
+            // Written by a bind that overlapped this one: the same files,
+            // but not known here, so this one writes its own copy.
+            let fresh = match dest.exists() {
+                true => dest.with_extension(uuid::Uuid::new_v4().simple().to_string()),
+                false => dest.clone(),
+            };
+            materialize_only(pkg, &fresh, keep).inspect(|m| {
+                written.insert(dest.clone(), m.clone());
+            })
+        }
     };
     match written {
         Ok(m) => {
@@ -202,5 +210,75 @@ fn fold(into: &mut RuntimeCustomizations, m: Materialized) {
             cwd: Some(shown(s.cwd)),
         };
         insert_server(&mut into.mcp_servers, &s.name, spec);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::customize::{read_directory, Bounds, MemorySource};
+
+    async fn skills() -> Arc<Package> {
+        let src = MemorySource::new()
+            .file("a/SKILL.md", "---\nname: a\ndescription: A.\n---\nx")
+            .file("b/SKILL.md", "---\nname: b\ndescription: B.\n---\ny");
+        Arc::new(read_directory(&src, ChildKind::Skill, &Bounds::default()).await)
+    }
+
+    fn contribution(pkg: Arc<Package>, disabled: &[&str]) -> Contribution {
+        Contribution {
+            id: "host-dir-0".into(),
+            name: "skills".into(),
+            source: Source::HostDirectory,
+            client_id: None,
+            principal: None,
+            contents: Contents::Package(pkg),
+            disabled: disabled.iter().map(|s| s.to_string()).collect(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_disabled_child_is_left_out_and_changes_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut written = Written::new();
+        let all = map(
+            &[contribution(skills().await, &[])],
+            dir.path(),
+            &mut written,
+        );
+        let some = map(
+            &[contribution(skills().await, &["host-dir-0/skill/b"])],
+            dir.path(),
+            &mut written,
+        );
+        assert_eq!(all.applied[0].children.len(), 2);
+        assert_eq!(some.applied[0].children.len(), 1);
+        assert_ne!(all.applied[0].key, some.applied[0].key);
+        assert_ne!(
+            all.runtime.skill_directories,
+            some.runtime.skill_directories
+        );
+        let listed = std::fs::read_dir(&some.runtime.skill_directories[0])
+            .unwrap()
+            .count();
+        assert_eq!(listed, 1);
+    }
+
+    #[tokio::test]
+    async fn an_overlapping_bind_that_does_not_know_the_folder_writes_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = [contribution(skills().await, &[])];
+        let first = map(&c, dir.path(), &mut Written::new());
+        let second = map(&c, dir.path(), &mut Written::new());
+        assert!(
+            first.failed.is_empty() && second.failed.is_empty(),
+            "{:?}",
+            second.failed
+        );
+        assert_eq!(first.applied, second.applied);
+        assert_ne!(
+            first.runtime.skill_directories,
+            second.runtime.skill_directories
+        );
     }
 }
