@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ahp::{Client, ClientConfig};
+use ahp::Client;
 use ahp_copilot_bridge::audit::sha256_hex;
 use ahp_copilot_bridge::config::{ClientPlugins, Config, PrincipalConfig, Role, SectionRuleConfig};
 use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
@@ -20,6 +20,7 @@ use ahp_types::actions::StateAction;
 use ahp_types::messages::JsonRpcError;
 use serde_json::{json, Value};
 use support::e2e::*;
+use support::process::connect_as;
 use support::*;
 
 const ROOT: &str = "virtual://ide/plug";
@@ -125,17 +126,6 @@ fn principals(cfg: &mut Config) {
     ];
 }
 
-async fn connect(addr: std::net::SocketAddr, token: &str, client_id: &str) -> Client {
-    let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{addr}/?tkn={token}"))
-        .await
-        .expect("ws connect");
-    let c = Client::connect(t, ClientConfig::default()).await.unwrap();
-    c.initialize(client_id.into(), vec!["1.0.0".into()], vec![])
-        .await
-        .expect("initialize");
-    c
-}
-
 /// The plugin's load state once it is no longer `loading`.
 async fn plugin_outcome(c: &Client, uri: &str) -> Value {
     let (_, mut sub) = c.subscribe(uri.into()).await.unwrap();
@@ -172,7 +162,7 @@ async fn publish(tune: impl FnOnce(&mut Config), token: &str, skill_md: &str) ->
         tune(cfg);
     })
     .await;
-    let c = connect(st.bridge.addr, token, "ide").await;
+    let c = connect_as(st.bridge.addr, token, "ide").await;
     let files: Files = Arc::new(Mutex::new(plugin_files(skill_md)));
     let reads = serve_plugin(&c, files.clone());
     ready_session(&c, "ahp-session:/cp", Some(entry("ide", "1"))).await;
@@ -279,7 +269,7 @@ async fn the_plugin_is_removed_when_its_client_leaves_past_its_grace() {
     let grace = |cfg: &mut Config| cfg.server.client_grace = Duration::from_millis(200);
     let p = publish(grace, CUSTOMIZER, &skill("GAMMA_BODY")).await;
     assert_eq!(p.plugin["load"]["kind"], "loaded", "{}", p.plugin);
-    let watcher = connect(p.st.bridge.addr, CUSTOMIZER, "watcher").await;
+    let watcher = connect_as(p.st.bridge.addr, CUSTOMIZER, "watcher").await;
     let (_, mut sub) = watcher.subscribe("ahp-session:/cp".into()).await.unwrap();
     p.c.shutdown().await;
     wait_action(&mut sub, |a| match a {

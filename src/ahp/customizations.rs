@@ -4,9 +4,9 @@
 //! back from a session's state, for the runtime.
 
 use ahp_types::state::{
-    Customization, CustomizationEnablement, CustomizationLoadState, CustomizationType,
-    DirectoryCustomization, McpServerCustomization, McpServerState, McpServerStoppedState,
-    PluginCustomization,
+    ChildCustomization, Customization, CustomizationEnablement, CustomizationLoadState,
+    CustomizationType, DirectoryCustomization, McpServerCustomization, McpServerState,
+    McpServerStoppedState, PluginCustomization,
 };
 
 use crate::ahp::protocol::uri::file_uri_of;
@@ -116,5 +116,15 @@ pub fn container_enabled(c: &Customization) -> bool {
         Customization::Directory(d) => d.enabled,
         Customization::McpServer(m) => effective(m.enablement.as_deref()),
         Customization::Unknown(_) => false,
+    }
+}
+
+/// The children a container lists (a plugin's or a directory's); none for
+/// an MCP server, or before the host parsed it.
+pub fn children_of(c: &Customization) -> &[ChildCustomization] {
+    match c {
+        Customization::Plugin(p) => p.children.as_deref().unwrap_or_default(),
+        Customization::Directory(d) => d.children.as_deref().unwrap_or_default(),
+        _ => &[],
     }
 }

@@ -22,7 +22,7 @@ use super::custom::runtime_map::{Applied, Contribution};
 use super::custom::watch::FolderWatch;
 use super::custom::{agent_named, client_shape, shape, vet, ClientEntry, ClientOutcome};
 use super::Bridge;
-use crate::ahp::customizations::id_of;
+use crate::ahp::customizations::{children_of, id_of};
 use crate::audit::customization::{CustomizationRecord, Decision, Source};
 use crate::audit::record::now_rfc3339;
 use crate::customize::read_package;
@@ -312,14 +312,8 @@ impl Bridge {
 /// Whether any container of the session lists an agent.
 fn has_agents(state: &[Customization]) -> bool {
     state.iter().any(|c| {
-        let children = match c {
-            Customization::Plugin(p) => p.children.as_deref(),
-            Customization::Directory(d) => d.children.as_deref(),
-            _ => None,
-        };
-        children
-            .into_iter()
-            .flatten()
+        children_of(c)
+            .iter()
             .any(|ch| matches!(ch, ChildCustomization::Agent(_)))
     })
 }
@@ -345,11 +339,10 @@ fn as_loading(c: Customization) -> Customization {
 fn mcp_id(listed: &[Customization], name: &str) -> Option<String> {
     listed.iter().find_map(|c| match c {
         Customization::McpServer(m) if m.name == name => Some(m.id.clone()),
-        Customization::Plugin(p) => p.children.iter().flatten().find_map(|ch| match ch {
+        plugin => children_of(plugin).iter().find_map(|ch| match ch {
             ChildCustomization::McpServer(m) if m.name == name => Some(m.id.clone()),
             _ => None,
         }),
-        _ => None,
     })
 }
 

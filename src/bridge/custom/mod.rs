@@ -21,7 +21,7 @@ use ahp_types::state::{ChildCustomization, Customization, PluginCustomization};
 use self::catalog::HostEntry;
 use self::runtime_map::{Applied, Contents, Contribution, Mapped, Written};
 use crate::ahp::backend::{ActiveClientView, ClientPlugin};
-use crate::ahp::customizations::{container_enabled, id_of};
+use crate::ahp::customizations::{children_of, container_enabled, id_of};
 use crate::audit::customization::Source;
 use crate::config::{Config, CustomizationPolicy, HostContainer, HostSource};
 use crate::customize::{Bounds, Package};
@@ -390,14 +390,8 @@ fn client_contribution(
 
 /// The ids of a container's children its clients turned off.
 fn disabled_children(c: &Customization) -> BTreeSet<String> {
-    let children = match c {
-        Customization::Plugin(p) => p.children.as_deref(),
-        Customization::Directory(d) => d.children.as_deref(),
-        _ => None,
-    };
-    children
-        .into_iter()
-        .flatten()
+    children_of(c)
+        .iter()
         .filter_map(shape::child_ref)
         .filter(|(_, enabled)| *enabled == Some(false))
         .map(|(id, _)| id.to_owned())
@@ -407,12 +401,7 @@ fn disabled_children(c: &Customization) -> BTreeSet<String> {
 /// The name of the agent at `uri` in `state`, if it is there and enabled.
 pub fn agent_named(state: &[Customization], uri: &str) -> Option<String> {
     state.iter().filter(|c| container_enabled(c)).find_map(|c| {
-        let children = match c {
-            Customization::Plugin(p) => p.children.as_deref(),
-            Customization::Directory(d) => d.children.as_deref(),
-            _ => None,
-        }?;
-        children.iter().find_map(|ch| match ch {
+        children_of(c).iter().find_map(|ch| match ch {
             ChildCustomization::Agent(a) if a.uri == uri && a.enabled != Some(false) => {
                 Some(a.name.clone())
             }
