@@ -66,18 +66,7 @@ pub fn host_container(c: &HostContainer, load: Option<CustomizationLoadState>) -
             version: None,
         }),
         HostSource::McpServer { .. } => {
-            Customization::McpServer(Box::new(McpServerCustomization {
-                id,
-                uri,
-                name,
-                icons: None,
-                range: None,
-                meta: None,
-                enablement: None,
-                state: McpServerState::Stopped(McpServerStoppedState {}),
-                channel: None,
-                mcp_app: None,
-            }))
+            Customization::McpServer(Box::new(stopped_mcp_server(id, uri, name)))
         }
     }
 }
@@ -126,5 +115,21 @@ pub fn children_of(c: &Customization) -> &[ChildCustomization] {
         Customization::Plugin(p) => p.children.as_deref().unwrap_or_default(),
         Customization::Directory(d) => d.children.as_deref().unwrap_or_default(),
         _ => &[],
+    }
+}
+
+/// An MCP server the runtime has not started (yet).
+pub fn stopped_mcp_server(id: String, uri: String, name: String) -> McpServerCustomization {
+    McpServerCustomization {
+        id,
+        uri,
+        name,
+        icons: None,
+        range: None,
+        meta: None,
+        enablement: None,
+        state: McpServerState::Stopped(McpServerStoppedState {}),
+        channel: None,
+        mcp_app: None,
     }
 }

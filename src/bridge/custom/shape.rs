@@ -6,10 +6,11 @@
 use ahp_types::state::{
     AgentCustomization, ChildCustomization, Customization, CustomizationDegradedState,
     CustomizationErrorState, CustomizationLoadState, CustomizationLoadedState,
-    CustomizationLoadingState, HookCustomization, McpServerCustomization, McpServerState,
-    McpServerStoppedState, PromptCustomization, RuleCustomization, SkillCustomization,
+    CustomizationLoadingState, HookCustomization, PromptCustomization, RuleCustomization,
+    SkillCustomization,
 };
 
+use crate::ahp::customizations::stopped_mcp_server;
 use crate::customize::{Child, ChildKind, Load, Package};
 
 /// How many child problems a container's message names before it counts.
@@ -126,7 +127,9 @@ fn child(c: &Child, id: String, uri: String) -> ChildCustomization {
             meta: None,
             enabled: None,
         }),
-        ChildKind::McpServer => ChildCustomization::McpServer(Box::new(mcp_server(id, uri, name))),
+        ChildKind::McpServer => {
+            ChildCustomization::McpServer(Box::new(stopped_mcp_server(id, uri, name)))
+        }
     }
 }
 
@@ -142,22 +145,6 @@ fn rule(c: &Child, id: String, uri: String) -> RuleCustomization {
         description: c.description.clone(),
         always_apply: c.always_apply,
         globs: c.globs.clone(),
-    }
-}
-
-/// An MCP server the runtime has not started yet.
-pub fn mcp_server(id: String, uri: String, name: String) -> McpServerCustomization {
-    McpServerCustomization {
-        id,
-        uri,
-        name,
-        icons: None,
-        range: None,
-        meta: None,
-        enablement: None,
-        state: McpServerState::Stopped(McpServerStoppedState {}),
-        channel: None,
-        mcp_app: None,
     }
 }
 
