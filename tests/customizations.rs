@@ -109,6 +109,14 @@ async fn a_skill_in_a_host_directory_reaches_the_model_until_it_is_toggled_off()
             && r["children"][0]["sha256"] == skill_hash.as_str()),
         "{records:?}"
     );
+    let log = st.dir.path().join("audit.jsonl");
+    let (shown, out) = support::process::run_bin(["audit", "show", log.to_str().unwrap()]);
+    assert!(
+        shown && out.contains("custom") && out.contains("host-directory \"team-skills\""),
+        "{out}"
+    );
+    let (verified, out) = support::process::run_bin(["audit", "verify", log.to_str().unwrap()]);
+    assert!(verified, "{out}");
 
     dispatch_raw(
         &c,
