@@ -91,7 +91,7 @@ pub fn copilot_backend(
             tracing::error!("the policy record was not written: {e}");
         }
     }
-    Bridge::new(host, router, policy.reader())
+    Bridge::new(host, router, policy.reader(), audit.map(|a| a.log.clone()))
 }
 
 /// How often `x-host://status` looks for a change to send.

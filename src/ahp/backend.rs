@@ -17,6 +17,8 @@ pub enum ClientPhase {
         turn_id: String,
         text: String,
         model: Option<String>,
+        /// The custom agent the message was sent with (its `uri`).
+        agent: Option<String>,
         by: Dispatcher,
     },
     /// A client queued a message, or left one to steer the running turn.
@@ -71,6 +73,7 @@ impl ClientPhase {
                 turn_id: a.turn_id.clone(),
                 text: a.message.text.clone(),
                 model: a.message.model.as_ref().map(|m| m.id.clone()),
+                agent: a.message.agent.as_ref().map(|a| a.uri.clone()),
                 by: by.clone(),
             },
             (StateAction::ChatPendingMessageSet(a), _) => Self::PendingMessageSet {
@@ -145,6 +148,8 @@ pub struct QueuedTurn {
     pub turn_id: String,
     pub text: String,
     pub model: Option<String>,
+    /// The custom agent the message chose (its `uri`).
+    pub agent: Option<String>,
 }
 
 #[cfg(test)]
@@ -172,6 +177,7 @@ mod tests {
                 turn_id: "t".into(),
                 text: "hi".into(),
                 model: None,
+                agent: None,
                 by: by.clone(),
             })
         );

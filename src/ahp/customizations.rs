@@ -4,9 +4,9 @@
 //! back from a session's state, for the runtime.
 
 use ahp_types::state::{
-    Customization, CustomizationEnablement, CustomizationLoadState, CustomizationType,
-    DirectoryCustomization, McpServerCustomization, McpServerState, McpServerStoppedState,
-    PluginCustomization,
+    ChildCustomization, Customization, CustomizationEnablement, CustomizationLoadState,
+    CustomizationType, DirectoryCustomization, McpServerCustomization, McpServerState,
+    McpServerStoppedState, PluginCustomization,
 };
 
 use crate::ahp::protocol::uri::file_uri_of;
@@ -66,18 +66,7 @@ pub fn host_container(c: &HostContainer, load: Option<CustomizationLoadState>) -
             version: None,
         }),
         HostSource::McpServer { .. } => {
-            Customization::McpServer(Box::new(McpServerCustomization {
-                id,
-                uri,
-                name,
-                icons: None,
-                range: None,
-                meta: None,
-                enablement: None,
-                state: McpServerState::Stopped(McpServerStoppedState {}),
-                channel: None,
-                mcp_app: None,
-            }))
+            Customization::McpServer(Box::new(stopped_mcp_server(id, uri, name)))
         }
     }
 }
@@ -116,5 +105,31 @@ pub fn container_enabled(c: &Customization) -> bool {
         Customization::Directory(d) => d.enabled,
         Customization::McpServer(m) => effective(m.enablement.as_deref()),
         Customization::Unknown(_) => false,
+    }
+}
+
+/// The children a container lists (a plugin's or a directory's); none for
+/// an MCP server, or before the host parsed it.
+pub fn children_of(c: &Customization) -> &[ChildCustomization] {
+    match c {
+        Customization::Plugin(p) => p.children.as_deref().unwrap_or_default(),
+        Customization::Directory(d) => d.children.as_deref().unwrap_or_default(),
+        _ => &[],
+    }
+}
+
+/// An MCP server the runtime has not started (yet).
+pub fn stopped_mcp_server(id: String, uri: String, name: String) -> McpServerCustomization {
+    McpServerCustomization {
+        id,
+        uri,
+        name,
+        icons: None,
+        range: None,
+        meta: None,
+        enablement: None,
+        state: McpServerState::Stopped(McpServerStoppedState {}),
+        channel: None,
+        mcp_app: None,
     }
 }

@@ -14,6 +14,7 @@ use crate::ahp::backend::ActiveClientView;
 use crate::config::{OverrideAction, OverrideConfig};
 use crate::policy::{owners, OptIn, Policy};
 use crate::runtime::connection::RuntimeConn;
+use crate::runtime::customizations::RuntimeCustomizations;
 use crate::runtime::wire::{
     method, ExternalTool, SectionAction, SectionOverride, SessionConfig, SystemMessage,
 };
@@ -44,6 +45,9 @@ pub struct Binding {
     /// a reload that changes the policy re-binds, so the runtime re-renders
     /// the prompt under the new one.
     pub policy_sha256: String,
+    /// The customizations it is given (every field, at every bind: the
+    /// runtime keeps none of them across a resume).
+    pub customizations: RuntimeCustomizations,
 }
 
 impl Binding {
@@ -65,6 +69,7 @@ impl Binding {
             owners,
             tools,
             policy_sha256: policy.policy_sha256(),
+            customizations: RuntimeCustomizations::default(),
         }
     }
 

@@ -20,9 +20,12 @@ pub mod actions;
 pub mod audit_channel;
 pub mod audit_port;
 pub mod binding;
+pub mod custom;
+mod customizing;
 mod effects;
 pub mod input;
 mod pool;
+mod rebind;
 mod registry;
 pub mod runtime_side;
 mod session;
@@ -38,7 +41,7 @@ use crate::telemetry::CheckFailed;
 
 use tracing::{info, warn};
 
-use self::binding::Binding;
+use self::custom::Customizer;
 use self::effects::{Effects, Mirror};
 use self::pool::{Pool, Starts};
 use self::registry::Registry;
@@ -48,10 +51,11 @@ use self::turn::{mirror_id, TurnRequest};
 use self::turn_trace::TurnSpans;
 use crate::ahp::backend::{Backend, ClientPhase};
 use crate::ahp::host::Host;
+use crate::audit::log::AuditLog;
 use crate::config::Config;
 use crate::policy::PolicyReader;
 use crate::runtime::connection::RuntimeConn;
-use crate::runtime::wire::{self, method, ModelProvider, Secret, SessionConfig};
+use crate::runtime::wire::{self, method};
 use crate::transform::router::Router;
 
 pub struct Bridge {
@@ -65,11 +69,21 @@ pub struct Bridge {
     sessions: Registry,
     /// The runtime's requests not answered yet.
     in_flight: InFlight,
+    /// The customizations: the host's, the clients', what each session got.
+    custom: Arc<Customizer>,
+    /// Where `customization` records go (the router writes its own).
+    audit: Option<Arc<AuditLog>>,
 }
 
 impl Bridge {
-    pub fn new(host: &Arc<Host>, router: Arc<Router>, policy: PolicyReader) -> Arc<Self> {
-        Arc::new_cyclic(|me| Self {
+    pub fn new(
+        host: &Arc<Host>,
+        router: Arc<Router>,
+        policy: PolicyReader,
+        audit: Option<Arc<AuditLog>>,
+    ) -> Arc<Self> {
+        let custom = Arc::new(Customizer::new(host.config()));
+        let bridge = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             host: Arc::downgrade(host),
             cfg: host.config().clone(),
@@ -78,7 +92,11 @@ impl Bridge {
             pool: Arc::new(Pool::new(&host.config().runtime)),
             sessions: Registry::default(),
             in_flight: InFlight::new(),
-        })
+            custom,
+            audit,
+        });
+        bridge.watch_host_folders();
+        bridge
     }
 
     fn host(&self) -> Option<Arc<Host>> {
@@ -283,6 +301,8 @@ impl Bridge {
         let (conn, runtime_id) = self.ensure_bound(uri).await?;
         self.switch_model(&conn, uri, &runtime_id, turn.model.as_deref())
             .await?;
+        self.select_agent(&conn, uri, &runtime_id, turn.agent.as_deref())
+            .await?;
         let params = wire::send_params(&runtime_id, &turn.prompt);
         conn.call(method::SESSION_SEND, params)
             .await
@@ -294,106 +314,6 @@ impl Bridge {
                 h.set_backend_ref(uri, &runtime_id);
             }
         }
-        Ok(())
-    }
-
-    /// Creates, resumes or re-binds the runtime session so that it matches the
-    /// AHP state now. Registration is fixed at create/resume, so a change of
-    /// opt-ins, owners, tools or policy means destroy + resume (history kept).
-    async fn ensure_bound(&self, uri: &str) -> anyhow::Result<(Arc<RuntimeConn>, String)> {
-        let gone = || anyhow::anyhow!("session {uri} is gone");
-        let slot = self.slot_of_session(uri).ok_or_else(gone)?;
-        let (conn, generation) = self.runtime(slot).await?;
-        let host = self.host().ok_or_else(|| anyhow::anyhow!("host gone"))?;
-        let policy = self.policy.current();
-        let want = Binding::derive(&policy, &host.active_clients(uri));
-        let (runtime_id, bound, persisted) = self
-            .sessions
-            .with(uri, |s| {
-                let bound = s.binding_in(generation).cloned();
-                (s.runtime_id().to_owned(), bound, s.persisted())
-            })
-            .ok_or_else(gone)?;
-        if bound.as_ref() == Some(&want) {
-            return Ok((conn, runtime_id));
-        }
-        let model = self.session_model(uri);
-        let config = SessionConfig {
-            session_id: runtime_id.clone(),
-            model: model.clone(),
-            working_directory: self.working_directory(&host, uri),
-            tools: want.runtime_tools(),
-            provider: self.cfg.runtime.provider.as_ref().map(|p| ModelProvider {
-                kind: p.kind.clone(),
-                base_url: p.base_url.clone(),
-                api_key: p.resolved_api_key(),
-            }),
-            system_message: want.system_message(&policy),
-            github_token: host.github_token_for(uri).map(Secret),
-            customizations: Default::default(),
-        };
-        if bound.is_some() {
-            info!(session = uri, registered = ?want.registered, owners = ?want.owners, "opt-ins, owners or tools changed; re-binding the runtime session");
-            if let Err(e) = conn
-                .call(method::SESSION_DESTROY, wire::session_ref(&runtime_id))
-                .await
-            {
-                tracing::debug!("session.destroy before re-bind: {e}");
-            }
-        }
-        binding::bind(&conn, uri, &config, persisted, bound.is_none()).await?;
-        self.sessions
-            .with(uri, |s| s.bound(want, generation, model));
-        Ok((conn, runtime_id))
-    }
-
-    /// The working directory a runtime session is given: the session's
-    /// first, else `[runtime] working_directory`, else the bridge's own.
-    fn working_directory(&self, host: &Host, uri: &str) -> String {
-        host.working_directory(uri)
-            .or_else(|| self.cfg.runtime.working_directory.clone())
-            .or_else(|| std::env::current_dir().ok())
-            .map_or_else(|| "/".into(), |p| p.display().to_string())
-    }
-
-    /// The model a (re)bind gives the runtime session of `uri`: the one it
-    /// was last given, else its session config's, else `[runtime] model`.
-    fn session_model(&self, uri: &str) -> String {
-        let current = self
-            .sessions
-            .with(uri, |s| s.model().map(String::from))
-            .flatten();
-        current
-            .or_else(|| self.host().and_then(|h| h.session_model(uri)))
-            .unwrap_or_else(|| self.cfg.runtime.model.clone())
-    }
-
-    /// Switches the runtime session to `wanted` when it uses another model
-    /// (the runtime re-renders the prompt, so opted-in clients are asked
-    /// again and the audit records it).
-    async fn switch_model(
-        &self,
-        conn: &RuntimeConn,
-        uri: &str,
-        runtime_id: &str,
-        wanted: Option<&str>,
-    ) -> anyhow::Result<()> {
-        let Some(wanted) = wanted else { return Ok(()) };
-        let current = self
-            .sessions
-            .with(uri, |s| s.model().map(String::from))
-            .flatten();
-        if current.as_deref() == Some(wanted) {
-            return Ok(());
-        }
-        conn.call(
-            method::MODEL_SWITCH,
-            wire::model_switch_params(runtime_id, wanted),
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("{}: {e}", method::MODEL_SWITCH))?;
-        info!(session = %uri, from = ?current, to = %wanted, "model switched");
-        self.sessions.with(uri, |s| s.set_model(wanted));
         Ok(())
     }
 
@@ -414,6 +334,7 @@ impl Bridge {
             turn_id: next.turn_id,
             prompt: next.text,
             model: next.model,
+            agent: next.agent,
             by: None,
         };
         tokio::spawn(me.start_turn(uri.to_owned(), turn));
@@ -505,6 +426,10 @@ impl Backend for Bridge {
             .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         self.sessions
             .place(session, runtime_id, backend_ref.is_some(), self.pool.size());
+        if let Some(me) = self.me.upgrade() {
+            let uri = session.to_owned();
+            tokio::spawn(async move { me.publish_customizations(&uri).await });
+        }
     }
 
     fn authenticated(&self, principal: &str) {
@@ -512,6 +437,7 @@ impl Backend for Bridge {
     }
 
     fn session_disposed(&self, session: &str) {
+        self.custom.session_gone(session);
         let Some(s) = self.sessions.remove(session) else {
             return;
         };
@@ -533,6 +459,7 @@ impl Backend for Bridge {
                 turn_id,
                 text,
                 model,
+                agent,
                 by,
             } => {
                 if let Some(me) = self.me.upgrade() {
@@ -541,6 +468,7 @@ impl Backend for Bridge {
                         turn_id,
                         prompt: text,
                         model,
+                        agent,
                         by: Some(by),
                     };
                     tokio::spawn(me.start_turn(session.to_owned(), turn));
@@ -573,6 +501,7 @@ impl Backend for Bridge {
                     .with(session, |s| s.input_completed(&completed));
             }
             ClientPhase::ActiveClientRemoved { client_id } => {
+                self.client_left(session, &client_id);
                 // Its in-flight tool calls fail now, in AHP and towards the runtime.
                 const WHY: &str = "the client that provides this tool left";
                 let gone = |_: &str, _: &str, owner: &str| owner == client_id;
@@ -580,8 +509,7 @@ impl Backend for Bridge {
                     s.fail_client_tools(gone, WHY, "client gone", fx);
                 })
             }
-            // Its plugins are read when the customizations come (issue 19).
-            ClientPhase::ActiveClientSet { .. } => {}
+            ClientPhase::ActiveClientSet { client_id } => self.client_set(session, &client_id),
         }
     }
 }

@@ -50,6 +50,11 @@ impl Registry {
     }
 
     /// The AHP session URI of a runtime session.
+    /// Every bridged session's URI.
+    pub fn uris(&self) -> Vec<String> {
+        self.lock().sessions.keys().cloned().collect()
+    }
+
     pub fn uri_of(&self, runtime_id: &str) -> Option<String> {
         self.lock().by_runtime.get(runtime_id).cloned()
     }

@@ -50,6 +50,8 @@ pub(super) struct BridgedSession {
     /// The model the runtime session was last given (at bind or by a
     /// switch), or the one its first turn chose.
     model: Option<String>,
+    /// The custom agent selected in the runtime session (see [`Self::agent`]).
+    agent: Option<Option<String>>,
     turn: TurnState,
     /// Whether `turn` is `Idle`, for waiters: one subscribes before it looks,
     /// so a change between its look and its wait is never lost.
@@ -66,6 +68,7 @@ impl BridgedSession {
             bound: None,
             persisted,
             model: None,
+            agent: Some(None),
             turn: TurnState::Idle { stale_idle: false },
             idle: watch::Sender::new(true),
             gate: Arc::new(tokio::sync::Mutex::new(())),
@@ -105,6 +108,18 @@ impl BridgedSession {
     pub fn bound(&mut self, binding: Binding, generation: u64, model: String) {
         self.bound = Some((binding, generation));
         self.model = Some(model);
+        // A resumed session may bring back the agent its history selected.
+        self.agent = None;
+    }
+
+    /// The custom agent the runtime session has selected, by name: `None`
+    /// when not known (after a resume), `Some(None)` when none.
+    pub fn agent(&self) -> Option<Option<&str>> {
+        self.agent.as_ref().map(Option::as_deref)
+    }
+
+    pub fn set_agent(&mut self, agent: Option<&str>) {
+        self.agent = Some(agent.map(String::from));
     }
 
     pub fn persisted(&self) -> bool {

@@ -34,6 +34,8 @@ pub struct TurnRequest {
     pub prompt: String,
     /// The model the message chose, if any: the session switches to it.
     pub model: Option<String>,
+    /// The custom agent the message chose, by its customization `uri`.
+    pub agent: Option<String>,
     /// Who started it (a queued message: nobody in particular).
     pub by: Option<Dispatcher>,
 }

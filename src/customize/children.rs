@@ -159,18 +159,21 @@ fn read_fields(role: Role<'_>, f: &Fields, child: &mut Child, notes: &mut Notes)
     }
 }
 
-/// A skill's name and description, as the runtime reads them: the
-/// frontmatter's `name` wins over the folder's, and a skill with no
-/// description is not offered.
+/// A skill's name and description: a `name` unlike its folder's is an
+/// error, and so is a skill with no description (the runtime would not
+/// offer it).
 fn skill_fields(folder: &str, f: &Fields, child: &mut Child, notes: &mut Notes) {
     match notes.field(f.text(&["name"])) {
-        Some(name) if name != folder => {
-            notes.warnings.push(format!(
-                "its name {name:?} is not its folder's ({folder:?}); loaded as {name:?}"
+        // The Agent Plugins specification requires them to match; the
+        // runtime would load it under the frontmatter's name, which a user
+        // looking for the folder's would not find.
+        Some(name) if name != folder && is_safe_name(&name) => {
+            notes.error = Some(format!(
+                "its name {name:?} is not its folder's ({folder:?}); a skill's `name` must match its folder"
             ));
             child.name = name;
         }
-        Some(_) => {}
+        Some(name) => child.name = name,
         None => notes
             .warnings
             .push(format!("no `name`; named after its folder, {folder:?}")),

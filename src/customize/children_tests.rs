@@ -33,16 +33,15 @@ fn a_skill_reads_its_fields_and_body() {
 }
 
 #[test]
-fn a_skill_named_unlike_its_folder_loads_under_its_frontmatter_name() {
+fn a_skill_named_unlike_its_folder_is_an_error() {
     let c = skill(
         "mismatch",
         "---\nname: other-name\ndescription: d\n---\nbody",
     );
-    assert_eq!(c.name, "other-name");
     assert_eq!(
         c.load,
-        Load::Degraded(
-            "its name \"other-name\" is not its folder's (\"mismatch\"); loaded as \"other-name\""
+        Load::Error(
+            "its name \"other-name\" is not its folder's (\"mismatch\"); a skill's `name` must match its folder"
                 .into()
         )
     );

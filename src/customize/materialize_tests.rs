@@ -18,10 +18,10 @@ async fn open_plugin() -> Package {
     let source = memory(&[
         (".plugin/plugin.json", r#"{"name": "p"}"#),
         (
-            "skills/mismatch/SKILL.md",
+            "skills/alpha/SKILL.md",
             "---\nname: alpha\ndescription: \"Use: for \\\"alpha\\\"\"\nlicense: MIT\n---\nALPHA\n",
         ),
-        ("skills/mismatch/scripts/run.sh", "echo run"),
+        ("skills/alpha/scripts/run.sh", "echo run"),
         (
             "commands/go.md",
             "---\ndescription: Go.\ndisable-model-invocation: true\n---\nGO $ARGUMENTS",

@@ -260,7 +260,7 @@ async fn bad_skills_fail_alone_and_degrade_the_package() {
     assert!(matches!(child(&pkg, "nofm").load, Load::Error(_)));
     let renamed = child(&pkg, "other-name");
     assert_eq!(renamed.rel_path, "skills/mismatch/SKILL.md");
-    assert!(matches!(renamed.load, Load::Degraded(_)));
+    assert!(matches!(renamed.load, Load::Error(_)));
     degraded_with(
         &pkg,
         "skill \"nofm\" (skills/nofm/SKILL.md): no frontmatter",

@@ -22,6 +22,8 @@ pub mod method {
     pub const ANSWER_TOOL_CALL: &str = "session.tools.handlePendingToolCall";
     /// Switches a session's model; the runtime re-renders the system prompt.
     pub const MODEL_SWITCH: &str = "session.model.switchTo";
+    pub const AGENT_SELECT: &str = "session.agent.select";
+    pub const AGENT_DESELECT: &str = "session.agent.deselect";
     /// Gives a live session GitHub credentials.
     pub const SET_GITHUB_CREDENTIALS: &str = "session.gitHubAuth.setCredentials";
 }
@@ -78,8 +80,23 @@ pub enum RuntimeEvent {
     },
     /// The runtime finished everything it was doing for the session.
     Idle,
+    /// `session.mcp_servers_loaded` (every server, at the first turn) or
+    /// `session.mcp_server_status_changed` (one).
+    McpServers(Vec<McpServerStatus>),
     /// An event type the bridge does not act on.
     Other(String),
+}
+
+/// An MCP server's state as the runtime reports it: `status` is one of
+/// `connected`, `failed`, `needs-auth`, `pending`, `disabled`, `stopped`,
+/// `not_configured`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct McpServerStatus {
+    #[serde(alias = "serverName")]
+    pub name: String,
+    pub status: String,
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
@@ -179,6 +196,12 @@ impl RuntimeEvent {
                 warning_type: s("warningType"),
             },
             "session.idle" => Self::Idle,
+            "session.mcp_servers_loaded" => Self::McpServers(
+                Vec::<McpServerStatus>::deserialize(&data["servers"]).unwrap_or_default(),
+            ),
+            "session.mcp_server_status_changed" => {
+                Self::McpServers(McpServerStatus::deserialize(data).into_iter().collect())
+            }
             other => Self::Other(other.to_owned()),
         };
         (session, event)

@@ -11,7 +11,7 @@ use ahp_types::actions::{
     ChatPendingMessageRemovedAction, ChatTurnStartedAction, RootActiveSessionsChangedAction,
     SessionActiveClientRemovedAction, StateAction,
 };
-use ahp_types::state::{PendingMessageKind, SessionActiveClient, ToolCallState};
+use ahp_types::state::{Customization, PendingMessageKind, SessionActiveClient, ToolCallState};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -322,6 +322,16 @@ impl Host {
         working_directory(&first).ok()
     }
 
+    /// The session's customizations as its state holds them now (the
+    /// clients' toggles applied by the reducer), empty when it has none.
+    pub fn session_customizations(&self, session: &str) -> Vec<Customization> {
+        let st = self.lock();
+        st.sessions
+            .state(session)
+            .and_then(|s| s.customizations.clone())
+            .unwrap_or_default()
+    }
+
     /// The session's active clients in order, with their tools and opt-ins.
     pub fn active_clients(&self, session: &str) -> Vec<ActiveClientView> {
         let st = self.lock();
@@ -387,6 +397,7 @@ impl Host {
             turn_id,
             text: q.message.text,
             model: q.message.model.map(|m| m.id),
+            agent: q.message.agent.map(|a| a.uri),
         })
     }
 

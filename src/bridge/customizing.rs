@@ -1,0 +1,402 @@
+//! The bridge's side of customizations: a session is given the host's
+//! containers when it is created (`loading`, then as read); a client's
+//! plugins are read from it and vetted when its entry says so, and removed
+//! when it leaves; a (re)bind gives the runtime what is enabled, and the
+//! audit log a `customization` record of what is new; the runtime's word
+//! on its MCP servers becomes their state. The state itself is the
+//! [`Customizer`]'s.
+
+use std::sync::Arc;
+
+use ahp_types::actions::{
+    SessionCustomizationRemovedAction, SessionCustomizationUpdatedAction,
+    SessionCustomizationsChangedAction, SessionMcpServerStateChangedAction, StateAction,
+};
+use ahp_types::state::{
+    ChildCustomization, Customization, ErrorInfo, McpServerErrorState, McpServerReadyState,
+    McpServerStartingState, McpServerState, McpServerStoppedState,
+};
+use tracing::{info, warn};
+
+use super::custom::runtime_map::{Applied, Contribution};
+use super::custom::watch::FolderWatch;
+use super::custom::{agent_named, client_shape, shape, vet, ClientEntry, ClientOutcome};
+use super::Bridge;
+use crate::ahp::customizations::{children_of, id_of};
+use crate::audit::customization::{CustomizationRecord, Decision, Source};
+use crate::audit::record::now_rfc3339;
+use crate::customize::read_package;
+use crate::runtime::connection::RuntimeConn;
+use crate::runtime::customizations::RuntimeCustomizations;
+use crate::runtime::wire::{self, method, McpServerStatus};
+use crate::telemetry::Escaped;
+use serde_json::json;
+
+/// What a bind gives the runtime, and the records to write once it is bound.
+#[derive(Debug, Default)]
+pub struct ForRuntime {
+    pub fields: RuntimeCustomizations,
+    pub records: Vec<CustomizationRecord>,
+}
+
+impl Bridge {
+    fn dispatch_custom(&self, uri: &str, action: StateAction) {
+        if let Some(h) = self.host() {
+            if let Err(e) = h.dispatch(uri, action) {
+                warn!(session = %uri, "host refused a customization action: {e}");
+            }
+        }
+    }
+
+    fn updated(&self, uri: &str, fresh: Customization) {
+        let old = self.host().map(|h| h.session_customizations(uri));
+        let kept = shape::keep_toggles(
+            fresh.clone(),
+            old.iter().flatten().find(|c| id_of(c) == id_of(&fresh)),
+        );
+        let action = SessionCustomizationUpdatedAction {
+            customization: kept,
+        };
+        self.dispatch_custom(
+            uri,
+            StateAction::SessionCustomizationUpdated(Box::new(action)),
+        );
+    }
+
+    fn removed(&self, uri: &str, id: String) {
+        let action = SessionCustomizationRemovedAction { id };
+        self.dispatch_custom(uri, StateAction::SessionCustomizationRemoved(action));
+    }
+
+    /// Lists the host's containers on a new or restored session: all
+    /// `loading`, then each as read (toggles a restored session had kept).
+    pub(super) async fn publish_customizations(&self, uri: &str) {
+        if !self.custom.has_host_containers() {
+            return;
+        }
+        let shapes = self.custom.host_shapes().await;
+        let loading: Vec<Customization> = shapes.iter().cloned().map(as_loading).collect();
+        let action = SessionCustomizationsChangedAction {
+            customizations: loading,
+        };
+        let before = self.host().map(|h| h.session_customizations(uri));
+        self.dispatch_custom(uri, StateAction::SessionCustomizationsChanged(action));
+        for fresh in shapes {
+            let old = before.iter().flatten().find(|c| id_of(c) == id_of(&fresh));
+            let kept = shape::keep_toggles(fresh.clone(), old);
+            let action = SessionCustomizationUpdatedAction {
+                customization: kept,
+            };
+            self.dispatch_custom(
+                uri,
+                StateAction::SessionCustomizationUpdated(Box::new(action)),
+            );
+        }
+    }
+
+    /// Watches the host's folders for as long as the bridge lives.
+    pub(super) fn watch_host_folders(self: &Arc<Self>) {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let Some(mut watch) = FolderWatch::start(&self.custom.watched_paths()) else {
+            return;
+        };
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while watch.changed().await {
+                let Some(b) = me.upgrade() else { return };
+                b.host_changed().await;
+            }
+        });
+    }
+
+    /// The host's directories changed on disk: read again, and every
+    /// session that lists a changed container gets it anew (its runtime
+    /// from the next turn: the new files are a new binding).
+    async fn host_changed(&self) {
+        let changed = self.custom.reread().await;
+        if changed.is_empty() {
+            return;
+        }
+        info!(containers = ?changed, "host customizations changed on disk");
+        let Some(host) = self.host() else { return };
+        for uri in self.sessions.uris() {
+            let listed = host.session_customizations(&uri);
+            for id in &changed {
+                if listed.iter().any(|c| id_of(c) == Some(id)) {
+                    if let Some(fresh) = self.custom.host_shape(id) {
+                        self.updated(&uri, fresh);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A client set its entry: the plugins it no longer publishes go, new
+    /// or changed ones are read from it.
+    pub(super) fn client_set(&self, uri: &str, client_id: &str) {
+        let Some(host) = self.host() else { return };
+        let views = host.active_clients(uri);
+        let Some(view) = views.iter().find(|c| c.client_id == client_id) else {
+            return;
+        };
+        let (read, gone) = self.custom.client_set(uri, view);
+        for id in gone {
+            self.removed(uri, id);
+        }
+        for entry in read {
+            self.updated(uri, client_shape(&entry));
+            if let Some(me) = self.me.upgrade() {
+                let may = view.may_customize;
+                tokio::spawn(me.read_client_plugin(uri.to_owned(), entry, may));
+            }
+        }
+    }
+
+    /// A client left (or its grace ran out): its plugins go.
+    pub(super) fn client_left(&self, uri: &str, client_id: &str) {
+        for id in self.custom.client_left(uri, client_id) {
+            self.removed(uri, id);
+        }
+    }
+
+    async fn read_client_plugin(self: Arc<Self>, uri: String, entry: ClientEntry, may: bool) {
+        let outcome = self.vetted_client_plugin(&uri, &entry, may).await;
+        if let ClientOutcome::Refused(why) = &outcome {
+            info!(session = %uri, client = %Escaped(&entry.client_id), plugin = %Escaped(&entry.plugin.id), reason = %Escaped(why), "client plugin refused");
+            self.write_records(vec![refusal(&uri, &entry, why)]);
+        }
+        if !self
+            .custom
+            .client_read(&uri, &entry.plugin, outcome.clone())
+        {
+            return;
+        }
+        self.updated(&uri, client_shape(&ClientEntry { outcome, ..entry }));
+    }
+
+    async fn vetted_client_plugin(&self, uri: &str, e: &ClientEntry, may: bool) -> ClientOutcome {
+        let policy = self.custom.policy();
+        if let Err(why) = vet::admit(policy, e.principal.as_deref(), may) {
+            return ClientOutcome::Refused(why.0);
+        }
+        let Some(peer) = self.host().and_then(|h| h.client_peer(&e.client_id)) else {
+            return ClientOutcome::Refused("the client is not connected to read it from".into());
+        };
+        let source = super::custom::client_source::ClientSource::new(peer, uri, &e.plugin.uri);
+        if let Err(why) = source.request_access().await {
+            return ClientOutcome::Refused(why.to_string());
+        }
+        let mut package = read_package(&source, &vet::client_bounds(policy)).await;
+        let rules = self.policy.current();
+        match vet::vet(&mut package, policy, rules.rules(vet::TEXT_SECTION)) {
+            Ok(cut) => ClientOutcome::Read {
+                package: Arc::new(package),
+                cut,
+            },
+            Err(why) => ClientOutcome::Refused(why.0),
+        }
+    }
+
+    /// Selects in the runtime session the custom agent a turn's message
+    /// chose (`agent_uri`, when it is listed and enabled), or deselects it;
+    /// nothing when the runtime has that already.
+    pub(super) async fn select_agent(
+        &self,
+        conn: &RuntimeConn,
+        uri: &str,
+        runtime_id: &str,
+        agent_uri: Option<&str>,
+    ) -> anyhow::Result<()> {
+        let state = self
+            .host()
+            .map(|h| h.session_customizations(uri))
+            .unwrap_or_default();
+        let wanted = agent_uri.and_then(|a| agent_named(&state, a));
+        if agent_uri.is_some() && wanted.is_none() {
+            info!(session = %uri, "the message's agent is not an enabled agent of the session; none is selected");
+        }
+        let known = self
+            .sessions
+            .with(uri, |s| s.agent().map(|a| a.map(String::from)));
+        let Some(known) = known else { return Ok(()) };
+        if known == Some(wanted.clone())
+            || (known.is_none() && wanted.is_none() && !has_agents(&state))
+        {
+            return Ok(());
+        }
+        let (method, params) = match &wanted {
+            Some(name) => (
+                method::AGENT_SELECT,
+                json!({"sessionId": runtime_id, "name": name}),
+            ),
+            None => (method::AGENT_DESELECT, wire::session_ref(runtime_id)),
+        };
+        conn.call(method, params)
+            .await
+            .map_err(|e| anyhow::anyhow!("{method}: {e}"))?;
+        self.sessions.with(uri, |s| s.set_agent(wanted.as_deref()));
+        Ok(())
+    }
+
+    /// What a (re)bind of `uri` gives its runtime: the enabled containers
+    /// its state lists.
+    pub(super) async fn for_runtime(&self, uri: &str) -> ForRuntime {
+        let Some(host) = self.host() else {
+            return ForRuntime::default();
+        };
+        let state = host.session_customizations(uri);
+        if state.is_empty() {
+            return ForRuntime::default();
+        }
+        let contributions = self.custom.contributions(uri, &state);
+        let (custom, session) = (self.custom.clone(), uri.to_owned());
+        let given = contributions.clone();
+        let mapped = tokio::task::spawn_blocking(move || custom.map(&session, &given))
+            .await
+            .unwrap_or_default();
+        for (id, why) in &mapped.failed {
+            warn!(session = %uri, container = %Escaped(id), "customization not written for the runtime: {why}");
+        }
+        let records = self
+            .custom
+            .newly_applied(uri, &mapped.applied)
+            .iter()
+            .filter_map(|a| applied_record(uri, &contributions, a))
+            .collect();
+        ForRuntime {
+            fields: mapped.runtime,
+            records,
+        }
+    }
+
+    /// Appends `records` to the audit log, off the async threads.
+    pub(super) fn write_records(&self, records: Vec<CustomizationRecord>) {
+        let Some(log) = self.audit.clone() else {
+            return;
+        };
+        if records.is_empty() {
+            return;
+        }
+        tokio::task::spawn_blocking(move || {
+            for r in &records {
+                if let Err(e) = log.append(r) {
+                    tracing::error!("customization record not written: {e:#}");
+                }
+            }
+        });
+    }
+
+    /// The runtime's word on MCP servers, as their customizations' state.
+    pub(super) fn mcp_states(&self, uri: &str, servers: &[McpServerStatus]) {
+        let Some(host) = self.host() else { return };
+        let listed = host.session_customizations(uri);
+        for s in servers {
+            let Some(id) = mcp_id(&listed, &s.name) else {
+                continue;
+            };
+            let action = SessionMcpServerStateChangedAction {
+                id,
+                state: mcp_state(s),
+                channel: None,
+            };
+            self.dispatch_custom(
+                uri,
+                StateAction::SessionMcpServerStateChanged(Box::new(action)),
+            );
+        }
+    }
+}
+
+/// Whether any container of the session lists an agent.
+fn has_agents(state: &[Customization]) -> bool {
+    state.iter().any(|c| {
+        children_of(c)
+            .iter()
+            .any(|ch| matches!(ch, ChildCustomization::Agent(_)))
+    })
+}
+
+fn as_loading(c: Customization) -> Customization {
+    match c {
+        Customization::Directory(mut d) => {
+            d.load = Some(shape::loading());
+            d.children = None;
+            Customization::Directory(d)
+        }
+        Customization::Plugin(mut p) => {
+            p.load = Some(shape::loading());
+            p.children = None;
+            Customization::Plugin(p)
+        }
+        other => other,
+    }
+}
+
+/// The id of the MCP server `name` in a session's list: a host server, or
+/// one inside a container.
+fn mcp_id(listed: &[Customization], name: &str) -> Option<String> {
+    listed.iter().find_map(|c| match c {
+        Customization::McpServer(m) if m.name == name => Some(m.id.clone()),
+        plugin => children_of(plugin).iter().find_map(|ch| match ch {
+            ChildCustomization::McpServer(m) if m.name == name => Some(m.id.clone()),
+            _ => None,
+        }),
+    })
+}
+
+fn mcp_state(s: &McpServerStatus) -> McpServerState {
+    let error = |message: String| {
+        McpServerState::Error(McpServerErrorState {
+            error: ErrorInfo {
+                error_type: "mcp".into(),
+                message,
+                stack: None,
+                meta: None,
+            },
+        })
+    };
+    match s.status.as_str() {
+        "connected" => McpServerState::Ready(McpServerReadyState {}),
+        "pending" => McpServerState::Starting(McpServerStartingState::default()),
+        "failed" => error(s.error.clone().unwrap_or_else(|| "failed".into())),
+        "needs-auth" => {
+            error("the server needs authentication, which this host does not offer".into())
+        }
+        _ => McpServerState::Stopped(McpServerStoppedState {}),
+    }
+}
+
+fn applied_record(uri: &str, all: &[Contribution], a: &Applied) -> Option<CustomizationRecord> {
+    let c = all.iter().find(|c| c.id == a.id)?;
+    Some(CustomizationRecord {
+        time: now_rfc3339(),
+        session: uri.to_owned(),
+        container: c.id.clone(),
+        name: c.name.clone(),
+        source: c.source,
+        client_id: c.client_id.clone(),
+        principal: c.principal.clone(),
+        children: a.children.clone(),
+        mcp_servers: a.servers.clone(),
+        decision: Decision::Applied,
+        reason: None,
+    })
+}
+
+fn refusal(uri: &str, e: &ClientEntry, why: &str) -> CustomizationRecord {
+    CustomizationRecord {
+        time: now_rfc3339(),
+        session: uri.to_owned(),
+        container: e.plugin.id.clone(),
+        name: e.plugin.name.clone(),
+        source: Source::ClientPlugin,
+        client_id: Some(e.client_id.clone()),
+        principal: e.principal.clone(),
+        children: vec![],
+        mcp_servers: vec![],
+        decision: Decision::Refused,
+        reason: Some(why.to_owned()),
+    }
+}
