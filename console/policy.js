@@ -33,7 +33,8 @@ export class PolicyPane {
     if (!uri) return replace(this.customizations);
     try {
       const r = await this.ctx.ahp.request("subscribe", { channel: uri });
-      replace(this.customizations, customizationList(r.snapshot?.state?.customizations || []));
+      const toggle = (id, on) => this.ctx.ahp.dispatch(uri, { type: "session/customizationToggled", id, enablement: [{ kind: "session", enabled: on }] });
+      replace(this.customizations, customizationList(r.snapshot?.state?.customizations || [], toggle));
     } catch (e) {
       replace(this.customizations, h("p", { class: "refused" }, reason(e)));
     }
@@ -98,19 +99,30 @@ function principalList(principals) {
       : h("p", {}, "any principal with the transform role, any section"));
 }
 
-/** Each customization container: its kind, name, source, and whatever state it reports. */
-function customizationList(list) {
-  const facts = (c) => Object.entries(c)
-    .filter(([k, v]) => !["id", "type", "name", "uri", "icons", "range", "_meta", "children"].includes(k) && typeof v !== "object")
-    .map(([k, v]) => `${k}: ${v}`);
+/** Whether a container is on: its first enablement decides, else its own flag. */
+const enabled = (c) => c.enablement?.[0]?.enabled ?? c.enabled ?? true;
+
+/**
+ * Each customization container: kind, name, source, load state, what it
+ * holds, and a toggle for this session.
+ * @param {any[]} list
+ * @param {(id: string, on: boolean) => void} toggle
+ */
+function customizationList(list, toggle) {
   return [
     h("h3", {}, "Customizations of the open session"),
     list.length
-      ? h("ul", {}, list.map((c) =>
-          h("li", { "data-customization": c.id },
-            h("strong", {}, c.name || c.id), ` (${c.type || "customization"}) `, h("code", {}, c.uri || ""),
-            facts(c).length ? ` ${facts(c).join(", ")}` : "",
-            Array.isArray(c.children) ? `, ${c.children.length} inside` : "")))
+      ? h("ul", { class: "customizations" }, list.map((c) => {
+          const id = `custom-${c.id}`;
+          const load = c.load ? `${c.load.kind}${c.load.message ? `: ${c.load.message}` : ""}` : "not loaded yet";
+          const children = Array.isArray(c.children) ? c.children.map((k) => `${k.type} ${k.name}`).join(", ") : "";
+          return h("li", { "data-customization": c.id },
+            h("input", { type: "checkbox", id, checked: enabled(c), on: { change: (e) => toggle(c.id, e.target.checked) } }),
+            h("label", { for: id }, h("strong", {}, c.name || c.id), ` (${c.type || "customization"})`),
+            " ", h("code", {}, c.uri || ""),
+            h("span", { class: c.load?.kind === "error" ? "refused" : "" }, ` ${load}`),
+            children ? h("p", { class: "hint" }, children) : null);
+        }))
       : h("p", {}, "none"),
   ];
 }

@@ -5,7 +5,6 @@
 
 mod support;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
@@ -13,79 +12,9 @@ use serde_json::json;
 use ahp_copilot_bridge::config::Config;
 use ahp_copilot_bridge::demo::model::{Reply, DEFAULT_REPLY};
 use support::browser::Browser;
+use support::console::*;
 use support::e2e::*;
 use support::http::get;
-
-const TOKEN: &str = "console-token-0123456789";
-
-async fn stack() -> Stack {
-    stack_with_policy("").await
-}
-
-/// The stack with the token, a deadline a person can meet, and `rules`
-/// (`[policy.sections.ID]` tables).
-async fn stack_with_policy(rules: &str) -> Stack {
-    let sections = Config::parse(rules).unwrap().policy.sections;
-    start_stack(|cfg| {
-        cfg.server.token = Some(TOKEN.into());
-        cfg.policy.transform_timeout = Duration::from_secs(60);
-        cfg.policy.sections = sections;
-        cfg.audit.include_content = true;
-    })
-    .await
-}
-
-/// Where a screenshot goes: `docs/` when asked for, else the test's directory.
-fn shot(st: &Stack, name: &str) -> PathBuf {
-    if std::env::var_os("CONSOLE_SCREENSHOTS").is_some() {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("docs")
-            .join(name)
-    } else {
-        st.dir.path().join(name)
-    }
-}
-
-/// The console opened with the token in the fragment, connected.
-async fn open_console(st: &Stack) -> Browser {
-    let b = Browser::launch().await;
-    b.goto(&format!("http://{}/#token={TOKEN}", st.bridge.addr))
-        .await;
-    b.wait(
-        "connected",
-        "document.getElementById('status').textContent.startsWith('connected')",
-    )
-    .await;
-    b
-}
-
-/// Creates a session with the first model and waits until it is ready.
-async fn new_session(b: &Browser) {
-    b.click("#create").await;
-    b.wait(
-        "the session is ready",
-        "document.getElementById('session-state').dataset.lifecycle === 'ready'",
-    )
-    .await;
-}
-
-/// Sends `text` and waits for the turn's end; returns how it ended.
-async fn send_and_wait(b: &Browser, text: &str) -> String {
-    let before = b.eval("document.querySelectorAll('.turn').length").await;
-    b.fill("#prompt", text).await;
-    b.click("#send").await;
-    let n = before.as_u64().unwrap() + 1;
-    b.wait(
-        "the turn ends",
-        &format!(
-            "(t => t.length >= {n} && t[{n} - 1].dataset.end)(document.querySelectorAll('.turn'))"
-        ),
-    )
-    .await
-    .as_str()
-    .unwrap()
-    .to_owned()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pages_carry_strict_headers_and_upgrades_stay_ahp() {

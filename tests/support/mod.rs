@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod browser;
+pub mod console;
 pub mod e2e;
 pub mod fake_runtime;
 pub mod fake_scenario;

@@ -1,0 +1,87 @@
+//! The web console's tests' common steps: the stack with a token, the
+//! console opened in Chromium, a session, a turn; where screenshots go.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ahp_copilot_bridge::config::Config;
+
+use super::browser::Browser;
+use super::e2e::*;
+
+pub const TOKEN: &str = "console-token-0123456789";
+
+pub async fn stack() -> Stack {
+    stack_with_policy("").await
+}
+
+/// The stack with the token, a deadline a person can meet, and `rules`
+/// (`[policy.sections.ID]` tables).
+pub async fn stack_with_policy(rules: &str) -> Stack {
+    let sections = Config::parse(rules).unwrap().policy.sections;
+    stack_tuned(|cfg| cfg.policy.sections = sections).await
+}
+
+/// The stack with the token, a deadline a person can meet, the audit
+/// log's content, and then `tune`.
+pub async fn stack_tuned(tune: impl FnOnce(&mut Config)) -> Stack {
+    start_stack(|cfg| {
+        cfg.server.token = Some(TOKEN.into());
+        cfg.policy.transform_timeout = Duration::from_secs(60);
+        cfg.audit.include_content = true;
+        tune(cfg);
+    })
+    .await
+}
+
+/// Where a screenshot goes: `docs/` when asked for, else the test's directory.
+pub fn shot(st: &Stack, name: &str) -> PathBuf {
+    if std::env::var_os("CONSOLE_SCREENSHOTS").is_some() {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("docs")
+            .join(name)
+    } else {
+        st.dir.path().join(name)
+    }
+}
+
+/// The console opened with the token in the fragment, connected.
+pub async fn open_console(st: &Stack) -> Browser {
+    let b = Browser::launch().await;
+    b.goto(&format!("http://{}/#token={TOKEN}", st.bridge.addr))
+        .await;
+    b.wait(
+        "connected",
+        "document.getElementById('status').textContent.startsWith('connected')",
+    )
+    .await;
+    b
+}
+
+/// Creates a session with the first model and waits until it is ready.
+pub async fn new_session(b: &Browser) {
+    b.click("#create").await;
+    b.wait(
+        "the session is ready",
+        "document.getElementById('session-state').dataset.lifecycle === 'ready'",
+    )
+    .await;
+}
+
+/// Sends `text` and waits for the turn's end; returns how it ended.
+pub async fn send_and_wait(b: &Browser, text: &str) -> String {
+    let before = b.eval("document.querySelectorAll('.turn').length").await;
+    b.fill("#prompt", text).await;
+    b.click("#send").await;
+    let n = before.as_u64().unwrap() + 1;
+    b.wait(
+        "the turn ends",
+        &format!(
+            "(t => t.length >= {n} && t[{n} - 1].dataset.end)(document.querySelectorAll('.turn'))"
+        ),
+    )
+    .await
+    .as_str()
+    .unwrap()
+    .to_owned()
+}
