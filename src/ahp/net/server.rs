@@ -196,30 +196,8 @@ async fn accept(
     ws_cfg.max_message_size = Some(cfg.max_frame_bytes);
     ws_cfg.max_frame_size = Some(cfg.max_frame_bytes);
     let own = stream.local_addr().map(own_origins).unwrap_or_default();
-    let ahead = tokio::select! {
-        h = tokio::time::timeout_at(deadline, head::read_head(&mut stream)) => h,
-        _ = permit.evicted.cancelled() => {
-            metrics().connection_refused(Refusal::MadeRoom);
-            debug!(%peer, "closed before its request to make room for a new connection");
-            return;
-        }
-    };
-    let ahead = match ahead {
-        Ok(Ok((Asked::Upgrade, bytes))) => bytes,
-        Ok(Ok((page, _))) => {
-            super::console::serve(&mut stream, &page).await;
-            return;
-        }
-        Ok(Err(e)) => {
-            metrics().connection_refused(Refusal::BadUpgrade);
-            debug!(%peer, "request not read: {e}");
-            return;
-        }
-        Err(_) => {
-            metrics().connection_refused(Refusal::HandshakeTimeout);
-            debug!(%peer, "no request within [server] handshake_timeout; closed");
-            return;
-        }
+    let Some(ahead) = upgrade_request(&mut stream, peer, deadline, &permit).await else {
+        return;
     };
     let stream = Replayed::new(ahead, stream);
     let mut authenticated = None;
@@ -277,6 +255,42 @@ async fn accept(
     debug!(%peer, principal = %auth.principal.name, "websocket connected");
     connection::run(ws, host, shutdown, auth, deadline, shared, permit).await;
     debug!(%peer, "websocket closed");
+}
+
+/// The first request's bytes when it is a WebSocket upgrade; any other
+/// request is answered with the console's page here, and a request not
+/// read whole by `deadline` (or a connection closed to make room) is counted.
+async fn upgrade_request(
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    deadline: tokio::time::Instant,
+    permit: &Permit,
+) -> Option<Vec<u8>> {
+    let read = tokio::select! {
+        h = tokio::time::timeout_at(deadline, head::read_head(stream)) => h,
+        _ = permit.evicted.cancelled() => {
+            metrics().connection_refused(Refusal::MadeRoom);
+            debug!(%peer, "closed before its request to make room for a new connection");
+            return None;
+        }
+    };
+    match read {
+        Ok(Ok((Asked::Upgrade, bytes))) => Some(bytes),
+        Ok(Ok((page, _))) => {
+            super::console::serve(stream, &page).await;
+            None
+        }
+        Ok(Err(e)) => {
+            metrics().connection_refused(Refusal::BadUpgrade);
+            debug!(%peer, "request not read: {e}");
+            None
+        }
+        Err(_) => {
+            metrics().connection_refused(Refusal::HandshakeTimeout);
+            debug!(%peer, "no request within [server] handshake_timeout; closed");
+            None
+        }
+    }
 }
 
 #[cfg(test)]
