@@ -515,3 +515,30 @@ async fn a_queued_message_follows_and_a_turn_can_be_cancelled() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_left_unanswered_runs_out_and_the_original_is_kept() {
+    let st = stack_tuned(|cfg| cfg.policy.transform_timeout = Duration::from_secs(2)).await;
+    let b = open_console(&st).await;
+    new_session(&b).await;
+    transform_request(&b).await;
+    let said = b
+        .wait(
+            "the countdown run out",
+            "(c => c.dataset.answered === 'late' && c.querySelector('.outcome').textContent)(document.querySelector('.request'))",
+        )
+        .await;
+    assert!(said.as_str().unwrap().starts_with("too late"), "{said}");
+    let disabled = b
+        .eval("document.querySelector('.request .send-rewrite').disabled")
+        .await;
+    assert_eq!(disabled, true, "a late answer cannot be sent");
+    wait_all_turns_ended(&b).await;
+    let kept = b
+        .wait(
+            "the audit record of the timeout",
+            "(r => r && r.textContent)(document.querySelector('.record[data-kind=transform]'))",
+        )
+        .await;
+    assert!(kept.as_str().unwrap().contains("timeout"), "{kept}");
+}
