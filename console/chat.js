@@ -38,6 +38,16 @@ export class ChatPane {
     /** @type {Map<string, HTMLElement>} */
     this.tools = new Map();
     ctx.ahp.on("action", (env) => this.onAction(env));
+    // Sessions another client creates or disposes, as the root tells of them.
+    ctx.ahp.on("root/sessionAdded", (p) => this.sessionPick && this.addSessionOption(p.summary?.resource, p.summary?.title));
+    ctx.ahp.on("root/sessionRemoved", (p) => this.sessionGone(p.session));
+  }
+
+  /** @param {string} uri a session disposed, here or elsewhere */
+  sessionGone(uri) {
+    if (!this.sessionPick) return;
+    [...this.sessionPick.options].find((o) => o.value === uri)?.remove();
+    if (this.session === uri) this.open(this.sessionPick.value || null);
   }
 
   models() {
@@ -110,8 +120,7 @@ export class ChatPane {
     const uri = this.session;
     try {
       await this.ctx.ahp.request("disposeSession", { channel: uri });
-      [...this.sessionPick.options].find((o) => o.value === uri)?.remove();
-      this.open(this.sessionPick.value || null);
+      this.sessionGone(uri);
     } catch (e) {
       refused("disposeSession", reason(e));
     }

@@ -398,6 +398,17 @@ async fn an_observer_sees_the_session_and_is_told_why_it_cannot_send() {
         "[...document.querySelectorAll('.turn .user')].some(u => u.textContent === 'hello from the ide')",
     )
     .await;
+    // A session the ide creates later is listed at once, and goes when disposed.
+    let later = "ahp-session:/later";
+    let listed =
+        format!("[...document.getElementById('session').options].some(o => o.value === {later:?})");
+    ready_session(&ide, later, None).await;
+    b.wait("the new session listed", &listed).await;
+    ide.request::<_, serde_json::Value>("disposeSession", json!({"channel": later}))
+        .await
+        .unwrap();
+    b.wait("the disposed session gone", &format!("!({listed})"))
+        .await;
     b.fill("#prompt", "may I?").await;
     b.click("#send").await;
     let refusal = b
