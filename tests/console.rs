@@ -51,6 +51,20 @@ async fn pages_carry_strict_headers_and_upgrades_stay_ahp() {
         304
     );
     assert_eq!(get(addr, "/nope", &[]).unwrap().status, 404);
+    // The console's own origin passes the Origin check unconfigured (so
+    // the missing token is what is refused); a rebound name does not.
+    let port = addr.port();
+    for (origin, status) in [
+        (format!("http://{addr}"), 401),
+        (format!("http://localhost:{port}"), 401),
+        (format!("http://rebound.example:{port}"), 403),
+    ] {
+        assert_eq!(
+            support::raw::upgrade_status(addr, &origin).await,
+            status,
+            "{origin}"
+        );
+    }
     // The same listener still speaks AHP to a WebSocket client.
     let c = support::client_at_url(&format!("ws://{addr}/?token={TOKEN}")).await;
     c.initialize("after-pages".into(), vec!["1.0.0".into()], vec![])
