@@ -567,3 +567,39 @@ async fn a_request_left_unanswered_runs_out_and_the_original_is_kept() {
         .await;
     assert!(kept.as_str().unwrap().contains("timeout"), "{kept}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steering_message_reaches_the_running_turn() {
+    let st = stack().await;
+    let b = open_console(&st).await;
+    new_session(&b).await;
+    st.model.push(Reply::Slow {
+        chunks: vec!["busy ".into(); 20],
+        delay: Duration::from_millis(50),
+    });
+    st.model.push(Reply::Text("Steered: yes.".into()));
+    b.fill("#prompt", "work for a while").await;
+    b.click("#send").await;
+    b.wait(
+        "the answer streaming",
+        "document.querySelector('.turn .answer')",
+    )
+    .await;
+    b.eval("document.getElementById('send-as').value = 'steering'")
+        .await;
+    b.fill("#prompt", "STEER-NOW: also say yes").await;
+    b.click("#send").await;
+    let text = b
+        .wait(
+            "the one turn's end, steered",
+            "(t => t.length === 1 && t[0].dataset.end && t[0].textContent)(document.querySelectorAll('.turn'))",
+        )
+        .await;
+    assert!(text.as_str().unwrap().contains("Steered: yes."), "{text}");
+    let steered = st
+        .model
+        .requests()
+        .iter()
+        .any(|r| r["messages"].to_string().contains("STEER-NOW"));
+    assert!(steered, "the model received the steering message");
+}
