@@ -17,6 +17,18 @@ export function chatOf(/** @type {string} */ session) {
   return `ahp-chat://default/${b64.replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "")}`;
 }
 
+/**
+ * The custom agents a session lists, in containers and entries that are on.
+ * @param {any[]} customizations the session state's `customizations`
+ * @returns {{uri: string, name: string}[]}
+ */
+export function agentsOf(customizations) {
+  const on = (/** @type {any} */ c) => c.enabled !== false && !(c.enablement || []).some((/** @type {any} */ e) => e.enabled === false);
+  return customizations.filter(on).flatMap((c) => (c.children || [])
+    .filter((/** @type {any} */ k) => k.type === "agent" && k.enabled !== false)
+    .map((/** @type {any} */ k) => ({ uri: k.uri, name: k.name })));
+}
+
 export class ChatPane {
   /**
    * @param {Context} ctx
@@ -68,6 +80,7 @@ export class ChatPane {
       h("option", { value: "queued" }, "queued: a turn after this one"),
       h("option", { value: "steering" }, "steering: into the running turn"));
     this.pending = h("ul", { id: "pending", "aria-label": "Pending messages" });
+    this.agentPick = h("select", { id: "agent" }, h("option", { value: "" }, "none"));
     replace(
       this.el,
       h("h2", {}, "Chat"),
@@ -80,7 +93,8 @@ export class ChatPane {
       this.transcript,
       h("form", { class: "composer", on: { submit: (e) => { e.preventDefault(); this.startTurn(); } } },
         h("label", { for: "prompt" }, "Message"), this.prompt,
-        h("div", { class: "row" }, h("label", { for: "send-as" }, "Send as"), this.sendAs),
+        h("div", { class: "row" }, h("label", { for: "send-as" }, "Send as"), this.sendAs,
+          h("label", { for: "agent" }, "Custom agent"), this.agentPick),
         this.send, this.cancel, this.pending),
     );
     this.listSessions();
@@ -144,8 +158,29 @@ export class ChatPane {
     try {
       const s = await this.ctx.ahp.request("subscribe", { channel: uri });
       this.showLifecycle(s.snapshot?.state?.lifecycle);
+      this.showAgents(s.snapshot?.state?.customizations || []);
       const c = await this.ctx.ahp.request("subscribe", { channel: chatOf(uri) });
       for (const turn of c.snapshot?.state?.turns || []) this.showPastTurn(turn);
+    } catch (e) {
+      refused(`subscribe ${uri}`, reason(e));
+    }
+  }
+
+  /** The agents a message may be sent with, keeping the one chosen. */
+  showAgents(/** @type {any[]} */ customizations) {
+    const chosen = this.agentPick.value;
+    replace(this.agentPick, h("option", { value: "" }, "none"),
+      agentsOf(customizations).map((a) => h("option", { value: a.uri }, a.name)));
+    this.agentPick.value = [...this.agentPick.options].some((o) => o.value === chosen) ? chosen : "";
+  }
+
+  /** The session's customizations changed: its agents are read again. */
+  async refreshAgents() {
+    const uri = this.session;
+    if (!uri) return;
+    try {
+      const s = await this.ctx.ahp.request("subscribe", { channel: uri });
+      if (this.session === uri) this.showAgents(s.snapshot?.state?.customizations || []);
     } catch (e) {
       refused(`subscribe ${uri}`, reason(e));
     }
@@ -183,14 +218,20 @@ export class ChatPane {
       type: "chat/turnStarted",
       turnId,
       startedAt: new Date().toISOString(),
-      message: { text, origin: { kind: "user" } },
+      message: this.message(text),
     });
     this.prompt.value = "";
   }
 
+  /** A user message, with the custom agent chosen, if any. */
+  message(/** @type {string} */ text) {
+    const agent = this.agentPick.value;
+    return agent ? { text, origin: { kind: "user" }, agent: { uri: agent } } : { text, origin: { kind: "user" } };
+  }
+
   /** A queued or steering message: the host starts or injects it. */
   sendPending(kind, text) {
-    const message = { text, origin: { kind: "user" } };
+    const message = this.message(text);
     this.ctx.ahp.dispatch(chatOf(/** @type {string} */ (this.session)), { type: "chat/pendingMessageSet", kind, id: crypto.randomUUID(), message });
     this.prompt.value = "";
   }
@@ -215,6 +256,7 @@ export class ChatPane {
       const t = env.action.type;
       if (t === "session/ready") this.showLifecycle("ready");
       if (t === "session/creationFailed") this.showLifecycle("failed");
+      if (t.startsWith("session/customization")) this.refreshAgents();
       return;
     }
     if (env.channel !== chatOf(this.session)) return;

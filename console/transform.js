@@ -4,6 +4,7 @@
 // to rewrite before the answer goes back.
 
 import { h, replace } from "./dom.js";
+import { reason } from "./notice.js";
 
 export class SectionsPane {
   /**
@@ -32,9 +33,28 @@ export class SectionsPane {
       this.optInState.className = "refused";
       return;
     }
-    const sections = a.activeClient.systemMessageTransform?.sections || [];
+    this.showOptIn(a.activeClient.systemMessageTransform?.sections || []);
+  }
+
+  /** The opt-in in force: its boxes checked, and said. */
+  showOptIn(/** @type {string[]} */ sections) {
+    for (const box of this.list.querySelectorAll("input")) {
+      const input = /** @type {HTMLInputElement} */ (box);
+      input.checked = sections.includes(input.value);
+    }
     this.optInState.textContent = `session ${this.session}: opted in to ${sections.join(", ") || "nothing"}`;
     this.optInState.className = "";
+  }
+
+  /** This console's opt-in in `uri` as the session's state holds it. */
+  async loadOptIn(/** @type {string} */ uri) {
+    try {
+      const s = await this.ctx.ahp.request("subscribe", { channel: uri });
+      const mine = (s.snapshot?.state?.activeClients || []).find((/** @type {any} */ c) => c.clientId === this.ctx.clientId);
+      if (this.session === uri && this.list) this.showOptIn(mine?.systemMessageTransform?.sections || []);
+    } catch (e) {
+      if (this.optInState) this.optInState.textContent = `session ${uri}: ${reason(e)}`;
+    }
   }
 
   catalogue() {
@@ -70,6 +90,7 @@ export class SectionsPane {
   setSession(uri) {
     this.session = uri;
     if (this.optInState) this.optInState.textContent = uri ? `session ${uri}: not opted in` : "no session";
+    if (uri) this.loadOptIn(uri);
   }
 
   optIn() {

@@ -1,6 +1,7 @@
 //! The web console's chat pane beyond one turn, in Chromium against the
 //! real CLI and the scripted model: the agent's question answered in the
-//! page, a queued message, a steering message, a cancelled turn, dispose.
+//! page, a queued message, a steering message, a cancelled turn, dispose;
+//! switching sessions shows the opt-in each has.
 
 mod support;
 
@@ -127,4 +128,36 @@ async fn a_steering_message_reaches_the_running_turn() {
         .iter()
         .any(|r| r["messages"].to_string().contains("STEER-NOW"));
     assert!(steered, "the model received the steering message");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_session_shows_the_opt_in_it_has() {
+    let st = stack().await;
+    let b = open_console(&st).await;
+    new_session(&b).await;
+    let first = b.eval("document.getElementById('session').value").await;
+    b.click("#tab-sections").await;
+    b.click("#section-tone").await;
+    b.click("#opt-in").await;
+    b.wait(
+        "the opt-in taken",
+        "document.getElementById('opt-in-state').textContent.endsWith('opted in to tone')",
+    )
+    .await;
+    b.click("#tab-chat").await;
+    new_session(&b).await;
+    b.wait(
+        "the new session's opt-in, none",
+        "document.getElementById('opt-in-state').textContent.endsWith('opted in to nothing') && !document.getElementById('section-tone').checked",
+    )
+    .await;
+    let back = format!(
+        "(s => {{ s.value = {first}; s.dispatchEvent(new Event('change')); }})(document.getElementById('session'))"
+    );
+    b.eval(&back).await;
+    b.wait(
+        "the first session's opt-in, back",
+        "document.getElementById('opt-in-state').textContent.endsWith('opted in to tone') && document.getElementById('section-tone').checked",
+    )
+    .await;
 }
