@@ -3,10 +3,10 @@
 //! plugins are read from it and vetted when its entry says so, and removed
 //! when it leaves; a (re)bind gives the runtime what is enabled, and the
 //! audit log a `customization` record of what is new; the runtime's word
-//! on its MCP servers becomes their state. The state itself is the
-//! [`Customizer`]'s.
+//! on its MCP servers becomes their state. [`Customizing`] is this part of
+//! the join, beside the bridge; the state itself is the [`Customizer`]'s.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use ahp_types::actions::{
     SessionCustomizationRemovedAction, SessionCustomizationUpdatedAction,
@@ -19,18 +19,18 @@ use ahp_types::state::{
 use tracing::{info, warn};
 
 use super::custom::runtime_map::{Applied, Contribution};
-use super::custom::watch::FolderWatch;
+use super::custom::Customizer;
 use super::custom::{agent_named, client_shape, shape, vet, ClientEntry, ClientOutcome};
-use super::Bridge;
 use crate::ahp::customizations::{children_of, id_of};
+use crate::ahp::host::Host;
 use crate::audit::customization::{CustomizationRecord, Decision, Source};
+use crate::audit::log::AuditLog;
 use crate::audit::record::now_rfc3339;
 use crate::customize::read_package;
-use crate::runtime::connection::RuntimeConn;
+use crate::policy::PolicyReader;
 use crate::runtime::customizations::RuntimeCustomizations;
-use crate::runtime::wire::{self, method, McpServerStatus};
+use crate::runtime::wire::McpServerStatus;
 use crate::telemetry::Escaped;
-use serde_json::json;
 
 /// What a bind gives the runtime, and the records to write once it is bound.
 #[derive(Debug, Default)]
@@ -39,7 +39,54 @@ pub struct ForRuntime {
     pub records: Vec<CustomizationRecord>,
 }
 
-impl Bridge {
+/// Customizations on the bridge's sessions: the [`Customizer`], the host
+/// its actions go to, the policy a client's text is held to, and the audit
+/// log its records go to.
+pub struct Customizing {
+    me: Weak<Customizing>,
+    custom: Customizer,
+    host: Weak<Host>,
+    policy: PolicyReader,
+    audit: Option<Arc<AuditLog>>,
+}
+
+/// What a message's custom agent asks of the runtime session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AgentChange {
+    Select(String),
+    Deselect,
+}
+
+impl Customizing {
+    pub fn new(
+        custom: Customizer,
+        host: Weak<Host>,
+        policy: PolicyReader,
+        audit: Option<Arc<AuditLog>>,
+    ) -> Arc<Self> {
+        Arc::new_cyclic(|me| Self {
+            me: me.clone(),
+            custom,
+            host,
+            policy,
+            audit,
+        })
+    }
+
+    fn host(&self) -> Option<Arc<Host>> {
+        self.host.upgrade()
+    }
+
+    /// The host's folders to watch.
+    pub fn watched_paths(&self) -> Vec<std::path::PathBuf> {
+        self.custom.watched_paths()
+    }
+
+    /// A disposed session: forgotten, its folders removed.
+    pub fn session_gone(&self, uri: &str) {
+        self.custom.session_gone(uri);
+    }
+
     fn dispatch_custom(&self, uri: &str, action: StateAction) {
         if let Some(h) = self.host() {
             if let Err(e) = h.dispatch(uri, action) {
@@ -70,7 +117,7 @@ impl Bridge {
 
     /// Lists the host's containers on a new or restored session: all
     /// `loading`, then each as read (toggles a restored session had kept).
-    pub(super) async fn publish_customizations(&self, uri: &str) {
+    pub async fn publish(&self, uri: &str) {
         if !self.custom.has_host_containers() {
             return;
         }
@@ -94,39 +141,23 @@ impl Bridge {
         }
     }
 
-    /// Watches the host's folders for as long as the bridge lives.
-    pub(super) fn watch_host_folders(self: &Arc<Self>) {
-        if tokio::runtime::Handle::try_current().is_err() {
-            return;
-        }
-        let Some(mut watch) = FolderWatch::start(&self.custom.watched_paths()) else {
-            return;
-        };
-        let me = Arc::downgrade(self);
-        tokio::spawn(async move {
-            while watch.changed().await {
-                let Some(b) = me.upgrade() else { return };
-                b.host_changed().await;
-            }
-        });
-    }
-
     /// The host's directories changed on disk: read again, and every
     /// session that lists a changed container gets it anew (its runtime
     /// from the next turn: the new files are a new binding).
-    async fn host_changed(&self) {
+    pub async fn host_changed(&self, sessions: &[String]) {
         let changed = self.custom.reread().await;
         if changed.is_empty() {
             return;
         }
         info!(containers = ?changed, "host customizations changed on disk");
         let Some(host) = self.host() else { return };
-        for uri in self.sessions.uris() {
-            let listed = host.session_customizations(&uri);
+        for uri in sessions {
+            let uri = uri.as_str();
+            let listed = host.session_customizations(uri);
             for id in &changed {
                 if listed.iter().any(|c| id_of(c) == Some(id)) {
                     if let Some(fresh) = self.custom.host_shape(id) {
-                        self.updated(&uri, fresh);
+                        self.updated(uri, fresh);
                     }
                 }
             }
@@ -135,7 +166,7 @@ impl Bridge {
 
     /// A client set its entry: the plugins it no longer publishes go, new
     /// or changed ones are read from it.
-    pub(super) fn client_set(&self, uri: &str, client_id: &str) {
+    pub fn client_set(&self, uri: &str, client_id: &str) {
         let Some(host) = self.host() else { return };
         let views = host.active_clients(uri);
         let Some(view) = views.iter().find(|c| c.client_id == client_id) else {
@@ -155,7 +186,7 @@ impl Bridge {
     }
 
     /// A client left (or its grace ran out): its plugins go.
-    pub(super) fn client_left(&self, uri: &str, client_id: &str) {
+    pub fn client_left(&self, uri: &str, client_id: &str) {
         for id in self.custom.client_left(uri, client_id) {
             self.removed(uri, id);
         }
@@ -199,16 +230,16 @@ impl Bridge {
         }
     }
 
-    /// Selects in the runtime session the custom agent a turn's message
-    /// chose (`agent_uri`, when it is listed and enabled), or deselects it;
-    /// nothing when the runtime has that already.
-    pub(super) async fn select_agent(
+    /// What the runtime session must be told for a message that chose
+    /// `agent_uri` (when it is listed and enabled), given what it has
+    /// selected as far as the bridge knows (`None`: not known). `None`:
+    /// nothing to tell.
+    pub fn agent_change(
         &self,
-        conn: &RuntimeConn,
         uri: &str,
-        runtime_id: &str,
         agent_uri: Option<&str>,
-    ) -> anyhow::Result<()> {
+        known: Option<Option<String>>,
+    ) -> Option<AgentChange> {
         let state = self
             .host()
             .map(|h| h.session_customizations(uri))
@@ -217,32 +248,16 @@ impl Bridge {
         if agent_uri.is_some() && wanted.is_none() {
             info!(session = %uri, "the message's agent is not an enabled agent of the session; none is selected");
         }
-        let known = self
-            .sessions
-            .with(uri, |s| s.agent().map(|a| a.map(String::from)));
-        let Some(known) = known else { return Ok(()) };
-        if known == Some(wanted.clone())
-            || (known.is_none() && wanted.is_none() && !has_agents(&state))
-        {
-            return Ok(());
+        let unknown_and_none = known.is_none() && wanted.is_none() && !has_agents(&state);
+        if known == Some(wanted.clone()) || unknown_and_none {
+            return None;
         }
-        let (method, params) = match &wanted {
-            Some(name) => (
-                method::AGENT_SELECT,
-                json!({"sessionId": runtime_id, "name": name}),
-            ),
-            None => (method::AGENT_DESELECT, wire::session_ref(runtime_id)),
-        };
-        conn.call(method, params)
-            .await
-            .map_err(|e| anyhow::anyhow!("{method}: {e}"))?;
-        self.sessions.with(uri, |s| s.set_agent(wanted.as_deref()));
-        Ok(())
+        Some(wanted.map_or(AgentChange::Deselect, AgentChange::Select))
     }
 
     /// What a (re)bind of `uri` gives its runtime: the enabled containers
     /// its state lists.
-    pub(super) async fn for_runtime(&self, uri: &str) -> ForRuntime {
+    pub async fn for_runtime(&self, uri: &str) -> ForRuntime {
         let Some(host) = self.host() else {
             return ForRuntime::default();
         };
@@ -251,11 +266,14 @@ impl Bridge {
             return ForRuntime::default();
         }
         let contributions = self.custom.contributions(uri, &state);
-        let (custom, session) = (self.custom.clone(), uri.to_owned());
+        let (me, session) = (self.me.upgrade(), uri.to_owned());
         let given = contributions.clone();
-        let mapped = tokio::task::spawn_blocking(move || custom.map(&session, &given))
-            .await
-            .unwrap_or_default();
+        let mapped = tokio::task::spawn_blocking(move || {
+            me.map(|m| m.custom.map(&session, &given))
+                .unwrap_or_default()
+        })
+        .await
+        .unwrap_or_default();
         for (id, why) in &mapped.failed {
             warn!(session = %uri, container = %Escaped(id), "customization not written for the runtime: {why}");
         }
@@ -272,7 +290,7 @@ impl Bridge {
     }
 
     /// Appends `records` to the audit log, off the async threads.
-    pub(super) fn write_records(&self, records: Vec<CustomizationRecord>) {
+    pub fn write_records(&self, records: Vec<CustomizationRecord>) {
         let Some(log) = self.audit.clone() else {
             return;
         };
@@ -289,7 +307,7 @@ impl Bridge {
     }
 
     /// The runtime's word on MCP servers, as their customizations' state.
-    pub(super) fn mcp_states(&self, uri: &str, servers: &[McpServerStatus]) {
+    pub fn mcp_states(&self, uri: &str, servers: &[McpServerStatus]) {
         let Some(host) = self.host() else { return };
         let listed = host.session_customizations(uri);
         for s in servers {

@@ -4,11 +4,13 @@
 //!
 //! Its state is owned in parts: the sessions ([`registry`], each a
 //! [`session::BridgedSession`] whose running turn is [`turn::RunningTurn`]),
-//! the runtimes ([`pool`]), the transform router. A change of a session
-//! returns [`effects::Effects`] (typed actions, runtime calls), carried out
-//! here once the lock is released.
+//! the runtimes ([`pool`]), the transform router, the customizations
+//! ([`customizing`], over [`custom`]). A change of a session returns
+//! [`effects::Effects`] (typed actions, runtime calls), carried out here
+//! once the lock is released.
 //!
-//! - north -> south: the host's [`ClientPhase`]s and the turn's life, here;
+//! - north -> south: the host's `ClientPhase`s, in [`phases`]; the turn's
+//!   life and the binding of its runtime session, here;
 //! - south -> north: runtime events and requests, in [`runtime_side`];
 //! - what a turn maps to: [`actions`] (events), [`input`] (questions);
 //!   its spans: [`turn_trace`];
@@ -24,8 +26,8 @@ pub mod custom;
 mod customizing;
 mod effects;
 pub mod input;
+mod phases;
 mod pool;
-mod rebind;
 mod registry;
 pub mod runtime_side;
 mod session;
@@ -41,7 +43,10 @@ use crate::telemetry::CheckFailed;
 
 use tracing::{info, warn};
 
+use self::binding::Binding;
+use self::custom::watch::FolderWatch;
 use self::custom::Customizer;
+use self::customizing::{AgentChange, Customizing};
 use self::effects::{Effects, Mirror};
 use self::pool::{Pool, Starts};
 use self::registry::Registry;
@@ -49,13 +54,12 @@ use self::session::DRAIN_LIMIT;
 use self::shutdown::{InFlight, SHUTTING_DOWN};
 use self::turn::{mirror_id, TurnRequest};
 use self::turn_trace::TurnSpans;
-use crate::ahp::backend::{Backend, ClientPhase};
 use crate::ahp::host::Host;
 use crate::audit::log::AuditLog;
 use crate::config::Config;
 use crate::policy::PolicyReader;
 use crate::runtime::connection::RuntimeConn;
-use crate::runtime::wire::{self, method};
+use crate::runtime::wire::{self, method, ModelProvider, Secret, SessionConfig};
 use crate::transform::router::Router;
 
 pub struct Bridge {
@@ -69,10 +73,9 @@ pub struct Bridge {
     sessions: Registry,
     /// The runtime's requests not answered yet.
     in_flight: InFlight,
-    /// The customizations: the host's, the clients', what each session got.
-    custom: Arc<Customizer>,
-    /// Where `customization` records go (the router writes its own).
-    audit: Option<Arc<AuditLog>>,
+    /// The customizations of its sessions (`customization` records go to
+    /// the audit log from there; the router writes its own).
+    customizing: Arc<Customizing>,
 }
 
 impl Bridge {
@@ -82,7 +85,12 @@ impl Bridge {
         policy: PolicyReader,
         audit: Option<Arc<AuditLog>>,
     ) -> Arc<Self> {
-        let custom = Arc::new(Customizer::new(host.config()));
+        let customizing = Customizing::new(
+            Customizer::new(host.config()),
+            Arc::downgrade(host),
+            policy.clone(),
+            audit,
+        );
         let bridge = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             host: Arc::downgrade(host),
@@ -92,11 +100,28 @@ impl Bridge {
             pool: Arc::new(Pool::new(&host.config().runtime)),
             sessions: Registry::default(),
             in_flight: InFlight::new(),
-            custom,
-            audit,
+            customizing,
         });
         bridge.watch_host_folders();
         bridge
+    }
+
+    /// Watches the host's customization folders for as long as the bridge
+    /// lives: a change is read again, for every session.
+    fn watch_host_folders(self: &Arc<Self>) {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let Some(mut watch) = FolderWatch::start(&self.customizing.watched_paths()) else {
+            return;
+        };
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            while watch.changed().await {
+                let Some(b) = me.upgrade() else { return };
+                b.customizing.host_changed(&b.sessions.uris()).await;
+            }
+        });
     }
 
     fn host(&self) -> Option<Arc<Host>> {
@@ -317,6 +342,145 @@ impl Bridge {
         Ok(())
     }
 
+    /// Creates, resumes or re-binds the runtime session so that it matches the
+    /// AHP state now. Registration is fixed at create/resume, so a change of
+    /// opt-ins, owners, tools or policy means destroy + resume (history kept).
+    async fn ensure_bound(&self, uri: &str) -> anyhow::Result<(Arc<RuntimeConn>, String)> {
+        let gone = || anyhow::anyhow!("session {uri} is gone");
+        let slot = self.slot_of_session(uri).ok_or_else(gone)?;
+        let (conn, generation) = self.runtime(slot).await?;
+        let host = self.host().ok_or_else(|| anyhow::anyhow!("host gone"))?;
+        let policy = self.policy.current();
+        let mut want = Binding::derive(&policy, &host.active_clients(uri));
+        let custom = self.customizing.for_runtime(uri).await;
+        want.customizations = custom.fields;
+        let (runtime_id, bound, persisted) = self
+            .sessions
+            .with(uri, |s| {
+                let bound = s.binding_in(generation).cloned();
+                (s.runtime_id().to_owned(), bound, s.persisted())
+            })
+            .ok_or_else(gone)?;
+        if bound.as_ref() == Some(&want) {
+            return Ok((conn, runtime_id));
+        }
+        let model = self.session_model(uri);
+        let config = SessionConfig {
+            session_id: runtime_id.clone(),
+            model: model.clone(),
+            working_directory: self.working_directory(&host, uri),
+            tools: want.runtime_tools(),
+            provider: self.cfg.runtime.provider.as_ref().map(|p| ModelProvider {
+                kind: p.kind.clone(),
+                base_url: p.base_url.clone(),
+                api_key: p.resolved_api_key(),
+            }),
+            system_message: want.system_message(&policy),
+            github_token: host.github_token_for(uri).map(Secret),
+            customizations: want.customizations.clone(),
+        };
+        if bound.is_some() {
+            info!(session = uri, registered = ?want.registered, owners = ?want.owners, "opt-ins, owners, tools, policy or customizations changed; re-binding the runtime session");
+            if let Err(e) = conn
+                .call(method::SESSION_DESTROY, wire::session_ref(&runtime_id))
+                .await
+            {
+                tracing::debug!("session.destroy before re-bind: {e}");
+            }
+        }
+        binding::bind(&conn, uri, &config, persisted, bound.is_none()).await?;
+        self.customizing.write_records(custom.records);
+        self.sessions
+            .with(uri, |s| s.bound(want, generation, model));
+        Ok((conn, runtime_id))
+    }
+
+    /// The working directory a runtime session is given: the session's
+    /// first, else `[runtime] working_directory`, else the bridge's own.
+    fn working_directory(&self, host: &Host, uri: &str) -> String {
+        host.working_directory(uri)
+            .or_else(|| self.cfg.runtime.working_directory.clone())
+            .or_else(|| std::env::current_dir().ok())
+            .map_or_else(|| "/".into(), |p| p.display().to_string())
+    }
+
+    /// The model a (re)bind gives the runtime session of `uri`: the one it
+    /// was last given, else its session config's, else `[runtime] model`.
+    fn session_model(&self, uri: &str) -> String {
+        let current = self
+            .sessions
+            .with(uri, |s| s.model().map(String::from))
+            .flatten();
+        current
+            .or_else(|| self.host().and_then(|h| h.session_model(uri)))
+            .unwrap_or_else(|| self.cfg.runtime.model.clone())
+    }
+
+    /// Switches the runtime session to `wanted` when it uses another model
+    /// (the runtime re-renders the prompt, so opted-in clients are asked
+    /// again and the audit records it).
+    async fn switch_model(
+        &self,
+        conn: &RuntimeConn,
+        uri: &str,
+        runtime_id: &str,
+        wanted: Option<&str>,
+    ) -> anyhow::Result<()> {
+        let Some(wanted) = wanted else { return Ok(()) };
+        let current = self
+            .sessions
+            .with(uri, |s| s.model().map(String::from))
+            .flatten();
+        if current.as_deref() == Some(wanted) {
+            return Ok(());
+        }
+        conn.call(
+            method::MODEL_SWITCH,
+            wire::model_switch_params(runtime_id, wanted),
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("{}: {e}", method::MODEL_SWITCH))?;
+        info!(session = %uri, from = ?current, to = %wanted, "model switched");
+        self.sessions.with(uri, |s| s.set_model(wanted));
+        Ok(())
+    }
+
+    /// Tells the runtime session of the custom agent the turn's message
+    /// chose (`agent_uri`), or that it chose none, when that differs from
+    /// what the session has selected.
+    async fn select_agent(
+        &self,
+        conn: &RuntimeConn,
+        uri: &str,
+        runtime_id: &str,
+        agent_uri: Option<&str>,
+    ) -> anyhow::Result<()> {
+        let known = self
+            .sessions
+            .with(uri, |s| s.agent().map(|a| a.map(String::from)))
+            .ok_or_else(|| anyhow::anyhow!("session {uri} is gone"))?;
+        let Some(change) = self.customizing.agent_change(uri, agent_uri, known) else {
+            return Ok(());
+        };
+        let (method, params) = match &change {
+            AgentChange::Select(name) => (
+                method::AGENT_SELECT,
+                serde_json::json!({"sessionId": runtime_id, "name": name}),
+            ),
+            AgentChange::Deselect => (method::AGENT_DESELECT, wire::session_ref(runtime_id)),
+        };
+        conn.call(method, params)
+            .await
+            .map_err(|e| anyhow::anyhow!("{method}: {e}"))?;
+        let selected = match change {
+            AgentChange::Select(name) => Some(name),
+            AgentChange::Deselect => None,
+        };
+        self.sessions
+            .with(uri, |s| s.set_agent(selected.as_deref()));
+        Ok(())
+    }
+
     /// Starts the next queued message of `chat` when its session is idle.
     fn start_queued_if_idle(&self, uri: &str, chat: &str) {
         if self.sessions.with(uri, |s| s.is_idle()) != Some(true) {
@@ -408,108 +572,5 @@ impl Bridge {
     /// Stops every runtime of the pool, at once.
     pub async fn stop_runtime(&self) {
         self.pool.stop_all().await;
-    }
-}
-
-impl Backend for Bridge {
-    fn session_created(&self, session: &str) {
-        if let Some(me) = self.me.upgrade() {
-            tokio::spawn(me.create(session.to_owned()));
-        }
-    }
-
-    fn session_restored(&self, session: &str, backend_ref: Option<&str>) {
-        // A reference is stored once the runtime has the session on disk
-        // (after its first message): then it is resumed, history and all.
-        let runtime_id = backend_ref
-            .map(String::from)
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        self.sessions
-            .place(session, runtime_id, backend_ref.is_some(), self.pool.size());
-        if let Some(me) = self.me.upgrade() {
-            let uri = session.to_owned();
-            tokio::spawn(async move { me.publish_customizations(&uri).await });
-        }
-    }
-
-    fn authenticated(&self, principal: &str) {
-        self.hand_credentials(principal);
-    }
-
-    fn session_disposed(&self, session: &str) {
-        self.custom.session_gone(session);
-        let Some(s) = self.sessions.remove(session) else {
-            return;
-        };
-        if s.is_bound() {
-            let (slot, params) = (s.slot(), wire::session_ref(s.runtime_id()));
-            let me = self.me.clone();
-            tokio::spawn(async move {
-                if let Some(b) = me.upgrade() {
-                    b.call_runtime(slot, method::SESSION_DESTROY, params).await;
-                }
-            });
-        }
-    }
-
-    fn phase(&self, session: &str, phase: ClientPhase) {
-        match phase {
-            ClientPhase::TurnStarted {
-                chat,
-                turn_id,
-                text,
-                model,
-                agent,
-                by,
-            } => {
-                if let Some(me) = self.me.upgrade() {
-                    let turn = TurnRequest {
-                        chat,
-                        turn_id,
-                        prompt: text,
-                        model,
-                        agent,
-                        by: Some(by),
-                    };
-                    tokio::spawn(me.start_turn(session.to_owned(), turn));
-                }
-            }
-            ClientPhase::PendingMessageSet { chat, steering } => {
-                if steering {
-                    self.steer(session, &chat)
-                } else {
-                    self.start_queued_if_idle(session, &chat)
-                }
-            }
-            ClientPhase::TurnCancelled { .. } => {
-                self.change(session, |s, fx| s.cancel("the turn was cancelled", fx))
-            }
-            ClientPhase::ToolCallConfirmed {
-                tool_call_id,
-                approved,
-            } => self.change(session, |s, fx| {
-                s.tool_call_confirmed(&tool_call_id, approved, fx)
-            }),
-            ClientPhase::ToolCallCompleted {
-                tool_call_id,
-                result,
-            } => self.change(session, |s, fx| {
-                s.client_tool_completed(&tool_call_id, &result, fx)
-            }),
-            ClientPhase::InputCompleted(completed) => {
-                self.sessions
-                    .with(session, |s| s.input_completed(&completed));
-            }
-            ClientPhase::ActiveClientRemoved { client_id } => {
-                self.client_left(session, &client_id);
-                // Its in-flight tool calls fail now, in AHP and towards the runtime.
-                const WHY: &str = "the client that provides this tool left";
-                let gone = |_: &str, _: &str, owner: &str| owner == client_id;
-                self.change(session, |s, fx| {
-                    s.fail_client_tools(gone, WHY, "client gone", fx);
-                })
-            }
-            ClientPhase::ActiveClientSet { client_id } => self.client_set(session, &client_id),
-        }
     }
 }

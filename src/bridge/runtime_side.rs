@@ -104,7 +104,7 @@ impl Bridge {
                 tool_name,
                 arguments,
             } => self.external_tool_requested(uri, request_id, tool_call_id, tool_name, arguments),
-            RuntimeEvent::McpServers(servers) => self.mcp_states(uri, servers),
+            RuntimeEvent::McpServers(servers) => self.customizing.mcp_states(uri, servers),
             RuntimeEvent::Warning { warning_type } => {
                 info!(session = %uri, warning = %warning_type, "runtime warning")
             }
@@ -280,7 +280,7 @@ impl Bridge {
         let runtime_id = uuid::Uuid::new_v4().to_string();
         self.sessions
             .place(&uri, runtime_id, false, self.pool.size());
-        self.publish_customizations(&uri).await;
+        self.customizing.publish(&uri).await;
         // The entry given with createSession: its plugins are read now and
         // reach the runtime from the first turn after they are.
         for c in self
@@ -288,7 +288,7 @@ impl Bridge {
             .map(|h| h.active_clients(&uri))
             .unwrap_or_default()
         {
-            self.client_set(&uri, &c.client_id);
+            self.customizing.client_set(&uri, &c.client_id);
         }
         let bound = self.ensure_bound(&uri).await;
         if self.sessions.with(&uri, |_| ()).is_none() {
