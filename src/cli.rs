@@ -121,5 +121,8 @@ pub async fn demo(listen: SocketAddr, allow_origins: &[String]) -> anyhow::Resul
     );
     stop_signal().await?;
     running.stop(std::time::Duration::from_secs(10)).await;
+    // The runtime unpacks itself (about 235 MB) into its cache: gone with the
+    // demo. The audit log and the runtime's sessions stay, to look at.
+    let _ = std::fs::remove_dir_all(state.join("cache"));
     Ok(())
 }

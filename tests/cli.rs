@@ -199,6 +199,11 @@ async fn demo_serves_a_conversation_and_stops_on_ctrl_c() {
     let end = support::e2e::wait_turn_end(&mut sub, "t2").await;
     assert_eq!(end.kind, "complete", "{end:?}");
     assert!(end.text.contains("demo-42"), "{end:?}");
+    let state = std::env::temp_dir().join(format!("ahp-copilot-bridge-demo-{}", child.id()));
+    assert!(
+        state.join("cache").exists(),
+        "the runtime's cache while it runs"
+    );
     let sent = Command::new("kill")
         .args(["-INT", &child.id().to_string()])
         .status()
@@ -210,6 +215,10 @@ async fn demo_serves_a_conversation_and_stops_on_ctrl_c() {
         .unwrap();
     reap.1 = false;
     assert!(status.success(), "{status:?}");
+    // The runtime's unpacked package goes with the demo; its audit log stays.
+    assert!(!state.join("cache").exists(), "{}", state.display());
+    assert!(state.join("audit.jsonl").exists());
+    let _ = std::fs::remove_dir_all(&state);
 }
 
 /// SIGKILLs a process on drop while armed.
