@@ -1,18 +1,19 @@
 //! The host's extension channels ([`crate::ahp::channels`]): their state,
-//! owned here, who may watch them, and how a change is published: sequenced,
-//! kept for replay and queued to each subscriber like every action, under
-//! the one lock, so the same replay, byte bounds and back-pressure apply.
+//! owned here ([`Extensions`], behind the host's lock), and who may watch
+//! them. A change is published by the host (`Host::publish_extension`):
+//! sequenced, kept for replay and queued to each subscriber like every
+//! action, so the same replay, byte bounds and back-pressure apply.
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
-use super::{Host, State};
 use crate::ahp::auth::Principal;
 use crate::ahp::channels::{
     required_role, AuditLogState, HostStatus, PolicyLoaded, RuntimeStatus, AUDIT_LOG, HOST_STATUS,
     POLICY,
 };
 use crate::ahp::protocol::errors::AhpError;
-use crate::jsonrpc::{self, RpcError};
+use crate::jsonrpc::RpcError;
+use crate::policy::Policy;
 use crate::telemetry::metrics;
 
 /// The state of every extension channel (the policy's document is read
@@ -37,30 +38,36 @@ impl Default for Extensions {
     }
 }
 
-impl Host {
+/// What the host status is counted from, read under the host's lock.
+pub(super) struct StatusInputs {
+    pub pool_size: usize,
+    pub clients: usize,
+    pub sessions: usize,
+}
+
+impl Extensions {
     /// The extension channel's state, if `uri` is one of them.
-    pub(super) fn extension_state(&self, st: &State, uri: &str) -> Option<Value> {
+    pub fn state(&self, uri: &str, policy: &Policy, now: &StatusInputs) -> Option<Value> {
         let state = match uri {
-            AUDIT_LOG => serde_json::to_value(&st.extensions.audit),
-            POLICY => serde_json::to_value(self.policy_loaded("", &st.extensions)),
-            HOST_STATUS => serde_json::to_value(self.status("", st)),
+            AUDIT_LOG => serde_json::to_value(&self.audit),
+            POLICY => serde_json::to_value(self.policy_loaded("", policy)),
+            HOST_STATUS => serde_json::to_value(self.status("", now)),
             _ => return None,
         };
         Some(state.unwrap_or(Value::Null))
     }
 
-    fn policy_loaded(&self, kind: &'static str, ext: &Extensions) -> PolicyLoaded {
-        let policy = self.policy.current();
+    fn policy_loaded(&self, kind: &'static str, policy: &Policy) -> PolicyLoaded {
         PolicyLoaded {
             kind,
             policy: policy.policy_document(),
             sha256: policy.policy_sha256(),
-            loaded_at: ext.policy_loaded_at.clone(),
+            loaded_at: self.policy_loaded_at.clone(),
         }
     }
 
-    fn status(&self, kind: &'static str, st: &State) -> HostStatus {
-        let runtimes = (0..self.cfg.runtime.pool_size().max(1))
+    fn status(&self, kind: &'static str, now: &StatusInputs) -> HostStatus {
+        let runtimes = (0..now.pool_size.max(1))
             .map(|runtime| {
                 let (up, restarts) = metrics().runtime_state(runtime);
                 RuntimeStatus {
@@ -75,37 +82,42 @@ impl Host {
             version: env!("CARGO_PKG_VERSION"),
             protocol: ahp_types::PROTOCOL_VERSION,
             runtimes,
-            clients: st.clients.initialized(),
-            sessions: st.sessions.len(),
-            started_at: st.extensions.started_at.clone(),
+            clients: now.clients,
+            sessions: now.sessions,
+            started_at: self.started_at.clone(),
         }
     }
 
-    /// Sends `x-host://status` a change, if anything changed since the last
-    /// one; called on a tick (what it reports changes in many places).
-    pub fn publish_status_if_changed(&self) {
-        let mut st = self.lock();
-        // Nobody watching: nothing to number, keep or send (a subscriber
-        // gets the status as it is then in its snapshot).
-        if st.clients.subscribers(HOST_STATUS).next().is_none() {
-            return;
+    /// The `x-host://status` action when the status differs from the one
+    /// last sent (what it reports changes in many places, so it is compared).
+    pub fn status_changed(&mut self, now: &StatusInputs) -> Option<Value> {
+        let status = self.status(HostStatus::TYPE, now);
+        if self.status_sent.as_ref() == Some(&status) {
+            return None;
         }
-        let now = self.status(HostStatus::TYPE, &st);
-        if st.extensions.status_sent.as_ref() == Some(&now) {
-            return;
-        }
-        st.extensions.status_sent = Some(now.clone());
-        let action = serde_json::to_value(&now).unwrap_or(Value::Null);
-        self.publish(&mut st, HOST_STATUS, action);
+        self.status_sent = Some(status.clone());
+        Some(serde_json::to_value(&status).unwrap_or(Value::Null))
     }
 
-    /// A reload put a new policy in force: `x-policy://effective` says so.
-    pub fn publish_policy_loaded(&self) {
-        let mut st = self.lock();
-        st.extensions.policy_loaded_at = jiff::Timestamp::now().to_string();
-        let action = self.policy_loaded(PolicyLoaded::TYPE, &st.extensions);
-        let action = serde_json::to_value(&action).unwrap_or(Value::Null);
-        self.publish(&mut st, POLICY, action);
+    /// A new policy in force: the `x-policy://effective` action.
+    pub fn policy_reloaded(&mut self, policy: &Policy) -> Value {
+        self.policy_loaded_at = jiff::Timestamp::now().to_string();
+        let action = self.policy_loaded(PolicyLoaded::TYPE, policy);
+        serde_json::to_value(&action).unwrap_or(Value::Null)
+    }
+
+    /// A record written to the audit log: kept in the tail; its
+    /// `x-audit://log` action.
+    pub fn audit_appended(&mut self, record: Value, shipping_gap: u64) -> Value {
+        let action = self.audit.append(record, shipping_gap);
+        serde_json::to_value(&action).unwrap_or(Value::Null)
+    }
+
+    /// The records the log held before this run, as the tail (nothing sent).
+    pub fn seed_audit_tail(&mut self, records: Vec<Value>) {
+        for record in records {
+            self.audit.append(record, 0);
+        }
     }
 }
 
@@ -125,42 +137,4 @@ pub(super) fn may_watch(p: &Principal, uri: &str) -> Option<Result<(), RpcError>
             ),
         ))
     })
-}
-
-impl Host {
-    /// One record written to the audit log: into `x-audit://log`'s state
-    /// and out to its subscribers.
-    pub fn publish_audit_record(&self, record: Value, shipping_gap: u64) {
-        let mut st = self.lock();
-        let action = st.extensions.audit.append(record, shipping_gap);
-        let action = serde_json::to_value(&action).unwrap_or(Value::Null);
-        self.publish(&mut st, AUDIT_LOG, action);
-    }
-
-    /// The records the log held before this run, as the channel's tail;
-    /// nothing is sent (nobody is subscribed yet).
-    pub fn seed_audit_tail(&self, records: Vec<Value>) {
-        let mut st = self.lock();
-        for record in records {
-            st.extensions.audit.append(record, 0);
-        }
-    }
-
-    fn publish(&self, st: &mut State, channel: &str, action: Value) {
-        let seq = self.durable.next_seq(&mut st.log);
-        let env = json!({"channel": channel, "action": action, "serverSeq": seq});
-        let notification = jsonrpc::notification("action", &env);
-        let text = notification.to_string();
-        for sub in st.clients.subscribers(channel) {
-            sub.out.send_action(&notification, &text, None);
-        }
-        let server = &self.cfg.server;
-        st.log.keep(
-            seq,
-            channel,
-            env.to_string(),
-            server.replay_buffer,
-            server.replay_buffer_bytes,
-        );
-    }
 }

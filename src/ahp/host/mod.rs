@@ -32,6 +32,7 @@ use super::auth::limits::Limits;
 use super::auth::tokens::Tokens;
 use super::auth::{Principal, Principals};
 use super::backend::{Backend, ClientPhase, Dispatcher};
+use super::channels;
 use super::protocol::actions::{parse_client_action, Action, Rejection};
 use super::protocol::params::DispatchAction;
 use super::protocol::uri::{channel_kind, working_directory, ChannelKind, ROOT_URI};
@@ -121,6 +122,81 @@ impl Host {
 
     pub fn config(&self) -> &Arc<Config> {
         &self.cfg
+    }
+
+    // ── the extension channels (their state: `extensions::Extensions`) ──
+
+    fn status_inputs(&self, st: &State) -> extensions::StatusInputs {
+        extensions::StatusInputs {
+            pool_size: self.cfg.runtime.pool_size(),
+            clients: st.clients.initialized(),
+            sessions: st.sessions.len(),
+        }
+    }
+
+    /// The extension channel's state, if `uri` is one of them.
+    fn extension_state(&self, st: &State, uri: &str) -> Option<Value> {
+        let now = self.status_inputs(st);
+        st.extensions.state(uri, &self.policy.current(), &now)
+    }
+
+    /// Sends `x-host://status` a change, if anything changed since the last
+    /// one; called on a tick. Nobody watching: nothing to number, keep or
+    /// send (a subscriber gets the status as it is then in its snapshot).
+    pub fn publish_status_if_changed(&self) {
+        let mut st = self.lock();
+        if st
+            .clients
+            .subscribers(channels::HOST_STATUS)
+            .next()
+            .is_none()
+        {
+            return;
+        }
+        let now = self.status_inputs(&st);
+        if let Some(action) = st.extensions.status_changed(&now) {
+            self.publish_extension(&mut st, channels::HOST_STATUS, action);
+        }
+    }
+
+    /// A reload put a new policy in force: `x-policy://effective` says so.
+    pub fn publish_policy_loaded(&self) {
+        let mut st = self.lock();
+        let action = st.extensions.policy_reloaded(&self.policy.current());
+        self.publish_extension(&mut st, channels::POLICY, action);
+    }
+
+    /// One record written to the audit log: into `x-audit://log`'s state
+    /// and out to its subscribers.
+    pub fn publish_audit_record(&self, record: Value, shipping_gap: u64) {
+        let mut st = self.lock();
+        let action = st.extensions.audit_appended(record, shipping_gap);
+        self.publish_extension(&mut st, channels::AUDIT_LOG, action);
+    }
+
+    /// The records the log held before this run, as `x-audit://log`'s tail.
+    pub fn seed_audit_tail(&self, records: Vec<Value>) {
+        self.lock().extensions.seed_audit_tail(records);
+    }
+
+    /// An extension channel's action: sequenced, sent to its subscribers,
+    /// kept for replay, as every action.
+    fn publish_extension(&self, st: &mut State, channel: &str, action: Value) {
+        let seq = self.durable.next_seq(&mut st.log);
+        let env = json!({"channel": channel, "action": action, "serverSeq": seq});
+        let notification = jsonrpc::notification("action", &env);
+        let text = notification.to_string();
+        for sub in st.clients.subscribers(channel) {
+            sub.out.send_action(&notification, &text, None);
+        }
+        let server = &self.cfg.server;
+        st.log.keep(
+            seq,
+            channel,
+            env.to_string(),
+            server.replay_buffer,
+            server.replay_buffer_bytes,
+        );
     }
 
     /// The sections the catalogue marks `restricted` (no client ever sees them).
