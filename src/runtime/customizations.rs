@@ -45,8 +45,6 @@ pub struct RuntimeCustomizations {
     /// Skill names left out of the model's list.
     pub disabled_skills: Vec<String>,
     pub custom_agents: Vec<CustomAgent>,
-    /// The selected agent, by name.
-    pub agent: Option<String>,
     pub mcp_servers: BTreeMap<String, McpServerSpec>,
     /// Roots holding `*.instructions.md`.
     pub instruction_directories: Vec<String>,
@@ -70,9 +68,6 @@ impl RuntimeCustomizations {
         }
         if !self.custom_agents.is_empty() {
             set("customAgents", json!(self.custom_agents));
-        }
-        if let Some(agent) = &self.agent {
-            set("agent", json!(agent));
         }
         if !self.mcp_servers.is_empty() {
             set("mcpServers", json!(self.mcp_servers));
@@ -107,7 +102,6 @@ mod tests {
                 model: None,
                 disable_model_invocation: false,
             }],
-            agent: Some("reviewer".into()),
             mcp_servers: BTreeMap::from([(
                 "echo".into(),
                 McpServerSpec {
@@ -124,7 +118,6 @@ mod tests {
         assert_eq!(p["disabledSkills"], json!(["beta"]));
         assert_eq!(p["customAgents"][0]["displayName"], "Reviewer");
         assert!(p["customAgents"][0].get("disableModelInvocation").is_none());
-        assert_eq!(p["agent"], "reviewer");
         assert_eq!(
             p["mcpServers"]["echo"],
             json!({"command": "python3", "args": ["e.py"]})

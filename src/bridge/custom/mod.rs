@@ -96,11 +96,6 @@ fn remove_left_behind(tmp: &std::path::Path) {
     }
 }
 
-fn short(text: &str) -> String {
-    use sha2::{Digest, Sha256};
-    hex::encode(&Sha256::digest(text.as_bytes())[..8])
-}
-
 impl Customizer {
     pub fn new(cfg: &Config) -> Self {
         let policy = cfg.policy.customizations.clone();
@@ -287,7 +282,7 @@ impl Customizer {
     }
 
     fn session_dir(&self, session: &str) -> PathBuf {
-        self.work.join(short(session))
+        self.work.join(runtime_map::short(session))
     }
 
     // ── what a session's runtime gets ────────────────────────────────────

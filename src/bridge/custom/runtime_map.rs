@@ -58,7 +58,8 @@ pub struct Mapped {
     pub failed: Vec<(String, String)>,
 }
 
-fn short(bytes: impl AsRef<[u8]>) -> String {
+/// A short hex digest (64 bits of SHA-256): for folder names.
+pub fn short(bytes: impl AsRef<[u8]>) -> String {
     hex::encode(&Sha256::digest(bytes)[..8])
 }
 
