@@ -10,6 +10,7 @@ use crate::admin::{self, ready::Readiness};
 use crate::ahp::backend::{Backend, ClientPhase};
 use crate::ahp::host::Host;
 use crate::ahp::net::server;
+use crate::ahp::net::tls::Tls;
 use crate::audit::log::{AuditLog, Options, Ship};
 use crate::audit::record::PolicyRecord;
 use crate::audit::syslog::Shipper;
@@ -131,6 +132,28 @@ pub struct Running {
     pub audit: Option<AuditTrail>,
     /// The policy in force; a reload replaces it here.
     pub policy: Arc<PolicySource>,
+    /// The AHP listener's TLS (`wss://`), reloaded when its files change.
+    pub tls: Option<Arc<Tls>>,
+    /// The admin listener's TLS (`https://`).
+    pub admin_tls: Option<Arc<Tls>>,
+}
+
+impl Running {
+    /// The address clients connect to: `wss://` with TLS, else `ws://`.
+    pub fn ws_url(&self) -> String {
+        let scheme = if self.tls.is_some() { "wss" } else { "ws" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The admin listener's base URL, if it listens.
+    pub fn admin_url(&self) -> Option<String> {
+        let scheme = if self.admin_tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        self.admin.map(|a| format!("{scheme}://{a}"))
+    }
 }
 
 impl Running {
@@ -240,6 +263,10 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
             "no [state] path and no audit log: sessions live in memory only and do not survive a restart"
         ),
     }
+    let stopping = CancellationToken::new();
+    let stopped = CancellationToken::new();
+    let tls = listener_tls(cfg.server.tls.as_ref(), "server.tls", &stopped)?;
+    let admin_tls = listener_tls(cfg.admin.tls.as_ref(), "admin.tls", &stopped)?;
     let listener = server::bind(cfg.server.listen).await?;
     let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();
@@ -247,11 +274,10 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     tokio::spawn(server::serve(
         listener,
         host.clone(),
+        tls.clone(),
         accepting.clone(),
         shutdown.clone(),
     ));
-    let stopping = CancellationToken::new();
-    let stopped = CancellationToken::new();
     let admin = match cfg.admin.listen {
         Some(at) => {
             let readiness = Readiness {
@@ -262,7 +288,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
                 state: cfg.state_path(),
             };
             // Served through the whole shutdown (saying 503), stopped last.
-            Some(admin::start(at, readiness, stopped.clone()).await?)
+            Some(admin::start(at, readiness, admin_tls.clone(), stopped.clone()).await?)
         }
         None => None,
     };
@@ -279,5 +305,19 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
         bridge,
         audit,
         policy,
+        tls,
+        admin_tls,
     })
+}
+
+/// A listener's TLS, loaded now and watched until `stopped`.
+fn listener_tls(
+    cfg: Option<&crate::config::TlsConfig>,
+    table: &'static str,
+    stopped: &CancellationToken,
+) -> anyhow::Result<Option<Arc<Tls>>> {
+    let Some(cfg) = cfg else { return Ok(None) };
+    let tls = Tls::load(cfg, table)?;
+    tls.watch(stopped.clone());
+    Ok(Some(tls))
 }

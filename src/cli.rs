@@ -20,13 +20,19 @@ pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Re
             host: running.host.clone(),
             policy: running.policy.clone(),
             audit: running.audit.as_ref().map(|a| a.log.clone()),
+            tls: running
+                .tls
+                .iter()
+                .chain(&running.admin_tls)
+                .cloned()
+                .collect(),
         };
         crate::reload::on_sighup(config_path, cfg, targets)?;
     }
-    if let Some(admin) = running.admin {
-        eprintln!("admin on http://{admin} (/healthz, /readyz, /metrics)");
+    if let Some(admin) = running.admin_url() {
+        eprintln!("admin on {admin} (/healthz, /readyz, /metrics)");
     }
-    eprintln!("listening on ws://{}", running.addr);
+    eprintln!("listening on {}", running.ws_url());
     let signal = stop_signal().await?;
     tracing::info!(signal, "shutting down");
     running.stop(limit).await;
@@ -111,10 +117,10 @@ pub async fn demo(listen: SocketAddr, allow_origins: &[String]) -> anyhow::Resul
     eprintln!("scripted model on {}", model.base_url());
     eprintln!("in a turn, {}", crate::demo::model::DEMO_HELP);
     eprintln!("audit log: {}", state.join("audit.jsonl").display());
-    if let Some(admin) = running.admin {
-        eprintln!("admin on http://{admin} (/healthz, /readyz, /metrics)");
+    if let Some(admin) = running.admin_url() {
+        eprintln!("admin on {admin} (/healthz, /readyz, /metrics)");
     }
-    eprintln!("listening on ws://{}", running.addr);
+    eprintln!("listening on {}", running.ws_url());
     eprintln!(
         "open http://{}/ (the web console), or connect an AHP client to ws://{}; Ctrl-C stops",
         running.addr, running.addr

@@ -19,6 +19,7 @@ use tracing::{info, warn};
 
 use crate::ahp::auth::Principals;
 use crate::ahp::host::Host;
+use crate::ahp::net::tls::Tls;
 use crate::audit::log::AuditLog;
 use crate::config::Config;
 use crate::policy::{Policy, PolicySource};
@@ -46,6 +47,8 @@ pub struct Targets {
     pub host: Arc<Host>,
     pub policy: Arc<PolicySource>,
     pub audit: Option<Arc<AuditLog>>,
+    /// The listeners' certificates: read again too (they are also watched).
+    pub tls: Vec<Arc<Tls>>,
 }
 
 /// Installs the SIGHUP handler now (so a signal that arrives once this
@@ -61,6 +64,9 @@ pub fn on_sighup(
     let mut hangups = signal(SignalKind::hangup())?;
     tokio::spawn(async move {
         while hangups.recv().await.is_some() {
+            for tls in &targets.tls {
+                tls.reload();
+            }
             let Some(path) = &path else {
                 warn!("SIGHUP: serving without --config, there is no file to reload");
                 continue;
@@ -79,7 +85,7 @@ pub fn on_sighup(
 /// Puts a loaded file in force: principals and limits first (a revoked
 /// token stops working at once), then the policy.
 async fn apply(path: &Path, new: Reloaded, targets: &Targets) {
-    let principals = Principals::from_config(&new.cfg);
+    let principals = Principals::reloaded(&new.cfg, &targets.host.principals());
     let names = principals.names();
     let done = targets.host.replace_credentials(principals, &new.cfg);
     info!(path = %path.display(), ?names, closing = done.closing, "principals reloaded");
@@ -110,7 +116,7 @@ mod tests {
         std::fs::write(
             &path,
             format!(
-                "[[principals]]\nname = \"ide\"\ntoken_sha256 = \"{sha}\"\nroles = [\"observe\"]\n"
+                "[server]\nallow_plaintext_remote = true\n[[principals]]\nname = \"ide\"\ntoken_sha256 = \"{sha}\"\nroles = [\"observe\"]\n"
             ),
         )
         .unwrap();

@@ -102,6 +102,10 @@ fn bad_configs_exit_non_zero_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     for (text, needle) in [
         ("[server]\nlisten = \"0.0.0.0:8421\"\n", "server.listen"),
+        (
+            "[server]\nlisten = \"0.0.0.0:8421\"\ntoken = \"a-token-of-sixteen-chars\"\n",
+            "server.tls",
+        ),
         ("[server]\nlistne = \"127.0.0.1:1\"\n", "listne"),
         ("[policy]\ntransform_timeout = \"later\"\n", "later"),
         (
@@ -232,4 +236,45 @@ impl Drop for KillOnDrop {
                 .status();
         }
     }
+}
+
+/// Off loopback, `serve` refuses plain text unless the operator says a TLS
+/// terminator is in front, naming both keys; with the word, it starts.
+#[test]
+fn serve_off_loopback_needs_tls_or_allow_plaintext_remote() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("c.toml");
+    let base = "[server]\nlisten = \"0.0.0.0:0\"\ntoken = \"a-token-of-sixteen-chars\"\n";
+    let tail =
+        "[admin]\nlisten = \"\"\n[runtime]\nconnect = \"127.0.0.1:1\"\nhealth_interval = \"0s\"\n";
+    std::fs::write(&p, format!("{base}{tail}")).unwrap();
+    let out = bin()
+        .args(["serve", "--config"])
+        .arg(&p)
+        .env_remove("AHP_BRIDGE_TOKEN")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("server.tls") && err.contains("allow_plaintext_remote"),
+        "{err}"
+    );
+    std::fs::write(&p, format!("{base}allow_plaintext_remote = true\n{tail}")).unwrap();
+    let mut child = bin()
+        .args(["serve", "--config"])
+        .arg(&p)
+        .env_remove("AHP_BRIDGE_TOKEN")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let listening = BufReader::new(stderr)
+        .lines()
+        .map_while(Result::ok)
+        .find(|l| l.starts_with("listening on ") || l.starts_with("error"));
+    let _ = child.kill();
+    let _ = child.wait();
+    let line = listening.unwrap_or_default();
+    assert!(line.starts_with("listening on ws://0.0.0.0:"), "{line}");
 }

@@ -4,8 +4,7 @@
 
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 /// The most a request head may hold.
 const MAX_HEAD: usize = 8 * 1024;
@@ -68,7 +67,7 @@ pub fn parse(buf: &[u8]) -> Result<Option<Request>, BadRequest> {
 }
 
 /// Reads one request head from `stream`.
-pub async fn read_request(stream: &mut TcpStream) -> Result<Request, BadRequest> {
+pub async fn read_request(stream: &mut (impl AsyncRead + Unpin)) -> Result<Request, BadRequest> {
     let mut buf = Vec::with_capacity(1024);
     let read = async {
         loop {
@@ -109,7 +108,7 @@ fn reason(status: u16) -> &'static str {
 
 /// Writes a whole response; `head_only` (a HEAD request) leaves out the body.
 pub async fn respond(
-    stream: &mut TcpStream,
+    stream: &mut (impl AsyncWrite + Unpin),
     status: u16,
     content_type: &str,
     body: &str,

@@ -1,7 +1,7 @@
 //! The admin listener (`[admin] listen`): `/healthz`, `/readyz` and
-//! `/metrics` over plain HTTP. It serves nothing that names a session,
-//! client, principal or prompt, so it asks for no token; it binds loopback
-//! unless `[admin] expose` says otherwise.
+//! `/metrics` over HTTP, or HTTPS with `[admin.tls]`. It serves nothing
+//! that names a session, client, principal or prompt, so it asks for no
+//! token; it binds loopback unless `[admin] expose` says otherwise.
 
 pub mod http;
 pub mod probe;
@@ -10,12 +10,14 @@ pub mod ready;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
 use self::http::{read_request, respond, Request};
 use self::ready::Readiness;
+use crate::ahp::net::tls::Tls;
+use crate::ahp::net::transport::Transport;
 use crate::telemetry::exposition::{wants_openmetrics, OPENMETRICS, TEXT_004};
 use crate::telemetry::metrics;
 
@@ -23,17 +25,26 @@ use crate::telemetry::metrics;
 pub async fn start(
     addr: SocketAddr,
     readiness: Readiness,
+    tls: Option<Arc<Tls>>,
     shutdown: CancellationToken,
 ) -> anyhow::Result<SocketAddr> {
     let listener = TcpListener::bind(addr)
         .await
         .map_err(|e| anyhow::anyhow!("[admin] listen {addr}: {e}"))?;
     let bound = listener.local_addr()?;
-    tokio::spawn(serve(listener, Arc::new(readiness), shutdown));
+    tokio::spawn(serve(listener, Arc::new(readiness), tls, shutdown));
     Ok(bound)
 }
 
-async fn serve(listener: TcpListener, readiness: Arc<Readiness>, shutdown: CancellationToken) {
+/// How long a scraper has for its TLS handshake.
+const TLS_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn serve(
+    listener: TcpListener,
+    readiness: Arc<Readiness>,
+    tls: Option<Arc<Tls>>,
+    shutdown: CancellationToken,
+) {
     loop {
         let accepted = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -41,7 +52,20 @@ async fn serve(listener: TcpListener, readiness: Arc<Readiness>, shutdown: Cance
         };
         match accepted {
             Ok((stream, _)) => {
-                tokio::spawn(answer(stream, readiness.clone()));
+                let readiness = readiness.clone();
+                let acceptor = tls.as_ref().map(|t| t.acceptor());
+                tokio::spawn(async move {
+                    let stream = match acceptor {
+                        None => Transport::Plain(stream),
+                        Some(a) => match tokio::time::timeout(TLS_DEADLINE, a.accept(stream)).await
+                        {
+                            Ok(Ok(s)) => Transport::Tls(Box::new(s)),
+                            Ok(Err(e)) => return debug!("admin TLS handshake failed: {e}"),
+                            Err(_) => return debug!("admin TLS handshake timed out"),
+                        },
+                    };
+                    answer(stream, readiness).await
+                });
             }
             Err(e) => {
                 warn!("admin accept failed: {e}");
@@ -51,7 +75,7 @@ async fn serve(listener: TcpListener, readiness: Arc<Readiness>, shutdown: Cance
     }
 }
 
-async fn answer(mut stream: TcpStream, readiness: Arc<Readiness>) {
+async fn answer(mut stream: Transport, readiness: Arc<Readiness>) {
     let req = match read_request(&mut stream).await {
         Ok(req) => req,
         Err(e) => {

@@ -44,7 +44,6 @@ use crate::telemetry::CheckFailed;
 use tracing::{info, warn};
 
 use self::binding::Binding;
-use self::custom::watch::FolderWatch;
 use self::custom::Customizer;
 use self::customizing::{AgentChange, Customizing};
 use self::effects::{Effects, Mirror};
@@ -56,6 +55,7 @@ use self::turn::{mirror_id, TurnRequest};
 use self::turn_trace::TurnSpans;
 use crate::ahp::host::Host;
 use crate::audit::log::AuditLog;
+use crate::config::watch::FolderWatch;
 use crate::config::Config;
 use crate::policy::PolicyReader;
 use crate::runtime::connection::RuntimeConn;

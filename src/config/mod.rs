@@ -9,6 +9,7 @@ use serde::{Deserialize, Deserializer};
 
 mod audit;
 mod customizations;
+mod jwt;
 mod limits;
 mod ops;
 mod policy;
@@ -18,11 +19,14 @@ mod principals;
 mod runtime;
 mod server;
 mod state;
+mod tls;
+pub mod watch;
 pub use audit::{AuditConfig, FsyncPolicy, OnFailure, SyslogConfig, SyslogTarget};
 pub use customizations::{
     ClientMcpServers, ClientPlugins, Contents, CustomizationPolicy, CustomizationsConfig,
     DirectoryConfig, HostContainer, HostSource, McpServerConfig, PluginConfig,
 };
+pub use jwt::{BadJwks, HttpsUrl, JwksSource, JwtConfig};
 pub use limits::RateLimits;
 pub use ops::{AdminConfig, LogConfig, LogFormat, TelemetryConfig, DEFAULT_ADMIN_LISTEN};
 pub use policy::{OverrideAction, OverrideConfig, PolicyConfig};
@@ -30,10 +34,11 @@ pub use policy_rules::{
     compile_pattern, Access, BadPattern, EffectiveSection, Mode, SectionRuleConfig,
 };
 pub use pool::{RuntimeAddresses, MAX_PROCESSES};
-pub use principals::{PrincipalConfig, Role, Visibility, TOKEN_PRINCIPAL};
+pub use principals::{CertIdentity, PrincipalConfig, Role, Visibility, TOKEN_PRINCIPAL};
 pub use runtime::{ProviderConfig, RuntimeConfig};
 pub use server::ServerConfig;
 pub use state::{StateConfig, DEFAULT_STATE_FILE};
+pub use tls::{ClientAuth, TlsConfig};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -42,6 +47,8 @@ pub struct Config {
     /// Who may connect, and what each may do. Empty (and no `[server] token`):
     /// no authentication, loopback only, everyone may do everything.
     pub principals: Vec<PrincipalConfig>,
+    /// `[[jwt]]`: OIDC issuers whose signed tokens name principals.
+    pub jwt: Vec<JwtConfig>,
     pub runtime: RuntimeConfig,
     pub policy: PolicyConfig,
     pub audit: AuditConfig,
@@ -106,11 +113,13 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.validate_server()?;
         self.validate_principals()?;
+        self.validate_jwt()?;
         self.validate_rate_limits()?;
         self.audit.validate()?;
         self.runtime.validate()?;
         self.policy.validate()?;
         self.admin.validate()?;
+        self.validate_transport()?;
         self.customizations.validate()?;
         self.policy.customizations.validate()?;
         self.log.validate()?;

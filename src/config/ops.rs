@@ -19,6 +19,8 @@ pub struct AdminConfig {
     /// Allow a non-loopback `listen`: the admin listener has no token (it
     /// serves nothing that names a session, client, principal or prompt).
     pub expose: bool,
+    /// `https://` on `listen`, with this certificate (no client certificates).
+    pub tls: Option<super::TlsConfig>,
 }
 
 impl Default for AdminConfig {
@@ -26,6 +28,7 @@ impl Default for AdminConfig {
         Self {
             listen: DEFAULT_ADMIN_LISTEN.parse().ok(),
             expose: false,
+            tls: None,
         }
     }
 }
@@ -187,10 +190,13 @@ mod tests {
             .validate()
             .unwrap_err();
         assert_eq!(e.key, "admin.listen");
-        Config::parse("[admin]\nlisten = \"0.0.0.0:8422\"\nexpose = true")
-            .unwrap()
-            .validate()
-            .unwrap();
+        // Exposed, it is TLS or a terminator's word (see config/tls.rs).
+        Config::parse(
+            "[server]\nallow_plaintext_remote = true\n[admin]\nlisten = \"0.0.0.0:8422\"\nexpose = true",
+        )
+        .unwrap()
+        .validate()
+        .unwrap();
     }
 
     #[test]

@@ -60,6 +60,9 @@ pub struct PrincipalConfig {
     pub token_env: Option<String>,
     /// The SHA-256 (hex) of the principal's token; the token itself stays out of the file.
     pub token_sha256: Option<String>,
+    /// A verified client certificate naming this principal: `CN=alice`
+    /// (its subject's common name), `URI:spiffe://...` or `DNS:host` (a SAN).
+    pub cert_identity: Option<String>,
     pub roles: Vec<Role>,
     /// With `transform`: the sections it may transform (default: every section policy allows).
     pub sections: Option<Vec<String>>,
@@ -75,6 +78,7 @@ pub struct PrincipalConfig {
 impl Config {
     pub(super) fn validate_principals(&self) -> Result<(), ConfigError> {
         let mut names = std::collections::BTreeSet::new();
+        let mut certs = std::collections::BTreeSet::new();
         for (i, p) in self.principals.iter().enumerate() {
             let key = |k: &str| format!("principals[{i}].{k}");
             let name_ok = !p.name.is_empty()
@@ -94,12 +98,19 @@ impl Config {
                 return Err(bad(&key("name"), format!("{:?} is used twice", p.name)));
             }
             match (&p.token_env, &p.token_sha256) {
-                (Some(_), Some(_)) | (None, None) => {
+                (Some(_), Some(_)) => {
                     return Err(bad(
                         &key("token_env"),
-                        "set exactly one of token_env and token_sha256",
+                        "set one of token_env and token_sha256, not both",
                     ))
                 }
+                (None, None) if p.cert_identity.is_none() => {
+                    return Err(bad(
+                        &key("token_env"),
+                        "set one of token_env, token_sha256 or cert_identity",
+                    ))
+                }
+                (None, None) => {}
                 (Some(var), None) => match std::env::var(var) {
                     Ok(t) if t.len() >= 16 => {}
                     Ok(_) => {
@@ -122,6 +133,20 @@ impl Config {
                             "must be 64 hex digits (sha256sum of the token)",
                         ));
                     }
+                }
+            }
+            if let Some(id) = &p.cert_identity {
+                if CertIdentity::parse(id).is_none() {
+                    return Err(bad(
+                        &key("cert_identity"),
+                        format!("{id:?} is not CN=NAME, URI:URI or DNS:NAME"),
+                    ));
+                }
+                if !certs.insert(id.as_str()) {
+                    return Err(bad(
+                        &key("cert_identity"),
+                        format!("{id:?} names two principals"),
+                    ));
                 }
             }
             if p.roles.is_empty() {
@@ -148,6 +173,44 @@ impl Config {
             }
         }
         Ok(())
+    }
+}
+
+/// What a `cert_identity` matches in a verified client certificate.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum CertIdentity {
+    /// The subject's common name.
+    CommonName(String),
+    /// A URI subject alternative name (a SPIFFE ID, say).
+    Uri(String),
+    /// A DNS subject alternative name.
+    Dns(String),
+}
+
+impl CertIdentity {
+    /// `CN=alice`, `URI:spiffe://example.org/ns/ci/sa/bot`, `DNS:build.example.org`.
+    pub fn parse(s: &str) -> Option<Self> {
+        let (make, value): (fn(String) -> Self, &str) = if let Some(v) = s.strip_prefix("CN=") {
+            (Self::CommonName, v)
+        } else if let Some(v) = s.strip_prefix("URI:") {
+            (Self::Uri, v)
+        } else if let Some(v) = s.strip_prefix("DNS:") {
+            (Self::Dns, v)
+        } else {
+            return None;
+        };
+        let ok = !value.is_empty() && value.len() <= 1024 && !value.chars().any(char::is_control);
+        ok.then(|| make(value.to_owned()))
+    }
+}
+
+impl std::fmt::Display for CertIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::CommonName(v) => write!(f, "CN={v}"),
+            Self::Uri(v) => write!(f, "URI:{v}"),
+            Self::Dns(v) => write!(f, "DNS:{v}"),
+        }
     }
 }
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{bad, duration, Config, ConfigError, RateLimits, Visibility};
+use super::{bad, duration, Config, ConfigError, RateLimits, TlsConfig, Visibility};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -14,6 +14,11 @@ pub struct ServerConfig {
     pub listen: SocketAddr,
     /// Bearer token required in the WebSocket upgrade; env AHP_BRIDGE_TOKEN also sets it.
     pub token: Option<String>,
+    /// `wss://` and `https://` on `listen`, with this certificate.
+    pub tls: Option<TlsConfig>,
+    /// Serve plain `ws://` off loopback (and a plain admin listener): only
+    /// behind a TLS terminator that is the one way in.
+    pub allow_plaintext_remote: bool,
     /// Origins a browser may connect from (`scheme://host:*` for any port); any other Origin gets 403.
     pub allowed_origins: Vec<String>,
     pub max_frame_bytes: usize,
@@ -63,6 +68,8 @@ impl Default for ServerConfig {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8421)),
             token: None,
+            tls: None,
+            allow_plaintext_remote: false,
             allowed_origins: Vec::new(),
             max_frame_bytes: 4 * 1024 * 1024,
             max_json_depth: 128,
@@ -91,11 +98,12 @@ impl Config {
     /// `[server]`, and that a non-loopback listener has credentials.
     pub(super) fn validate_server(&self) -> Result<(), ConfigError> {
         let s = &self.server;
-        if s.token.is_none() && self.principals.is_empty() && !s.listen.ip().is_loopback() {
+        let credentials = s.token.is_some() || !self.principals.is_empty() || !self.jwt.is_empty();
+        if !credentials && !s.listen.ip().is_loopback() {
             return Err(bad(
                 "server.listen",
                 format!(
-                    "{} is not a loopback address and no token is set; add [[principals]], set [server] token (or env AHP_BRIDGE_TOKEN), or listen on 127.0.0.1",
+                    "{} is not a loopback address and no credential is set; add [[principals]] or [[jwt]], set [server] token (or env AHP_BRIDGE_TOKEN), or listen on 127.0.0.1",
                     s.listen
                 ),
             ));

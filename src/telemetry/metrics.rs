@@ -55,6 +55,9 @@ pub enum Refusal {
     HandshakeTimeout,
     /// Not a WebSocket upgrade this host accepts.
     BadUpgrade,
+    /// A TLS handshake that failed: plain text to a TLS port, an old
+    /// version, no common cipher, a client certificate not verified.
+    Tls,
 }
 
 impl Refusal {
@@ -66,6 +69,7 @@ impl Refusal {
             Self::Origin => "origin",
             Self::HandshakeTimeout => "handshake_timeout",
             Self::BadUpgrade => "bad_upgrade",
+            Self::Tls => "tls",
         }
     }
 }
@@ -100,6 +104,7 @@ pub struct Metrics {
     audit_records: Family<One, Counter>,
     audit_write_failures: Counter,
     audit_shipping_gap: Counter,
+    tls_reload_failures: Counter,
     runtime_up: Family<Slot, Gauge>,
     runtime_restarts: Family<Slot, Counter>,
     rate_limited: Family<One, Counter>,
@@ -162,6 +167,7 @@ impl Metrics {
             audit_records: Family::default(),
             audit_write_failures: Counter::default(),
             audit_shipping_gap: Counter::default(),
+            tls_reload_failures: Counter::default(),
             runtime_up: Family::default(),
             runtime_restarts: Family::default(),
             rate_limited: Family::default(),
@@ -242,6 +248,11 @@ impl Metrics {
             self.audit_write_failures.clone(),
         );
         r.register(
+            "tls_reload_failures",
+            "Certificate reloads refused (a file unreadable, or a key that is not the certificate's); the old pair serves on",
+            self.tls_reload_failures.clone(),
+        );
+        r.register(
             "audit_shipping_gap",
             "Audit records the syslog shipper had to skip (its queue was full)",
             self.audit_shipping_gap.clone(),
@@ -279,6 +290,7 @@ impl Metrics {
             Origin,
             HandshakeTimeout,
             BadUpgrade,
+            Tls,
         ] {
             let _ = self
                 .connections_refused
@@ -410,6 +422,10 @@ impl Metrics {
 
     pub fn audit_write_failed(&self) {
         self.audit_write_failures.inc();
+    }
+
+    pub fn tls_reload_failed(&self) {
+        self.tls_reload_failures.inc();
     }
 
     pub fn audit_shipping_gap(&self, skipped: u64) {

@@ -9,9 +9,11 @@ pub mod fake_runtime;
 pub mod fake_scenario;
 pub mod fixtures;
 pub mod http;
+pub mod jwt;
 pub mod process;
 pub mod prometheus;
 pub mod raw;
+pub mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;

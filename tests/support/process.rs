@@ -165,10 +165,14 @@ impl BridgeProcess {
         let a = admin.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(at) = line.strip_prefix("admin on http://") {
+                let admin_at = (line.strip_prefix("admin on http://"))
+                    .or_else(|| line.strip_prefix("admin on https://"));
+                if let Some(at) = admin_at {
                     *a.lock().unwrap() = at.split(' ').next().and_then(|s| s.parse().ok());
                 }
-                if let Some(a) = line.strip_prefix("listening on ws://") {
+                let listening = (line.strip_prefix("listening on ws://"))
+                    .or_else(|| line.strip_prefix("listening on wss://"));
+                if let Some(a) = listening {
                     let _ = tx.send(a.trim().to_owned());
                 }
                 l.lock().unwrap().push(line);

@@ -1,9 +1,13 @@
 //! Per-principal rate limits, enforced: the one owner of their state (a
 //! token bucket for turns and one for actions, per principal), held by the
-//! host and keyed by principal name. Only configured principals have an
-//! entry; anyone else (a connection whose principal a reload removed, while
-//! it waits to close) shares one entry under the `[server]` defaults, so
-//! memory is bounded by the config, never by what clients send.
+//! host and keyed by principal name. Configured principals have an entry
+//! each; so does each identity an issuer vouched for (`corp:alice`, named
+//! `NAME:CLAIM`), under the `[server]` defaults, at most
+//! [`MAX_IDENTITIES`] of them with the least recently used one forgotten
+//! first; anyone else (a connection whose principal a reload removed, while
+//! it waits to close) shares one entry under the `[server]` defaults. So
+//! memory is bounded by the config and that constant, never by what
+//! clients send.
 //!
 //! - `max_sessions`: the sessions a principal owns (created, not disposed),
 //!   checked at `createSession` by the host, which counts them.
@@ -133,6 +137,17 @@ struct Entry {
 }
 
 impl Entry {
+    /// These figures, with what `old` had used.
+    fn retuned_from(self, old: &Entry, now: Instant) -> Entry {
+        Entry {
+            turns: old.turns.retuned(self.turns, now),
+            actions: old.actions.retuned(self.actions, now),
+            limits: self.limits,
+        }
+    }
+}
+
+impl Entry {
     fn new(limits: RateLimits, now: Instant) -> Self {
         Self {
             turns: Bucket::new(
@@ -150,18 +165,52 @@ impl Entry {
     }
 }
 
+/// Identities from issuers (JWT principals) whose use is remembered at once.
+pub const MAX_IDENTITIES: usize = 10_000;
+
 struct State {
     by_name: HashMap<String, Entry>,
+    /// Identities an issuer vouched for, each with when it was last used (a
+    /// count of uses, so the least recent is the smallest).
+    by_identity: HashMap<String, (Entry, u64)>,
+    uses: u64,
     /// Anyone not configured (see the module's doc).
     others: Entry,
 }
 
 impl State {
     fn entry(&mut self, principal: &str) -> &mut Entry {
-        match self.by_name.get_mut(principal) {
-            Some(e) => e,
-            None => &mut self.others,
+        if self.by_name.contains_key(principal) {
+            return self.by_name.get_mut(principal).expect("just looked");
         }
+        if principal.contains(':') {
+            return self.identity(principal);
+        }
+        &mut self.others
+    }
+
+    /// An issuer's identity's entry: made under the defaults when new, the
+    /// least recently used one forgotten when there are too many.
+    fn identity(&mut self, principal: &str) -> &mut Entry {
+        self.uses += 1;
+        let uses = self.uses;
+        if !self.by_identity.contains_key(principal) && self.by_identity.len() >= MAX_IDENTITIES {
+            let oldest = self
+                .by_identity
+                .iter()
+                .min_by_key(|(_, (_, used))| *used)
+                .map(|(name, _)| name.clone());
+            if let Some(name) = oldest {
+                self.by_identity.remove(&name);
+            }
+        }
+        let defaults = self.others.limits;
+        let (entry, used) = self
+            .by_identity
+            .entry(principal.to_owned())
+            .or_insert_with(|| (Entry::new(defaults, Instant::now()), 0));
+        *used = uses;
+        entry
     }
 }
 
@@ -177,7 +226,12 @@ impl Limits {
             .map(|(name, l)| (name, Entry::new(l, now)))
             .collect();
         let others = Entry::new(cfg.default_rate_limits(), now);
-        Self(Mutex::new(State { by_name, others }))
+        Self(Mutex::new(State {
+            by_name,
+            by_identity: HashMap::new(),
+            uses: 0,
+            others,
+        }))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -193,21 +247,16 @@ impl Limits {
         for (name, limits) in cfg.all_rate_limits() {
             let fresh = Entry::new(limits, now);
             let entry = match old.remove(&name) {
-                Some(e) => Entry {
-                    turns: e.turns.retuned(fresh.turns, now),
-                    actions: e.actions.retuned(fresh.actions, now),
-                    limits,
-                },
+                Some(e) => fresh.retuned_from(&e, now),
                 None => fresh,
             };
             st.by_name.insert(name, entry);
         }
-        let others = Entry::new(cfg.default_rate_limits(), now);
-        st.others = Entry {
-            turns: st.others.turns.retuned(others.turns, now),
-            actions: st.others.actions.retuned(others.actions, now),
-            limits: others.limits,
-        };
+        let defaults = cfg.default_rate_limits();
+        st.others = Entry::new(defaults, now).retuned_from(&st.others, now);
+        for (e, _) in st.by_identity.values_mut() {
+            *e = Entry::new(defaults, now).retuned_from(e, now);
+        }
     }
 
     /// `Ok` unless `principal`, owning `owned` sessions, is at its `max_sessions`.
@@ -347,6 +396,27 @@ mod tests {
             l.take_action("ide").unwrap();
         }
         assert!(l.take_action("ide").is_err(), "the new burst applies");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn each_identity_has_its_own_bucket_and_the_oldest_is_forgotten() {
+        let l = limits("actions_per_second = 1\nactions_burst = 1", "");
+        l.take_action("corp:alice").unwrap();
+        let e = l.take_action("corp:alice").unwrap_err();
+        assert!(e.to_string().contains("\"corp:alice\""), "{e}");
+        l.take_action("corp:bob").unwrap();
+        // Unconfigured names without an issuer share one bucket.
+        l.take_action("stranger").unwrap();
+        assert!(l.take_action("other-stranger").is_err());
+        for i in 0..MAX_IDENTITIES {
+            let _ = l.take_action(&format!("corp:user{i}"));
+        }
+        let st = l.lock();
+        assert_eq!(st.by_identity.len(), MAX_IDENTITIES);
+        assert!(
+            !st.by_identity.contains_key("corp:alice"),
+            "least recent out"
+        );
     }
 
     #[test]

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
-use crate::config::{Config, Role, Visibility, TOKEN_PRINCIPAL};
+use super::jwt::{IssuerStanding, Issuers, JwtRefused};
+use crate::config::{CertIdentity, Config, Role, Visibility, TOKEN_PRINCIPAL};
 
 /// A principal may not do something; says which role it lacks and for what.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -85,21 +86,40 @@ impl Principal {
     }
 }
 
-/// Every principal a token can name.
+/// Every principal a token or a client certificate can name, and the
+/// issuers whose JWTs name principals of their own.
 pub struct Principals {
     by_digest: Vec<([u8; 32], Arc<Principal>)>,
+    by_cert: Vec<(CertIdentity, Arc<Principal>)>,
+    issuers: Arc<Issuers>,
 }
 
-/// What a connection authenticated with: the SHA-256 of its token (none
-/// when no authentication is configured). The token itself is not kept.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Credential(Option<[u8; 32]>);
+/// What a connection authenticated with. Tokens are kept as their SHA-256
+/// only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// No authentication is configured (loopback only).
+    Open,
+    /// A `[[principals]]` token or `[server] token`, by its SHA-256.
+    Token([u8; 32]),
+    /// A verified client certificate, by the `cert_identity` it matched.
+    Cert(CertIdentity),
+    /// A JWT of a `[[jwt]]` issuer (by name), under that issuer's config
+    /// as it was (its fingerprint), by the token's SHA-256.
+    Jwt {
+        issuer: String,
+        fingerprint: u64,
+        digest: [u8; 32],
+    },
+}
 
-/// Who an upgrade request authenticated as, and with what.
+/// Who an upgrade request authenticated as, with what, and until when (a
+/// JWT's `exp`: the connection is closed then).
 #[derive(Debug, Clone)]
 pub struct Authenticated {
     pub principal: Arc<Principal>,
     pub credential: Credential,
+    pub expires_at: Option<std::time::SystemTime>,
 }
 
 /// Whether a connection's credential still stands after a reload.
@@ -124,7 +144,7 @@ impl Standing {
     }
 }
 
-fn digest(token: &str) -> [u8; 32] {
+pub(crate) fn digest(token: &str) -> [u8; 32] {
     Sha256::digest(token.as_bytes()).into()
 }
 
@@ -134,16 +154,43 @@ fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
 }
 
 impl Principals {
-    /// From `[[principals]]` and `[server] token` (one principal, every role).
-    /// Tokens from the environment are read now.
+    /// From `[[principals]]`, `[server] token` (one principal, every role)
+    /// and `[[jwt]]`. Tokens from the environment are read now.
     pub fn from_config(cfg: &Config) -> Self {
+        Self::built(cfg, Issuers::from_config(cfg, None))
+    }
+
+    /// As [`Self::from_config`] for a reload: issuers whose key set source
+    /// is unchanged keep the keys `previous` loaded.
+    pub fn reloaded(cfg: &Config, previous: &Principals) -> Self {
+        Self::built(cfg, Issuers::from_config(cfg, Some(&previous.issuers)))
+    }
+
+    /// As [`Self::from_config`], with the issuers given (tests that trust a
+    /// key set's private CA).
+    pub fn with_issuers(cfg: &Config, issuers: Issuers) -> Self {
+        Self::built(cfg, issuers)
+    }
+
+    fn built(cfg: &Config, issuers: Issuers) -> Self {
         let server_visibility = cfg.server.session_visibility;
         let mut by_digest = Vec::new();
+        let mut by_cert = Vec::new();
         if let Some(t) = &cfg.server.token {
             let p = Principal::new(TOKEN_PRINCIPAL, &Role::ALL, None, server_visibility);
             by_digest.push((digest(t), Arc::new(p)));
         }
         for p in &cfg.principals {
+            let visibility = p.session_visibility.unwrap_or(server_visibility);
+            let principal = Arc::new(Principal::new(
+                &p.name,
+                &p.roles,
+                p.sections.as_deref(),
+                visibility,
+            ));
+            if let Some(id) = p.cert_identity.as_deref().and_then(CertIdentity::parse) {
+                by_cert.push((id, principal.clone()));
+            }
             let d = match (&p.token_env, &p.token_sha256) {
                 (Some(var), _) => match std::env::var(var) {
                     Ok(t) => digest(&t),
@@ -158,24 +205,45 @@ impl Principals {
                 }
                 (None, None) => continue,
             };
-            let visibility = p.session_visibility.unwrap_or(server_visibility);
-            let principal = Principal::new(&p.name, &p.roles, p.sections.as_deref(), visibility);
-            by_digest.push((d, Arc::new(principal)));
+            by_digest.push((d, principal));
         }
-        Self { by_digest }
+        Self {
+            by_digest,
+            by_cert,
+            issuers: Arc::new(issuers),
+        }
+    }
+
+    /// The `[[jwt]]` issuers.
+    pub fn issuers(&self) -> &Issuers {
+        &self.issuers
+    }
+
+    /// The principal a JWT names, or why it is refused.
+    pub async fn authenticate_jwt(&self, token: &str) -> Result<Authenticated, JwtRefused> {
+        let v = self.issuers.verify(token).await?;
+        Ok(Authenticated {
+            principal: Arc::new(v.principal),
+            credential: Credential::Jwt {
+                issuer: v.issuer,
+                fingerprint: v.fingerprint,
+                digest: digest(token),
+            },
+            expires_at: Some(v.expires_at),
+        })
     }
 
     pub fn auth_required(&self) -> bool {
-        !self.by_digest.is_empty()
+        !self.by_digest.is_empty() || !self.by_cert.is_empty() || !self.issuers.is_empty()
     }
 
-    /// How many principals a token can name.
+    /// How many principals a token or certificate can name.
     pub fn len(&self) -> usize {
-        self.by_digest.len()
+        self.by_digest.len() + self.by_cert.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.by_digest.is_empty()
+        self.len() == 0
     }
 
     /// The principal a token names, and the credential it names it by.
@@ -185,15 +253,38 @@ impl Principals {
         if !self.auth_required() {
             return Some(Authenticated {
                 principal: Arc::new(Principal::local()),
-                credential: Credential(None),
+                credential: Credential::Open,
+                expires_at: None,
             });
         }
         let given = digest(token?);
         let principal = self.named_by(&given)?;
         Some(Authenticated {
             principal,
-            credential: Credential(Some(given)),
+            credential: Credential::Token(given),
+            expires_at: None,
         })
+    }
+
+    /// The principal a verified client certificate names: the first
+    /// `cert_identity` among its identities.
+    pub fn authenticate_cert(&self, identities: &[CertIdentity]) -> Option<Authenticated> {
+        let (id, principal) = self
+            .by_cert
+            .iter()
+            .find(|(id, _)| identities.contains(id))?;
+        Some(Authenticated {
+            principal: principal.clone(),
+            credential: Credential::Cert(id.clone()),
+            expires_at: None,
+        })
+    }
+
+    fn named_by_cert(&self, id: &CertIdentity) -> Option<Arc<Principal>> {
+        self.by_cert
+            .iter()
+            .find(|(c, _)| c == id)
+            .map(|(_, p)| p.clone())
     }
 
     fn named_by(&self, given: &[u8; 32]) -> Option<Arc<Principal>> {
@@ -209,10 +300,22 @@ impl Principals {
     /// Whether a connection authenticated as `a` would be let in as the
     /// same principal today.
     pub fn standing(&self, a: &Authenticated) -> Standing {
-        let now = match a.credential.0 {
-            None if !self.auth_required() => Some(Arc::new(Principal::local())),
-            None => None,
-            Some(d) => self.named_by(&d),
+        let now = match &a.credential {
+            Credential::Open if !self.auth_required() => Some(Arc::new(Principal::local())),
+            Credential::Open => None,
+            Credential::Token(d) => self.named_by(d),
+            Credential::Cert(id) => self.named_by_cert(id),
+            Credential::Jwt {
+                issuer,
+                fingerprint,
+                ..
+            } => {
+                return match self.issuers.standing(issuer, *fingerprint) {
+                    IssuerStanding::Valid => Standing::Valid,
+                    IssuerStanding::Changed => Standing::Changed,
+                    IssuerStanding::Gone => Standing::Revoked,
+                }
+            }
         };
         match now {
             None => Standing::Revoked,
@@ -222,9 +325,16 @@ impl Principals {
         }
     }
 
-    /// The names of every principal a token can name.
+    /// The names of every principal a token or certificate can name.
     pub fn names(&self) -> Vec<String> {
-        self.by_digest.iter().map(|(_, p)| p.name.clone()).collect()
+        let mut names: Vec<String> = (self.by_digest.iter().map(|(_, p)| &p.name))
+            .chain(self.by_cert.iter().map(|(_, p)| &p.name))
+            .cloned()
+            .chain(self.issuers.names().into_iter().map(|n| format!("{n}:*")))
+            .collect();
+        names.sort();
+        names.dedup();
+        names
     }
 }
 

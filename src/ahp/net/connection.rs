@@ -16,6 +16,7 @@ use tracing::{debug, info};
 
 use super::admission::Permit;
 use super::head::Replayed;
+use crate::ahp::auth::tickets::Tickets;
 use crate::ahp::auth::Authenticated;
 use crate::ahp::cmd::cursor::CursorKey;
 use crate::ahp::cmd::Commands;
@@ -42,6 +43,8 @@ pub struct Shared {
     pub cursors: Arc<CursorKey>,
     /// Bounds the file requests running at once, host-wide.
     pub file_workers: Arc<tokio::sync::Semaphore>,
+    /// The console's tickets, made by `POST /ticket`, used by an upgrade.
+    pub tickets: Arc<Tickets>,
 }
 
 impl Default for Shared {
@@ -49,6 +52,7 @@ impl Default for Shared {
         Self {
             cursors: Arc::new(CursorKey::random()),
             file_workers: Arc::new(tokio::sync::Semaphore::new(crate::ahp::files::FILE_WORKERS)),
+            tickets: Arc::default(),
         }
     }
 }
@@ -130,6 +134,7 @@ pub async fn run(
         kill: CancellationToken::new(),
         reason: CloseReason::default(),
     };
+    let expires = auth.expires_at.map(until);
     let connected = host.connect(ending.kill.clone(), auth);
     let writer = spawn_writer(sink, connected.queue, ending.clone());
     let commands = Commands {
@@ -146,6 +151,7 @@ pub async fn run(
         ending: ending.clone(),
         permit,
         closing: connected.closing,
+        expires,
     };
     reader.read(&mut stream, handshake_deadline).await;
     ending.close.cancel();
@@ -228,6 +234,16 @@ struct Reader {
     permit: Permit,
     /// Cancelled when the host closes it (a credential a reload revoked).
     closing: CancellationToken,
+    /// When its credential (a JWT) expires: it is closed then.
+    expires: Option<tokio::time::Instant>,
+}
+
+/// The tokio instant of a wall-clock time (now, when it is past).
+fn until(t: std::time::SystemTime) -> tokio::time::Instant {
+    let left = t
+        .duration_since(std::time::SystemTime::now())
+        .unwrap_or_default();
+    tokio::time::Instant::now() + left
 }
 
 impl Reader {
@@ -237,6 +253,8 @@ impl Reader {
         let conn = self.commands.conn;
         let handshake = tokio::time::sleep_until(handshake_deadline);
         tokio::pin!(handshake);
+        let expiry = tokio::time::sleep_until(self.expires.unwrap_or(handshake_deadline));
+        tokio::pin!(expiry);
         let mut awaiting_initialize = true;
         loop {
             if awaiting_initialize && self.commands.host.client_id_of(conn).is_some() {
@@ -251,6 +269,11 @@ impl Reader {
                     let why = host.close_reason(conn).unwrap_or("closed by the host");
                     info!(conn, "{why}; closing");
                     self.ending.reason.set(CloseCode::Policy, why);
+                    return;
+                }
+                _ = &mut expiry, if self.expires.is_some() => {
+                    info!(conn, "its token expired; closing");
+                    self.ending.reason.set(CloseCode::Policy, "token expired: authenticate again with a fresh token");
                     return;
                 }
                 _ = self.permit.evicted.cancelled(), if awaiting_initialize => {

@@ -5,8 +5,7 @@
 use std::sync::OnceLock;
 
 use sha2::{Digest, Sha256};
-use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::head::Asked;
 
@@ -134,14 +133,15 @@ pub fn plain(status: u16, reason: &str, text: &'static str) -> Answer {
 }
 
 /// Answers one page request on `stream` and closes it.
-pub async fn serve(stream: &mut TcpStream, asked: &Asked) {
+pub async fn serve(stream: &mut (impl AsyncWrite + Unpin), asked: &Asked) {
     let a = match asked {
         Asked::Page {
             method,
             path,
             if_none_match,
+            ..
         } => answer(method, path, if_none_match.as_deref()),
-        Asked::Upgrade => return,
+        Asked::Upgrade(_) => return,
     };
     let _ = stream.write_all(a.head.as_bytes()).await;
     let _ = stream.write_all(a.body).await;

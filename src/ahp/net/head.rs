@@ -7,22 +7,44 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
+
+use super::transport::Transport;
 
 /// The most a request head may hold; a browser's is well under it.
 pub const MAX_HEAD: usize = 16 * 1024;
+
+/// What a request presents to be let in: its `Authorization` header, its
+/// query (`?token=`, `?tkn=`, `?ticket=`) and its `Origin`. Secrets: never
+/// printed (its `Debug` says only what is there).
+#[derive(Default, PartialEq, Eq)]
+pub struct Presented {
+    pub authorization: Option<String>,
+    pub query: Option<String>,
+    pub origin: Option<String>,
+}
+
+impl std::fmt::Debug for Presented {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Presented")
+            .field("authorization", &self.authorization.as_ref().map(|_| ".."))
+            .field("query", &self.query.as_ref().map(|_| ".."))
+            .field("origin", &self.origin)
+            .finish()
+    }
+}
 
 /// What the first request asks for.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Asked {
     /// `Upgrade: websocket`: the AHP handshake.
-    Upgrade,
-    /// Any other request: a page, by method and path (query dropped), with
-    /// the validator the browser already holds.
+    Upgrade(Presented),
+    /// Any other request: a page (or `POST /ticket`), by method and path
+    /// (query dropped), with the validator the browser already holds.
     Page {
         method: String,
         path: String,
         if_none_match: Option<String>,
+        presented: Presented,
     },
 }
 
@@ -54,20 +76,28 @@ pub fn classify(buf: &[u8]) -> Result<Option<Asked>, BadHead> {
             .find(|h| h.name.eq_ignore_ascii_case(name))
             .and_then(|h| std::str::from_utf8(h.value).ok())
     };
-    if header("upgrade").is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket")) {
-        return Ok(Some(Asked::Upgrade));
-    }
     let path = req.path.unwrap_or("/");
+    let presented = Presented {
+        authorization: header("authorization").map(String::from),
+        query: path
+            .split_once('?')
+            .map(|(_, q)| q.split('#').next().unwrap_or_default().to_owned()),
+        origin: header("origin").map(String::from),
+    };
+    if header("upgrade").is_some_and(|u| u.trim().eq_ignore_ascii_case("websocket")) {
+        return Ok(Some(Asked::Upgrade(presented)));
+    }
     Ok(Some(Asked::Page {
         method: req.method.unwrap_or_default().to_owned(),
         path: path.split(['?', '#']).next().unwrap_or("/").to_owned(),
         if_none_match: header("if-none-match").map(String::from),
+        presented,
     }))
 }
 
 /// Reads until the head is whole; returns what it asks and every byte read
 /// (the head and whatever followed it). The caller bounds the time.
-pub async fn read_head(stream: &mut TcpStream) -> Result<(Asked, Vec<u8>), BadHead> {
+pub async fn read_head(stream: &mut (impl AsyncRead + Unpin)) -> Result<(Asked, Vec<u8>), BadHead> {
     let mut buf = Vec::with_capacity(2048);
     loop {
         let mut chunk = [0u8; 2048];
@@ -87,11 +117,11 @@ pub async fn read_head(stream: &mut TcpStream) -> Result<(Asked, Vec<u8>), BadHe
 pub struct Replayed {
     ahead: Vec<u8>,
     at: usize,
-    stream: TcpStream,
+    stream: Transport,
 }
 
 impl Replayed {
-    pub fn new(ahead: Vec<u8>, stream: TcpStream) -> Self {
+    pub fn new(ahead: Vec<u8>, stream: Transport) -> Self {
         Self {
             ahead,
             at: 0,
@@ -146,7 +176,26 @@ mod tests {
     #[test]
     fn an_upgrade_and_a_page_are_told_apart() {
         let up = b"GET /?token=x HTTP/1.1\r\nHost: a\r\nUpgrade: WebSocket\r\nConnection: Upgrade\r\n\r\n";
-        assert_eq!(classify(up), Ok(Some(Asked::Upgrade)));
+        let presented = Presented {
+            query: Some("token=x".into()),
+            ..Default::default()
+        };
+        assert_eq!(classify(up), Ok(Some(Asked::Upgrade(presented))));
+        let ticket =
+            b"POST /ticket HTTP/1.1\r\nAuthorization: Bearer t\r\nOrigin: https://h\r\n\r\n";
+        let Ok(Some(Asked::Page {
+            method, presented, ..
+        })) = classify(ticket)
+        else {
+            panic!("a page");
+        };
+        assert_eq!(method, "POST");
+        assert_eq!(presented.authorization.as_deref(), Some("Bearer t"));
+        assert_eq!(presented.origin.as_deref(), Some("https://h"));
+        assert!(
+            !format!("{presented:?}").contains("Bearer"),
+            "no secret in Debug"
+        );
         let page = b"GET /app.js?v=1 HTTP/1.1\r\nHost: a\r\nIf-None-Match: \"x\"\r\n\r\n";
         assert_eq!(
             classify(page),
@@ -154,6 +203,10 @@ mod tests {
                 method: "GET".into(),
                 path: "/app.js".into(),
                 if_none_match: Some("\"x\"".into()),
+                presented: Presented {
+                    query: Some("v=1".into()),
+                    ..Default::default()
+                },
             }))
         );
         assert_eq!(classify(b"GET / HTTP/1.1\r\nHo"), Ok(None));

@@ -1,9 +1,16 @@
-//! The socket side: the listener with its upgrade checks ([`server`]), the
+//! The socket side: the listener ([`server`]) with its checks of who is let
+//! in ([`gate`]), the
 //! first request read whole ([`head`]), the web console's pages
 //! ([`console`]), who gets a connection at the limits ([`admission`]), and
-//! one connection's reader and writer ([`connection`]).
+//! one connection's reader and writer ([`connection`]); TLS and its
+//! certificate reloads ([`tls`]) under one byte stream ([`transport`]); the
+//! console's tickets asked for by `POST /ticket` ([`ticket_page`]).
 pub mod admission;
 pub mod connection;
 pub mod console;
+pub mod gate;
 pub mod head;
 pub mod server;
+pub mod ticket_page;
+pub mod tls;
+pub mod transport;

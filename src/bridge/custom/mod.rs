@@ -10,7 +10,6 @@ pub mod client_source;
 pub mod runtime_map;
 pub mod shape;
 pub mod vet;
-pub mod watch;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

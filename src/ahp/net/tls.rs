@@ -1,0 +1,238 @@
+//! TLS for a listener: the certificate in force (replaced when its files
+//! change, so cert-manager and Kubernetes Secrets rotate it without a
+//! restart), TLS 1.2 and 1.3 only, ALPN `http/1.1`, client certificates
+//! verified against `client_ca`, and the identities a verified client
+//! certificate carries.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
+use sha2::{Digest, Sha256};
+use tokio::net::TcpStream;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info};
+
+use crate::config::watch::watch_folders;
+use crate::config::{CertIdentity, ClientAuth, TlsConfig};
+use crate::telemetry::metrics;
+
+/// Why a certificate pair was not taken.
+#[derive(Debug, thiserror::Error)]
+pub enum BadPair {
+    #[error("{}: {reason}", path.display())]
+    File { path: PathBuf, reason: String },
+    #[error("{0}")]
+    Tls(#[from] rustls::Error),
+}
+
+fn file_err(path: &Path, reason: impl std::fmt::Display) -> BadPair {
+    BadPair::File {
+        path: path.to_owned(),
+        reason: reason.to_string(),
+    }
+}
+
+/// The ring provider: the one crypto this binary builds (no C toolchain
+/// beyond ring's own, no OpenSSL).
+pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Builds the server side of `cfg` from its files as they are now.
+pub fn server_config(cfg: &TlsConfig) -> Result<ServerConfig, BadPair> {
+    let chain = CertificateDer::pem_file_iter(&cfg.cert)
+        .map_err(|e| file_err(&cfg.cert, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_err(&cfg.cert, e))?;
+    if chain.is_empty() {
+        return Err(file_err(&cfg.cert, "no CERTIFICATE in the file"));
+    }
+    let key = PrivateKeyDer::from_pem_file(&cfg.key).map_err(|e| file_err(&cfg.key, e))?;
+    let provider = provider();
+    let builder = ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?;
+    let builder = match &cfg.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = RootCertStore::empty();
+            for c in CertificateDer::pem_file_iter(ca).map_err(|e| file_err(ca, e))? {
+                roots
+                    .add(c.map_err(|e| file_err(ca, e))?)
+                    .map_err(|e| file_err(ca, e))?;
+            }
+            if roots.is_empty() {
+                return Err(file_err(ca, "no CERTIFICATE in the file"));
+            }
+            let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+            let v = match cfg.client_auth {
+                ClientAuth::Optional => v.allow_unauthenticated(),
+                ClientAuth::Required => v,
+            };
+            let v = v.build().map_err(|e| file_err(ca, e))?;
+            builder.with_client_cert_verifier(v)
+        }
+    };
+    // Checks that the key is the certificate's.
+    let mut sc = builder.with_single_cert(chain, key)?;
+    sc.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(sc)
+}
+
+/// The digest of the files as they are: a reload that finds them unchanged
+/// does nothing.
+fn fingerprint(files: &[PathBuf]) -> Option<[u8; 32]> {
+    let mut h = Sha256::new();
+    for f in files {
+        h.update(std::fs::read(f).ok()?);
+        h.update([0]);
+    }
+    Some(h.finalize().into())
+}
+
+struct InForce {
+    config: Arc<ServerConfig>,
+    fingerprint: Option<[u8; 32]>,
+}
+
+/// A listener's TLS: the pair in force, replaced by [`Tls::reload`].
+pub struct Tls {
+    cfg: TlsConfig,
+    /// `server.tls` or `admin.tls`, for the log.
+    table: &'static str,
+    in_force: RwLock<InForce>,
+}
+
+impl Tls {
+    /// Loads the files now; a bad pair at start is an error naming the table.
+    pub fn load(cfg: &TlsConfig, table: &'static str) -> anyhow::Result<Arc<Self>> {
+        let config = server_config(cfg).map_err(|e| anyhow::anyhow!("config {table}: {e}"))?;
+        Ok(Arc::new(Self {
+            cfg: cfg.clone(),
+            table,
+            in_force: RwLock::new(InForce {
+                config: Arc::new(config),
+                fingerprint: fingerprint(&cfg.files()),
+            }),
+        }))
+    }
+
+    /// The acceptor for the next connection.
+    pub fn acceptor(&self) -> tokio_rustls::TlsAcceptor {
+        let g = self.in_force.read().unwrap_or_else(|e| e.into_inner());
+        tokio_rustls::TlsAcceptor::from(g.config.clone())
+    }
+
+    /// Reads the files again. Unchanged: nothing. A good new pair serves the
+    /// next connections (open ones keep theirs); a bad one is logged and
+    /// counted, and the old pair serves on. Returns whether it changed.
+    pub fn reload(&self) -> bool {
+        let now = fingerprint(&self.cfg.files());
+        {
+            let g = self.in_force.read().unwrap_or_else(|e| e.into_inner());
+            if now.is_some() && now == g.fingerprint {
+                return false;
+            }
+        }
+        match server_config(&self.cfg) {
+            Ok(config) => {
+                let mut g = self.in_force.write().unwrap_or_else(|e| e.into_inner());
+                *g = InForce {
+                    config: Arc::new(config),
+                    fingerprint: now,
+                };
+                info!(table = self.table, cert = %self.cfg.cert.display(), "certificate reloaded; new connections get it");
+                true
+            }
+            Err(e) => {
+                metrics().tls_reload_failed();
+                // Remembered, so one bad pair is said once, not at every look.
+                self.in_force
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .fingerprint = now;
+                error!(
+                    table = self.table,
+                    "certificate reload refused, the old one serves on: {e}"
+                );
+                false
+            }
+        }
+    }
+
+    /// Reloads when a file changes (written in place, replaced by a rename,
+    /// or a Kubernetes `..data` symlink swap: the folders are watched), and
+    /// every [`POLL`] in case the folder's events are lost, until `stop`.
+    pub fn watch(self: &Arc<Self>, stop: CancellationToken) {
+        let this = Arc::downgrade(self);
+        let dirs = folders(&self.cfg.files());
+        watch_folders(dirs, POLL, "certificate", stop, move || {
+            match this.upgrade() {
+                Some(tls) => {
+                    tls.reload();
+                    true
+                }
+                None => false,
+            }
+        });
+    }
+}
+
+/// The fallback look at the files when no change was seen.
+pub const POLL: Duration = Duration::from_secs(5);
+
+/// The folders holding `files`, each once.
+pub fn folders(files: &[PathBuf]) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = files
+        .iter()
+        .map(|f| match f.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
+            _ => PathBuf::from("."),
+        })
+        .collect();
+    dirs.sort();
+    dirs.dedup();
+    dirs
+}
+
+/// The identities a verified client certificate carries: its subject's
+/// common names and its URI and DNS alternative names. Only called on a
+/// certificate the verifier accepted.
+pub fn identities(der: &[u8]) -> Vec<CertIdentity> {
+    use x509_parser::extensions::GeneralName;
+    use x509_parser::prelude::FromDer;
+    let Ok((_, cert)) = x509_parser::certificate::X509Certificate::from_der(der) else {
+        return Vec::new();
+    };
+    let mut out: Vec<CertIdentity> = cert
+        .subject()
+        .iter_common_name()
+        .filter_map(|cn| cn.as_str().ok())
+        .map(|cn| CertIdentity::CommonName(cn.to_owned()))
+        .collect();
+    if let Ok(Some(san)) = cert.subject_alternative_name() {
+        for name in &san.value.general_names {
+            match name {
+                GeneralName::URI(u) => out.push(CertIdentity::Uri((*u).to_owned())),
+                GeneralName::DNSName(d) => out.push(CertIdentity::Dns((*d).to_owned())),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The identities of the client certificate a TLS connection verified.
+pub fn peer_identities(stream: &tokio_rustls::server::TlsStream<TcpStream>) -> Vec<CertIdentity> {
+    stream
+        .get_ref()
+        .1
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .map(|leaf| identities(leaf.as_ref()))
+        .unwrap_or_default()
+}

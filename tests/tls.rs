@@ -1,0 +1,295 @@
+//! Off loopback, safely: `wss` with certificates made here, the REAL
+//! runtime behind it; plain text and TLS 1.1 refused; certificates rotated
+//! under open connections; client certificates naming principals.
+
+mod support;
+
+use std::time::Duration;
+
+use ahp_copilot_bridge::config::{ClientAuth, TlsConfig};
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use serde_json::{json, Value};
+use support::e2e::*;
+use support::tls::*;
+use support::*;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn tls(pki: &Pki, client_auth: Option<ClientAuth>) -> TlsConfig {
+    let (cert, key, _) = pki.server("server");
+    TlsConfig {
+        cert,
+        key,
+        client_ca: client_auth.map(|_| pki.ca_path()),
+        client_auth: client_auth.unwrap_or_default(),
+    }
+}
+
+async fn init(c: &ahp::Client, id: &str) {
+    c.initialize(id.into(), vec!["1.0.0".into()], vec!["ahp-root://".into()])
+        .await
+        .expect("initialize");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ahp_client_over_wss_converses_and_its_transform_reaches_the_model() {
+    let pki = Pki::new();
+    let st = start_stack(|cfg| cfg.server.tls = Some(tls(&pki, None))).await;
+    let url = st.bridge.ws_url();
+    assert!(url.starts_with("wss://"), "{url}");
+    let c = wss_client(&url, pki.client_config(None)).await.unwrap();
+    init(&c, "ide").await;
+    c.set_server_request_handler(|method, params: Value| async move {
+        assert_eq!(method, "systemMessageTransform");
+        let tone = params["sections"]["tone"]["content"]
+            .as_str()
+            .unwrap_or_default();
+        Ok(json!({"sections": {"tone": {"content": format!("{tone}\nOVER-WSS-REWRITE")}}}))
+    });
+    let entry =
+        json!({"clientId": "ide", "tools": [], "systemMessageTransform": {"sections": ["tone"]}});
+    ready_session(&c, "ahp-session:/w1", Some(entry)).await;
+    let end = run_turn(&c, "w1", "t1", "hello").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    let prompt = ScriptedModel::system_prompt(st.model.requests().last().unwrap()).unwrap();
+    assert!(
+        prompt.contains("OVER-WSS-REWRITE"),
+        "the rewrite reached the model"
+    );
+    let audit = std::fs::read_to_string(st.dir.path().join("audit.jsonl")).unwrap();
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("\"transform\"") && l.contains("\"transformed\"")),
+        "the transform is audited"
+    );
+}
+
+#[tokio::test]
+async fn plain_text_to_the_tls_port_is_told_to_use_tls() {
+    let pki = Pki::new();
+    let mut cfg = test_config();
+    cfg.server.tls = Some(tls(&pki, None));
+    let r = start_host(cfg).await;
+    match tokio_tungstenite::connect_async(format!("ws://{}", r.addr)).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(resp)) => {
+            assert_eq!(resp.status().as_u16(), 400);
+            let body =
+                String::from_utf8_lossy(resp.body().as_deref().unwrap_or_default()).into_owned();
+            assert!(body.contains("wss://"), "{body}");
+        }
+        other => panic!("plain ws must be refused: {:?}", other.map(|_| ())),
+    }
+    // The same port serves wss.
+    let c = wss_client(&r.ws_url(), pki.client_config(None))
+        .await
+        .unwrap();
+    init(&c, "ok").await;
+}
+
+/// A TLS 1.1 ClientHello (no supported_versions extension), as an old
+/// client sends it: answered with an alert, never a ServerHello.
+#[tokio::test]
+async fn tls_1_1_is_refused() {
+    let pki = Pki::new();
+    let mut cfg = test_config();
+    cfg.server.tls = Some(tls(&pki, None));
+    let r = start_host(cfg).await;
+    let mut hello = vec![0x03, 0x02]; // client_version TLS 1.1
+    hello.extend([7u8; 32]); // random
+    hello.push(0); // no session id
+    hello.extend([0x00, 0x04, 0x00, 0x2f, 0x00, 0x35]); // AES-CBC-SHA suites
+    hello.extend([0x01, 0x00]); // null compression
+    let mut handshake = vec![0x01, 0x00, 0x00, hello.len() as u8];
+    handshake.extend(hello);
+    let mut record = vec![0x16, 0x03, 0x01, 0x00, handshake.len() as u8];
+    record.extend(handshake);
+    let mut s = tokio::net::TcpStream::connect(r.addr).await.unwrap();
+    s.write_all(&record).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(DEADLINE, s.read_to_end(&mut answer)).await;
+    assert!(!answer.is_empty(), "an answer, then the close");
+    assert_eq!(
+        answer[0], 0x15,
+        "an alert record, not a handshake: {answer:?}"
+    );
+    // ... and the version a current client speaks works.
+    assert!(served_cert(r.addr, pki.client_config(None)).await.is_ok());
+}
+
+/// Waits until a new connection is served `want` (the certificate's DER).
+async fn wait_served(addr: std::net::SocketAddr, pki: &Pki, want: &[u8]) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(c) = served_cert(addr, pki.client_config(None)).await {
+            if c.as_ref() == want {
+                return;
+            }
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the new certificate is not served within 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn der_of(pem: &str) -> Vec<u8> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::CertificateDer::from_pem_slice(pem.as_bytes())
+        .unwrap()
+        .to_vec()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rotated_certificate_serves_new_connections_and_open_ones_go_on() {
+    let pki = Pki::new();
+    let mut cfg = test_config();
+    let t = tls(&pki, None);
+    let (cert, key) = (t.cert.clone(), t.key.clone());
+    cfg.server.tls = Some(t);
+    let r = start_host(cfg).await;
+    let open = wss_client(&r.ws_url(), pki.client_config(None))
+        .await
+        .unwrap();
+    init(&open, "open").await;
+
+    // Written in place, the certificate first, then its key.
+    let (pem, key_pem, _) = pki.issue_server("second");
+    std::fs::write(&cert, &pem).unwrap();
+    std::fs::write(&key, &key_pem).unwrap();
+    wait_served(r.addr, &pki, &der_of(&pem)).await;
+
+    // Replaced by a rename, as cert-manager and kubelet do.
+    let (pem, key_pem, _) = pki.issue_server("third");
+    let dir = cert.parent().unwrap();
+    std::fs::write(dir.join("cert.tmp"), &pem).unwrap();
+    std::fs::write(dir.join("key.tmp"), &key_pem).unwrap();
+    std::fs::rename(dir.join("key.tmp"), &key).unwrap();
+    std::fs::rename(dir.join("cert.tmp"), &cert).unwrap();
+    wait_served(r.addr, &pki, &der_of(&pem)).await;
+
+    // A broken pair (a key that is not the certificate's) is refused and
+    // counted; the last good pair serves on.
+    let failures = || {
+        let m = ahp_copilot_bridge::telemetry::metrics().encode(false);
+        m.lines()
+            .find(|l| l.starts_with("ahp_bridge_tls_reload_failures_total"))
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    let before = failures();
+    let (_, other_key, _) = pki.issue_server("mismatch");
+    std::fs::write(&key, other_key).unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while failures() <= before {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the bad pair is not counted"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let served = served_cert(r.addr, pki.client_config(None)).await.unwrap();
+    assert_eq!(
+        served.as_ref(),
+        der_of(&pem).as_slice(),
+        "the good pair serves on"
+    );
+
+    // The connection opened before all this still works.
+    let listed: Value = open
+        .request("listSessions", json!({}))
+        .await
+        .expect("the open connection still answers");
+    assert!(listed["items"].is_array(), "{listed}");
+}
+
+const CERT_PRINCIPALS: &str = r#"
+[[principals]]
+name = "alice"
+cert_identity = "CN=alice"
+roles = ["observe"]
+
+[[principals]]
+name = "ci-bot"
+cert_identity = "URI:spiffe://example.org/ns/ci/sa/bot"
+roles = ["observe", "participate"]
+"#;
+
+fn cert_config(pki: &Pki, auth: ClientAuth) -> ahp_copilot_bridge::config::Config {
+    let mut cfg = ahp_copilot_bridge::config::Config::parse(CERT_PRINCIPALS).unwrap();
+    let base = test_config();
+    cfg.server.listen = base.server.listen;
+    cfg.admin.listen = None;
+    cfg.server.tls = Some(tls(pki, Some(auth)));
+    cfg
+}
+
+/// The session a principal's `createSession` gets: created, or the error.
+async fn create(c: &ahp::Client, uri: &str) -> Result<Value, String> {
+    c.request::<_, Value>(
+        "createSession",
+        json!({"channel": uri, "provider": "copilot"}),
+    )
+    .await
+    .map_err(|e| format!("{e:?}"))
+}
+
+#[tokio::test]
+async fn client_certificates_name_principals_without_a_token() {
+    let pki = Pki::new();
+    let r = start_host(cert_config(&pki, ClientAuth::Optional)).await;
+    let url = r.ws_url();
+
+    let alice = pki.client_config(Some(pki.client("alice", None, false)));
+    let c = wss_client(&url, alice).await.expect("alice by CN");
+    init(&c, "alice-client").await;
+    let e = create(&c, "ahp-session:/a1").await.unwrap_err();
+    assert!(
+        e.contains("participate") && e.contains("alice"),
+        "observe only: {e}"
+    );
+
+    let spiffe = Some("spiffe://example.org/ns/ci/sa/bot");
+    let bot = pki.client_config(Some(pki.client("some-pod", spiffe, false)));
+    let c = wss_client(&url, bot).await.expect("the bot by SPIFFE ID");
+    init(&c, "bot-client").await;
+    create(&c, "ahp-session:/b1")
+        .await
+        .expect("the bot participates");
+
+    // No certificate and no token: 401; a certificate naming no principal too.
+    let e = wss_client(&url, pki.client_config(None))
+        .await
+        .err()
+        .unwrap();
+    assert!(e.contains("401"), "{e}");
+    let nobody = pki.client_config(Some(pki.client("mallory", None, false)));
+    let e = wss_client(&url, nobody).await.err().unwrap();
+    assert!(e.contains("401"), "{e}");
+}
+
+#[tokio::test]
+async fn required_client_certificates_refuse_the_handshake_without_one() {
+    let pki = Pki::new();
+    let r = start_host(cert_config(&pki, ClientAuth::Required)).await;
+    let url = r.ws_url();
+    let e = wss_client(&url, pki.client_config(None))
+        .await
+        .err()
+        .unwrap();
+    assert!(
+        !e.contains("401"),
+        "refused in the handshake, not by HTTP: {e}"
+    );
+    let expired = pki.client_config(Some(pki.client("alice", None, true)));
+    assert!(
+        wss_client(&url, expired).await.is_err(),
+        "an expired client certificate fails"
+    );
+    let alice = pki.client_config(Some(pki.client("alice", None, false)));
+    let c = wss_client(&url, alice)
+        .await
+        .expect("a valid one is let in");
+    init(&c, "alice").await;
+}
