@@ -46,6 +46,7 @@ fn record(i: usize) -> TransformRecord {
         session: "ahp-session:/bench".into(),
         runtime_session: "rt".into(),
         owners: vec![OwnerRecord {
+            principal: Some("ide".into()),
             client_id: "bench".into(),
             outcome: OwnerOutcome::Transformed,
             ignored: vec![],

@@ -156,6 +156,10 @@ impl Record for CheckpointRecord {
 #[serde(rename_all = "camelCase")]
 pub struct OwnerRecord {
     pub client_id: String,
+    /// The principal the client acts for (`corp:alice`, `ide`), while it
+    /// had one when the request was routed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
     pub outcome: OwnerOutcome,
     /// Section ids the owner answered without being asked for them.
     pub ignored: Vec<String>,

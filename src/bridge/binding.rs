@@ -26,6 +26,7 @@ impl From<&ActiveClientView> for OptIn {
     fn from(c: &ActiveClientView) -> Self {
         OptIn {
             client_id: c.client_id.clone(),
+            principal: c.principal.clone(),
             sections: c.opt_in.clone(),
             allowed: c.transform_sections.clone(),
         }

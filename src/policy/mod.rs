@@ -182,6 +182,8 @@ impl Policy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OptIn {
     pub client_id: String,
+    /// Its principal (the audit names it), while it has one.
+    pub principal: Option<String>,
     pub sections: Vec<String>,
     pub allowed: Option<BTreeSet<String>>,
 }
@@ -219,6 +221,7 @@ mod tests {
     fn opt_in(client_id: &str, sections: &[&str]) -> OptIn {
         OptIn {
             client_id: client_id.into(),
+            principal: None,
             sections: ids(sections),
             allowed: None,
         }

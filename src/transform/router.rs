@@ -58,6 +58,7 @@ pub struct Router {
 /// How one owner's answer was judged.
 struct Judged {
     client_id: String,
+    principal: Option<String>,
     outcome: OwnerOutcome,
     replaced: Sections,
     /// Sections whose rewrite broke a rule, and the rule.
@@ -125,17 +126,17 @@ impl Router {
 
         let asks = plan.asks.iter().map(|(owner, ids)| {
             let ask = redacted(&policy, ids, original);
-            let allowed = opt_ins
-                .iter()
-                .find(|o| &o.client_id == owner)
-                .and_then(|o| o.allowed.as_ref());
+            let opt_in = opt_ins.iter().find(|o| &o.client_id == owner);
+            let allowed = opt_in.and_then(|o| o.allowed.as_ref());
+            let principal = opt_in.and_then(|o| o.principal.clone());
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let call = clients.ask(owner, ahp_session, &ask.shown, left);
             let policy = &*policy;
             let span = ask_span(parent, owner, ids);
             async move {
                 let answer = call.await;
-                let judged = judge(policy, owner, allowed, ids, original, &ask, answer);
+                let mut judged = judge(policy, owner, allowed, ids, original, &ask, answer);
+                judged.principal = principal;
                 let failed = !judged.outcome.answered();
                 span.record("ahp.transform.outcome", judged.outcome.as_str());
                 span.record("otel.status_code", if failed { "ERROR" } else { "OK" });
@@ -236,6 +237,7 @@ impl Record<'_> {
                 .iter()
                 .map(|j| OwnerRecord {
                     client_id: j.client_id.clone(),
+                    principal: j.principal.clone(),
                     outcome: j.outcome,
                     ignored: j.ignored.clone(),
                 })
@@ -314,6 +316,7 @@ fn judge(
 ) -> Judged {
     let mut j = Judged {
         client_id: owner.to_owned(),
+        principal: None,
         outcome: OwnerOutcome::Disconnected,
         replaced: BTreeMap::new(),
         refused: BTreeMap::new(),

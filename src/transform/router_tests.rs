@@ -72,6 +72,7 @@ impl ScriptedClients {
         self.clients.push(Client {
             opt_in: OptIn {
                 client_id: client_id.into(),
+                principal: Some(format!("p-{client_id}")),
                 sections: sections.iter().map(|s| s.to_string()).collect(),
                 allowed: None,
             },
@@ -295,7 +296,8 @@ async fn a_rewrite_is_merged_and_audited_with_both_hashes() {
     );
     assert_eq!(
         recs[0]["owners"],
-        json!([{"clientId": "ide", "outcome": "transformed", "ignored": []}])
+        json!([{"clientId": "ide", "principal": "p-ide", "outcome": "transformed", "ignored": []}]),
+        "the record names the principal the owner acts for"
     );
     assert_eq!(recs[0]["runtimeSession"], "rt-1");
     assert_audited(&recs[0], &merged, &original);
