@@ -234,3 +234,72 @@ async fn an_expiring_token_closes_its_connection_with_1008() {
     assert_eq!(code, 1008);
     assert!(reason.contains("expired"), "{reason}");
 }
+
+/// The real binary, as an operator runs it: a static token, a JWT by
+/// header and by query, a refused JWT, a ticket used and reused. No
+/// credential is ever in its log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_token_jwt_or_ticket_reaches_the_log() {
+    use ahp_copilot_bridge::demo::model::ScriptedModel;
+    use support::http::post;
+    use support::process::{ide_principal, BridgeProcess, TOKEN};
+    let idp = Idp::new();
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let principals = format!(
+        "{}\n{}",
+        ide_principal(),
+        jwt_toml(&idp.dir.path().join("jwks.json"))
+    );
+    let b = BridgeProcess::start_with_principals(&model, dir.path(), "", &principals);
+    let jwt = sign(&idp.rs, &claims("alice", &["copilot-users"]));
+    let mut expired = claims("alice", &[]);
+    expired["exp"] = json!(now() - 3600);
+    let expired = sign(&idp.es, &expired);
+
+    assert_eq!(token_status(b.addr, TOKEN).await, 101);
+    assert_eq!(token_status(b.addr, &jwt).await, 101);
+    assert_eq!(token_status(b.addr, &expired).await, 401);
+    let bearer = format!("Bearer {jwt}");
+    let answer = post(b.addr, "/ticket", &[("Authorization", &bearer)]).unwrap();
+    assert_eq!(answer.status, 200, "{answer:?}");
+    let body: Value = serde_json::from_str(&answer.body).unwrap();
+    assert_eq!(body["principal"], "corp:alice");
+    assert_eq!(body["expiresIn"], 30);
+    let ticket = body["ticket"].as_str().unwrap().to_owned();
+    let by_ticket = |t: &str| format!("ws://{}/?ticket={t}", b.addr);
+    let first = tokio_tungstenite::connect_async(by_ticket(&ticket)).await;
+    assert!(first.is_ok(), "the ticket lets it in once");
+    let again = tokio_tungstenite::connect_async(by_ticket(&ticket)).await;
+    assert!(again.is_err(), "and only once");
+    let refused = post(
+        b.addr,
+        "/ticket",
+        &[("Authorization", "Bearer wrong-token-0123456789")],
+    )
+    .unwrap();
+    assert_eq!(refused.status, 401);
+    drop(first);
+
+    // The refusals and the ticket were logged (so the log was looked at)...
+    let mark = 0;
+    b.wait_log(mark, "ticket issued").await;
+    b.wait_log(mark, "token refused: expired").await;
+    // ... and no credential, nor a recognisable part of one, is in it.
+    let signature = |t: &str| t.rsplit('.').next().unwrap().to_owned();
+    let secrets = [
+        TOKEN.to_owned(),
+        jwt.clone(),
+        signature(&jwt),
+        expired.clone(),
+        ticket,
+    ];
+    for line in b.all_log_lines() {
+        for s in &secrets {
+            assert!(
+                !line.contains(s.as_str()),
+                "a credential in the log: {line}"
+            );
+        }
+    }
+}

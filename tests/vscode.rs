@@ -56,7 +56,19 @@ struct Window {
 
 impl Window {
     async fn open(addr: std::net::SocketAddr) -> Self {
-        let raw = Raw::connect(&format!("ws://{addr}/?tkn={TOKEN}")).await;
+        Self::over(Raw::connect(&format!("ws://{addr}/?tkn={TOKEN}")).await)
+    }
+
+    /// Over `wss`, trusting what `tls` trusts.
+    async fn open_tls(
+        addr: std::net::SocketAddr,
+        tls: std::sync::Arc<rustls::ClientConfig>,
+    ) -> Self {
+        let url = format!("wss://127.0.0.1:{}/?tkn={TOKEN}", addr.port());
+        Self::over(Raw::connect_tls(&url, tls).await)
+    }
+
+    fn over(raw: Raw) -> Self {
         Self {
             raw,
             seen: Vec::new(),
@@ -296,5 +308,34 @@ async fn vs_code_holds_a_conversation_that_survives_a_restart() {
     assert!(disposed.is_null() || disposed.is_object(), "{disposed}");
     let listed = w.request("listSessions", json!({})).await;
     assert_eq!(listed["items"], json!([]), "{listed}");
+    w.assert_spoken_as_0_9();
+}
+
+/// The same frames over `wss`, to a bridge serving a certificate made here
+/// that the window trusts: the conversation holds as it does in clear.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vs_code_holds_a_conversation_over_wss() {
+    let pki = support::tls::Pki::new();
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let b = BridgeProcess::start_in(&model, dir.path(), &pki.server_toml("server", ""), None);
+    let mut w = Window::open_tls(b.addr, pki.client_config(None)).await;
+    let init = w.initialize().await;
+    assert_eq!(init["protocolVersion"], "0.9.0", "{init}");
+    let workdir = format!("file://{}", dir.path().display());
+    w.request(
+        "createSession",
+        json!({"channel": SESSION, "provider": "copilot", "workingDirectories": [workdir],
+               "activeClient": {"clientId": CLIENT_ID, "tools": [], "customizations": []}}),
+    )
+    .await;
+    let session = w.request("subscribe", json!({"channel": SESSION})).await;
+    if session["snapshot"]["state"]["lifecycle"] != "ready" {
+        w.action(SESSION, "session/ready").await;
+    }
+    w.request("subscribe", json!({"channel": CHAT})).await;
+    fixtures::script(&model, "shell-permission");
+    conversation(&mut w, "request_tls", 1).await;
+    assert!(dir.path().join("ran.txt").exists(), "the command ran");
     w.assert_spoken_as_0_9();
 }

@@ -1,4 +1,5 @@
-//! A plain HTTP/1.1 GET, for the admin listener and Prometheus's API.
+//! A plain HTTP/1.1 GET (the admin listener, Prometheus's API) or POST
+//! (the console's `POST /ticket`).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -23,9 +24,28 @@ impl Answer {
 
 /// GET `path` (with its query) from `addr`; `Err` when it cannot be asked.
 pub fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> std::io::Result<Answer> {
+    request("GET", addr, path, headers)
+}
+
+/// POST to `path` with no body.
+pub fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> std::io::Result<Answer> {
+    request(
+        "POST",
+        addr,
+        path,
+        &[headers, &[("Content-Length", "0")]].concat(),
+    )
+}
+
+fn request(
+    method: &str,
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<Answer> {
     let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(5))?;
     s.set_read_timeout(Some(Duration::from_secs(20)))?;
-    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }

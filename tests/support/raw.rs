@@ -26,6 +26,15 @@ impl Raw {
             .expect("raw connect");
         Raw { ws }
     }
+    /// Over `wss`, trusting what `tls` trusts.
+    pub async fn connect_tls(url: &str, tls: std::sync::Arc<rustls::ClientConfig>) -> Raw {
+        let connector = tokio_tungstenite::Connector::Rustls(tls);
+        let (ws, _) =
+            tokio_tungstenite::connect_async_tls_with_config(url, None, true, Some(connector))
+                .await
+                .expect("raw wss connect");
+        Raw { ws }
+    }
     pub async fn send_text(&mut self, text: impl Into<String>) {
         self.ws
             .send(Message::text(text.into()))
