@@ -26,6 +26,13 @@ export class AuditPane {
     ctx.ahp.on("action", (env) => {
       if (env.channel === AUDIT_LOG && env.action?.type === "x-audit/recordAppended") this.appended(env.action);
     });
+    // Back after a drop, too far behind for a replay: the tail afresh.
+    ctx.ahp.on("$snapshot", (snap) => {
+      if (snap.resource !== AUDIT_LOG || !snap.state) return;
+      this.state = snap.state;
+      this.records = [...(snap.state.recent || [])];
+      this.draw();
+    });
   }
 
   /** @param {(record: any) => void} fn called with each record appended from now on */

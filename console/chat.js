@@ -3,12 +3,15 @@
 // host says is shown as text.
 
 import { h, plainText, replace } from "./dom.js";
-import { reason, refused } from "./notice.js";
+import { lacking, reason, refused } from "./notice.js";
 import { questionBlock } from "./questions.js";
 import { markdown } from "./md.js";
 
 /**
- * @typedef {{ahp: import("./ahp.js").Ahp, clientId: string, root: any, meta: any}} Context
+ * The connection and who this page is: `principal` and `roles` come with
+ * each ticket, so a pane can say what the principal may not do before it
+ * tries; `clientId` changes when a reconnect had to start afresh.
+ * @typedef {{ahp: import("./ahp.js").Ahp, clientId: string, root: any, meta: any, principal: string, roles: string[]}} Context
  */
 
 /** The chat of a session, as the host derives it (base64url of the URI). */
@@ -53,6 +56,25 @@ export class ChatPane {
     // Sessions another client creates or disposes, as the root tells of them.
     ctx.ahp.on("root/sessionAdded", (p) => this.sessionPick && this.addSessionOption(p.summary?.resource, p.summary?.title));
     ctx.ahp.on("root/sessionRemoved", (p) => this.sessionGone(p.session));
+    // Back after a drop: what was missed came as actions, or as snapshots.
+    ctx.ahp.on("$snapshot", (snap) => this.resync(snap));
+    ctx.ahp.on("$missing", (m) => m.channel === this.session && this.sessionGone(m.channel));
+    ctx.ahp.on("$closed", () => this.updateSend());
+    ctx.ahp.on("$resumed", () => {
+      this.showRoles();
+      this.listSessions();
+    });
+  }
+
+  /** @param {any} snap a channel's state afresh, after a reconnect */
+  resync(snap) {
+    if (!this.session || !this.sessionPick) return;
+    if (snap.resource === this.session) {
+      this.showLifecycle(snap.state?.lifecycle);
+      this.showAgents(snap.state?.customizations || []);
+    } else if (snap.resource === chatOf(this.session)) {
+      this.showChat(snap.state);
+    }
   }
 
   /** @param {string} uri a session disposed, here or elsewhere */
@@ -72,7 +94,8 @@ export class ChatPane {
     this.sessionPick = h("select", { id: "session", on: { change: () => this.open(this.sessionPick.value || null) } });
     this.state = h("p", { id: "session-state", role: "status" }, "no session");
     this.transcript = h("ol", { id: "transcript", "aria-label": "Turns", "aria-live": "polite" });
-    this.prompt = h("textarea", { id: "prompt", rows: 3 });
+    this.prompt = h("textarea", { id: "prompt", rows: 3, "aria-describedby": "composer-note", on: { keydown: (e) => this.key(e) } });
+    this.note = h("p", { id: "composer-note", class: "note", role: "status" });
     this.send = h("button", { type: "submit", id: "send", disabled: true }, "Send");
     this.cancel = h("button", { type: "button", id: "cancel", disabled: true, on: { click: () => this.cancelTurn() } }, "Cancel turn");
     this.sendAs = h("select", { id: "send-as" },
@@ -91,13 +114,40 @@ export class ChatPane {
         h("button", { type: "button", id: "dispose", on: { click: () => this.dispose() } }, "Dispose")),
       this.state,
       this.transcript,
-      h("form", { class: "composer", on: { submit: (e) => { e.preventDefault(); this.startTurn(); } } },
-        h("label", { for: "prompt" }, "Message"), this.prompt,
+      this.composer = h("form", { class: "composer", on: { submit: (e) => { e.preventDefault(); this.startTurn(); } } },
+        h("label", { for: "prompt" }, "Message (Enter sends, Shift+Enter starts a new line)"), this.prompt, this.note,
         h("div", { class: "row" }, h("label", { for: "send-as" }, "Send as"), this.sendAs,
           h("label", { for: "agent" }, "Custom agent"), this.agentPick),
         this.send, this.cancel, this.pending),
     );
+    this.showRoles();
     this.listSessions();
+  }
+
+  /** What this principal may not do here, said before it tries. */
+  showRoles() {
+    this.note.textContent = lacking(this.ctx, "participate", "this principal may watch, not send (sending needs the participate role)");
+    this.note.hidden = !this.note.textContent;
+    this.updateSend();
+  }
+
+  /** Send is offered only when it can work: a ready session, the role, a connection. */
+  updateSend() {
+    if (!this.send) return;
+    const may = this.ctx.roles.includes("participate") && this.ctx.ahp.open;
+    this.send.disabled = !may || this.state.dataset.lifecycle !== "ready";
+    this.cancel.disabled = !may || !this.runningTurn;
+  }
+
+  /**
+   * Enter sends, Shift+Enter starts a new line (the textarea's own). Not
+   * while an input method composes a character: its Enter picks the character.
+   * @param {KeyboardEvent} e
+   */
+  key(e) {
+    if (e.key !== "Enter" || e.shiftKey || e.isComposing) return;
+    e.preventDefault();
+    if (!this.send.disabled) this.composer.requestSubmit();
   }
 
   async listSessions() {
@@ -160,7 +210,7 @@ export class ChatPane {
       this.showLifecycle(s.snapshot?.state?.lifecycle);
       this.showAgents(s.snapshot?.state?.customizations || []);
       const c = await this.ctx.ahp.request("subscribe", { channel: chatOf(uri) });
-      for (const turn of c.snapshot?.state?.turns || []) this.showPastTurn(turn);
+      this.showChat(c.snapshot?.state);
     } catch (e) {
       refused(`subscribe ${uri}`, reason(e));
     }
@@ -189,13 +239,55 @@ export class ChatPane {
   showLifecycle(lifecycle) {
     this.state.textContent = `session ${this.session}: ${lifecycle || "unknown"}`;
     this.state.dataset.lifecycle = lifecycle || "";
-    this.send.disabled = lifecycle !== "ready";
+    this.updateSend();
+  }
+
+  /**
+   * The chat as its state holds it: the turns, each with how it ended, and
+   * the running one, whose next deltas then go on where it stands.
+   * @param {any} state the chat channel's state
+   */
+  showChat(state) {
+    this.turns.clear();
+    this.parts.clear();
+    this.tools.clear();
+    this.runningTurn = null;
+    replace(this.transcript);
+    replace(this.pending);
+    for (const turn of state?.turns || []) this.showPastTurn(turn);
+    const active = state?.activeTurn;
+    if (active) {
+      this.showParts(this.turnElement(active.id, plainText(active.message?.text)), active.id, active.responseParts);
+      this.running(active.id);
+    }
+    for (const m of state?.queuedMessages || []) this.showPending({ type: "chat/pendingMessageSet", kind: "queued", id: m.id, message: m.message });
+    const steering = state?.steeringMessage;
+    if (steering) this.showPending({ type: "chat/pendingMessageSet", kind: "steering", id: steering.id, message: steering.message });
+    this.updateSend();
   }
 
   showPastTurn(turn) {
     const el = this.turnElement(turn.id, plainText(turn.message?.text));
-    for (const part of turn.responseParts || []) {
-      if (typeof part.content === "string") el.append(h("div", { class: "part answer" }, markdown(part.content)));
+    this.showParts(el, turn.id, turn.responseParts);
+    const end = { complete: "turnComplete", cancelled: "turnCancelled", error: "error" }[turn.state];
+    if (end) el.dataset.end = end;
+  }
+
+  /**
+   * A turn's text parts, each kept so that a later delta extends it, and
+   * its tool calls, one waiting for confirmation with Allow and Deny.
+   * @param {HTMLElement} el
+   * @param {string} turnId
+   * @param {any[]} parts
+   */
+  showParts(el, turnId, parts) {
+    for (const part of parts || []) {
+      if (typeof part.content === "string") this.part(el, part.id, part.content);
+      const t = part.toolCall;
+      if (!t?.toolCallId) continue;
+      this.tool(el, t.toolCallId).querySelector(".tool-name").textContent = t.displayName || t.toolName;
+      this.toolReady(el, { ...t, turnId, confirmed: t.status !== "pending-confirmation" });
+      if (t.status === "completed") this.toolDone(el, { toolCallId: t.toolCallId, result: t });
     }
   }
 
@@ -212,6 +304,11 @@ export class ChatPane {
   startTurn() {
     const text = this.prompt.value.trim();
     if (!text || !this.session) return;
+    if (!this.ctx.ahp.open) {
+      // Kept in the field, to send once connected again.
+      refused("send", "not connected: the console is reconnecting; send again once connected");
+      return;
+    }
     if (this.sendAs.value !== "turn") return this.sendPending(this.sendAs.value, text);
     const turnId = crypto.randomUUID();
     this.ctx.ahp.dispatch(chatOf(this.session), {
@@ -273,6 +370,7 @@ export class ChatPane {
     const turn = this.turnElement(a.turnId, plainText(a.message?.text));
     turn.append(h("p", { class: "refused" }, `${a.type} refused: ${why}`));
     if (a.type === "chat/turnStarted") turn.dataset.end = "refused";
+    this.updateSend();
   }
 
   applyChat(a) {
@@ -325,7 +423,7 @@ export class ChatPane {
 
   running(turnId) {
     this.runningTurn = turnId;
-    this.cancel.disabled = false;
+    this.updateSend();
   }
 
   ended(turn, a) {
@@ -334,7 +432,7 @@ export class ChatPane {
     turn.append(h("p", { class: kind === "turnComplete" ? "end" : "end refused" }, a.type === "chat/error" ? `error: ${plainText(a.part?.error?.message)}` : kind));
     if (this.runningTurn === a.turnId) {
       this.runningTurn = null;
-      this.cancel.disabled = true;
+      this.updateSend();
     }
   }
 

@@ -17,6 +17,9 @@ export class HostPane {
     ctx.ahp.on("action", (env) => {
       if (env.channel === HOST_STATUS && env.action?.type === "x-host/statusChanged") this.draw(env.action);
     });
+    ctx.ahp.on("$snapshot", (snap) => {
+      if (snap.resource === HOST_STATUS && snap.state) this.draw(snap.state);
+    });
   }
 
   async render() {

@@ -23,3 +23,15 @@ export function reason(e) {
   if (e instanceof HostError) return `${e.message} (${e.code})`;
   return e instanceof Error ? e.message : String(e);
 }
+
+/**
+ * Why this page's principal may not do something, said before it tries
+ * (the roles come with its ticket); "" when it may.
+ * @param {{principal: string, roles: string[]}} who
+ * @param {string} role the role it needs
+ * @param {string} cannot what it therefore cannot do
+ */
+export function lacking(who, role, cannot) {
+  if (who.roles.includes(role)) return "";
+  return `signed in as ${who.principal || "anonymous"} (${who.roles.join(", ") || "no role"}): ${cannot}`;
+}

@@ -22,6 +22,11 @@ export class PolicyPane {
       if (env.channel === POLICY && env.action?.type === "x-policy/loaded") this.draw(env.action);
       if (env.channel === this.session && String(env.action?.type).startsWith("session/customization")) this.setSession(this.session);
     });
+    // Back after a drop, too far behind for a replay: the policy afresh.
+    ctx.ahp.on("$snapshot", (snap) => {
+      if (snap.resource === POLICY && snap.state) this.draw(snap.state);
+      if (snap.resource === this.session && this.session) this.setSession(this.session);
+    });
   }
 
   /**

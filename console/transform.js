@@ -4,7 +4,7 @@
 // to rewrite before the answer goes back.
 
 import { h, replace } from "./dom.js";
-import { reason } from "./notice.js";
+import { lacking, reason } from "./notice.js";
 
 export class SectionsPane {
   /**
@@ -21,6 +21,15 @@ export class SectionsPane {
     this.awaiting = [];
     ctx.ahp.handle("systemMessageTransform", (params) => this.ask(params));
     ctx.ahp.on("action", (env) => this.onAction(env));
+    ctx.ahp.on("$snapshot", (snap) => {
+      if (snap.resource === this.session && this.list) this.showOptIn(this.mine(snap.state)?.systemMessageTransform?.sections || []);
+    });
+    ctx.ahp.on("$resumed", () => this.showRoles());
+  }
+
+  /** This console's entry among the session's active clients. */
+  mine(/** @type {any} */ state) {
+    return (state?.activeClients || []).find((/** @type {any} */ c) => c.clientId === this.ctx.clientId);
   }
 
   /** This console's opt-in as the host took it, or refused it. */
@@ -31,6 +40,7 @@ export class SectionsPane {
     if (env.rejectionReason) {
       this.optInState.textContent = `opt-in refused: ${env.rejectionReason}`;
       this.optInState.className = "refused";
+      this.showRoles();
       return;
     }
     this.showOptIn(a.activeClient.systemMessageTransform?.sections || []);
@@ -50,8 +60,7 @@ export class SectionsPane {
   async loadOptIn(/** @type {string} */ uri) {
     try {
       const s = await this.ctx.ahp.request("subscribe", { channel: uri });
-      const mine = (s.snapshot?.state?.activeClients || []).find((/** @type {any} */ c) => c.clientId === this.ctx.clientId);
-      if (this.session === uri && this.list) this.showOptIn(mine?.systemMessageTransform?.sections || []);
+      if (this.session === uri && this.list) this.showOptIn(this.mine(s.snapshot?.state)?.systemMessageTransform?.sections || []);
     } catch (e) {
       if (this.optInState) this.optInState.textContent = `session ${uri}: ${reason(e)}`;
     }
@@ -65,25 +74,45 @@ export class SectionsPane {
     const boxes = this.catalogue().map((s) => {
       const id = `section-${s.id}`;
       return h("li", {},
-        h("input", { type: "checkbox", id, value: s.id, disabled: !!s.restricted }),
+        h("input", { type: "checkbox", id, value: s.id, disabled: !!s.restricted, "data-restricted": String(!!s.restricted), "aria-describedby": "opt-in-role" }),
         h("label", { for: id }, s.label || s.id, " ", h("code", {}, s.id)),
         s.restricted ? h("span", { class: "badge" }, "restricted by policy") : null,
         s.description ? h("p", { class: "hint" }, s.description) : null);
     });
     this.list = h("ul", { id: "catalogue", class: "catalogue" }, boxes);
     this.optInState = h("p", { id: "opt-in-state", role: "status" }, "not opted in");
+    this.roleNote = h("p", { id: "opt-in-role", class: "note", role: "status" });
+    this.save = h("button", { type: "button", id: "opt-in", on: { click: () => this.optIn() } }, "Save opt-in");
     this.requests = h("ol", { id: "requests", "aria-label": "Transform requests", "aria-live": "polite" });
     replace(
       this.el,
       h("h2", {}, "Prompt sections"),
       h("fieldset", {},
         h("legend", {}, "Sections this console rewrites in the open session"),
+        this.roleNote,
         this.list,
-        h("button", { type: "button", id: "opt-in", on: { click: () => this.optIn() } }, "Save opt-in")),
+        this.save),
       this.optInState,
       h("h3", {}, "Transform requests"),
       this.requests,
     );
+    this.showRoles();
+  }
+
+  /**
+   * Without the transform role the opt-in would only be refused: its
+   * controls say so and are off. A section the policy restricts stays off.
+   */
+  showRoles() {
+    if (!this.list) return;
+    this.roleNote.textContent = lacking(this.ctx, "transform", "this principal may not rewrite prompt sections (opting in needs the transform role)");
+    this.roleNote.hidden = !this.roleNote.textContent;
+    const may = !this.roleNote.textContent;
+    this.save.disabled = !may;
+    for (const box of this.list.querySelectorAll("input")) {
+      const input = /** @type {HTMLInputElement} */ (box);
+      input.disabled = !may || input.dataset.restricted === "true";
+    }
   }
 
   /** @param {string|null} uri */

@@ -107,6 +107,23 @@ async fn a_wrong_token_shows_the_refusal_and_a_right_one_connects() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_without_authentication_gives_the_page_a_ticket_all_the_same() {
+    let st = start_stack(|_| {}).await;
+    let b = Browser::launch().await;
+    b.goto(&format!("http://{}/", st.bridge.addr)).await;
+    wait_connected(&b).await;
+    assert_eq!(
+        b.eval("document.getElementById('token-form').hidden").await,
+        true,
+        "no token asked for"
+    );
+    let roles = b
+        .eval("document.getElementById('composer-note').hidden")
+        .await;
+    assert_eq!(roles, true, "nothing said to be out of reach");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_greeting_streams_and_a_shell_call_waits_for_confirmation() {
     let st = stack().await;
     let b = open_console(&st).await;
@@ -423,8 +440,26 @@ async fn an_observer_sees_the_session_and_is_told_why_it_cannot_send() {
         .unwrap();
     b.wait("the disposed session gone", &format!("!({listed})"))
         .await;
+    // The page knows its roles from the ticket: it says why before any try.
+    let note = b
+        .wait(
+            "the reason beside the composer",
+            "(n => !n.hidden && n.textContent)(document.getElementById('composer-note'))",
+        )
+        .await;
+    let note = note.as_str().unwrap();
+    assert!(
+        note.starts_with("signed in as dashboard (observe)") && note.contains("participate"),
+        "{note}"
+    );
+    assert_eq!(
+        b.eval("document.getElementById('send').disabled").await,
+        true
+    );
+    // Sent all the same (Send forced on), the host refuses, and the page shows it.
     b.fill("#prompt", "may I?").await;
-    b.click("#send").await;
+    b.eval("(s => { s.disabled = false; s.click(); })(document.getElementById('send'))")
+        .await;
     let refusal = b
         .wait(
             "the refusal in the turn",
@@ -445,8 +480,20 @@ async fn an_observer_sees_the_session_and_is_told_why_it_cannot_send() {
         "the observer's turn never reached the model"
     );
     b.click("#tab-sections").await;
-    b.click("#section-tone").await;
-    b.click("#opt-in").await;
+    let said = b
+        .wait(
+            "the opt-in's reason",
+            "(n => !n.hidden && n.textContent)(document.getElementById('opt-in-role'))",
+        )
+        .await;
+    assert!(said.as_str().unwrap().contains("transform"), "{said}");
+    assert_eq!(
+        b.eval("document.getElementById('opt-in').disabled").await,
+        true
+    );
+    // Forced on, the opt-in is refused by the host, and the page says so.
+    b.eval("['section-tone', 'opt-in'].forEach(id => { const e = document.getElementById(id); e.disabled = false; e.click(); })")
+        .await;
     let opt_in = b
         .wait(
             "the opt-in's refusal",

@@ -29,6 +29,9 @@ pub struct Browser {
     session: String,
     /// What the page printed or threw, for a failing test's message.
     pub console: Arc<Mutex<Vec<String>>>,
+    /// Every URL the page asked for (requests and WebSockets), once
+    /// [`Self::record_requests`] is on.
+    pub requests: Arc<Mutex<Vec<String>>>,
     _profile: tempfile::TempDir,
 }
 
@@ -47,6 +50,12 @@ fn chromium() -> String {
 impl Browser {
     /// Starts Chromium with a fresh profile and opens one blank page.
     pub async fn launch() -> Self {
+        Self::launch_with(&[]).await
+    }
+
+    /// [`Self::launch`] with `extra` command-line switches (say, which
+    /// test certificate to trust).
+    pub async fn launch_with(extra: &[String]) -> Self {
         let profile = tempfile::tempdir().unwrap();
         let mut child = Command::new(chromium())
             .args([
@@ -61,6 +70,7 @@ impl Browser {
                 "--window-size=1200,900",
                 "--remote-debugging-port=0",
             ])
+            .args(extra)
             .arg(format!("--user-data-dir={}", profile.path().display()))
             .arg("about:blank")
             .stdout(Stdio::null())
@@ -85,11 +95,12 @@ impl Browser {
         });
         let waiting: Waiting = Arc::default();
         let console: Arc<Mutex<Vec<String>>> = Arc::default();
-        let (w, c) = (waiting.clone(), console.clone());
+        let requests: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (w, c, r) = (waiting.clone(), console.clone(), requests.clone());
         tokio::spawn(async move {
             while let Some(Ok(Message::Text(t))) = stream.next().await {
                 let v: Value = serde_json::from_str(&t).unwrap_or_default();
-                route(v, &w, &c);
+                route(v, &w, &c, &r);
             }
         });
         let mut b = Self {
@@ -99,6 +110,7 @@ impl Browser {
             next: AtomicU64::new(1),
             session: String::new(),
             console,
+            requests,
             _profile: profile,
         };
         b.attach().await;
@@ -232,13 +244,76 @@ impl Browser {
 
     /// Presses Enter on the focused element, as a keyboard would.
     pub async fn press_enter(&self) {
+        self.press_enter_with(0).await;
+    }
+
+    /// Presses Shift+Enter on the focused element.
+    pub async fn press_shift_enter(&self) {
+        self.press_enter_with(8).await;
+    }
+
+    /// Enter with CDP's `modifiers` (Alt 1, Ctrl 2, Meta 4, Shift 8).
+    async fn press_enter_with(&self, modifiers: u8) {
         for kind in ["keyDown", "keyUp"] {
             self.send(
                 "Input.dispatchKeyEvent",
-                json!({"type": kind, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r"}),
+                json!({"type": kind, "key": "Enter", "code": "Enter", "windowsVirtualKeyCode": 13, "text": "\r", "modifiers": modifiers}),
             )
             .await;
         }
+    }
+
+    /// Types `text` at the caret of the focused element, as an input
+    /// method would (no key events).
+    pub async fn type_text(&self, text: &str) {
+        self.send("Input.insertText", json!({ "text": text })).await;
+    }
+
+    /// Records every URL the page asks for from now on, WebSockets
+    /// included, into [`Self::requests`].
+    pub async fn record_requests(&self) {
+        self.send("Network.enable", json!({})).await;
+    }
+
+    /// Closes, from the page's side, every WebSocket the page holds open,
+    /// as a lost connection would end them; returns how many. The page's
+    /// code has no hook for this: the sockets are found on its heap by
+    /// their prototype (`Runtime.queryObjects`). Needed because emulating
+    /// offline (`set_offline`) stops new requests but leaves open sockets be.
+    pub async fn close_websockets(&self) -> u64 {
+        let proto = self
+            .send(
+                "Runtime.evaluate",
+                json!({"expression": "WebSocket.prototype"}),
+            )
+            .await;
+        let found = self
+            .send(
+                "Runtime.queryObjects",
+                json!({"prototypeObjectId": proto["result"]["objectId"]}),
+            )
+            .await;
+        let closed = self
+            .send(
+                "Runtime.callFunctionOn",
+                json!({
+                    "objectId": found["objects"]["objectId"],
+                    "functionDeclaration": "function () { const open = this.filter(ws => ws.readyState === WebSocket.OPEN); open.forEach(ws => ws.close(4000, 'dropped by the test')); return open.length; }",
+                    "returnByValue": true,
+                }),
+            )
+            .await;
+        closed["result"]["value"].as_u64().unwrap_or_default()
+    }
+
+    /// Cuts the page off the network, or lets it back (needs
+    /// [`Self::record_requests`], which enables the Network domain).
+    pub async fn set_offline(&self, offline: bool) {
+        self.send(
+            "Network.emulateNetworkConditions",
+            json!({"offline": offline, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}),
+        )
+        .await;
     }
 
     /// Runs axe-core (from `.console-tools/`, scripts/install-console-tools.sh)
@@ -302,8 +377,9 @@ fn devtools_endpoint(child: &mut Child) -> String {
         .expect("chromium printed its DevTools endpoint")
 }
 
-/// An answer goes to its caller; console output and exceptions are kept.
-fn route(v: Value, waiting: &Waiting, console: &Mutex<Vec<String>>) {
+/// An answer goes to its caller; console output, exceptions and the URLs
+/// asked for are kept.
+fn route(v: Value, waiting: &Waiting, console: &Mutex<Vec<String>>, requests: &Mutex<Vec<String>>) {
     if let Some(id) = v["id"].as_u64() {
         if let Some(tx) = waiting.lock().unwrap().remove(&id) {
             let _ = tx.send(v);
@@ -319,6 +395,18 @@ fn route(v: Value, waiting: &Waiting, console: &Mutex<Vec<String>>) {
             .lock()
             .unwrap()
             .push(format!("exception: {}", v["params"]["exceptionDetails"])),
+        // The URL as sent: CDP keeps a fragment apart (`urlFragment`), as
+        // no request carries one.
+        Some("Network.requestWillBeSent") => requests.lock().unwrap().push(
+            v["params"]["request"]["url"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        ),
+        Some("Network.webSocketCreated") => requests
+            .lock()
+            .unwrap()
+            .push(v["params"]["url"].as_str().unwrap_or_default().to_owned()),
         _ => {}
     }
 }

@@ -45,17 +45,28 @@ pub fn shot(st: &Stack, name: &str) -> PathBuf {
     }
 }
 
-/// The console opened with the token in the fragment, connected.
+/// The console opened with the token in the fragment, connected: the page
+/// trades the token for a ticket (`POST /ticket`) and connects with it.
 pub async fn open_console(st: &Stack) -> Browser {
     let b = Browser::launch().await;
-    b.goto(&format!("http://{}/#token={TOKEN}", st.bridge.addr))
-        .await;
+    open_console_at(&b, &format!("http://{}", st.bridge.addr), TOKEN).await;
+    b
+}
+
+/// Opens `base` (`http://` or `https://` and the address) in `b` with
+/// `token` in the fragment, and waits until the page is connected.
+pub async fn open_console_at(b: &Browser, base: &str, token: &str) {
+    b.goto(&format!("{base}/#token={token}")).await;
+    wait_connected(b).await;
+}
+
+/// Waits until the status line says the page is connected.
+pub async fn wait_connected(b: &Browser) {
     b.wait(
         "connected",
         "document.getElementById('status').textContent.startsWith('connected')",
     )
     .await;
-    b
 }
 
 /// Creates a session with the first model and waits until it is ready.
