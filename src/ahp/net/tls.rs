@@ -203,22 +203,28 @@ pub fn folders(files: &[PathBuf]) -> Vec<PathBuf> {
 /// common names and its URI and DNS alternative names. Only called on a
 /// certificate the verifier accepted.
 pub fn identities(der: &[u8]) -> Vec<CertIdentity> {
-    use x509_parser::extensions::GeneralName;
-    use x509_parser::prelude::FromDer;
-    let Ok((_, cert)) = x509_parser::certificate::X509Certificate::from_der(der) else {
+    use x509_cert::der::{Decode, Tag, Tagged};
+    use x509_cert::ext::pkix::name::GeneralName;
+    use x509_cert::ext::pkix::SubjectAltName;
+    let Ok(cert) = x509_cert::Certificate::from_der(der) else {
         return Vec::new();
     };
-    let mut out: Vec<CertIdentity> = cert
-        .subject()
-        .iter_common_name()
-        .filter_map(|cn| cn.as_str().ok())
+    let tbs = &cert.tbs_certificate;
+    let text_tags = [Tag::Utf8String, Tag::PrintableString, Tag::Ia5String];
+    let mut out: Vec<CertIdentity> = (tbs.subject.0.iter())
+        .flat_map(|rdn| rdn.0.iter())
+        .filter(|atv| atv.oid == x509_cert::der::oid::db::rfc4519::CN)
+        .filter(|atv| text_tags.contains(&atv.value.tag()))
+        .filter_map(|atv| std::str::from_utf8(atv.value.value()).ok())
         .map(|cn| CertIdentity::CommonName(cn.to_owned()))
         .collect();
-    if let Ok(Some(san)) = cert.subject_alternative_name() {
-        for name in &san.value.general_names {
+    if let Ok(Some((_, san))) = tbs.get::<SubjectAltName>() {
+        for name in san.0 {
             match name {
-                GeneralName::URI(u) => out.push(CertIdentity::Uri((*u).to_owned())),
-                GeneralName::DNSName(d) => out.push(CertIdentity::Dns((*d).to_owned())),
+                GeneralName::UniformResourceIdentifier(u) => {
+                    out.push(CertIdentity::Uri(u.as_str().to_owned()))
+                }
+                GeneralName::DnsName(d) => out.push(CertIdentity::Dns(d.as_str().to_owned())),
                 _ => {}
             }
         }
@@ -235,4 +241,33 @@ pub fn peer_identities(stream: &tokio_rustls::server::TlsStream<TcpStream>) -> V
         .and_then(|c| c.first())
         .map(|leaf| identities(leaf.as_ref()))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_certificate_names_its_cn_and_its_uri_and_dns_alternative_names() {
+        let mut p = rcgen::CertificateParams::new(vec!["build.example.org".to_string()]).unwrap();
+        p.distinguished_name
+            .push(rcgen::DnType::CommonName, "alice");
+        p.subject_alt_names.push(rcgen::SanType::URI(
+            "spiffe://example.org/ns/ci/sa/bot".try_into().unwrap(),
+        ));
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = p.self_signed(&key).unwrap();
+        let ids = identities(cert.der());
+        for want in [
+            "CN=alice",
+            "DNS:build.example.org",
+            "URI:spiffe://example.org/ns/ci/sa/bot",
+        ] {
+            assert!(
+                ids.contains(&CertIdentity::parse(want).unwrap()),
+                "{want} in {ids:?}"
+            );
+        }
+        assert!(identities(b"not a certificate").is_empty());
+    }
 }
