@@ -51,6 +51,13 @@ impl ActionLog {
         // Burn the ceiling itself: it may have been issued.
         self.seq = stored_ceiling + 1;
         self.base = self.seq;
+        // Actions kept before the store was opened (the audit log's channel
+        // publishes from startup) carry numbers of the clock-based series
+        // just abandoned: above every new one, they would make the oldest
+        // kept action look newer than anything a client saw, and no
+        // reconnect would ever be replayed. No client has seen them.
+        self.kept.clear();
+        self.kept_bytes = 0;
         self.seq + 1
     }
 
@@ -147,5 +154,20 @@ mod tests {
         );
         log.reserved(log.current());
         assert!(log.next().is_err(), "past the reservation");
+    }
+
+    #[test]
+    fn actions_kept_before_the_store_opened_do_not_stop_replay() {
+        let mut log = ActionLog::new();
+        let early = log.next_unreserved();
+        log.keep(early, "c", "{\"early\":1}".into(), 10, 1 << 20);
+        log.continue_above(100);
+        log.reserved(1000);
+        let first = log.next().unwrap();
+        log.keep(first, "c", "{\"n\":1}".into(), 10, 1 << 20);
+        let second = log.next().unwrap();
+        log.keep(second, "c", "{\"n\":2}".into(), 10, 1 << 20);
+        let channels = HashSet::from(["c"]);
+        assert_eq!(log.since(first, &channels).map(|v| v.len()), Some(1));
     }
 }
