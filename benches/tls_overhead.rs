@@ -1,0 +1,250 @@
+//! What TLS costs a user, measured in one run:
+//!
+//! 1. The transform round trip at the runtime's pipe, `wss` against `ws`,
+//!    interleaved: two bridges, each with a fake runtime on TCP
+//!    (`common::pipe`) and the official `ahp` client answering
+//!    `systemMessageTransform` (the same answer), one over TLS and one in
+//!    clear. Each round asks both, in turn first. The difference is what TLS
+//!    adds to the two WebSocket messages of the round trip.
+//! 2. TLS handshakes a second on one core: a bridge whose runtime has one
+//!    thread, and clients on the other core making full handshakes (TCP
+//!    connect, TLS 1.3 handshake with an ECDSA P-256 certificate, close),
+//!    eight at a time.
+//!
+//! Run: cargo bench --bench tls_overhead [-- ITERATIONS]
+
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ahp_copilot_bridge::app::{self, Agent, Running};
+use ahp_copilot_bridge::config::{Config, TlsConfig};
+use common::pct;
+use common::pipe::{PipeConn, PipeRuntime};
+use common::us;
+use rustls::pki_types::ServerName;
+use serde_json::{json, Value};
+
+/// A self-signed certificate for 127.0.0.1 in `dir`, and a client config
+/// that trusts it alone.
+fn certificate(dir: &std::path::Path) -> (TlsConfig, Arc<rustls::ClientConfig>) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let (c, k) = (dir.join("bench.pem"), dir.join("bench.key"));
+    std::fs::write(&c, cert.pem()).unwrap();
+    std::fs::write(&k, key.serialize_pem()).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.der().clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let tls = TlsConfig {
+        cert: c,
+        key: k,
+        client_ca: None,
+        client_auth: Default::default(),
+    };
+    (tls, Arc::new(client))
+}
+
+/// One bridge with its fake runtime, its client and the runtime's pipe to it.
+struct Side {
+    _running: Running,
+    _client: ahp::Client,
+    pipe: PipeConn,
+    ask: Value,
+}
+
+async fn side(dir: &std::path::Path, tls: Option<(TlsConfig, Arc<rustls::ClientConfig>)>) -> Side {
+    let mut fake = PipeRuntime::start().await;
+    let mut cfg = Config::default();
+    cfg.server.listen = "127.0.0.1:0".parse().unwrap();
+    cfg.admin.listen = None;
+    cfg.runtime.connect = Some(fake.addr.to_string().into());
+    // Each its own folder: the state store sits beside the audit log.
+    let own = dir.join(if tls.is_some() { "wss" } else { "ws" });
+    std::fs::create_dir_all(&own).unwrap();
+    cfg.audit.path = Some(own.join("audit.jsonl"));
+    cfg.server.tls = tls.as_ref().map(|t| t.0.clone());
+    let r = app::start(Arc::new(cfg), Agent::Copilot).await.unwrap();
+    let transport = match &tls {
+        None => ahp_ws::WebSocketTransport::connect(&r.ws_url())
+            .await
+            .unwrap(),
+        Some((_, client)) => {
+            let connector = tokio_tungstenite::Connector::Rustls(client.clone());
+            let (ws, _) = tokio_tungstenite::connect_async_tls_with_config(
+                r.ws_url(),
+                None,
+                true,
+                Some(connector),
+            )
+            .await
+            .unwrap();
+            ahp_ws::WebSocketTransport::from_stream(ws)
+        }
+    };
+    let c = ahp::Client::connect(transport, ahp::ClientConfig::default())
+        .await
+        .unwrap();
+    c.initialize("bench".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .unwrap();
+    c.set_server_request_handler(|_, p: Value| async move {
+        let mut out = serde_json::Map::new();
+        for (id, s) in p["sections"].as_object().unwrap() {
+            out.insert(
+                id.clone(),
+                json!({"content": format!("{} (house style)", s["content"].as_str().unwrap())}),
+            );
+        }
+        Ok(json!({"sections": out}))
+    });
+    let active = json!({"clientId": "bench", "tools": [], "systemMessageTransform": {"sections": ["tone", "guidelines"]}});
+    let _: Value = c
+        .request(
+            "createSession",
+            json!({"channel": "ahp-session:/bench", "activeClient": active}),
+        )
+        .await
+        .unwrap();
+    let mut pipe = fake.next_conn().await;
+    let runtime_id = pipe.created().await;
+    let text = "Prefer small, reviewable changes; never run rm -rf. ".repeat(20);
+    let sections = json!({"tone": {"content": text}, "guidelines": {"content": text},
+                          "environment_context": {"content": text}});
+    Side {
+        _running: r,
+        _client: c,
+        pipe,
+        ask: json!({"sessionId": runtime_id, "sections": sections}),
+    }
+}
+
+impl Side {
+    async fn round_trip(&self) -> Duration {
+        let (took, answer) = self
+            .pipe
+            .ask("systemMessage.transform", self.ask.clone())
+            .await;
+        let tone = answer["result"]["sections"]["tone"]["content"].as_str();
+        assert!(
+            tone.is_some_and(|t| t.ends_with("(house style)")),
+            "{answer}"
+        );
+        took
+    }
+}
+
+fn line(name: &str, v: &mut [Duration]) -> (Duration, Duration) {
+    let (p50, p99) = (pct(v, 0.5), pct(v, 0.99));
+    println!("  {name:<24}: p50 {:>9}  p99 {:>9}", us(p50), us(p99));
+    (p50, p99)
+}
+
+async fn round_trips(iterations: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = certificate(dir.path());
+    let plain = side(dir.path(), None).await;
+    let tls = side(dir.path(), Some(cert)).await;
+    for _ in 0..200 {
+        plain.round_trip().await; // warm-up
+        tls.round_trip().await;
+    }
+    let (mut ws, mut wss) = (Vec::new(), Vec::new());
+    for i in 0..iterations {
+        if i % 2 == 0 {
+            ws.push(plain.round_trip().await);
+            wss.push(tls.round_trip().await);
+        } else {
+            wss.push(tls.round_trip().await);
+            ws.push(plain.round_trip().await);
+        }
+    }
+    println!("transform round trip at the runtime's pipe, {iterations} iterations, interleaved");
+    let a = line("client over ws", &mut ws);
+    let b = line("client over wss", &mut wss);
+    for (what, x, y) in [("p50", a.0, b.0), ("p99", a.1, b.1)] {
+        println!(
+            "  TLS adds at {what}          : {:>9}  (ratio {:.3}x)",
+            us(y.saturating_sub(x)),
+            y.as_secs_f64() / x.as_secs_f64()
+        );
+    }
+}
+
+/// Full handshakes a second against a bridge running on one thread.
+fn handshakes(seconds: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let (tls, client) = certificate(dir.path());
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let mut cfg = Config::default();
+            cfg.server.listen = "127.0.0.1:0".parse().unwrap();
+            cfg.admin.listen = None;
+            cfg.server.tls = Some(tls);
+            cfg.server.max_connections = Some(4096);
+            let r = app::start(Arc::new(cfg), Agent::None).await.unwrap();
+            tx.send(r.addr).unwrap();
+            std::future::pending::<()>().await;
+        });
+    });
+    let addr = rx.recv().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let done = Arc::new(AtomicU64::new(0));
+    let until = Instant::now() + Duration::from_secs(seconds);
+    rt.block_on(async {
+        let mut loops = Vec::new();
+        for _ in 0..8 {
+            let (client, done) = (client.clone(), done.clone());
+            loops.push(tokio::spawn(async move {
+                let connector = tokio_rustls::TlsConnector::from(client);
+                while Instant::now() < until {
+                    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+                    let name = ServerName::try_from("127.0.0.1").unwrap();
+                    let s = connector.connect(name, tcp).await.unwrap();
+                    drop(s);
+                    done.fetch_add(1, Ordering::Relaxed);
+                }
+            }));
+        }
+        for l in loops {
+            l.await.unwrap();
+        }
+    });
+    let n = done.load(Ordering::Relaxed);
+    println!(
+        "TLS handshakes, the bridge on one thread, 8 clients at a time: {n} in {seconds} s = {:.0} a second",
+        n as f64 / seconds as f64
+    );
+}
+
+fn main() {
+    let iterations: usize = std::env::args()
+        .skip(1)
+        .find_map(|a| a.parse().ok())
+        .unwrap_or(2000);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // Timed on a worker thread, where the bridge's own tasks run.
+    rt.block_on(async { tokio::spawn(round_trips(iterations)).await.unwrap() });
+    drop(rt);
+    handshakes(5);
+}
