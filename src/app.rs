@@ -266,7 +266,8 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     let stopping = CancellationToken::new();
     let stopped = CancellationToken::new();
     let tls = listener_tls(cfg.server.tls.as_ref(), "server.tls", &stopped)?;
-    let admin_tls = listener_tls(cfg.admin.tls.as_ref(), "admin.tls", &stopped)?;
+    let admin_tls = cfg.admin.tls.as_ref().map(|t| t.listener());
+    let admin_tls = listener_tls(admin_tls.as_ref(), "admin.tls", &stopped)?;
     let listener = server::bind(cfg.server.listen).await?;
     let addr = listener.local_addr()?;
     let shutdown = CancellationToken::new();

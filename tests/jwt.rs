@@ -74,9 +74,18 @@ async fn rs256_and_es256_tokens_name_principals_with_their_roles() {
         e.contains("corp:bob") && e.contains("participate"),
         "observe only: {e}"
     );
-    // bob does not see alice's session: each identity owns its own.
+    // bob does not see alice's session, nor reach it: each identity owns its own.
     let listed: Value = c.request("listSessions", json!({})).await.unwrap();
     assert_eq!(listed["items"], json!([]), "{listed}");
+    let e = c
+        .request::<_, Value>("subscribe", json!({"channel": "ahp-session:/a1"}))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        rpc_code(&e),
+        -32001,
+        "not found for another identity: {e:?}"
+    );
 }
 
 #[tokio::test]

@@ -293,3 +293,31 @@ async fn required_client_certificates_refuse_the_handshake_without_one() {
         .expect("a valid one is let in");
     init(&c, "alice").await;
 }
+
+/// `[admin.tls]`: `/healthz` and `/metrics` over https, with the same
+/// certificate machinery; plain HTTP to it gets nothing.
+#[tokio::test]
+async fn the_admin_listener_serves_https() {
+    use tokio::io::AsyncWriteExt as _;
+    let pki = Pki::new();
+    let mut cfg = test_config();
+    cfg.admin.listen = "127.0.0.1:0".parse().ok();
+    let (cert, key, _) = pki.server("admin");
+    cfg.admin.tls = Some(ahp_copilot_bridge::config::AdminTlsConfig { cert, key });
+    let r = start_host(cfg).await;
+    let admin = r.admin.expect("the admin listener");
+    assert!(r.admin_url().unwrap().starts_with("https://"));
+    let tcp = tokio::net::TcpStream::connect(admin).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut s = tokio_rustls::TlsConnector::from(pki.client_config(None))
+        .connect(name, tcp)
+        .await
+        .expect("a TLS handshake with the admin listener");
+    s.write_all(b"GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = String::new();
+    let _ = tokio::time::timeout(DEADLINE, s.read_to_string(&mut answer)).await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.ends_with("ok\n"), "{answer}");
+}

@@ -38,7 +38,7 @@ pub use principals::{CertIdentity, PrincipalConfig, Role, Visibility, TOKEN_PRIN
 pub use runtime::{ProviderConfig, RuntimeConfig};
 pub use server::ServerConfig;
 pub use state::{StateConfig, DEFAULT_STATE_FILE};
-pub use tls::{ClientAuth, TlsConfig};
+pub use tls::{AdminTlsConfig, ClientAuth, TlsConfig};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]

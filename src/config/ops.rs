@@ -20,7 +20,7 @@ pub struct AdminConfig {
     /// serves nothing that names a session, client, principal or prompt).
     pub expose: bool,
     /// `https://` on `listen`, with this certificate (no client certificates).
-    pub tls: Option<super::TlsConfig>,
+    pub tls: Option<super::AdminTlsConfig>,
 }
 
 impl Default for AdminConfig {

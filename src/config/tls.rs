@@ -35,6 +35,27 @@ pub struct TlsConfig {
     pub client_auth: ClientAuth,
 }
 
+/// `[admin.tls]`: a certificate only (client certificates are for the AHP
+/// listener).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdminTlsConfig {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl AdminTlsConfig {
+    /// As a listener's TLS, asking for no client certificate.
+    pub fn listener(&self) -> TlsConfig {
+        TlsConfig {
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            client_ca: None,
+            client_auth: ClientAuth::Optional,
+        }
+    }
+}
+
 impl TlsConfig {
     /// The files a change of which reloads the certificate.
     pub fn files(&self) -> Vec<PathBuf> {
@@ -68,13 +89,7 @@ impl Config {
             t.validate("server.tls")?;
         }
         if let Some(t) = &self.admin.tls {
-            t.validate("admin.tls")?;
-            if t.client_ca.is_some() {
-                return Err(bad(
-                    "admin.tls.client_ca",
-                    "client certificates are for the AHP listener ([server.tls])",
-                ));
-            }
+            t.listener().validate("admin.tls")?;
         }
         if !s.listen.ip().is_loopback() && s.tls.is_none() && !s.allow_plaintext_remote {
             return Err(bad(
