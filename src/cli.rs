@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::app::{self, Agent};
-use crate::config::{Config, ProviderConfig};
+use crate::config::{Config, LogFormat, ProviderConfig};
 use crate::demo::model::ScriptedModel;
 
 /// Runs the host in front of the runtime until SIGTERM or SIGINT, then
@@ -14,6 +14,7 @@ use crate::demo::model::ScriptedModel;
 /// was read from).
 pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Result<()> {
     let limit = cfg.server.shutdown_timeout;
+    let format = cfg.log.format;
     let running = app::start(cfg.clone(), Agent::Copilot).await?;
     if running.bridge.is_some() {
         let targets = crate::reload::Targets {
@@ -29,14 +30,33 @@ pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Re
         };
         crate::reload::on_sighup(config_path, cfg, targets)?;
     }
+    let say = |line: String| say(format, line);
     if let Some(admin) = running.admin_url() {
-        eprintln!("admin on {admin} (/healthz, /readyz, /metrics)");
+        say(format!("admin on {admin} (/healthz, /readyz, /metrics)"));
     }
-    eprintln!("listening on {}", running.ws_url());
+    say(format!("listening on {}", running.ws_url()));
     let signal = stop_signal().await?;
     tracing::info!(signal, "shutting down");
     running.stop(limit).await;
     Ok(())
+}
+
+/// A line for the person starting the bridge (where it listens): as it is
+/// in text, and in JSON one object with the keys of every other log line,
+/// so a shipper reading `[log] format = "json"` takes it like the rest.
+fn say(format: LogFormat, line: String) {
+    match format {
+        LogFormat::Text => eprintln!("{line}"),
+        LogFormat::Json => eprintln!(
+            "{}",
+            serde_json::json!({
+                "timestamp": jiff::Timestamp::now().to_string(),
+                "level": "INFO",
+                "message": line,
+                "target": module_path!(),
+            })
+        ),
+    }
 }
 
 /// Waits for SIGTERM (systemd's stop) or SIGINT (Ctrl-C); names which.

@@ -24,6 +24,17 @@ pub const TOKEN: &str = "exposure-token-0123456789";
 pub const LOAD_LIMITS: &str = "max_sessions = 1000000\nturns_per_minute = 1000000\n\
      actions_per_second = 1000000\nactions_burst = 1000000";
 
+/// The address in `line` after `what` and a `ws://`, `wss://`, `http://` or
+/// `https://` scheme.
+fn address_after(line: &str, what: &str) -> Option<String> {
+    let rest = &line[line.find(what)? + what.len()..];
+    let rest = rest.split_once("://")?.1;
+    let end = rest
+        .find(|c: char| c.is_whitespace() || c == '"' || c == '/')
+        .unwrap_or(rest.len());
+    Some(rest[..end].to_owned())
+}
+
 /// One `[[principals]]` entry: `name`, the SHA-256 of `token`, `roles`, and
 /// `extra` keys (e.g. `turns_per_minute = 1`).
 pub fn principal_toml(name: &str, token: &str, roles: &[&str], extra: &str) -> String {
@@ -165,15 +176,12 @@ impl BridgeProcess {
         let a = admin.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                let admin_at = (line.strip_prefix("admin on http://"))
-                    .or_else(|| line.strip_prefix("admin on https://"));
-                if let Some(at) = admin_at {
-                    *a.lock().unwrap() = at.split(' ').next().and_then(|s| s.parse().ok());
+                // As printed in text, or inside a JSON line's message.
+                if let Some(at) = address_after(&line, "admin on ") {
+                    *a.lock().unwrap() = at.parse().ok();
                 }
-                let listening = (line.strip_prefix("listening on ws://"))
-                    .or_else(|| line.strip_prefix("listening on wss://"));
-                if let Some(a) = listening {
-                    let _ = tx.send(a.trim().to_owned());
+                if let Some(at) = address_after(&line, "listening on ") {
+                    let _ = tx.send(at);
                 }
                 l.lock().unwrap().push(line);
             }
