@@ -368,3 +368,23 @@ async fn reconnect_within_grace_keeps_the_client() {
     }
     assert_eq!(r.host.active_clients("ahp-session:/s7").len(), 1);
 }
+
+/// A `lastSeenServerSeq` this host never sent, up to the largest a JSON
+/// unsigned 64-bit number can say, is answered with snapshots.
+#[tokio::test]
+async fn reconnect_from_any_server_seq_up_to_u64_max_gets_snapshots() {
+    let r = start_host(test_config()).await;
+    let a = initialized(&r, "a").await;
+    create_session(&a, "ahp-session:/big", None).await;
+    a.shutdown().await;
+    for seen in [u64::MAX, i64::MAX as u64 + 1] {
+        eventually("disconnect noticed", || !r.host.is_connected("a")).await;
+        let c = client(&r).await;
+        let answer: Value = c
+            .request("reconnect", json!({"channel": "ahp-root://", "clientId": "a", "lastSeenServerSeq": seen, "subscriptions": ["ahp-session:/big"]}))
+            .await
+            .expect("not -32602");
+        assert_eq!(answer["type"], "snapshot", "{answer}");
+        c.shutdown().await;
+    }
+}

@@ -210,3 +210,52 @@ async fn client_that_stops_reading_is_disconnected() {
     writer.ping().await.unwrap();
     drop(slow);
 }
+
+/// A `dispatchAction` whose `channel` and `clientSeq` can be read but whose
+/// action is missing or malformed comes back as an echo with a
+/// `rejectionReason` naming the field's path, so the client rolls back.
+#[tokio::test]
+async fn a_malformed_action_is_echoed_with_the_field_it_lacks() {
+    let r = start_host(test_config()).await;
+    let mut raw = raw_initialized(&format!("ws://{}", r.addr)).await;
+    let created = raw
+        .call(
+            json!(1),
+            "createSession",
+            json!({"channel": "ahp-session:/m", "provider": "copilot"}),
+        )
+        .await;
+    assert!(created.get("result").is_some(), "{created}");
+    let chat = chat_of("ahp-session:/m");
+    let cases = [
+        (
+            json!({"channel": chat, "clientSeq": 7}),
+            "field `action` is missing",
+        ),
+        (
+            json!({"channel": chat, "clientSeq": 8, "action": {"type": "chat/turnStarted", "turnId": "t",
+                   "startedAt": "2026-01-01T00:00:00Z", "message": {"text": "x"}}}),
+            "missing field `message.origin`",
+        ),
+    ];
+    for (params, why) in cases {
+        let seq = params["clientSeq"].clone();
+        raw.send_text(
+            json!({"jsonrpc": "2.0", "method": "dispatchAction", "params": params}).to_string(),
+        )
+        .await;
+        let echo = loop {
+            match raw.next().await {
+                Next::Json(v)
+                    if v["method"] == "action" && v["params"]["origin"]["clientSeq"] == seq =>
+                {
+                    break v["params"].clone()
+                }
+                Next::Json(_) => continue,
+                Next::Closed(c) => panic!("closed: {c:?}"),
+            }
+        };
+        let reason = echo["rejectionReason"].as_str().unwrap_or_default();
+        assert!(reason.contains(why), "{why}: {echo}");
+    }
+}

@@ -52,8 +52,7 @@ pub fn initialize(host: &Host, conn: ConnId, p: InitializeParams) -> Result<Valu
 
 pub fn reconnect(host: &Host, conn: ConnId, p: Reconnect) -> Result<Value, RpcError> {
     let invalid = |m: &str| RpcError::new(ErrorCode::InvalidParams, m);
-    let last = u64::try_from(p.last_seen_server_seq)
-        .map_err(|_| invalid("field `lastSeenServerSeq` must be a non-negative integer"))?;
+    let last = p.last_seen_server_seq;
     if p.windows.is_some() {
         return Err(invalid("field `windows`: windowed (flow-controlled) delivery is not offered by this host; reconnect without it (subscribe answers never accept `flowControl`)"));
     }

@@ -115,7 +115,7 @@ impl ActionLog {
     /// needs snapshots.
     pub fn since(&self, last: u64, channels: &HashSet<&str>) -> Option<Vec<Value>> {
         let oldest = self.kept.front().map(|k| k.seq).unwrap_or(self.seq + 1);
-        let replayable = last >= self.base && last <= self.seq && last + 1 >= oldest;
+        let replayable = last >= self.base && last <= self.seq && last.saturating_add(1) >= oldest;
         if !replayable {
             return None;
         }

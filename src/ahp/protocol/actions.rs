@@ -128,10 +128,14 @@ pub fn client_may_dispatch(kind: ChannelKind, action_type: &str) -> Result<(), R
 /// channel of `kind` and parsed once, the opt-in of an active-client entry
 /// included; refused naming what is wrong.
 pub fn parse_client_action(kind: ChannelKind, action: &Value) -> Result<Action, Rejection> {
-    let ty = action
-        .get("type")
-        .and_then(Value::as_str)
-        .ok_or("action has no `type`")?;
+    let ty = match action {
+        Value::Null => return Err(Rejection("field `action` is missing".into())),
+        Value::Object(o) => o
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or("field `action.type` is missing or not a string")?,
+        _ => return Err(Rejection("field `action` is not an object".into())),
+    };
     client_may_dispatch(kind, ty)?;
     let typed = parse_typed(ty, action)?;
     let opt_in = match &typed {
@@ -168,10 +172,25 @@ fn parse_typed(ty: &str, action: &Value) -> Result<StateAction, Rejection> {
     Err(Rejection(format!("malformed {ty}: {why}")))
 }
 
-type ShapeCheck = fn(&Value) -> Result<(), serde_json::Error>;
+type ShapeCheck = fn(&Value) -> Result<(), String>;
 
-fn shape<T: DeserializeOwned>(v: &Value) -> Result<(), serde_json::Error> {
-    T::deserialize(v).map(drop)
+/// The action read as `T`; an error names the field by its whole path
+/// (`missing field `message.origin``), so a client finds it in a nested
+/// object.
+fn shape<T: DeserializeOwned>(v: &Value) -> Result<(), String> {
+    serde_path_to_error::deserialize::<_, T>(v)
+        .map(drop)
+        .map_err(|e| {
+            let (path, inner) = (e.path().to_string(), e.inner().to_string());
+            let missing = inner
+                .strip_prefix("missing field `")
+                .and_then(|r| r.strip_suffix('`'));
+            match (path.as_str(), missing) {
+                (".", _) => inner,
+                (path, Some(field)) => format!("missing field `{path}.{field}`"),
+                (path, None) => format!("{inner} (at `{path}`)"),
+            }
+        })
 }
 
 /// The typed shape of each client-dispatchable action, whose error names the field.
@@ -254,6 +273,31 @@ mod tests {
             e.0.starts_with("malformed session/titleChanged: invalid type"),
             "{e}"
         );
+        let mut no_origin = ok.clone();
+        no_origin["message"] = serde_json::json!({"text": "x"});
+        let e = parse_client_action(ChannelKind::Chat, &no_origin).unwrap_err();
+        assert_eq!(
+            e.0, "malformed chat/turnStarted: missing field `message.origin`",
+            "the whole path"
+        );
+        for (action, why) in [
+            (Value::Null, "field `action` is missing"),
+            (
+                serde_json::json!("chat/turnStarted"),
+                "field `action` is not an object",
+            ),
+            (
+                serde_json::json!({"turnId": "t"}),
+                "field `action.type` is missing or not a string",
+            ),
+        ] {
+            assert_eq!(
+                parse_client_action(ChannelKind::Chat, &action)
+                    .unwrap_err()
+                    .0,
+                why
+            );
+        }
     }
 
     #[test]

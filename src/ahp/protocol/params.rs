@@ -202,7 +202,10 @@ impl CreateSession {
 #[serde(rename_all = "camelCase")]
 pub struct Reconnect {
     pub client_id: String,
-    pub last_seen_server_seq: i64,
+    /// Any `serverSeq` a host may have sent: up to `u64::MAX` (ours start
+    /// from the clock, in microseconds). A number it never sent gets
+    /// snapshots, not a refusal.
+    pub last_seen_server_seq: u64,
     pub subscriptions: Vec<Resume>,
     /// Windowed (flow-controlled) channels: AHP 1.1's experimental
     /// delivery, which this host does not offer.
@@ -231,6 +234,9 @@ pub struct DispatchAction {
     pub channel: String,
     #[serde(default)]
     pub client_seq: i64,
+    /// Missing: `null`, refused with an echo naming the field, so the
+    /// client rolls back instead of waiting.
+    #[serde(default)]
     pub action: Value,
     /// The W3C `traceparent` of `_meta`, the one thing read from it; a
     /// `_meta` of another shape is ignored, never a reason to drop the action.
