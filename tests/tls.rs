@@ -321,3 +321,24 @@ async fn the_admin_listener_serves_https() {
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.ends_with("ok\n"), "{answer}");
 }
+
+/// The TLS handshake counts inside `[server] handshake_timeout`: a socket
+/// that connects and says nothing, or stops halfway through its
+/// ClientHello, is closed at the deadline.
+#[tokio::test]
+async fn a_silent_or_stalled_tls_client_is_closed_at_the_handshake_deadline() {
+    let pki = Pki::new();
+    let mut cfg = test_config();
+    cfg.server.tls = Some(tls(&pki, None));
+    cfg.server.handshake_timeout = Duration::from_millis(300);
+    let r = start_host(cfg).await;
+    for first_bytes in [&b""[..], &[0x16, 0x03, 0x01, 0x02, 0x00, 0x01][..]] {
+        let mut s = tokio::net::TcpStream::connect(r.addr).await.unwrap();
+        s.write_all(first_bytes).await.unwrap();
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(DEADLINE, s.read(&mut buf))
+            .await
+            .expect("closed by the host, not left open");
+        assert!(matches!(read, Ok(0) | Err(_)), "{first_bytes:?}: {read:?}");
+    }
+}
