@@ -350,6 +350,13 @@ async fn a_fast_writer_that_reads_its_echoes_is_slowed_not_cut() {
 async fn a_reader_that_stops_is_still_cut() {
     let mut cfg = test_config();
     cfg.server.outbound_queue = 64;
+    // No rate limit in the way: refused actions would come back to the
+    // writer as 16 KB echoes, and the official client, which does not read
+    // while its own send waits, could then wedge against the host's
+    // back-pressure (the host stops reading a client whose queue is over
+    // half). What is under test is the reader that stops.
+    cfg.server.actions_per_second = 1_000_000;
+    cfg.server.actions_burst = 1_000_000;
     let r = start_host(cfg).await;
     let c = initialized(&r, "writer").await;
     create_session(&c, "copilot:/stall", None).await;
