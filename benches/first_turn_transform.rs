@@ -239,16 +239,7 @@ async fn run(rounds: usize) {
     let counted = transforms.clone();
     c.set_server_request_handler(move |_, p: Value| {
         counted.fetch_add(1, Ordering::Relaxed);
-        async move {
-            let mut out = serde_json::Map::new();
-            for (id, s) in p["sections"].as_object().unwrap() {
-                out.insert(
-                    id.clone(),
-                    json!({"content": format!("{} (house style)", s["content"].as_str().unwrap())}),
-                );
-            }
-            Ok(json!({"sections": out}))
-        }
+        async move { Ok(common::house_style(&p)) }
     });
     let mut direct = DirectSide::start(direct_cfg).await;
     // Warm-up: both runtimes start, and each side has run a few turns.

@@ -92,30 +92,7 @@ async fn side(dir: &std::path::Path, tls: Option<(TlsConfig, Arc<rustls::ClientC
             ahp_ws::WebSocketTransport::from_stream(ws)
         }
     };
-    let c = ahp::Client::connect(transport, ahp::ClientConfig::default())
-        .await
-        .unwrap();
-    c.initialize("bench".into(), vec!["1.0.0".into()], vec![])
-        .await
-        .unwrap();
-    c.set_server_request_handler(|_, p: Value| async move {
-        let mut out = serde_json::Map::new();
-        for (id, s) in p["sections"].as_object().unwrap() {
-            out.insert(
-                id.clone(),
-                json!({"content": format!("{} (house style)", s["content"].as_str().unwrap())}),
-            );
-        }
-        Ok(json!({"sections": out}))
-    });
-    let active = json!({"clientId": "bench", "tools": [], "systemMessageTransform": {"sections": ["tone", "guidelines"]}});
-    let _: Value = c
-        .request(
-            "createSession",
-            json!({"channel": "ahp-session:/bench", "activeClient": active}),
-        )
-        .await
-        .unwrap();
+    let c = common::bench_client(transport).await;
     let mut pipe = fake.next_conn().await;
     let runtime_id = pipe.created().await;
     let text = "Prefer small, reviewable changes; never run rm -rf. ".repeat(20);

@@ -170,30 +170,8 @@ async fn run(iterations: usize) {
     let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{}", r.addr))
         .await
         .unwrap();
-    let c = ahp::Client::connect(t, ahp::ClientConfig::default())
-        .await
-        .unwrap();
-    c.initialize("bench".into(), vec!["1.0.0".into()], vec![])
-        .await
-        .unwrap();
-    c.set_server_request_handler(|_, p: Value| async move {
-        let mut out = serde_json::Map::new();
-        for (id, s) in p["sections"].as_object().unwrap() {
-            out.insert(
-                id.clone(),
-                json!({"content": format!("{} (house style)", s["content"].as_str().unwrap())}),
-            );
-        }
-        Ok(json!({"sections": out}))
-    });
-    let active = json!({"clientId": "bench", "tools": [], "systemMessageTransform": {"sections": ["tone", "guidelines"]}});
-    let _: Value = c
-        .request(
-            "createSession",
-            json!({"channel": "ahp-session:/bench", "activeClient": active}),
-        )
-        .await
-        .unwrap();
+    // Kept to the end: it answers the transforms.
+    let _client = common::bench_client(t).await;
     // The bridge created the runtime session on the fake; a direct answerer
     // connects to the same fake the same way.
     let mut bridge_pipe = fake.next_conn().await;

@@ -106,3 +106,38 @@ pub fn thread_cpu(pid: u32) -> Vec<(u32, String, Duration)> {
         })
         .collect()
 }
+
+/// What the benches' client answers to `systemMessageTransform`: every
+/// section it is asked, with " (house style)" appended.
+pub fn house_style(p: &serde_json::Value) -> serde_json::Value {
+    let mut out = serde_json::Map::new();
+    for (id, s) in p["sections"].as_object().unwrap() {
+        let content = format!("{} (house style)", s["content"].as_str().unwrap());
+        out.insert(id.clone(), serde_json::json!({ "content": content }));
+    }
+    serde_json::json!({ "sections": out })
+}
+
+/// The official client over `transport`, initialized as "bench", answering
+/// transforms in house style, with the session `ahp-session:/bench` it
+/// opted in to `tone` and `guidelines` for.
+pub async fn bench_client(transport: ahp_ws::WebSocketTransport) -> ahp::Client {
+    use serde_json::{json, Value};
+    let c = ahp::Client::connect(transport, ahp::ClientConfig::default())
+        .await
+        .unwrap();
+    c.initialize("bench".into(), vec!["1.0.0".into()], vec![])
+        .await
+        .unwrap();
+    c.set_server_request_handler(|_, p: Value| async move { Ok(house_style(&p)) });
+    let active = json!({"clientId": "bench", "tools": [],
+                        "systemMessageTransform": {"sections": ["tone", "guidelines"]}});
+    let _: Value = c
+        .request(
+            "createSession",
+            json!({"channel": "ahp-session:/bench", "activeClient": active}),
+        )
+        .await
+        .unwrap();
+    c
+}

@@ -77,12 +77,12 @@ fn presented_ticket(query: Option<&str>) -> Option<&str> {
 /// Why a request was not let in: the HTTP status and a body that says why
 /// (never the credential).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refused {
+pub struct KeptOut {
     pub status: StatusCode,
     pub why: String,
 }
 
-impl Refused {
+impl KeptOut {
     fn unauthorized(why: impl Into<String>) -> Self {
         Self {
             status: StatusCode::UNAUTHORIZED,
@@ -118,12 +118,12 @@ pub async fn authenticate(
     cfg: &ServerConfig,
     principals: &Principals,
     asking: &Asking<'_>,
-) -> Result<Authenticated, Refused> {
+) -> Result<Authenticated, KeptOut> {
     let p = asking.presented;
     if let Some(origin) = &p.origin {
         if !asking.own.iter().any(|o| o == origin) && !origin_allowed(&cfg.allowed_origins, origin)
         {
-            return Err(Refused {
+            return Err(KeptOut {
                 status: StatusCode::FORBIDDEN,
                 why: "origin not allowed; add it to [server] allowed_origins".into(),
             });
@@ -136,7 +136,7 @@ pub async fn authenticate(
             .redeem(ticket)
             .filter(|a| principals.standing(a) == Standing::Valid)
             .ok_or_else(|| {
-                Refused::unauthorized(
+                KeptOut::unauthorized(
                     "ticket unknown, used or expired: ask POST /ticket for another",
                 )
             });
@@ -146,17 +146,17 @@ pub async fn authenticate(
             return principals
                 .authenticate_jwt(token)
                 .await
-                .map_err(|e| Refused::unauthorized(format!("token refused: {e}")));
+                .map_err(|e| KeptOut::unauthorized(format!("token refused: {e}")));
         }
         return principals.authenticate(Some(token)).ok_or_else(|| {
-            Refused::unauthorized("wrong token: send Authorization: Bearer TOKEN or ?token=TOKEN")
+            KeptOut::unauthorized("wrong token: send Authorization: Bearer TOKEN or ?token=TOKEN")
         });
     }
     if let Some(a) = principals.authenticate_cert(asking.certs) {
         return Ok(a);
     }
     principals.authenticate(None).ok_or_else(|| {
-        Refused::unauthorized(
+        KeptOut::unauthorized(
             "missing token: send Authorization: Bearer TOKEN or ?token=TOKEN, or a client certificate",
         )
     })
@@ -202,14 +202,14 @@ mod tests {
             .map_err(|e| e.status)
     }
 
-    #[tokio::test]
-    async fn a_ticket_stands_for_its_credential_once() {
-        let c = cfg(Some("0123456789abcdef"), &[]);
-        let principals = Principals::from_config(&c);
-        let tickets = Tickets::default();
+    /// The upgrade with `?ticket=TICKET`, from the console's own origin.
+    async fn redeem(
+        c: &Config,
+        principals: &Principals,
+        tickets: &Tickets,
+        ticket: &str,
+    ) -> Result<Authenticated, KeptOut> {
         let own = own_origins("127.0.0.1:8421".parse().unwrap(), true);
-        let auth = principals.authenticate(Some("0123456789abcdef")).unwrap();
-        let (ticket, _) = tickets.issue(auth).unwrap();
         let presented = Presented {
             query: Some(format!("ticket={ticket}")),
             origin: Some("https://127.0.0.1:8421".into()),
@@ -219,11 +219,21 @@ mod tests {
             presented: &presented,
             certs: &[],
             own: &own,
-            tickets: Some(&tickets),
+            tickets: Some(tickets),
         };
-        let a = authenticate(&c.server, &principals, &asking).await.unwrap();
+        authenticate(&c.server, principals, &asking).await
+    }
+
+    #[tokio::test]
+    async fn a_ticket_stands_for_its_credential_once() {
+        let c = cfg(Some("0123456789abcdef"), &[]);
+        let principals = Principals::from_config(&c);
+        let tickets = Tickets::default();
+        let auth = principals.authenticate(Some("0123456789abcdef")).unwrap();
+        let (ticket, _) = tickets.issue(auth).unwrap();
+        let a = redeem(&c, &principals, &tickets, &ticket).await.unwrap();
         assert_eq!(a.principal.name, "default");
-        let again = authenticate(&c.server, &principals, &asking)
+        let again = redeem(&c, &principals, &tickets, &ticket)
             .await
             .unwrap_err();
         assert_eq!(again.status, StatusCode::UNAUTHORIZED);
@@ -231,17 +241,7 @@ mod tests {
         let auth = principals.authenticate(Some("0123456789abcdef")).unwrap();
         let (ticket, _) = tickets.issue(auth).unwrap();
         let rotated = Principals::from_config(&cfg(Some("0123456789abcdef-new"), &[]));
-        let presented = Presented {
-            query: Some(format!("ticket={ticket}")),
-            ..Default::default()
-        };
-        let asking = Asking {
-            presented: &presented,
-            certs: &[],
-            own: &own,
-            tickets: Some(&tickets),
-        };
-        assert!(authenticate(&c.server, &rotated, &asking).await.is_err());
+        assert!(redeem(&c, &rotated, &tickets, &ticket).await.is_err());
     }
 
     #[test]

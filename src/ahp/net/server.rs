@@ -14,7 +14,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::admission::{Admission, Limits, Permit, Refused as AtLimit};
+use super::admission::{Admission, Limits, Permit, Refused};
 use super::connection::{self, Shared};
 use super::gate::{authenticate, own_origins, Asking};
 use super::head::{self, Asked, Replayed};
@@ -63,7 +63,7 @@ pub async fn serve(
                 backoff = Duration::ZERO;
                 let mut permit = match admission.admit(peer.ip()) {
                     Ok(permit) => permit,
-                    Err(AtLimit(limit)) => {
+                    Err(Refused(limit)) => {
                         metrics().connection_refused(Refusal::Limit);
                         // Said once per episode: a flood must not flood the log too.
                         if !std::mem::replace(&mut refusing, true) {

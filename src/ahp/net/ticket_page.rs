@@ -8,14 +8,14 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tracing::{info, warn};
 
 use super::console::SECURITY_HEADERS;
-use super::gate::Refused;
+use super::gate::KeptOut;
 use crate::ahp::auth::tickets::Tickets;
 use crate::ahp::auth::Authenticated;
 use crate::config::Role;
 use crate::telemetry::{metrics, Escaped};
 
 /// The JSON answer to a `POST /ticket`, by whether the request authenticated.
-pub fn body(answer: Result<Authenticated, Refused>, tickets: &Tickets) -> (u16, String) {
+pub fn body(answer: Result<Authenticated, KeptOut>, tickets: &Tickets) -> (u16, String) {
     let auth = match answer {
         Ok(a) => a,
         Err(r) => {
@@ -51,16 +51,14 @@ pub fn body(answer: Result<Authenticated, Refused>, tickets: &Tickets) -> (u16, 
 /// Answers one `POST /ticket` and closes.
 pub async fn answer(
     stream: &mut (impl AsyncWrite + Unpin),
-    answer: Result<Authenticated, Refused>,
+    answer: Result<Authenticated, KeptOut>,
     tickets: &Tickets,
 ) {
     let (status, body) = body(answer, tickets);
-    let reason = match status {
-        200 => "OK",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        _ => "Service Unavailable",
-    };
+    let reason = tokio_tungstenite::tungstenite::http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .unwrap_or("");
     let head = format!(
         "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
          Cache-Control: no-store\r\n{SECURITY_HEADERS}Connection: close\r\n\r\n",
