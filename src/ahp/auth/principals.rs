@@ -166,12 +166,6 @@ impl Principals {
         Self::built(cfg, Issuers::from_config(cfg, Some(&previous.issuers)))
     }
 
-    /// As [`Self::from_config`], with the issuers given (tests that trust a
-    /// key set's private CA).
-    pub fn with_issuers(cfg: &Config, issuers: Issuers) -> Self {
-        Self::built(cfg, issuers)
-    }
-
     fn built(cfg: &Config, issuers: Issuers) -> Self {
         let server_visibility = cfg.server.session_visibility;
         let mut by_digest = Vec::new();
