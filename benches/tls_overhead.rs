@@ -7,13 +7,15 @@
 //!    clear. Each round asks both, in turn first. The difference is what TLS
 //!    adds to the two WebSocket messages of the round trip.
 //! 2. The cryptography alone: a 3.5 KB message encrypted by a rustls server
-//!    and decrypted by a rustls client in memory, no sockets.
+//!    and decrypted by a rustls client in memory, no sockets: back to back,
+//!    and each after a pause (as in the round trip, where it runs cold).
 //! 3. TLS handshakes a second on one core: a bridge whose runtime has one
 //!    thread, and clients on the other core making full handshakes (TCP
 //!    connect, TLS 1.3 handshake with an ECDSA P-256 certificate, close),
 //!    eight at a time.
 //!
-//! Run: cargo bench --bench tls_overhead [-- ITERATIONS]
+//! Run: cargo bench --bench tls_overhead [-- ITERATIONS] [--same]
+//! (`--same`: both bridges in clear, an A/A run of the comparison itself)
 
 mod common;
 
@@ -75,23 +77,15 @@ async fn side(dir: &std::path::Path, tls: Option<(TlsConfig, Arc<rustls::ClientC
     cfg.audit.path = Some(own.join("audit.jsonl"));
     cfg.server.tls = tls.as_ref().map(|t| t.0.clone());
     let r = app::start(Arc::new(cfg), Agent::Copilot).await.unwrap();
-    let transport = match &tls {
-        None => ahp_ws::WebSocketTransport::connect(&r.ws_url())
-            .await
-            .unwrap(),
-        Some((_, client)) => {
-            let connector = tokio_tungstenite::Connector::Rustls(client.clone());
-            let (ws, _) = tokio_tungstenite::connect_async_tls_with_config(
-                r.ws_url(),
-                None,
-                true,
-                Some(connector),
-            )
+    // Both clients connect the same way (Nagle off), so TLS is the only difference.
+    let connector = tls
+        .as_ref()
+        .map(|(_, client)| tokio_tungstenite::Connector::Rustls(client.clone()));
+    let (ws, _) =
+        tokio_tungstenite::connect_async_tls_with_config(r.ws_url(), None, true, connector)
             .await
             .unwrap();
-            ahp_ws::WebSocketTransport::from_stream(ws)
-        }
-    };
+    let transport = ahp_ws::WebSocketTransport::from_stream(ws);
     let c = common::bench_client(transport).await;
     let mut pipe = fake.next_conn().await;
     let runtime_id = pipe.created().await;
@@ -127,11 +121,16 @@ fn line(name: &str, v: &mut [Duration]) -> (Duration, Duration) {
     (p50, p99)
 }
 
-async fn round_trips(iterations: usize) {
+async fn round_trips(iterations: usize, same: bool) {
     let dir = tempfile::tempdir().unwrap();
     let cert = certificate(dir.path());
     let plain = side(dir.path(), None).await;
-    let tls = side(dir.path(), Some(cert)).await;
+    // `--same`: both in clear, to show the comparison itself adds nothing.
+    let tls = if same {
+        side(&dir.path().join("b"), None).await
+    } else {
+        side(dir.path(), Some(cert)).await
+    };
     for _ in 0..200 {
         plain.round_trip().await; // warm-up
         tls.round_trip().await;
@@ -197,6 +196,28 @@ fn in_memory(messages: u32) {
         "a 3.5 KB message encrypted and decrypted in memory ({:?}): {:?} each",
         s.negotiated_cipher_suite().map(|x| x.suite()),
         t.elapsed() / messages
+    );
+    // In the round trip each connection's keys and the cipher's code have
+    // gone cold between messages; this is what a message costs then.
+    let mut cold = Vec::new();
+    for _ in 0..2000 {
+        std::thread::sleep(Duration::from_micros(300));
+        let t = Instant::now();
+        s.writer().write_all(&msg).unwrap();
+        wire.clear();
+        s.write_tls(&mut wire).unwrap();
+        c.read_tls(&mut &wire[..]).unwrap();
+        c.process_new_packets().unwrap();
+        let mut got = 0;
+        while got < msg.len() {
+            got += c.reader().read(&mut out).unwrap();
+        }
+        cold.push(t.elapsed());
+    }
+    println!(
+        "the same, each after a 300 µs sleep: p50 {}  p99 {}",
+        us(pct(&mut cold, 0.5)),
+        us(pct(&mut cold, 0.99))
     );
 }
 
@@ -265,7 +286,8 @@ fn main() {
         .build()
         .unwrap();
     // Timed on a worker thread, where the bridge's own tasks run.
-    rt.block_on(async { tokio::spawn(round_trips(iterations)).await.unwrap() });
+    let same = std::env::args().any(|a| a == "--same");
+    rt.block_on(async { tokio::spawn(round_trips(iterations, same)).await.unwrap() });
     drop(rt);
     in_memory(20_000);
     handshakes(5);
