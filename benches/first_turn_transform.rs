@@ -34,11 +34,13 @@ use ahp_copilot_bridge::app::{self, Agent};
 use ahp_copilot_bridge::cli::offline_runtime;
 use ahp_copilot_bridge::config::Config;
 use ahp_copilot_bridge::demo::model::{ScriptedModel, DEFAULT_REPLY};
+use ahp_copilot_bridge::runtime::calls::{self, SessionCreate, SessionDestroy, SessionSend};
 use ahp_copilot_bridge::runtime::connection::{ReplyFuture, RuntimeConn, RuntimeHandler};
+use ahp_copilot_bridge::runtime::events::RuntimeEvent;
 use ahp_copilot_bridge::runtime::process;
-use ahp_copilot_bridge::runtime::wire::{
-    self, ModelProvider, RuntimeAnswer, RuntimeEvent, RuntimeRequest, SectionAction,
-    SectionOverride, SessionConfig, SystemMessage, UserInputAnswer,
+use ahp_copilot_bridge::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
+use ahp_copilot_bridge::runtime::session_config::{
+    ModelProvider, SectionAction, SectionOverride, SessionConfig, SystemMessage,
 };
 use common::{ms, pct};
 use serde_json::{json, Value};
@@ -112,7 +114,7 @@ impl DirectSide {
 
     /// The `session.create` params the bridge sends for a session whose
     /// one active client opted in to [`SECTION`].
-    fn create_params(&self, id: &str) -> Value {
+    fn create_params(&self, id: &str) -> SessionConfig {
         let r = &self.cfg.runtime;
         SessionConfig {
             session_id: id.to_owned(),
@@ -136,19 +138,18 @@ impl DirectSide {
             github_token: None,
             customizations: Default::default(),
         }
-        .to_params()
     }
 
     async fn first_turn(&mut self) -> Duration {
         let id = uuid::Uuid::new_v4().to_string();
         let before = self.transforms.load(Ordering::Relaxed);
         self.conn
-            .call(wire::method::SESSION_CREATE, self.create_params(&id))
+            .call::<SessionCreate>(&self.create_params(&id))
             .await
             .unwrap();
         let t0 = Instant::now();
         self.conn
-            .call(wire::method::SESSION_SEND, wire::send_params(&id, PROMPT))
+            .call::<SessionSend>(&calls::send(&id, PROMPT))
             .await
             .unwrap();
         loop {
@@ -163,7 +164,7 @@ impl DirectSide {
         let took = t0.elapsed();
         assert_eq!(self.transforms.load(Ordering::Relaxed), before + 1);
         self.conn
-            .call(wire::method::SESSION_DESTROY, wire::session_ref(&id))
+            .call::<SessionDestroy>(&calls::SessionRef::new(&id))
             .await
             .unwrap();
         took

@@ -442,12 +442,14 @@ fn without_session_id(prompt: &str) -> String {
 /// session below needs no answers (no transforms, no tools).
 struct Silent;
 impl ahp_copilot_bridge::runtime::connection::RuntimeHandler for Silent {
-    fn event(&self, _: &str, _: ahp_copilot_bridge::runtime::wire::RuntimeEvent) {}
+    fn event(&self, _: &str, _: ahp_copilot_bridge::runtime::events::RuntimeEvent) {}
     fn request(
         &self,
-        request: ahp_copilot_bridge::runtime::wire::RuntimeRequest,
+        request: ahp_copilot_bridge::runtime::requests::RuntimeRequest,
     ) -> ahp_copilot_bridge::runtime::connection::ReplyFuture {
-        use ahp_copilot_bridge::runtime::wire::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
+        use ahp_copilot_bridge::runtime::requests::{
+            RuntimeAnswer, RuntimeRequest, UserInputAnswer,
+        };
         let answer = match request {
             RuntimeRequest::Transform { sections, .. } => RuntimeAnswer::Transformed(sections),
             RuntimeRequest::UserInput { .. } => {
@@ -474,18 +476,26 @@ async fn without_opt_ins_the_prompt_is_byte_identical_to_a_direct_runtime_sessio
     let sid = uuid::Uuid::new_v4().to_string();
     let wd = st.dir.path().display().to_string();
     let p = cfg.runtime.provider.as_ref().unwrap();
+    use ahp_copilot_bridge::runtime::calls::{self, SessionCreate, SessionSend};
+    use ahp_copilot_bridge::runtime::session_config::{ModelProvider, SessionConfig};
+    // No systemMessage at all: the runtime's own prompt.
+    let direct = SessionConfig {
+        session_id: sid.clone(),
+        model: cfg.runtime.model.clone(),
+        working_directory: wd,
+        tools: vec![],
+        provider: Some(ModelProvider {
+            kind: p.kind.clone(),
+            base_url: p.base_url.clone(),
+            api_key: p.api_key.clone(),
+        }),
+        system_message: None,
+        github_token: None,
+        customizations: Default::default(),
+    };
+    rt.conn.call::<SessionCreate>(&direct).await.unwrap();
     rt.conn
-        .call(
-            "session.create",
-            json!({"sessionId": sid, "model": cfg.runtime.model, "streaming": true,
-                "workingDirectory": wd, "requestPermission": true, "requestUserInput": true,
-                "clientName": "ahp-copilot-bridge", "tools": [],
-                "provider": {"type": p.kind, "baseUrl": p.base_url, "apiKey": p.api_key}}),
-        )
-        .await
-        .unwrap();
-    rt.conn
-        .call("session.send", json!({"sessionId": sid, "prompt": "hi"}))
+        .call::<SessionSend>(&calls::send(&sid, "hi"))
         .await
         .unwrap();
     let reqs = st

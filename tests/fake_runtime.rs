@@ -5,75 +5,14 @@
 
 mod support;
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use ahp::Client;
-use ahp_copilot_bridge::app::{self, Agent, Running};
 use ahp_copilot_bridge::config::Config;
 use serde_json::{json, Value};
-use support::e2e::{creation_outcome, wait_turn_end, TurnEnd};
-use support::fake_runtime::{FakeConn, FakeRuntime};
+use support::e2e::{creation_outcome, wait_turn_end};
+use support::fake_fixture::{bridge_on_fake, fixture, fixture_with, raw_chat_subscriber, Fixture};
+use support::fake_runtime::FakeConn;
 use support::*;
-
-struct Fixture {
-    fake: FakeRuntime,
-    _bridge: Running,
-    client: Client,
-    conn: FakeConn,
-    /// The runtime session id the bridge chose for `ahp-session:/f`.
-    runtime_id: String,
-}
-
-/// A bridge connected to a fake runtime, with one ready session.
-async fn fixture(tune: impl FnOnce(&mut Config)) -> Fixture {
-    fixture_with(tune, None).await
-}
-
-/// The bridge and the fake runtime, before any session.
-async fn bridge_on_fake(tune: impl FnOnce(&mut Config)) -> (FakeRuntime, Running, Client) {
-    let fake = FakeRuntime::start().await;
-    let mut cfg = test_config();
-    cfg.runtime.connect = Some(fake.addr.to_string().into());
-    cfg.runtime.call_timeout = Duration::from_secs(2);
-    cfg.runtime.health_interval = Duration::ZERO;
-    tune(&mut cfg);
-    let bridge = app::start(Arc::new(cfg), Agent::Copilot).await.unwrap();
-    let client = initialized(&bridge, "ide").await;
-    (fake, bridge, client)
-}
-
-/// As [`fixture`], the session created with `active` as its active client.
-async fn fixture_with(tune: impl FnOnce(&mut Config), active: Option<Value>) -> Fixture {
-    let (fake, bridge, client) = bridge_on_fake(tune).await;
-    create_session(&client, "ahp-session:/f", active).await;
-    let mut conn = fake.next_conn().await;
-    let create = conn.call_of("session.create").await;
-    let runtime_id = create["params"]["sessionId"].as_str().unwrap().to_owned();
-    assert_eq!(creation_outcome(&client, "ahp-session:/f").await, None);
-    Fixture {
-        fake,
-        _bridge: bridge,
-        client,
-        conn,
-        runtime_id,
-    }
-}
-
-impl Fixture {
-    async fn start_turn(&self, turn: &str, text: &str) -> ahp::SessionSubscription {
-        support::e2e::start_turn(&self.client, "f", turn, text).await
-    }
-
-    /// A whole turn the fake runtime answers with `reply`.
-    async fn turn(&mut self, turn: &str, reply: &str) -> TurnEnd {
-        self.fake.apply("echo-turn");
-        let mut sub = self.start_turn(turn, reply).await;
-        let end = wait_turn_end(&mut sub, turn).await;
-        self.fake.apply("default");
-        end
-    }
-}
 
 #[tokio::test]
 async fn garbage_bodies_are_survived_and_a_broken_frame_reconnects() {
@@ -272,7 +211,7 @@ async fn tool_call_failed(
 async fn a_client_tool_whose_owner_is_gone_fails_with_a_clear_message() {
     use ahp_types::actions::StateAction;
     let mut f = with_client_tool(|c| c.server.client_grace = Duration::from_millis(200)).await;
-    let watcher = initialized(&f._bridge, "watcher").await;
+    let watcher = initialized(&f.bridge, "watcher").await;
     let (_, mut sub) = watcher.subscribe(chat_of("ahp-session:/f")).await.unwrap();
     let (_, mut session) = watcher.subscribe("ahp-session:/f".into()).await.unwrap();
     f.fake.apply("client-tool-requested");
@@ -366,23 +305,6 @@ async fn a_client_tool_not_completed_in_time_fails_on_both_sides() {
 }
 
 /// A raw client of the bridge in `f`, initialized and subscribed to the chat.
-async fn raw_chat_subscriber(f: &Fixture, client_id: &str) -> support::raw::Raw {
-    let mut raw = support::raw::Raw::connect(&format!("ws://{}", f._bridge.addr)).await;
-    raw.call(
-        json!(1),
-        "initialize",
-        json!({"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": client_id}),
-    )
-    .await;
-    raw.call(
-        json!(2),
-        "subscribe",
-        json!({"channel": chat_of("ahp-session:/f")}),
-    )
-    .await;
-    raw
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streaming_burst_reaches_a_slow_reader_whole_and_cuts_off_a_stalled_one() {
     use support::raw::Next;

@@ -411,17 +411,14 @@ fn the_checker_catches_what_it_must() {
             "transform/x.rs",
             "use crate::{config::Config, bridge::Bridge};",
         ),
-        (
-            "audit/log.rs",
-            "let r = crate::runtime::wire::method::PING;",
-        ),
+        ("audit/log.rs", "let r = crate::runtime::calls::Ping::NAME;"),
         ("runtime/x.rs", "use ahp_types::actions::StateAction;"),
         ("runtime/x.rs", r#"json!({"type": "chat/delta"})"#),
         ("ahp/host.rs", "use crate::transform::policy::OptIn;"),
         ("config.rs", "use crate::transform::policy::Policy;"),
         ("jsonrpc/mod.rs", "use crate::ahp::uri::ROOT_URI;"),
         ("customize/package.rs", "use crate::bridge::Bridge;"),
-        ("customize/x.rs", "use crate::runtime::wire;"),
+        ("customize/x.rs", "use crate::runtime::events;"),
         ("customize/x.rs", "use ahp_types::state::Customization;"),
         (
             "bridge/turn.rs",
@@ -445,7 +442,7 @@ fn the_checker_catches_what_it_must() {
         ),
         (
             "bridge/turn.rs",
-            "use crate::{ahp::host::Host, runtime::wire};",
+            "use crate::{ahp::host::Host, runtime::events};",
         ),
         (
             "transform/router.rs",

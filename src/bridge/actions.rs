@@ -18,7 +18,7 @@ use ahp_types::state::{
 };
 use serde_json::Value;
 
-use crate::runtime::wire::RuntimeEvent;
+use crate::runtime::events::RuntimeEvent;
 
 /// The two streams of a response (the answer, the reasoning) in AHP.
 #[derive(Clone, Copy)]
@@ -347,17 +347,12 @@ impl TurnMapper {
                 tool_name,
                 arguments,
             } => self.announce(tool_call_id, tool_name, arguments),
+            // The runtime's schema names no tool in a completion.
             RuntimeEvent::ToolCompleted {
                 tool_call_id,
-                tool_name,
                 success,
                 output,
-            } => self.complete_tool(
-                tool_call_id,
-                *success,
-                output,
-                tool_name.as_deref().unwrap_or("tool"),
-            ),
+            } => self.complete_tool(tool_call_id, *success, output, "tool"),
             RuntimeEvent::Error {
                 error_type,
                 message,

@@ -13,10 +13,11 @@ use tracing::{debug, warn};
 use crate::ahp::backend::ActiveClientView;
 use crate::config::{OverrideAction, OverrideConfig};
 use crate::policy::{owners, OptIn, Policy};
+use crate::runtime::calls::{SessionCreate, SessionResume};
 use crate::runtime::connection::RuntimeConn;
 use crate::runtime::customizations::RuntimeCustomizations;
-use crate::runtime::wire::{
-    method, ExternalTool, SectionAction, SectionOverride, SessionConfig, SystemMessage,
+use crate::runtime::session_config::{
+    ExternalTool, SectionAction, SectionOverride, SessionConfig, SystemMessage,
 };
 use crate::transform::registrations::{registrations, Registration};
 
@@ -134,19 +135,25 @@ pub(super) async fn bind(
     persisted: bool,
     unbound: bool,
 ) -> anyhow::Result<()> {
-    let params = config.to_params();
-    let call = if persisted {
-        method::SESSION_RESUME
+    use crate::runtime::calls::Method;
+    let (call, bound) = if persisted {
+        (
+            SessionResume::NAME,
+            conn.call::<SessionResume>(config).await,
+        )
     } else {
-        method::SESSION_CREATE
+        (
+            SessionCreate::NAME,
+            conn.call::<SessionCreate>(config).await,
+        )
     };
-    match conn.call(call, params.clone()).await {
+    match bound {
         Ok(_) => {}
-        Err(e) if call == method::SESSION_RESUME && unbound => {
+        Err(e) if persisted && unbound => {
             warn!(session = uri, runtime = %config.session_id, "the runtime cannot resume this session ({e}); starting it afresh: the model will not see the earlier turns");
-            conn.call(method::SESSION_CREATE, params)
+            conn.call::<SessionCreate>(config)
                 .await
-                .map_err(|e| anyhow::anyhow!("{}: {e}", method::SESSION_CREATE))?;
+                .map_err(|e| anyhow::anyhow!("{}: {e}", SessionCreate::NAME))?;
         }
         Err(e) => return Err(anyhow::anyhow!("{call}: {e}")),
     }

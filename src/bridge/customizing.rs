@@ -29,7 +29,7 @@ use crate::audit::record::now_rfc3339;
 use crate::customize::read_package;
 use crate::policy::PolicyReader;
 use crate::runtime::customizations::RuntimeCustomizations;
-use crate::runtime::wire::McpServerStatus;
+use crate::runtime::events::McpServerStatus;
 use crate::telemetry::Escaped;
 
 /// What a bind gives the runtime, and the records to write once it is bound.

@@ -5,14 +5,15 @@
 //! state machine returns them under its lock; the bridge carries them out
 //! after the lock is released, in this order.
 
+use crate::jsonrpc::CallError;
+use crate::runtime::calls::{self, AnswerPermission, AnswerToolCall, SessionAbort, SessionSend};
+use crate::runtime::calls::{PermissionAnswer, ToolAnswer, ToolOutcome};
+use crate::runtime::connection::RuntimeConn;
 use ahp_types::actions::{SessionInputNeededSetAction, StateAction};
 use ahp_types::state::{
     SessionInputRequest, SessionToolClientExecutionRequest, SessionToolConfirmationRequest,
     ToolCallConfirmationState, ToolCallState,
 };
-use serde_json::Value;
-
-use crate::runtime::wire::{self, method, ToolOutcome};
 
 #[derive(Debug)]
 pub(super) struct Effects {
@@ -54,25 +55,42 @@ pub(super) enum RuntimeCall {
 }
 
 impl RuntimeCall {
-    /// The method and params on the runtime's wire.
-    pub fn wire(&self, runtime_id: &str) -> (&'static str, Value) {
+    /// The method's name on the runtime's wire (for logs).
+    pub fn method(&self) -> &'static str {
+        use calls::Method;
+        match self {
+            Self::Permission { .. } => AnswerPermission::NAME,
+            Self::Tool { .. } => AnswerToolCall::NAME,
+            Self::Abort => SessionAbort::NAME,
+            Self::Steer(_) => SessionSend::NAME,
+        }
+    }
+
+    /// Makes the call on `conn` for the runtime session `runtime_id`.
+    pub async fn make(&self, conn: &RuntimeConn, runtime_id: &str) -> Result<(), CallError> {
         match self {
             Self::Permission {
                 request_id,
                 approved,
-            } => (
-                method::ANSWER_PERMISSION,
-                wire::permission_answer(runtime_id, request_id, *approved),
-            ),
+            } => conn
+                .call::<AnswerPermission>(&PermissionAnswer::new(runtime_id, request_id, *approved))
+                .await
+                .map(drop),
             Self::Tool {
                 request_id,
                 outcome,
-            } => (
-                method::ANSWER_TOOL_CALL,
-                wire::tool_answer(runtime_id, request_id, outcome),
-            ),
-            Self::Abort => (method::SESSION_ABORT, wire::session_ref(runtime_id)),
-            Self::Steer(text) => (method::SESSION_SEND, wire::steer_params(runtime_id, text)),
+            } => conn
+                .call::<AnswerToolCall>(&ToolAnswer::new(runtime_id, request_id, outcome))
+                .await
+                .map(drop),
+            Self::Abort => conn
+                .call::<SessionAbort>(&calls::abort(runtime_id))
+                .await
+                .map(drop),
+            Self::Steer(text) => conn
+                .call::<SessionSend>(&calls::steer(runtime_id, text))
+                .await
+                .map(drop),
         }
     }
 }

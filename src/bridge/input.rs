@@ -9,7 +9,7 @@ use ahp_types::state::{
     ChatInputResponseKind, ChatInputSingleSelectQuestion, ChatInputTextQuestion,
 };
 
-use crate::runtime::wire::UserInputAnswer;
+use crate::runtime::requests::UserInputAnswer;
 
 /// The one question of a runtime input request.
 pub const QUESTION_ID: &str = "answer";
@@ -144,7 +144,10 @@ mod tests {
     fn answer_json(completed: &Value, choices: &[String]) -> Value {
         let typed: ChatInputCompletedAction = serde_json::from_value(completed.clone())
             .unwrap_or_else(|e| panic!("{completed}: {e}"));
-        crate::runtime::wire::RuntimeAnswer::UserInput(runtime_answer(&typed, choices)).to_json()
+        serde_json::to_value(crate::runtime::requests::RuntimeAnswer::UserInput(
+            runtime_answer(&typed, choices),
+        ))
+        .unwrap()
     }
 
     #[test]

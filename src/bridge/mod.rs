@@ -58,8 +58,9 @@ use crate::audit::log::AuditLog;
 use crate::config::watch::FolderWatch;
 use crate::config::Config;
 use crate::policy::PolicyReader;
+use crate::runtime::calls::{self, Method};
 use crate::runtime::connection::RuntimeConn;
-use crate::runtime::wire::{self, method, ModelProvider, Secret, SessionConfig};
+use crate::runtime::session_config::{ModelProvider, Secret, SessionConfig};
 use crate::transform::router::Router;
 
 pub struct Bridge {
@@ -135,13 +136,20 @@ impl Bridge {
     fn carry_out(&self, fx: Effects) {
         // The runtime is answered whether or not the host is still there.
         if !fx.calls.is_empty() {
-            let calls: Vec<_> = fx.calls.iter().map(|c| c.wire(&fx.runtime_id)).collect();
+            let (calls, runtime_id) = (fx.calls.clone(), fx.runtime_id.clone());
             let me = self.me.clone();
             let slot = fx.slot;
             tokio::spawn(async move {
                 let Some(b) = me.upgrade() else { return };
-                for (m, params) in calls {
-                    b.call_runtime(slot, m, params).await;
+                match b.runtime(slot).await {
+                    Ok((conn, _)) => {
+                        for c in calls {
+                            if let Err(e) = c.make(&conn, &runtime_id).await {
+                                warn!(method = c.method(), "runtime call failed: {e}");
+                            }
+                        }
+                    }
+                    Err(e) => warn!("no runtime for {} call(s): {e:#}", calls.len()),
                 }
             });
         }
@@ -180,10 +188,11 @@ impl Bridge {
     }
 
     /// Calls runtime `slot` and logs a failure: for answers nobody here waits on.
-    async fn call_runtime(&self, slot: usize, method: &str, params: serde_json::Value) {
+    async fn call_runtime<M: Method>(&self, slot: usize, params: M::Params) {
+        let method = M::NAME;
         match self.runtime(slot).await {
             Ok((conn, _)) => {
-                if let Err(e) = conn.call(method, params).await {
+                if let Err(e) = conn.call::<M>(&params).await {
                     warn!(method, "runtime call failed: {e}");
                 }
             }
@@ -328,8 +337,7 @@ impl Bridge {
             .await?;
         self.select_agent(&conn, uri, &runtime_id, turn.agent.as_deref())
             .await?;
-        let params = wire::send_params(&runtime_id, &turn.prompt);
-        conn.call(method::SESSION_SEND, params)
+        conn.call::<calls::SessionSend>(&calls::send(&runtime_id, &turn.prompt))
             .await
             .map_err(|e| anyhow::anyhow!("session.send: {e}"))?;
         // From its first message on, the runtime keeps the session on disk:
@@ -382,7 +390,7 @@ impl Bridge {
         if bound.is_some() {
             info!(session = uri, registered = ?want.registered, owners = ?want.owners, "opt-ins, owners, tools, policy or customizations changed; re-binding the runtime session");
             if let Err(e) = conn
-                .call(method::SESSION_DESTROY, wire::session_ref(&runtime_id))
+                .call::<calls::SessionDestroy>(&calls::SessionRef::new(&runtime_id))
                 .await
             {
                 tracing::debug!("session.destroy before re-bind: {e}");
@@ -434,12 +442,9 @@ impl Bridge {
         if current.as_deref() == Some(wanted) {
             return Ok(());
         }
-        conn.call(
-            method::MODEL_SWITCH,
-            wire::model_switch_params(runtime_id, wanted),
-        )
-        .await
-        .map_err(|e| anyhow::anyhow!("{}: {e}", method::MODEL_SWITCH))?;
+        conn.call::<calls::ModelSwitch>(&calls::model_switch(runtime_id, wanted))
+            .await
+            .map_err(|e| anyhow::anyhow!("{}: {e}", calls::ModelSwitch::NAME))?;
         info!(session = %uri, from = ?current, to = %wanted, "model switched");
         self.sessions.with(uri, |s| s.set_model(wanted));
         Ok(())
@@ -462,16 +467,17 @@ impl Bridge {
         let Some(change) = self.customizing.agent_change(uri, agent_uri, known) else {
             return Ok(());
         };
-        let (method, params) = match &change {
-            AgentChange::Select(name) => (
-                method::AGENT_SELECT,
-                serde_json::json!({"sessionId": runtime_id, "name": name}),
-            ),
-            AgentChange::Deselect => (method::AGENT_DESELECT, wire::session_ref(runtime_id)),
+        let called = match &change {
+            AgentChange::Select(name) => conn
+                .call::<calls::AgentSelect>(&calls::agent_select(runtime_id, name))
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {e}", calls::AgentSelect::NAME)),
+            AgentChange::Deselect => conn
+                .call::<calls::AgentDeselect>(&calls::agent_deselect(runtime_id))
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {e}", calls::AgentDeselect::NAME)),
         };
-        conn.call(method, params)
-            .await
-            .map_err(|e| anyhow::anyhow!("{method}: {e}"))?;
+        called?;
         let selected = match change {
             AgentChange::Select(name) => Some(name),
             AgentChange::Deselect => None,
@@ -548,16 +554,16 @@ impl Bridge {
         );
         for fx in ended {
             let conn = self.pool.live(fx.slot).await;
-            let calls: Vec<_> = fx.calls.iter().map(|c| c.wire(&fx.runtime_id)).collect();
+            let (calls, runtime_id) = (fx.calls.clone(), fx.runtime_id.clone());
             self.carry_out(Effects {
                 calls: vec![],
                 ended: None,
                 ..fx
             });
             let Some(conn) = &conn else { continue };
-            for (m, params) in calls {
-                if let Err(e) = conn.call(m, params).await {
-                    warn!(method = m, "runtime call at shutdown failed: {e}");
+            for c in calls {
+                if let Err(e) = c.make(conn, &runtime_id).await {
+                    warn!(method = c.method(), "runtime call at shutdown failed: {e}");
                 }
             }
         }

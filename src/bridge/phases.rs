@@ -5,7 +5,7 @@
 use super::turn::TurnRequest;
 use super::Bridge;
 use crate::ahp::backend::{Backend, ClientPhase};
-use crate::runtime::wire::{self, method};
+use crate::runtime::calls::{SessionDestroy, SessionRef};
 
 impl Backend for Bridge {
     fn session_created(&self, session: &str) {
@@ -38,11 +38,11 @@ impl Backend for Bridge {
             return;
         };
         if s.is_bound() {
-            let (slot, params) = (s.slot(), wire::session_ref(s.runtime_id()));
+            let (slot, params) = (s.slot(), SessionRef::new(s.runtime_id()));
             let me = self.me.clone();
             tokio::spawn(async move {
                 if let Some(b) = me.upgrade() {
-                    b.call_runtime(slot, method::SESSION_DESTROY, params).await;
+                    b.call_runtime::<SessionDestroy>(slot, params).await;
                 }
             });
         }

@@ -8,14 +8,12 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use serde_json::json;
 use tracing::{info, warn};
 
 use crate::config::RuntimeConfig;
 use crate::jsonrpc::CallError;
 use crate::runtime::connection::{RuntimeConn, RuntimeHandler};
 use crate::runtime::process;
-use crate::runtime::wire::method;
 use crate::telemetry::{metrics, CheckFailed};
 
 /// How long a runtime is given to exit after SIGTERM before it is killed.
@@ -80,7 +78,7 @@ impl Pool {
     ) -> anyhow::Result<(Arc<RuntimeConn>, u64)> {
         let slot = slot.min(self.runtimes.len() - 1);
         let mut g = self.runtimes[slot].lock().await;
-        if let Some(l) = g.as_ref().filter(|l| !l.conn.closed.is_cancelled()) {
+        if let Some(l) = g.as_ref().filter(|l| l.conn.is_open()) {
             return Ok((l.conn.clone(), l.generation));
         }
         if self.is_stopping() {
@@ -93,7 +91,7 @@ impl Pool {
         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
         let rt = process::start(&self.cfg, slot, handler).await?;
         let conn = rt.conn.clone();
-        let closed = conn.closed.clone();
+        let closed = conn.closed_token();
         tokio::spawn(async move {
             closed.cancelled().await;
             metrics().runtime_up(slot, false);
@@ -116,7 +114,7 @@ impl Pool {
     pub async fn live(&self, slot: usize) -> Option<Arc<RuntimeConn>> {
         let g = self.runtimes.get(slot)?.lock().await;
         g.as_ref()
-            .filter(|l| !l.conn.closed.is_cancelled())
+            .filter(|l| l.conn.is_open())
             .map(|l| l.conn.clone())
     }
 
@@ -129,12 +127,10 @@ impl Pool {
         }
         let pings = live.into_iter().map(|conn| async move {
             let conn = conn?;
-            Some(
-                match conn.peer.call(method::PING, json!({}), timeout).await {
-                    Ok(_) | Err(CallError::Rpc(_)) => Ok(()),
-                    Err(e) => Err(CheckFailed(e.to_string())),
-                },
-            )
+            Some(match conn.ping(timeout).await {
+                Ok(_) | Err(CallError::Rpc(_)) => Ok(()),
+                Err(e) => Err(CheckFailed(e.to_string())),
+            })
         });
         futures_util::future::join_all(pings).await
     }
@@ -225,10 +221,10 @@ async fn watchdog(conn: Arc<RuntimeConn>, slot: usize, interval: Duration, timeo
     }
     loop {
         tokio::select! {
-            _ = conn.closed.cancelled() => return,
+            _ = conn.closed() => return,
             _ = tokio::time::sleep(interval) => {}
         }
-        match conn.peer.call(method::PING, json!({}), timeout).await {
+        match conn.ping(timeout).await {
             Ok(_) | Err(CallError::Rpc(_)) => metrics().runtime_up(slot, true),
             Err(CallError::Closed) => return,
             Err(CallError::Timeout(t)) => {

@@ -12,10 +12,11 @@ use tracing::{debug, info, warn};
 use super::pool::Starts;
 use super::transform_clients::HostClients;
 use super::Bridge;
+use crate::runtime::calls::{self, GithubCredentials, SessionDestroy, SessionRef};
 use crate::runtime::connection::{ReplyFuture, RuntimeHandler};
-use crate::runtime::wire::{
-    self, method, PermissionRequest, RuntimeAnswer, RuntimeEvent, RuntimeRequest, UserInputAnswer,
-};
+use crate::runtime::events::{PermissionRequest, RuntimeEvent};
+use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
+use crate::runtime::session_config::Secret;
 
 /// How long a runtime tool is shown streaming before running, unless a
 /// permission prompt for it comes first (the runtime sends it right after
@@ -296,7 +297,7 @@ impl Bridge {
             // and the runtime session made meanwhile goes too.
             if let Ok((conn, runtime_id)) = bound {
                 let _ = conn
-                    .call(method::SESSION_DESTROY, wire::session_ref(&runtime_id))
+                    .call::<SessionDestroy>(&SessionRef::new(&runtime_id))
                     .await;
             }
             return;
@@ -336,11 +337,11 @@ impl Bridge {
             else {
                 continue;
             };
-            let params = wire::github_credentials_params(&runtime_id, &wire::Secret(token));
+            let params = GithubCredentials::new(&runtime_id, &Secret(token));
             let me = self.me.clone();
             tokio::spawn(async move {
                 if let Some(b) = me.upgrade() {
-                    b.call_runtime(slot, method::SET_GITHUB_CREDENTIALS, params)
+                    b.call_runtime::<calls::SetGithubCredentials>(slot, params)
                         .await;
                 }
             });

@@ -15,7 +15,9 @@ use super::binding::Binding;
 use super::effects::{Effects, RuntimeCall};
 use super::turn::RunningTurn;
 use super::turn_trace::TurnSpans;
-use crate::runtime::wire::{PermissionRequest, RuntimeEvent, ToolOutcome, UserInputAnswer};
+use crate::runtime::calls::ToolOutcome;
+use crate::runtime::events::{PermissionRequest, RuntimeEvent};
+use crate::runtime::requests::UserInputAnswer;
 use crate::telemetry::TurnOutcome;
 
 /// The life of a session's turn, as the runtime and the AHP chat see it.

@@ -22,8 +22,9 @@ use super::effects::{Effects, Mirror, RuntimeCall};
 use super::input::{chat_request, runtime_answer};
 use super::turn_trace::{Ending, TurnSpans};
 use crate::ahp::backend::Dispatcher;
-use crate::runtime::wire::RuntimeEvent;
-use crate::runtime::wire::{PermissionRequest, ToolOutcome, UserInputAnswer};
+use crate::runtime::calls::ToolOutcome;
+use crate::runtime::events::{PermissionRequest, RuntimeEvent};
+use crate::runtime::requests::UserInputAnswer;
 use crate::telemetry::{metrics, TurnOutcome};
 
 /// A turn to run: started by a client, or by the host from the queue.

@@ -15,7 +15,8 @@ use tracing::field::Empty;
 use tracing::{debug, info_span, Span};
 
 use crate::ahp::backend::Dispatcher;
-use crate::runtime::wire::{RuntimeEvent, Usage, UserInputAnswer};
+use crate::runtime::events::{RuntimeEvent, Usage};
+use crate::runtime::requests::UserInputAnswer;
 use crate::telemetry::traces::set_remote_parent;
 use crate::telemetry::Escaped;
 

@@ -8,15 +8,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::mpsc;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, trace, warn};
 
+use super::calls::{self, Method};
 use super::codec::ContentLengthCodec;
-use super::wire::{method, RuntimeAnswer, RuntimeEvent, RuntimeRequest, SESSION_EVENT};
+use super::events::{RuntimeEvent, SESSION_EVENT};
+use super::mismatch::{Mismatch, MismatchKind};
+use super::requests::{RuntimeAnswer, RuntimeRequest};
+use super::schema as s;
 use crate::jsonrpc::{self, Answer, CallError, ErrorCode, InboundHandler, Peer, RpcError};
 
 pub const PROTOCOL_VERSION: u64 = 3;
@@ -37,12 +41,24 @@ struct TypedInbound(Arc<dyn RuntimeHandler>);
 
 impl InboundHandler for TypedInbound {
     fn request(&self, method: &str, params: Value) -> Answer {
-        match RuntimeRequest::parse(method, &params) {
-            Some(r) => {
+        match RuntimeRequest::parse(method, params) {
+            Ok(r) => {
                 let reply = self.0.request(r);
-                Answer::Later(Box::pin(async move { Ok(reply.await.to_json()) }))
+                Answer::Later(Box::pin(async move {
+                    serde_json::to_value(reply.await)
+                        .map_err(|e| RpcError::new(ErrorCode::InternalError, e.to_string()))
+                }))
             }
-            None => Answer::Now(Err(RpcError::method_not_found(method))),
+            Err(m) => {
+                m.report();
+                Answer::Now(Err(match m.kind {
+                    MismatchKind::UnknownRequest => RpcError::method_not_found(method),
+                    _ => RpcError::new(
+                        ErrorCode::InvalidParams,
+                        format!("invalid params: {}", m.detail),
+                    ),
+                }))
+            }
         }
     }
 
@@ -50,8 +66,10 @@ impl InboundHandler for TypedInbound {
         if method == SESSION_EVENT {
             // Events carry prompt text: their data only at trace.
             trace!(event = %params, "runtime event");
-            let (session, event) = RuntimeEvent::parse(&params);
-            self.0.event(&session, event);
+            match RuntimeEvent::parse(params) {
+                Ok((session, event)) => self.0.event(&session, event),
+                Err(m) => m.report(),
+            }
         } else {
             debug!(method, "runtime notification ignored");
         }
@@ -59,9 +77,9 @@ impl InboundHandler for TypedInbound {
 }
 
 pub struct RuntimeConn {
-    pub peer: Arc<Peer>,
+    peer: Arc<Peer>,
     /// Cancelled when the connection ends (EOF, bad frame, write failure).
-    pub closed: CancellationToken,
+    closed: CancellationToken,
     call_timeout: Duration,
 }
 
@@ -132,33 +150,109 @@ impl RuntimeConn {
         })
     }
 
-    pub async fn call(&self, method: &str, params: Value) -> Result<Value, CallError> {
-        self.peer.call(method, params, self.call_timeout).await
+    /// Calls method `M` within the call timeout.
+    pub async fn call<M: Method>(&self, params: &M::Params) -> Result<M::Result, CallError> {
+        self.call_within::<M>(params, self.call_timeout).await
+    }
+
+    /// Calls method `M`, waiting at most `timeout`. A result not as the
+    /// schema says, or the method unknown to the runtime, is a counted
+    /// mismatch (and the call fails).
+    pub async fn call_within<M: Method>(
+        &self,
+        params: &M::Params,
+        timeout: Duration,
+    ) -> Result<M::Result, CallError> {
+        let answered = match self.peer.call_sized(M::NAME, params, timeout).await {
+            Ok(a) => a,
+            Err(CallError::Rpc(e)) if e.is(ErrorCode::MethodNotFound) => {
+                Mismatch::new(
+                    MismatchKind::UnknownMethod,
+                    M::NAME,
+                    "the runtime has no such method",
+                )
+                .report();
+                return Err(CallError::Rpc(e));
+            }
+            Err(e) => return Err(e),
+        };
+        serde_path_to_error::deserialize(answered.value).map_err(|e| {
+            let m = Mismatch::parse(M::NAME, e);
+            m.report();
+            CallError::Rpc(RpcError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the runtime's answer is not as its schema says: {}",
+                    m.detail
+                ),
+            ))
+        })
+    }
+
+    /// A liveness check: `ping` within `timeout`.
+    pub async fn ping(&self, timeout: Duration) -> Result<(), CallError> {
+        let params = s::PingParams { message: None };
+        self.call_within::<calls::Ping>(&params, timeout)
+            .await
+            .map(drop)
+    }
+
+    /// Whether the connection still stands (no EOF, bad frame or write failure).
+    pub fn is_open(&self) -> bool {
+        !self.closed.is_cancelled()
+    }
+
+    /// Ends when the connection does.
+    pub async fn closed(&self) {
+        self.closed.cancelled().await
+    }
+
+    /// A token cancelled when the connection ends.
+    pub fn closed_token(&self) -> CancellationToken {
+        self.closed.clone()
     }
 
     /// `connect` (with the token), falling back to `ping` on older runtimes;
     /// refuses any protocol version but 3. Returns the runtime's version.
     pub async fn handshake(&self, token: Option<&str>) -> anyhow::Result<String> {
-        let params = match token {
-            Some(t) => json!({"token": t}),
-            None => json!({}),
+        let params = calls::ConnectParams {
+            token: token.map(String::from),
         };
-        let reply = match self.call(method::CONNECT, params).await {
-            Ok(v) => v,
-            Err(CallError::Rpc(e)) if e.is(ErrorCode::MethodNotFound) => self
-                .call(method::PING, json!({"message": "ahp-copilot-bridge"}))
-                .await
-                .map_err(|e| anyhow::anyhow!("runtime ping failed: {e}"))?,
+        let (protocol, version) = match self
+            .peer
+            .call_sized(calls::Connect::NAME, &params, self.call_timeout)
+            .await
+        {
+            Ok(a) => {
+                let r: s::ConnectResult =
+                    serde_path_to_error::deserialize(a.value).map_err(|e| {
+                        let m = Mismatch::parse(calls::Connect::NAME, e);
+                        m.report();
+                        anyhow::anyhow!(
+                            "the runtime's connect answer is not as its schema says: {}",
+                            m.detail
+                        )
+                    })?;
+                (r.protocol_version.get(), r.version)
+            }
+            Err(CallError::Rpc(e)) if e.is(ErrorCode::MethodNotFound) => {
+                let ping = s::PingParams {
+                    message: Some("ahp-copilot-bridge".into()),
+                };
+                let r = self
+                    .call::<calls::Ping>(&ping)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("runtime ping failed: {e}"))?;
+                (r.protocol_version.get(), "unknown".to_owned())
+            }
             Err(e) => anyhow::bail!("runtime connect failed: {e}"),
         };
-        let version = reply["protocolVersion"].as_u64();
-        if version != Some(PROTOCOL_VERSION) {
+        if protocol != PROTOCOL_VERSION {
             anyhow::bail!(
-                "runtime speaks protocol version {}, this bridge speaks only {PROTOCOL_VERSION}; install the pinned CLI (scripts/install-runtime.sh)",
-                version.map_or("(none)".into(), |v| v.to_string())
+                "runtime speaks protocol version {protocol}, this bridge speaks only {PROTOCOL_VERSION}; install the pinned CLI (scripts/install-runtime.sh)"
             );
         }
-        Ok(reply["version"].as_str().unwrap_or("unknown").to_string())
+        Ok(version)
     }
 
     pub fn close(&self) {

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::ser::SerializeMap;
 use serde::Serialize;
-use serde_json::{json, Value};
 
 /// A custom agent as the runtime's `customAgents` entry takes it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -58,38 +58,52 @@ impl RuntimeCustomizations {
     /// Adds the fields to `session.create` / `session.resume` params; adds
     /// nothing when there is nothing, so a session without customizations
     /// is created exactly as before.
-    pub fn apply_to(&self, params: &mut Value) {
-        let mut set = |key: &str, v: Value| params[key] = v;
+    pub fn serialize_into<M: SerializeMap>(&self, m: &mut M) -> Result<(), M::Error> {
         if !self.skill_directories.is_empty() {
-            set("skillDirectories", json!(self.skill_directories));
+            m.serialize_entry("skillDirectories", &self.skill_directories)?;
         }
         if !self.disabled_skills.is_empty() {
-            set("disabledSkills", json!(self.disabled_skills));
+            m.serialize_entry("disabledSkills", &self.disabled_skills)?;
         }
         if !self.custom_agents.is_empty() {
-            set("customAgents", json!(self.custom_agents));
+            m.serialize_entry("customAgents", &self.custom_agents)?;
         }
         if !self.mcp_servers.is_empty() {
-            set("mcpServers", json!(self.mcp_servers));
+            m.serialize_entry("mcpServers", &self.mcp_servers)?;
         }
         if !self.instruction_directories.is_empty() {
-            set(
-                "instructionDirectories",
-                json!(self.instruction_directories),
-            );
+            m.serialize_entry("instructionDirectories", &self.instruction_directories)?;
         }
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::{json, Value};
+
     use super::*;
+
+    /// The fields as they go on the wire, beside a `sessionId`.
+    fn params(c: &RuntimeCustomizations) -> Value {
+        struct P<'a>(&'a RuntimeCustomizations);
+        impl Serialize for P<'_> {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                let mut m = s.serialize_map(None)?;
+                m.serialize_entry("sessionId", "s")?;
+                self.0.serialize_into(&mut m)?;
+                m.end()
+            }
+        }
+        serde_json::to_value(P(c)).unwrap()
+    }
 
     #[test]
     fn nothing_is_added_without_customizations_and_each_field_has_its_wire_name() {
-        let mut p = json!({"sessionId": "s"});
-        RuntimeCustomizations::default().apply_to(&mut p);
-        assert_eq!(p, json!({"sessionId": "s"}));
+        assert_eq!(
+            params(&RuntimeCustomizations::default()),
+            json!({"sessionId": "s"})
+        );
         let c = RuntimeCustomizations {
             skill_directories: vec!["/s".into()],
             disabled_skills: vec!["beta".into()],
@@ -113,7 +127,7 @@ mod tests {
             )]),
             instruction_directories: vec!["/i".into()],
         };
-        c.apply_to(&mut p);
+        let p = params(&c);
         assert_eq!(p["skillDirectories"], json!(["/s"]));
         assert_eq!(p["disabledSkills"], json!(["beta"]));
         assert_eq!(p["customAgents"][0]["displayName"], "Reviewer");

@@ -1,7 +1,14 @@
 //! South side: the Copilot CLI in server mode, over stdio or TCP. Speaks only
-//! the runtime's wire (typed in [`wire`]); knows nothing of AHP.
+//! the runtime's wire, typed from its schema ([`schema`], generated) and, for
+//! what the schema leaves out, by hand ([`requests`], [`session_config`]);
+//! knows nothing of AHP. JSON exists only in [`connection`]'s frames.
+pub mod calls;
 pub mod codec;
 pub mod connection;
 pub mod customizations;
+pub mod events;
+pub mod mismatch;
 pub mod process;
-pub mod wire;
+pub mod requests;
+pub mod schema;
+pub mod session_config;

@@ -87,6 +87,15 @@ pub const TRANSFORM_OUTCOMES: [&str; 9] = [
     "disconnected",
 ];
 
+/// The kinds of `ahp_bridge_runtime_protocol_mismatches_total`.
+pub const MISMATCH_KINDS: [&str; 5] = [
+    "unknown_event",
+    "unknown_request",
+    "missing_field",
+    "wrong_type",
+    "unknown_method",
+];
+
 /// Every metric of the bridge, registered once.
 pub struct Metrics {
     registry: Registry,
@@ -105,6 +114,7 @@ pub struct Metrics {
     audit_write_failures: Counter,
     audit_shipping_gap: Counter,
     tls_reload_failures: Counter,
+    runtime_mismatches: Family<One, Counter>,
     runtime_up: Family<Slot, Gauge>,
     runtime_restarts: Family<Slot, Counter>,
     rate_limited: Family<One, Counter>,
@@ -168,6 +178,7 @@ impl Metrics {
             audit_write_failures: Counter::default(),
             audit_shipping_gap: Counter::default(),
             tls_reload_failures: Counter::default(),
+            runtime_mismatches: Family::default(),
             runtime_up: Family::default(),
             runtime_restarts: Family::default(),
             rate_limited: Family::default(),
@@ -253,6 +264,11 @@ impl Metrics {
             self.tls_reload_failures.clone(),
         );
         r.register(
+            "runtime_protocol_mismatches",
+            "Runtime messages not as its schema says (an unknown event or request, a required field missing, a wrong type), by kind; none is passed on",
+            self.runtime_mismatches.clone(),
+        );
+        r.register(
             "audit_shipping_gap",
             "Audit records the syslog shipper had to skip (its queue was full)",
             self.audit_shipping_gap.clone(),
@@ -305,6 +321,9 @@ impl Metrics {
         }
         for o in TRANSFORM_OUTCOMES {
             let _ = self.transform_requests.get_or_create(&[("outcome", o)]);
+        }
+        for k in MISMATCH_KINDS {
+            let _ = self.runtime_mismatches.get_or_create(&[("kind", k)]);
         }
         for k in [
             "transform",
@@ -426,6 +445,13 @@ impl Metrics {
 
     pub fn tls_reload_failed(&self) {
         self.tls_reload_failures.inc();
+    }
+
+    /// A runtime message not as its schema says; `kind` is a fixed word.
+    pub fn runtime_mismatch(&self, kind: &'static str) {
+        self.runtime_mismatches
+            .get_or_create(&[("kind", kind)])
+            .inc();
     }
 
     pub fn audit_shipping_gap(&self, skipped: u64) {

@@ -5,6 +5,7 @@
 pub mod browser;
 pub mod console;
 pub mod e2e;
+pub mod fake_fixture;
 pub mod fake_runtime;
 pub mod fake_scenario;
 pub mod fixtures;
