@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs the pinned Copilot CLI from the npm registry into .runtime/ (project-local).
 # Idempotent: does nothing when the pinned version is already there.
+# COPILOT_CLI_VERSION and RUNTIME_DIR install another version elsewhere (the
+# compatibility runs put each beside the pinned one, never over it).
 set -euo pipefail
 VERSION="${COPILOT_CLI_VERSION:-1.0.102}"
 cd "$(dirname "$0")/.."
-DIR=.runtime
+DIR="${RUNTIME_DIR:-.runtime}"
 BIN="$DIR/node_modules/.bin/copilot"
 if [[ -x "$BIN" ]] && grep -q "\"version\": \"$VERSION\"" "$DIR/node_modules/@github/copilot/package.json" 2>/dev/null; then
   exit 0

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The test command: installs the Debian packages the tests need, the runtime
-# and the console's dev tools, then type check, format, lint and every test.
+# and the console's dev tools, then type check, format, lint and every test;
+# then the transform e2e test against other CLI releases (scripts/compat-runtimes.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-test-packages.sh
@@ -11,3 +12,8 @@ scripts/install-console-tools.sh
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
 cargo test --locked "$@"
+# The whole suite ran against the pinned CLI; the transform e2e test runs
+# also against the oldest supported and the newest published releases.
+if [[ $# -eq 0 ]]; then
+  scripts/compat-runtimes.sh
+fi

@@ -100,6 +100,7 @@ async fn a_dropped_bridge_takes_its_runtime_with_it() {
         bridge: running,
         model,
         dir,
+        contract,
     } = st;
     running.shutdown.cancel();
     let host = std::sync::Arc::downgrade(&running.host);
@@ -110,5 +111,5 @@ async fn a_dropped_bridge_takes_its_runtime_with_it() {
         !support::process::alive(pid)
     })
     .await;
-    drop((model, dir));
+    drop((model, dir, contract));
 }

@@ -17,6 +17,44 @@ pub struct Stack {
     pub model: ScriptedModel,
     pub bridge: Running,
     pub dir: tempfile::TempDir,
+    pub contract: Contract,
+}
+
+/// The contract with the real CLI: every conversation an e2e test holds with
+/// it (tools, permission, input, transform, MCP, errors) passes the typed
+/// wire without one mismatch. Checked as each stack ends, over the whole
+/// test binary's count (the metrics are the process's), so a mismatch in any
+/// of its tests fails the tests that end after it.
+pub struct Contract;
+
+impl Drop for Contract {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let text = ahp_copilot_bridge::telemetry::metrics().encode(false);
+        // A compatibility run names the kinds its release is known to send
+        // (docs/compatibility.md): reported, not failed.
+        let allowed = std::env::var("AHP_BRIDGE_WIRE_ALLOW").unwrap_or_default();
+        let counted: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("ahp_bridge_runtime_protocol_mismatches_total{"))
+            .filter(|l| !l.ends_with(" 0"))
+            .filter(|l| {
+                let known = allowed
+                    .split(',')
+                    .any(|k| !k.is_empty() && l.contains(&format!("kind=\"{k}\"")));
+                if known {
+                    eprintln!("allowed by AHP_BRIDGE_WIRE_ALLOW: {l}");
+                }
+                !known
+            })
+            .collect();
+        assert!(
+            counted.is_empty(),
+            "the real CLI sent what its schema does not describe (see the warn log): {counted:?}"
+        );
+    }
 }
 
 pub async fn start_stack(tune: impl FnOnce(&mut Config)) -> Stack {
@@ -30,7 +68,12 @@ pub async fn start_stack(tune: impl FnOnce(&mut Config)) -> Stack {
     let bridge = app::start(Arc::new(cfg), Agent::Copilot)
         .await
         .expect("bridge starts");
-    Stack { model, bridge, dir }
+    Stack {
+        model,
+        bridge,
+        dir,
+        contract: Contract,
+    }
 }
 
 /// Creates a session and waits until it is ready (the runtime session exists).
