@@ -18,10 +18,10 @@ fi
 for v in "${versions[@]}"; do
   COPILOT_CLI_VERSION="$v" RUNTIME_DIR=".runtime-$v" scripts/install-runtime.sh
   echo "compat-runtimes: the e2e transform test against @github/copilot@$v (pinned: $PINNED)" >&2
-  # Another release may send event types the pinned schema does not name
-  # (1.0.92 sends eight `model.*` ones no schema names): the bridge counts
-  # them and acts on none, so they are reported, not failed. A field missing,
-  # a wrong type or a method gone fails the run: those would break users.
+  # Another release may send event types the pinned schema does not name:
+  # the bridge counts them and acts on none, so they are reported, not
+  # failed. A field missing, a wrong type or a method gone fails the run:
+  # those would break users.
   AHP_BRIDGE_RUNTIME_DIR="$PWD/.runtime-$v" AHP_BRIDGE_WIRE_ALLOW=unknown_event \
     cargo test --locked --test e2e_transform
 done
