@@ -37,6 +37,15 @@ fn main() {
         "\n/// Every event type the runtime's schema names (sorted).\npub const EVENT_TYPES: &[&str] = &{known:?};"
     )
     .unwrap();
+    let prefixes: Vec<&str> = doc["x-observedEventPrefixes"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|t| t.as_str()).collect())
+        .unwrap_or_default();
+    writeln!(
+        out,
+        "\n/// Prefixes of event types the runtime sends that no schema names (observed).\npub const OBSERVED_EVENT_PREFIXES: &[&str] = &{prefixes:?};"
+    )
+    .unwrap();
     let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("runtime_wire.rs");
     std::fs::write(dest, out).unwrap();
 }

@@ -122,6 +122,13 @@ fn count(n: Option<u64>) -> Option<i64> {
     n.and_then(|n| i64::try_from(n).ok())
 }
 
+/// An event type the runtime's schema names, or one of the runtime's own
+/// namespaces it sends without naming them (`model.*`).
+fn known(ty: &str) -> bool {
+    s::EVENT_TYPES.binary_search(&ty).is_ok()
+        || s::OBSERVED_EVENT_PREFIXES.iter().any(|p| ty.starts_with(p))
+}
+
 impl RuntimeEvent {
     /// Types `session.event` params: `(sessionId, event)`. The socket
     /// boundary: only the connection (and tests) hand it JSON.
@@ -243,7 +250,7 @@ impl RuntimeEvent {
                     error: d.error,
                 }])
             }
-            other if s::EVENT_TYPES.binary_search(&other).is_ok() => Self::Other(ty),
+            other if known(other) => Self::Other(ty),
             _ => {
                 return Err(Mismatch::new(
                     MismatchKind::UnknownEvent,

@@ -45,6 +45,11 @@ fn events_are_typed() {
         event("session.start", json!({"anything": true})),
         Ok(RuntimeEvent::Other("session.start".into()))
     );
+    // The model layer's own events, in no schema.
+    assert_eq!(
+        event("model.tool_execution", json!({})),
+        Ok(RuntimeEvent::Other("model.tool_execution".into()))
+    );
     let Ok(RuntimeEvent::McpServers(s)) = event(
         "session.mcp_server_status_changed",
         json!({"serverName": "echo", "status": "a-status-of-tomorrow"}),
