@@ -5,8 +5,6 @@
 //! silently skipped. With a signing key, signed checkpoints are written every
 //! `checkpoint_every` records, every `checkpoint_interval` and at `close`.
 
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -18,7 +16,7 @@ use tracing::{error, warn};
 use super::checkpoint::{Signer, HASH_PREFIX};
 use super::record::{now_rfc3339, CheckpointRecord, Kind, Record};
 use super::record_hash;
-use super::scan::{is_next_record, scan};
+use super::scan::scan;
 use super::writer::Writer;
 use crate::config::{AuditConfig, FsyncPolicy};
 use crate::telemetry::{metrics, CheckFailed};
@@ -98,39 +96,9 @@ impl AuditLog {
             std::fs::create_dir_all(dir)?;
         }
         let s = scan(path)?;
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(path)
-            .map_err(|e| anyhow::anyhow!("cannot open audit log {}: {e}", path.display()))?;
-        let mut w = Writer {
-            file,
-            path: path.to_owned(),
-            seq: s.seq,
-            prev: s.prev,
-            len: s.len,
-            lines: s.lines,
-            junk: s.junk,
-            junk_reason: "a torn tail found at open (a crash mid-write?)",
-            lost: 0,
-            cp_from: s.cp_from,
-            cp_hashes: s.cp_hashes,
-            file_first_seq: s.file_first_seq,
-            file_started: s.file_started,
-            pending_link: None,
-        };
-        // Cut exactly before its newline, a record is still whole: end its line.
-        if !w.junk.contains(&b'\n') {
-            if let Some((v, hash)) = is_next_record(&w.junk, w.seq, &w.prev) {
-                w.file.write_all(b"\n")?;
-                w.len += w.junk.len() as u64 + 1;
-                w.lines += 1;
-                w.junk.clear();
-                w.advance(&v, &hash, Kind::of(&v) == Some(Kind::Checkpoint));
-            }
-        }
-        let torn = (!w.junk.is_empty()).then_some(w.junk.len());
-        let records = w.seq;
+        let w = Writer::open(path, s)?;
+        let torn = w.torn();
+        let records = w.seq();
         let log = Arc::new(Self {
             path: path.to_owned(),
             w: Mutex::new(w),
@@ -206,10 +174,10 @@ impl AuditLog {
             })
             .inspect_err(|e| {
                 metrics().audit_write_failed();
-                w.lost += 1;
-                error!(path = %self.path.display(), lost = w.lost, "audit write failed: {e}");
+                let lost = w.count_lost();
+                error!(path = %self.path.display(), lost, "audit write failed: {e}");
             })?;
-        if self.opts.signer.is_some() && w.cp_hashes.len() as u64 >= self.opts.checkpoint_every {
+        if self.opts.signer.is_some() && w.uncheckpointed() >= self.opts.checkpoint_every {
             if let Err(e) = self.checkpoint(&mut w) {
                 error!(path = %self.path.display(), "audit checkpoint not written: {e}");
             }
@@ -227,11 +195,11 @@ impl AuditLog {
             Err(TryLockError::WouldBlock) => return None,
             Err(TryLockError::Poisoned(p)) => p.into_inner(),
         };
-        let checkpoint_due = self.opts.signer.is_some()
-            && w.cp_hashes.len() as u64 + 1 >= self.opts.checkpoint_every;
+        let checkpoint_due =
+            self.opts.signer.is_some() && w.uncheckpointed() + 1 >= self.opts.checkpoint_every;
         if self.opts.fsync == FsyncPolicy::Always
             || checkpoint_due
-            || w.pending_link.is_some()
+            || w.pending_link().is_some()
             || w.needs_recovery()
             || self.rotation_due(&w)
         {
@@ -242,15 +210,15 @@ impl AuditLog {
             .and_then(|body| self.write(&mut w, R::KIND, body));
         Some(written.inspect_err(|e| {
             metrics().audit_write_failed();
-            w.lost += 1;
-            error!(path = %self.path.display(), lost = w.lost, "audit write failed: {e}");
+            let lost = w.count_lost();
+            error!(path = %self.path.display(), lost, "audit write failed: {e}");
         }))
     }
 
     /// Whether records are being written: none lost since the last that
     /// was, and the file still writable. `Err` says why not.
     pub fn writable(&self) -> Result<(), CheckFailed> {
-        let lost = self.lock().lost;
+        let lost = self.lock().lost();
         if lost > 0 {
             return Err(CheckFailed(format!(
                 "{lost} record(s) could not be written to {}",
@@ -263,7 +231,7 @@ impl AuditLog {
     /// A signed checkpoint now, if there is a key and anything to cover.
     pub fn checkpoint_now(&self) -> anyhow::Result<Option<Value>> {
         let mut w = self.lock();
-        if self.opts.signer.is_none() || w.cp_hashes.is_empty() {
+        if self.opts.signer.is_none() || w.uncheckpointed() == 0 {
             return Ok(None);
         }
         self.settle(&mut w)?;
@@ -273,7 +241,7 @@ impl AuditLog {
     /// At shutdown: a last checkpoint, and the file on disk.
     pub fn close(&self) -> anyhow::Result<()> {
         self.checkpoint_now()?;
-        self.lock().file.sync_data()?;
+        self.lock().sync()?;
         Ok(())
     }
 
@@ -281,13 +249,13 @@ impl AuditLog {
         let Some(signer) = &self.opts.signer else {
             anyhow::bail!("no signing key");
         };
+        let (from_seq, hashes) = w.since_checkpoint();
         let record = CheckpointRecord {
             time: now_rfc3339(),
             key_id: signer.key_id().to_owned(),
-            from_seq: w.cp_from,
-            head: w.prev.clone(),
-            hashes: w
-                .cp_hashes
+            from_seq,
+            head: w.prev().to_owned(),
+            hashes: hashes
                 .iter()
                 .map(|h| h[..HASH_PREFIX.min(h.len())].to_owned())
                 .collect(),
@@ -297,9 +265,10 @@ impl AuditLog {
 
     /// Writes the `recovered` record a failed write or a torn tail made due.
     pub(super) fn settle(&self, w: &mut Writer) -> anyhow::Result<()> {
-        if let Some(link) = w.pending_link.clone() {
-            self.write(w, Kind::Rotation, serde_json::to_value(&link)?)?;
-            w.pending_link = None;
+        if let Some(link) = w.pending_link() {
+            let link = serde_json::to_value(link)?;
+            self.write(w, Kind::Rotation, link)?;
+            w.link_written();
         }
         if !w.needs_recovery() {
             return Ok(());
@@ -307,7 +276,7 @@ impl AuditLog {
         let rec = w.recovered_record();
         self.write(w, Kind::Recovered, serde_json::to_value(&rec)?)?;
         warn!(path = %self.path.display(), cut_bytes = rec.cut_bytes, cut_line = rec.cut_line, lost_records = rec.lost_records, "audit log recovered: {}", rec.reason);
-        w.lost = 0;
+        w.recovered();
         Ok(())
     }
 
@@ -318,15 +287,15 @@ impl AuditLog {
         };
         o.insert("kind".into(), Value::from(kind.as_str()));
         o.remove("hash");
-        o.insert("seq".into(), Value::from(w.seq + 1));
-        o.insert("prev".into(), Value::from(w.prev.clone()));
+        o.insert("seq".into(), Value::from(w.seq() + 1));
+        o.insert("prev".into(), Value::from(w.prev()));
         let mut record = Value::Object(o);
         if kind == Kind::Checkpoint {
             if let Some(s) = &self.opts.signer {
                 record["signature"] = Value::from(s.sign(&record));
             }
         }
-        let hash = record_hash(&w.prev, &record);
+        let hash = record_hash(w.prev(), &record);
         record["hash"] = Value::from(hash.clone());
         let line = record.to_string();
         w.write_line(&line)?;
@@ -336,8 +305,8 @@ impl AuditLog {
             // The record is in the file and the chain moved on: a failed
             // fsync is reported, not counted as a lost record.
             FsyncPolicy::Always => {
-                if let Err(e) = w.file.sync_data() {
-                    error!(path = %self.path.display(), seq = w.seq, "audit fsync failed: {e}");
+                if let Err(e) = w.sync() {
+                    error!(path = %self.path.display(), seq = w.seq(), "audit fsync failed: {e}");
                 }
             }
             FsyncPolicy::Batch => self.dirty.store(true, Ordering::Release),
@@ -354,7 +323,7 @@ impl AuditLog {
         if self.dirty.swap(false, Ordering::AcqRel) {
             // On a handle of its own, outside the lock: writers are not
             // held up for the length of an fsync.
-            let file = self.lock().file.try_clone();
+            let file = self.lock().file_handle();
             if let Err(e) = file.and_then(|f| f.sync_data()) {
                 error!(path = %self.path.display(), "audit fsync failed: {e}");
             }
@@ -367,13 +336,7 @@ impl AuditLog {
     /// For tests anywhere in the crate: every write fails (a read-only
     /// handle) until called again with `false`.
     pub(crate) fn fail_writes_for_test(&self, fail: bool) {
-        let mut o = OpenOptions::new();
-        if fail {
-            o.read(true);
-        } else {
-            o.append(true);
-        }
-        self.lock().file = o.open(&self.path).unwrap();
+        self.lock().fail_writes_for_test(fail);
     }
 }
 
@@ -381,7 +344,7 @@ impl Drop for AuditLog {
     fn drop(&mut self) {
         if self.opts.fsync != FsyncPolicy::Never {
             if let Ok(w) = self.w.lock() {
-                let _ = w.file.sync_data();
+                let _ = w.sync();
             }
         }
     }

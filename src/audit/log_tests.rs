@@ -112,11 +112,7 @@ fn bytes_a_failed_write_could_not_cut_back_are_accounted_for_on_a_fresh_line() {
     log.append(&policy(1)).unwrap();
     {
         // What a write that failed part-way, and a failed ftruncate, leave.
-        let mut w = log.lock();
-        w.file.write_all(b"{\"kind\":\"pol").unwrap();
-        w.junk = b"{\"kind\":\"pol".to_vec();
-        w.junk_reason = "a write failed part-way and could not be cut back";
-        w.lost = 1;
+        log.lock().leave_torn_for_test(b"{\"kind\":\"pol", 1);
     }
     let r = log.append(&policy(2)).unwrap();
     assert_eq!(r["seq"], 3, "the recovered record took seq 2");
@@ -139,13 +135,10 @@ fn a_write_that_fails_is_counted_in_the_next_recovered_record() {
     let p = dir.path().join("a.jsonl");
     let (log, _) = AuditLog::open(&p, FsyncPolicy::Never).unwrap();
     log.append(&policy(1)).unwrap();
-    let good = std::mem::replace(
-        &mut log.lock().file,
-        std::fs::File::open(&p).unwrap(), // read-only: every write fails
-    );
+    log.lock().fail_writes_for_test(true);
     assert!(log.append(&policy(2)).is_err());
     assert!(log.append(&policy(3)).is_err());
-    log.lock().file = good;
+    log.lock().fail_writes_for_test(false);
     log.append(&policy(4)).unwrap();
     let recs = lines(&p);
     assert_eq!(recs.len(), 3);
@@ -345,9 +338,7 @@ fn a_junk_line_longer_than_any_record_is_streamed_and_still_accounted_for() {
     log.append(&policy(1)).unwrap();
     let junk = vec![b'z'; 300 * 1024]; // past verify's line limit in tests (64 KiB)
     {
-        let mut w = log.lock();
-        w.file.write_all(&junk).unwrap();
-        w.junk = junk.clone();
+        log.lock().leave_torn_for_test(&junk, 0);
     }
     log.append(&policy(2)).unwrap();
     let text = std::fs::read_to_string(&p).unwrap();

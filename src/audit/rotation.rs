@@ -27,24 +27,24 @@ impl AuditLog {
     }
 
     pub(super) fn rotation_due(&self, w: &Writer) -> bool {
-        if w.file_first_seq.is_none() || w.needs_recovery() || w.pending_link.is_some() {
+        if w.file_first_seq().is_none() || w.needs_recovery() || w.pending_link().is_some() {
             return false;
         }
         let o = &self.opts;
-        let big = o.max_bytes > 0 && w.len >= o.max_bytes;
+        let big = o.max_bytes > 0 && w.file_len() >= o.max_bytes;
         let old = !o.max_age.is_zero()
-            && w.file_started.is_some_and(|t| {
+            && w.file_started().is_some_and(|t| {
                 jiff::Timestamp::now().duration_since(t).unsigned_abs() >= o.max_age
             });
         big || old
     }
 
     fn rotate(&self, w: &mut Writer) -> anyhow::Result<()> {
-        if self.opts.signer.is_some() && !w.cp_hashes.is_empty() {
+        if self.opts.signer.is_some() && w.uncheckpointed() > 0 {
             self.checkpoint(w)?;
         }
-        w.file.sync_data()?;
-        let to = rotated_name(&self.path, w.file_first_seq.unwrap_or(w.seq));
+        w.sync()?;
+        let to = rotated_name(&self.path, w.file_first_seq().unwrap_or(w.seq()));
         std::fs::rename(&self.path, &to)?;
         let file = match OpenOptions::new()
             .create_new(true)
@@ -62,20 +62,15 @@ impl AuditLog {
                 let _ = d.sync_all();
             }
         }
-        info!(path = %self.path.display(), rotated_to = %to.display(), last_seq = w.seq, "audit log rotated");
-        w.file = file;
-        w.len = 0;
-        w.lines = 0;
-        w.file_first_seq = None;
-        w.file_started = None;
+        info!(path = %self.path.display(), rotated_to = %to.display(), last_seq = w.seq(), "audit log rotated");
         let link = RotationRecord {
             time: now_rfc3339(),
             previous_file: file_name(&to),
-            previous_seq: w.seq,
+            previous_seq: w.seq(),
         };
         // Written by `settle`, which also retries it before anything else
         // if this write fails (no recovery is pending: `rotation_due` says so).
-        w.pending_link = Some(link);
+        w.rotated(file, link);
         self.settle(w)
     }
 }

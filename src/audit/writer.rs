@@ -3,43 +3,186 @@
 //! fails, the bytes left are remembered as junk, and the next record starts on
 //! a fresh line after a `recovered` record that accounts for them.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 use tracing::error;
 
-use super::record::{now_rfc3339, RecoveredRecord, RotationRecord};
+use super::record::{now_rfc3339, Kind, RecoveredRecord, RotationRecord};
+use super::scan::{is_next_record, Scanned};
 use super::sha256_hex;
 
+/// The owner of the hash chain's head (`seq`, `prev`) and of the file it is
+/// written to: every change goes through its methods, under `AuditLog`'s lock.
 pub(super) struct Writer {
-    pub file: File,
-    pub path: PathBuf,
+    file: File,
+    path: PathBuf,
     /// The last record written (in this file or an earlier one of the series).
-    pub seq: u64,
-    pub prev: String,
+    seq: u64,
+    prev: String,
     /// Bytes of the file up to the end of the last whole record.
-    pub len: u64,
+    len: u64,
     /// Lines in those bytes.
-    pub lines: u64,
+    lines: u64,
     /// What the file holds after `len` that is no record: a torn write that
     /// could not be cut back, or a crash's torn tail found at open.
-    pub junk: Vec<u8>,
-    pub junk_reason: &'static str,
+    junk: Vec<u8>,
+    junk_reason: &'static str,
     /// Records that could not be written since the last one that was.
-    pub lost: u64,
+    lost: u64,
     /// The first record no checkpoint covers yet, and the hashes since it.
-    pub cp_from: u64,
-    pub cp_hashes: Vec<String>,
+    cp_from: u64,
+    cp_hashes: Vec<String>,
     /// The first record of this file, and when it was written (for `max_age`).
-    pub file_first_seq: Option<u64>,
-    pub file_started: Option<jiff::Timestamp>,
+    file_first_seq: Option<u64>,
+    file_started: Option<jiff::Timestamp>,
     /// A rotation record not yet written: it must be the new file's first.
-    pub pending_link: Option<RotationRecord>,
+    pending_link: Option<RotationRecord>,
 }
 
 impl Writer {
+    /// The writer of the file at `path`, as `scan` found it. A last record
+    /// cut exactly before its newline is still whole: its line is ended.
+    pub fn open(path: &Path, s: Scanned) -> anyhow::Result<Self> {
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .map_err(|e| anyhow::anyhow!("cannot open audit log {}: {e}", path.display()))?;
+        let mut w = Writer {
+            file,
+            path: path.to_owned(),
+            seq: s.seq,
+            prev: s.prev,
+            len: s.len,
+            lines: s.lines,
+            junk: s.junk,
+            junk_reason: "a torn tail found at open (a crash mid-write?)",
+            lost: 0,
+            cp_from: s.cp_from,
+            cp_hashes: s.cp_hashes,
+            file_first_seq: s.file_first_seq,
+            file_started: s.file_started,
+            pending_link: None,
+        };
+        if !w.junk.contains(&b'\n') {
+            if let Some((v, hash)) = is_next_record(&w.junk, w.seq, &w.prev) {
+                w.file.write_all(b"\n")?;
+                w.len += w.junk.len() as u64 + 1;
+                w.lines += 1;
+                w.junk.clear();
+                w.advance(&v, &hash, Kind::of(&v) == Some(Kind::Checkpoint));
+            }
+        }
+        Ok(w)
+    }
+
+    /// The chain's head: the last record's `seq` and hash.
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    pub fn prev(&self) -> &str {
+        &self.prev
+    }
+
+    /// The torn bytes found at open, if any.
+    pub fn torn(&self) -> Option<usize> {
+        (!self.junk.is_empty()).then_some(self.junk.len())
+    }
+
+    /// Records lost since the last one written.
+    pub fn lost(&self) -> u64 {
+        self.lost
+    }
+
+    /// One more record could not be written; returns how many now.
+    pub fn count_lost(&mut self) -> u64 {
+        self.lost += 1;
+        self.lost
+    }
+
+    /// The `recovered` record was written: the loss is accounted for.
+    pub fn recovered(&mut self) {
+        self.lost = 0;
+    }
+
+    /// Records written since the last checkpoint.
+    pub fn uncheckpointed(&self) -> u64 {
+        self.cp_hashes.len() as u64
+    }
+
+    /// The first record no checkpoint covers, and the hashes since.
+    pub fn since_checkpoint(&self) -> (u64, &[String]) {
+        (self.cp_from, &self.cp_hashes)
+    }
+
+    /// The rotation record the new file must start with, not yet written.
+    pub fn pending_link(&self) -> Option<&RotationRecord> {
+        self.pending_link.as_ref()
+    }
+
+    pub fn link_written(&mut self) {
+        self.pending_link = None;
+    }
+
+    /// The current file's size in whole records, its first record, and when
+    /// that was written (what rotation is decided on).
+    pub fn file_len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn file_first_seq(&self) -> Option<u64> {
+        self.file_first_seq
+    }
+
+    pub fn file_started(&self) -> Option<jiff::Timestamp> {
+        self.file_started
+    }
+
+    pub fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    /// A handle of the file's own, to sync outside the lock.
+    pub fn file_handle(&self) -> io::Result<File> {
+        self.file.try_clone()
+    }
+
+    /// What a write that failed part-way, and a failed cut back, leave:
+    /// `bytes` in the file past the last record, and `lost` records.
+    #[cfg(test)]
+    pub fn leave_torn_for_test(&mut self, bytes: &[u8], lost: u64) {
+        self.file.write_all(bytes).unwrap();
+        self.junk = bytes.to_vec();
+        self.junk_reason = "a write failed part-way and could not be cut back";
+        self.lost = lost;
+    }
+
+    /// Every write fails (a read-only handle) until called with `false`.
+    #[cfg(test)]
+    pub fn fail_writes_for_test(&mut self, fail: bool) {
+        let mut o = OpenOptions::new();
+        if fail {
+            o.read(true);
+        } else {
+            o.append(true);
+        }
+        self.file = o.open(&self.path).unwrap();
+    }
+
+    /// The log goes on in `file`, a new one, which must start with `link`.
+    pub fn rotated(&mut self, file: File, link: RotationRecord) {
+        self.file = file;
+        self.len = 0;
+        self.lines = 0;
+        self.file_first_seq = None;
+        self.file_started = None;
+        self.pending_link = Some(link);
+    }
+
     /// Whether a `recovered` record is due before the next record.
     pub fn needs_recovery(&self) -> bool {
         !self.junk.is_empty() || self.lost > 0

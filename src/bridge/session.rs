@@ -161,7 +161,7 @@ impl BridgedSession {
     /// The chat of the running turn.
     pub fn running_chat(&self) -> Option<&str> {
         match &self.turn {
-            TurnState::Running(t) => Some(&t.chat),
+            TurnState::Running(t) => Some(t.chat()),
             _ => None,
         }
     }
@@ -220,15 +220,9 @@ impl BridgedSession {
             }
             return;
         };
-        if *event == RuntimeEvent::Idle && t.stale_idle && !t.taken {
+        if t.stale(event) {
             // The failed turn's idle, late: this turn has not begun yet.
-            t.stale_idle = false;
             return;
-        }
-        // Events the bridge does not act on (`assistant.idle`, ...) may
-        // still be the failed turn's; only this turn's content counts.
-        if !matches!(event, RuntimeEvent::Other(_)) {
-            t.taken = true;
         }
         if t.on_event(event, fx) {
             // An error ends the runtime's work on the message too; its

@@ -62,12 +62,12 @@ pub(super) struct RunningTurn {
     last_heard: tokio::time::Instant,
     /// The first text of the answer came (timed once, for the metric).
     answered: bool,
-    pub chat: String,
+    chat: String,
     /// The runtime has sent an event of this turn. Until then a
     /// `session.idle` may be the stale one of a failed turn.
-    pub taken: bool,
+    taken: bool,
     /// The turn before ended by `session.error` before its idle came.
-    pub stale_idle: bool,
+    stale_idle: bool,
     /// Permission prompts: tool call id -> runtime request id.
     permissions: HashMap<String, String>,
     client_tools: HashMap<String, ClientTool>,
@@ -102,6 +102,26 @@ impl RunningTurn {
             inputs: HashMap::new(),
             spans,
         }
+    }
+
+    /// The chat the turn runs in.
+    pub fn chat(&self) -> &str {
+        &self.chat
+    }
+
+    /// Whether `event` is the late idle of the failed turn before (then it
+    /// is swallowed, once). Any other event this turn acts on makes the
+    /// runtime's work this turn's: events the bridge does not act on
+    /// (`assistant.idle`, ...) may still be the failed turn's.
+    pub fn stale(&mut self, event: &RuntimeEvent) -> bool {
+        if *event == RuntimeEvent::Idle && self.stale_idle && !self.taken {
+            self.stale_idle = false;
+            return true;
+        }
+        if !matches!(event, RuntimeEvent::Other(_)) {
+            self.taken = true;
+        }
+        false
     }
 
     /// The turn's span: the parent of its transforms.
