@@ -55,8 +55,14 @@ pub fn open_audit(cfg: &Config, host: &Arc<Host>) -> anyhow::Result<Option<Audit
     let Some(p) = &cfg.audit.path else {
         return Ok(None);
     };
-    let mut opts = Options::from_config(&cfg.audit)?;
-    let shipper = cfg.audit.syslog.as_ref().map(Shipper::start).transpose()?;
+    let instance = cfg.server.instance();
+    let mut opts = Options::from_config(&cfg.audit, instance.clone())?;
+    let shipper = cfg
+        .audit
+        .syslog
+        .as_ref()
+        .map(|s| Shipper::start(s, &instance))
+        .transpose()?;
     let channel = AuditChannel::start(Arc::downgrade(host), shipper.clone());
     opts.ship = Some(channel as Arc<dyn Ship>);
     let signed = opts.signer.as_ref().map(|s| s.key_id().to_owned());
@@ -293,7 +299,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
         }
         None => None,
     };
-    crate::telemetry::metrics().set_build_info(ahp_types::PROTOCOL_VERSION);
+    crate::telemetry::metrics().set_build_info(ahp_types::PROTOCOL_VERSION, &cfg.server.instance());
     tokio::spawn(tick_status(Arc::downgrade(&host), stopped.clone()));
     Ok(Running {
         addr,

@@ -82,6 +82,10 @@ enum AuditCommand {
         /// it must be in the log, unchanged.
         #[arg(long)]
         against: Option<PathBuf>,
+        /// With --against: only the records of this bridge (`[server]
+        /// instance`) in it, for a collector's file that holds a fleet's.
+        #[arg(long, requires = "against")]
+        instance: Option<String>,
     },
     /// Write an Ed25519 key pair for signed checkpoints: PREFIX.key (0600), PREFIX.pub.
     Keygen {
@@ -102,6 +106,9 @@ enum AuditCommand {
         /// An RFC 3339 time, or a duration ago ("2h").
         #[arg(long, value_parser = ahp_copilot_bridge::audit::show::parse_since)]
         since: Option<jiff::Timestamp>,
+        /// Only the records of this bridge of a fleet (`[server] instance`).
+        #[arg(long)]
+        instance: Option<String>,
     },
 }
 
@@ -244,6 +251,7 @@ fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
             pubkey,
             expect_head,
             against,
+            instance,
         } => {
             let check = verify::Check {
                 key: pubkey
@@ -252,6 +260,7 @@ fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
                     .transpose()?,
                 expect_head,
                 against,
+                instance,
             };
             let series = rotation::series(&paths)?;
             let files = series.files;
@@ -290,12 +299,14 @@ fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
             session,
             client,
             since,
+            instance,
         } => {
             let files = rotation::series(&paths)?.files;
             let filter = show::Filter {
                 session,
                 client,
                 since,
+                instance,
             };
             show::show(&files, &filter, &mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)

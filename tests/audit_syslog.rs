@@ -32,6 +32,10 @@ impl Rsyslogd {
     fn shipped(&self) -> PathBuf {
         self.dir.path().join("shipped.jsonl")
     }
+    /// The HOSTNAME of each message, one a line.
+    fn hosts(&self) -> PathBuf {
+        self.dir.path().join("hosts.txt")
+    }
     fn socket(dir: &Path) -> PathBuf {
         dir.join("syslog.sock")
     }
@@ -57,8 +61,10 @@ module(load="imptcp")
 input(type="imptcp" port="0" address="127.0.0.1" listenPortFileName="{d}/port")
 input(type="imptcp" path="{sock}" unlink="on")
 template(name="record" type="string" string="%msg%\n")
+template(name="host" type="string" string="%hostname%\n")
 if $app-name == "ahp-bridge-test" then {{
   action(type="omfile" file="{d}/shipped.jsonl" template="record")
+  action(type="omfile" file="{d}/hosts.txt" template="host")
   stop
 }}
 "#,
@@ -144,6 +150,75 @@ fn verify_against(log: &Path, key: &Path, shipped: &Path) -> (bool, String) {
         "--against".as_ref(),
         shipped.as_os_str(),
     ])
+}
+
+/// Two bridges of a fleet ship to one rsyslogd: its one file holds both
+/// trails interleaved, each message's HOSTNAME the bridge's `[server]
+/// instance`, and `audit verify --against FILE --instance NAME` checks each
+/// bridge's chain in it, and fails for a bridge whose local log was altered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleets_trail_in_one_collector_file_is_verified_bridge_by_bridge() {
+    let (rs, port) = start_rsyslogd(tempfile::tempdir().unwrap()).await;
+    let bridge = |name: &'static str| {
+        start_stack(move |c| {
+            c.server.instance = Some(name.into());
+            c.audit.syslog = Some(syslog(format!("tcp:127.0.0.1:{port}"), 1000));
+        })
+    };
+    let (a, b) = (bridge("bridge-a").await, bridge("bridge-b").await);
+    turns(&a, &["a1", "a2"]).await;
+    turns(&b, &["b1"]).await;
+    a.bridge.stop(std::time::Duration::from_secs(10)).await;
+    b.bridge.stop(std::time::Duration::from_secs(10)).await;
+    let log = |st: &Stack| st.dir.path().join("audit.jsonl");
+    let total = read_lines(&log(&a)).len() + read_lines(&log(&b)).len();
+    eventually("rsyslogd wrote both bridges' records", || {
+        read_lines(&rs.shipped()).len() >= total
+    })
+    .await;
+    for (st, name) in [(&a, "bridge-a"), (&b, "bridge-b")] {
+        for l in read_lines(&log(st)) {
+            assert_eq!(serde_json::from_str::<Value>(&l).unwrap()["instance"], name);
+        }
+    }
+    let mut hosts = read_lines(&rs.hosts());
+    hosts.sort();
+    hosts.dedup();
+    assert_eq!(hosts, ["bridge-a", "bridge-b"], "each message's HOSTNAME");
+
+    let verify = |log: &Path, instance: &str| {
+        run_bin([
+            OsStr::new("audit"),
+            "verify".as_ref(),
+            log.as_os_str(),
+            "--against".as_ref(),
+            rs.shipped().as_os_str(),
+            "--instance".as_ref(),
+            instance.as_ref(),
+        ])
+    };
+    for (st, name) in [(&a, "bridge-a"), (&b, "bridge-b")] {
+        let n = read_lines(&log(st)).len();
+        let (ok, out) = verify(&log(st), name);
+        assert!(ok, "{name}: {out}");
+        assert!(out.contains(&format!("{n} shipped records match")), "{out}");
+    }
+    // One bridge's local log altered (a record's text changed, its chain
+    // re-hashed would not match the collector's copy either).
+    let altered = read_lines(&log(&a))
+        .iter()
+        .map(|l| {
+            format!(
+                "{}\n",
+                l.replacen("\"kind\":\"policy\"", "\"kind\":\"policy\",\"x\":1", 1)
+            )
+        })
+        .collect::<String>();
+    std::fs::write(log(&a), altered).unwrap();
+    let (ok, out) = verify(&log(&a), "bridge-a");
+    assert!(!ok, "{out}");
+    let (ok, out) = verify(&log(&b), "bridge-b");
+    assert!(ok, "{out}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -74,7 +74,7 @@ async fn readyz_until(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_sees_the_turns_and_transforms_a_client_caused() {
     let model = ScriptedModel::start().await.unwrap();
-    let bridge = BridgeProcess::start(&model, "", None);
+    let bridge = BridgeProcess::start(&model, "instance = \"bridge-7\"", None);
     let prom = Prometheus::start(&[bridge.admin]);
     let c = connect(bridge.addr, "ide").await;
     let asked = rewrite_transforms(&c);
@@ -108,6 +108,15 @@ async fn prometheus_sees_the_turns_and_transforms_a_client_caused() {
         assert!(p_query(&prom, "ahp_bridge_turn_duration_seconds_count") == Some(2.0));
         assert!(p_query(&prom, "process_resident_memory_bytes").is_some_and(|b| b > 1e6));
         assert_eq!(p_query(&prom, "ahp_bridge_runtime_up"), Some(1.0));
+        // Which bridge of a fleet this is (`[server] instance`); Prometheus
+        // keeps its own `instance` (the target) and renames ours.
+        assert_eq!(
+            p_query(
+                &prom,
+                "ahp_bridge_build_info{exported_instance=\"bridge-7\"}"
+            ),
+            Some(1.0)
+        );
         prom
     })
     .await
@@ -136,6 +145,10 @@ async fn prometheus_sees_the_turns_and_transforms_a_client_caused() {
         .header("content-type")
         .unwrap()
         .starts_with("text/plain; version=0.0.4"));
+    assert!(
+        text.body.contains("instance=\"bridge-7\""),
+        "build_info names the instance"
+    );
     assert!(
         text.body.contains("# TYPE ahp_bridge_turns_total counter"),
         "{}",

@@ -39,7 +39,9 @@ pub(super) struct Shipped {
 }
 
 impl Shipped {
-    pub(super) fn load(path: &Path) -> anyhow::Result<Self> {
+    /// The records of `path`; with `instance`, only that bridge's (the
+    /// others, and records that name no instance, are another chain's).
+    pub(super) fn load(path: &Path, instance: Option<&str>) -> anyhow::Result<Self> {
         let f = std::fs::File::open(path)
             .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         let mut s = Self::default();
@@ -52,6 +54,9 @@ impl Shipped {
                 s.damaged += 1;
                 continue;
             };
+            if instance.is_some_and(|i| r["instance"].as_str() != Some(i)) {
+                continue;
+            }
             if r["kind"] == "shipping_gap" {
                 s.gaps += r["dropped"].as_u64().unwrap_or_default();
                 continue;

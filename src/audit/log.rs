@@ -38,6 +38,8 @@ pub struct Options {
     /// Rotate once the file's first record is this old; zero: never.
     pub max_age: Duration,
     pub ship: Option<Arc<dyn Ship>>,
+    /// This bridge's name in a fleet, in every record (`[server] instance`).
+    pub instance: String,
 }
 
 impl Options {
@@ -51,12 +53,13 @@ impl Options {
             max_bytes: 0,
             max_age: Duration::ZERO,
             ship: None,
+            instance: crate::config::ServerConfig::default().instance(),
         }
     }
 
     /// The options `[audit]` asks for (the signing key read here); the
     /// shipper is the caller's to add.
-    pub fn from_config(cfg: &AuditConfig) -> anyhow::Result<Self> {
+    pub fn from_config(cfg: &AuditConfig, instance: String) -> anyhow::Result<Self> {
         Ok(Self {
             fsync: cfg.fsync,
             signer: cfg.signing_key.as_deref().map(Signer::load).transpose()?,
@@ -65,6 +68,7 @@ impl Options {
             max_bytes: cfg.max_bytes,
             max_age: cfg.max_age,
             ship: None,
+            instance,
         })
     }
 }
@@ -286,6 +290,9 @@ impl AuditLog {
             anyhow::bail!("an audit record must be a JSON object");
         };
         o.insert("kind".into(), Value::from(kind.as_str()));
+        // Which bridge of a fleet wrote it: chained, so it cannot be moved
+        // to another bridge's trail.
+        o.insert("instance".into(), Value::from(self.opts.instance.as_str()));
         o.remove("hash");
         o.insert("seq".into(), Value::from(w.seq() + 1));
         o.insert("prev".into(), Value::from(w.prev()));

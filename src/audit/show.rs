@@ -20,6 +20,8 @@ pub struct Filter {
     pub session: Option<String>,
     pub client: Option<String>,
     pub since: Option<jiff::Timestamp>,
+    /// Only the records of this bridge of a fleet (`[server] instance`).
+    pub instance: Option<String>,
 }
 
 /// A `transform` record as read back (fields an older log lacks default).
@@ -133,6 +135,11 @@ impl Table<'_> {
 
     fn row(&mut self, v: &Value) -> anyhow::Result<()> {
         let time = v["time"].as_str().unwrap_or("-");
+        if let Some(i) = &self.filter.instance {
+            if v["instance"].as_str() != Some(i.as_str()) {
+                return Ok(());
+            }
+        }
         if let Some(since) = self.filter.since {
             if time.parse::<jiff::Timestamp>().map_or(true, |t| t < since) {
                 return Ok(());

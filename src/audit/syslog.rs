@@ -85,21 +85,15 @@ impl Format {
     }
 }
 
-fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_owned())
-        .filter(|h| !h.is_empty() && h.bytes().all(|b| (33..=126).contains(&b)))
-        .unwrap_or_else(|| "-".into())
-}
-
 impl Shipper {
     /// Validated config in; starts the sender on the current tokio runtime.
-    pub fn start(cfg: &SyslogConfig) -> anyhow::Result<Arc<Self>> {
+    /// `instance` (`[server] instance`) is each message's HOSTNAME, so a
+    /// collector tells the bridges of a fleet apart.
+    pub fn start(cfg: &SyslogConfig, instance: &str) -> anyhow::Result<Arc<Self>> {
         let target = cfg.target()?;
         let format = Format {
             facility: cfg.facility_code()?,
-            host: hostname(),
+            host: instance.to_owned(),
             app: cfg.app_name.clone(),
             pid: std::process::id(),
         };
@@ -196,7 +190,7 @@ fn next(shared: &Shared, format: &Format) -> Option<(String, bool)> {
     if q.dropped > 0 {
         let (first, last) = q.dropped_seqs.unwrap_or_default();
         let gap = json!({"kind": "shipping_gap", "time": super::record::now_rfc3339(),
-            "dropped": q.dropped, "firstSeq": first, "lastSeq": last});
+            "instance": format.host, "dropped": q.dropped, "firstSeq": first, "lastSeq": last});
         let sd = format!(
             "[{SD_ID} dropped=\"{}\" firstSeq=\"{first}\" lastSeq=\"{last}\"]",
             q.dropped

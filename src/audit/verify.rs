@@ -38,6 +38,9 @@ pub struct Check {
     pub expect_head: Option<(u64, String)>,
     /// `--against FILE`: the records a syslog daemon received (JSON Lines).
     pub against: Option<PathBuf>,
+    /// `--instance NAME`: only the records of this bridge in `against` (a
+    /// collector's file holds a fleet's, interleaved).
+    pub instance: Option<String>,
 }
 
 struct Walk<'a> {
@@ -90,7 +93,11 @@ pub fn verify_file(path: &Path) -> anyhow::Result<Verified> {
 /// Verifies a series of files, in the order given, with `check`. The outer
 /// error is a file that cannot be read.
 pub fn verify_files(files: &[PathBuf], check: &Check) -> anyhow::Result<Result<Verified, Broken>> {
-    let shipped = check.against.as_deref().map(Shipped::load).transpose()?;
+    let shipped = check
+        .against
+        .as_deref()
+        .map(|p| Shipped::load(p, check.instance.as_deref()))
+        .transpose()?;
     let evidence = Evidence::new(check.expect_head.clone(), shipped);
     let mut w = Walk::new(check.key.as_ref(), evidence);
     for f in files {

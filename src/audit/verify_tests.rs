@@ -214,3 +214,70 @@ fn a_recomputed_chain_holds_without_the_key_and_fails_with_it() {
     .unwrap();
     assert_eq!((v.checkpoints, v.unsigned_tail), (1, 3));
 }
+
+/// A log written by the bridge named `instance`, four records.
+fn log_of(dir: &std::path::Path, instance: &str) -> PathBuf {
+    let p = dir.join(format!("{instance}.jsonl"));
+    let mut o = Options::new(FsyncPolicy::Never);
+    o.instance = instance.into();
+    let (log, _) = AuditLog::open_with(&p, o).unwrap();
+    for i in 0..4 {
+        log.append(&policy(i)).unwrap();
+    }
+    p
+}
+
+#[test]
+fn one_bridges_chain_is_checked_inside_a_collector_file_that_holds_a_fleets() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (
+        log_of(dir.path(), "bridge-a"),
+        log_of(dir.path(), "bridge-b"),
+    );
+    let read = |p: &PathBuf| std::fs::read_to_string(p).unwrap();
+    let (la, lb) = (read(&a), read(&b));
+    for l in la.lines() {
+        assert_eq!(
+            serde_json::from_str::<Value>(l).unwrap()["instance"],
+            "bridge-a"
+        );
+    }
+    // What one collector writes for the fleet: both, interleaved (the same
+    // sequence numbers twice).
+    let collected: String = la
+        .lines()
+        .zip(lb.lines())
+        .flat_map(|(x, y)| [x, y])
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let (_c, collected) = file_with(&collected);
+    let of = |instance: &str| Check {
+        against: Some(collected.clone()),
+        instance: Some(instance.into()),
+        ..Default::default()
+    };
+    for (p, i) in [(&a, "bridge-a"), (&b, "bridge-b")] {
+        let ok = verify_files(std::slice::from_ref(p), &of(i))
+            .unwrap()
+            .unwrap();
+        assert!(
+            ok.notes
+                .iter()
+                .any(|n| n.contains("4 shipped records match")),
+            "{i}: {:?}",
+            ok.notes
+        );
+    }
+    // Without --instance the other bridge's records are a contradiction.
+    let all = Check {
+        against: Some(collected.clone()),
+        ..Default::default()
+    };
+    assert!(verify_files(std::slice::from_ref(&a), &all)
+        .unwrap()
+        .is_err());
+    // A bridge's local log altered: its check fails, the other's holds.
+    std::fs::write(&a, la.replace("\"n\":2", "\"n\":9")).unwrap();
+    assert!(verify_files(&[a], &of("bridge-a")).unwrap().is_err());
+    assert!(verify_files(&[b], &of("bridge-b")).unwrap().is_ok());
+}

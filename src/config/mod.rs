@@ -182,6 +182,22 @@ mod tests {
     }
 
     #[test]
+    fn an_instance_is_a_name_syslog_and_a_label_take_as_it_is() {
+        for bad in ["", "two words", "a/b", &"x".repeat(65)] {
+            let e = Config::parse(&format!("[server]\ninstance = {bad:?}"))
+                .unwrap()
+                .validate()
+                .unwrap_err();
+            assert_eq!(e.key, "server.instance", "{bad:?}");
+        }
+        let c = Config::parse("[server]\ninstance = \"bridge-0.eu_1\"").unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.server.instance(), "bridge-0.eu_1");
+        // Unset: the host name, never empty.
+        assert!(!Config::default().server.instance().is_empty());
+    }
+
+    #[test]
     fn durations_parse() {
         let c = Config::parse("[server]\nclient_grace = \"250ms\"").unwrap();
         assert_eq!(c.server.client_grace, Duration::from_millis(250));

@@ -12,6 +12,10 @@ use super::{bad, duration, Config, ConfigError, RateLimits, TlsConfig, Visibilit
 pub struct ServerConfig {
     /// Address to listen on. Loopback unless a token is set.
     pub listen: SocketAddr,
+    /// This bridge's name in a fleet: in every audit record (`instance`),
+    /// in `build_info{instance}` and as the syslog HOSTNAME. Unset: the
+    /// host name ([`ServerConfig::instance`]).
+    pub instance: Option<String>,
     /// Bearer token required in the WebSocket upgrade; env AHP_BRIDGE_TOKEN also sets it.
     pub token: Option<String>,
     /// `wss://` and `https://` on `listen`, with this certificate.
@@ -63,10 +67,36 @@ pub struct ServerConfig {
     pub actions_burst: u32,
 }
 
+impl ServerConfig {
+    /// This bridge's name in a fleet: `[server] instance`, or the host name
+    /// (a pod's name under Kubernetes), or `bridge` when neither reads.
+    pub fn instance(&self) -> String {
+        self.instance.clone().unwrap_or_else(host_name)
+    }
+}
+
+/// The kernel's host name, when it is a valid instance name.
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| is_instance_name(h))
+        .unwrap_or_else(|| "bridge".into())
+}
+
+/// What may name an instance: it goes into syslog's HOSTNAME and a metric's
+/// label as it is.
+fn is_instance_name(s: &str) -> bool {
+    (1..=64).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+}
+
 impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             listen: SocketAddr::from(([127, 0, 0, 1], 8421)),
+            instance: None,
             token: None,
             tls: None,
             allow_plaintext_remote: false,
@@ -98,6 +128,14 @@ impl Config {
     /// `[server]`, and that a non-loopback listener has credentials.
     pub(super) fn validate_server(&self) -> Result<(), ConfigError> {
         let s = &self.server;
+        if let Some(i) = &s.instance {
+            if !is_instance_name(i) {
+                return Err(bad(
+                    "server.instance",
+                    format!("{i:?} is not an instance name: 1 to 64 characters of letters, digits, '.', '-', '_'"),
+                ));
+            }
+        }
         let credentials = s.token.is_some() || !self.principals.is_empty() || !self.jwt.is_empty();
         if !credentials && !s.listen.ip().is_loopback() {
             return Err(bad(

@@ -20,6 +20,7 @@ type One = [(&'static str, &'static str); 1];
 type Two = [(&'static str, &'static str); 2];
 type OwnedTwo = [(&'static str, String); 2];
 type Slot = [(&'static str, String); 1];
+type BuildLabels = [(&'static str, String); 3];
 
 /// How a turn ended, as `ahp_bridge_turns_total{outcome}` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,7 +100,7 @@ pub const MISMATCH_KINDS: [&str; 5] = [
 /// Every metric of the bridge, registered once.
 pub struct Metrics {
     registry: Registry,
-    build_info: Family<Two, Gauge>,
+    build_info: Family<BuildLabels, Gauge>,
     sessions: Gauge,
     clients_connected: Gauge,
     connections_refused: Family<One, Counter>,
@@ -372,13 +373,15 @@ impl Metrics {
         }
     }
 
-    /// `build_info{version,protocol}` = 1; `protocol` the AHP version the
-    /// host implements (the north side knows it).
-    pub fn set_build_info(&self, protocol: &'static str) {
+    /// `build_info{version,protocol,instance}` = 1; `protocol` the AHP
+    /// version the host implements (the north side knows it), `instance`
+    /// this bridge's name in a fleet (validated: a host-name's characters).
+    pub fn set_build_info(&self, protocol: &'static str, instance: &str) {
         self.build_info
             .get_or_create(&[
-                ("version", env!("CARGO_PKG_VERSION")),
-                ("protocol", protocol),
+                ("version", env!("CARGO_PKG_VERSION").to_owned()),
+                ("protocol", protocol.to_owned()),
+                ("instance", instance.to_owned()),
             ])
             .set(1);
     }
