@@ -163,6 +163,23 @@ impl Running {
 }
 
 impl Running {
+    /// SIGTERM's shutdown: first `drain`, during which `/readyz` says 503,
+    /// new WebSocket upgrades are answered 503 and open connections go on
+    /// (a turn that fits in it completes whole); then [`Running::stop`]
+    /// within `limit`. The whole `drain` even when no client is left: a load
+    /// balancer still learning of it gets 503s, not refused connections.
+    pub async fn drain_then_stop(&self, drain: Duration, limit: Duration) -> bool {
+        self.stopping.cancel();
+        if !drain.is_zero() {
+            tracing::info!(
+                ?drain,
+                "draining: /readyz says 503, new connections get 503, open ones go on"
+            );
+            tokio::time::sleep(drain).await;
+        }
+        self.stop(limit).await
+    }
+
     /// A graceful shutdown, bounded by `limit`: stop accepting; end every
     /// running turn with "the host is shutting down" and answer what the
     /// runtime waits on; close every client with 1001 once its queue is
@@ -283,6 +300,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
         host.clone(),
         tls.clone(),
         accepting.clone(),
+        stopping.clone(),
         shutdown.clone(),
     ));
     let admin = match cfg.admin.listen {

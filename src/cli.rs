@@ -13,7 +13,7 @@ use crate::demo::model::ScriptedModel;
 /// the policy, principals and rate limits of `config_path` (the file `cfg`
 /// was read from).
 pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Result<()> {
-    let limit = cfg.server.shutdown_timeout;
+    let (limit, drain) = (cfg.server.shutdown_timeout, cfg.server.drain);
     let format = cfg.log.format;
     let running = app::start(cfg.clone(), Agent::Copilot).await?;
     if running.bridge.is_some() {
@@ -37,7 +37,12 @@ pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Re
     say(format!("listening on {}", running.ws_url()));
     let signal = stop_signal().await?;
     tracing::info!(signal, "shutting down");
-    running.stop(limit).await;
+    // SIGTERM (systemd, Kubernetes) drains first; Ctrl-C stops at once.
+    let drain = match signal {
+        "SIGTERM" => drain,
+        _ => std::time::Duration::ZERO,
+    };
+    running.drain_then_stop(drain, limit).await;
     Ok(())
 }
 

@@ -52,6 +52,11 @@ pub struct ServerConfig {
     pub outbound_queue_bytes: usize,
     /// A client action larger than this (serialized) is refused.
     pub max_action_bytes: usize,
+    /// On SIGTERM, how long open connections go on (a turn that fits in it
+    /// completes) while `/readyz` says 503 and new upgrades get 503, before
+    /// the shutdown proper. A load balancer's health checks see it first.
+    #[serde(deserialize_with = "duration")]
+    pub drain: Duration,
     /// How long a graceful shutdown (SIGTERM, SIGINT) may take before the process exits anyway.
     #[serde(deserialize_with = "duration")]
     pub shutdown_timeout: Duration,
@@ -114,6 +119,7 @@ impl Default for ServerConfig {
             replay_buffer_bytes: 16 * 1024 * 1024,
             outbound_queue_bytes: 16 * 1024 * 1024,
             max_action_bytes: 256 * 1024,
+            drain: Duration::from_secs(20),
             shutdown_timeout: Duration::from_secs(10),
             max_resource_bytes: 1024 * 1024,
             max_sessions: RateLimits::default().max_sessions,

@@ -59,6 +59,8 @@ pub enum Refusal {
     /// A TLS handshake that failed: plain text to a TLS port, an old
     /// version, no common cipher, a client certificate not verified.
     Tls,
+    /// An upgrade while the bridge drains (after SIGTERM): answered 503.
+    Draining,
 }
 
 impl Refusal {
@@ -71,6 +73,7 @@ impl Refusal {
             Self::HandshakeTimeout => "handshake_timeout",
             Self::BadUpgrade => "bad_upgrade",
             Self::Tls => "tls",
+            Self::Draining => "draining",
         }
     }
 }
@@ -308,6 +311,7 @@ impl Metrics {
             HandshakeTimeout,
             BadUpgrade,
             Tls,
+            Draining,
         ] {
             let _ = self
                 .connections_refused

@@ -134,8 +134,14 @@ impl BridgeProcess {
     }
 
     fn config_text(server_toml: &str, principals_toml: &str, tail: &str) -> String {
+        // SIGTERM stops at once unless a test asks for a drain.
+        let drain = if server_toml.contains("drain") {
+            ""
+        } else {
+            "drain = \"0s\"\n"
+        };
         format!(
-            "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\n{server_toml}\n{principals_toml}\n{tail}"
+            "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\n{drain}{server_toml}\n{principals_toml}\n{tail}"
         )
     }
 
@@ -277,6 +283,12 @@ impl BridgeProcess {
     /// Sends `signal` (e.g. "TERM", "KILL") and waits for the exit, at most
     /// `limit` (a hang guard: the exit status is what the caller checks).
     pub fn signal_and_wait(&mut self, signal: &str, limit: Duration) -> ExitStatus {
+        self.signal(signal);
+        self.wait_exit(signal, limit)
+    }
+
+    /// Sends `signal` (e.g. "TERM") without waiting.
+    pub fn signal(&self, signal: &str) {
         let ok = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(self.child.id().to_string())
@@ -284,6 +296,10 @@ impl BridgeProcess {
             .expect("kill runs")
             .success();
         assert!(ok, "kill -{signal} {}", self.child.id());
+    }
+
+    /// Waits for the exit that `signal` asked for, at most `limit`.
+    pub fn wait_exit(&mut self, signal: &str, limit: Duration) -> ExitStatus {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {

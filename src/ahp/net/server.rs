@@ -41,6 +41,7 @@ pub async fn serve(
     host: Arc<Host>,
     tls: Option<Arc<Tls>>,
     accepting: CancellationToken,
+    draining: CancellationToken,
     shutdown: CancellationToken,
 ) {
     let (total, per_ip) = host.config().connection_limits();
@@ -78,6 +79,7 @@ pub async fn serve(
                 let conn = Accepted {
                     peer,
                     host: host.clone(),
+                    draining: draining.clone(),
                     shutdown: shutdown.clone(),
                     shared: shared.clone(),
                     permit,
@@ -112,6 +114,8 @@ pub async fn serve(
 struct Accepted {
     peer: SocketAddr,
     host: Arc<Host>,
+    /// Cancelled at SIGTERM: new upgrades get 503 while open ones go on.
+    draining: CancellationToken,
     shutdown: CancellationToken,
     shared: Shared,
     permit: Permit,
@@ -219,6 +223,15 @@ impl Accepted {
                 return;
             }
         };
+        if self.draining.is_cancelled() {
+            // A clear answer for a load balancer that has not seen /readyz
+            // yet, not a refused connection.
+            metrics().connection_refused(Refusal::Draining);
+            debug!(%peer, "upgrade refused: draining");
+            let why = "this bridge is draining (shutting down): connect again, another one answers";
+            refuse(&mut transport, StatusCode::SERVICE_UNAVAILABLE, why).await;
+            return;
+        }
         let asking = Asking {
             presented: &presented,
             certs: &certs,

@@ -1,0 +1,80 @@
+//! SIGTERM drains before it stops (`[server] drain`): `/readyz` says 503 at
+//! once, a new WebSocket upgrade is answered 503 (a load balancer gets a
+//! clear answer, not a refused connection), an open connection's running
+//! turn completes whole, and the process exits within the drain plus the
+//! shutdown's 10 s. The real binary, the real Copilot CLI.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
+use ahp_types::actions::StateAction;
+use support::e2e::{ready_session, start_turn, wait_action, wait_turn_end};
+use support::process::*;
+use support::*;
+
+const DRAIN: Duration = Duration::from_secs(6);
+
+/// `/readyz`'s status, polled until `want` (within the suite's deadline).
+async fn readyz_becomes(admin: std::net::SocketAddr, want: u16) {
+    let started = Instant::now();
+    loop {
+        let got = tokio::task::spawn_blocking(move || http::get(admin, "/readyz", &[]))
+            .await
+            .unwrap()
+            .map(|r| r.status)
+            .ok();
+        if got == Some(want) {
+            return;
+        }
+        assert!(
+            started.elapsed() < DEADLINE,
+            "/readyz never said {want}: {got:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_drains_new_connections_get_503_and_a_running_turn_completes() {
+    let model = ScriptedModel::start().await.unwrap();
+    let drain = format!("drain = \"{}s\"", DRAIN.as_secs());
+    let mut bridge = BridgeProcess::start(&model, &drain, None);
+    readyz_becomes(bridge.admin, 200).await;
+    let c = connect(bridge.addr, "ide").await;
+    ready_session(&c, "ahp-session:/d1", None).await;
+    // A turn of about two seconds: it fits in the drain.
+    model.push(Reply::Slow {
+        chunks: (0..10).map(|i| format!("part{i} ")).collect(),
+        delay: Duration::from_millis(200),
+    });
+    let mut sub = start_turn(&c, "d1", "t1", "take your time").await;
+    wait_action(&mut sub, |a| {
+        matches!(a, StateAction::ChatDelta(_)).then_some(())
+    })
+    .await;
+
+    bridge.signal("TERM");
+    let signalled = Instant::now();
+    readyz_becomes(bridge.admin, 503).await;
+    assert_eq!(
+        raw::token_status(bridge.addr, TOKEN).await,
+        503,
+        "a new upgrade while draining"
+    );
+    let end = wait_turn_end(&mut sub, "t1").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    // Every part after the first (which `wait_action` took).
+    let rest: String = (1..10).map(|i| format!("part{i} ")).collect();
+    assert_eq!(end.text, rest, "the running turn completed whole");
+    assert!(
+        signalled.elapsed() < DRAIN,
+        "the turn ended inside the drain, not by the shutdown"
+    );
+    let limit = (DRAIN + Duration::from_secs(10)).saturating_sub(signalled.elapsed());
+    let status = tokio::task::spawn_blocking(move || bridge.wait_exit("TERM", limit))
+        .await
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
