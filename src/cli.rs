@@ -28,7 +28,7 @@ pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Re
                 .cloned()
                 .collect(),
         };
-        crate::reload::on_sighup(config_path, cfg, targets)?;
+        crate::reload::start(config_path, cfg, targets, running.shutdown.clone())?;
     }
     let say = |line: String| say(format, line);
     if let Some(admin) = running.admin_url() {

@@ -1,4 +1,5 @@
-//! SIGHUP: re-read the config file and put in force, each at once, its
+//! SIGHUP, or a change of the file (`[server] reload_on_change`): re-read
+//! the config file and put in force, each at once, its
 //! `[policy]`, its `[[principals]]` and `[server] token` (who may connect,
 //! and what each may do) and the rate limits (`[server]` defaults and each
 //! principal's own). A file that does not load changes nothing, and the
@@ -15,14 +16,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use tokio::signal::unix::{signal, SignalKind};
-use tracing::{info, warn};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
 
 use crate::ahp::auth::Principals;
 use crate::ahp::host::Host;
-use crate::ahp::net::tls::Tls;
+use crate::ahp::net::tls::{Tls, POLL};
 use crate::audit::log::AuditLog;
+use crate::config::watch::watch_folders;
 use crate::config::Config;
 use crate::policy::{Policy, PolicySource};
+use crate::telemetry::metrics;
 
 /// What a reload puts in force: the file's config (its principals and
 /// limits) and its policy, built with those principals.
@@ -51,35 +56,89 @@ pub struct Targets {
     pub tls: Vec<Arc<Tls>>,
 }
 
+/// Why the file is read again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    Hangup,
+    /// The file (or its folder: a rename over it, a ConfigMap's `..data`
+    /// swap) changed, or the fallback look found it changed.
+    Change,
+}
+
 /// Installs the SIGHUP handler now (so a signal that arrives once this
-/// returns is never the default "terminate"), and reloads on each one: the
-/// new principals and limits are put in force in the host, the new policy
-/// for every reader of the policy source at once, written to the audit log
-/// as a `policy` record.
-pub fn on_sighup(
+/// returns is never the default "terminate"), and, with `[server]
+/// reload_on_change`, watches the file's folder; reloads on each: the new
+/// principals and limits are put in force in the host, the new policy for
+/// every reader of the policy source at once, written to the audit log as a
+/// `policy` record. A change reloads only when the file's bytes differ from
+/// the last ones read (the folder's other files, the 5 s look); SIGHUP
+/// always reloads. Until `stop`.
+pub fn start(
     path: Option<PathBuf>,
     running: Arc<Config>,
     targets: Targets,
+    stop: CancellationToken,
 ) -> anyhow::Result<()> {
     let mut hangups = signal(SignalKind::hangup())?;
+    let (tx, mut changes) = mpsc::unbounded_channel();
+    // Without a watcher the sender stays here, so `changes` never ends.
+    let mut unwatched = Some(tx);
+    if let (true, Some(p)) = (running.server.reload_on_change, &path) {
+        let dirs = crate::ahp::net::tls::folders(std::slice::from_ref(p));
+        let tx = unwatched.take();
+        watch_folders(dirs, POLL, "config", stop.clone(), move || {
+            tx.as_ref().is_some_and(|t| t.send(()).is_ok())
+        });
+    }
     tokio::spawn(async move {
-        while hangups.recv().await.is_some() {
-            for tls in &targets.tls {
-                tls.reload();
+        let _unwatched = unwatched;
+        let mut last = path.as_deref().and_then(digest);
+        loop {
+            let cause = tokio::select! {
+                _ = stop.cancelled() => return,
+                s = hangups.recv() => match s {
+                    Some(()) => Cause::Hangup,
+                    None => return,
+                },
+                c = changes.recv() => match c {
+                    Some(()) => Cause::Change,
+                    None => return,
+                },
+            };
+            if cause == Cause::Hangup {
+                for tls in &targets.tls {
+                    tls.reload();
+                }
             }
             let Some(path) = &path else {
                 warn!("SIGHUP: serving without --config, there is no file to reload");
                 continue;
             };
+            let now = digest(path);
+            if cause == Cause::Change && now == last {
+                continue;
+            }
+            last = now;
             match load(path, &running) {
-                Ok(new) => apply(path, new, &targets).await,
+                Ok(new) => {
+                    info!(path = %path.display(), ?cause, "config reloaded");
+                    apply(path, new, &targets).await
+                }
                 Err(e) => {
-                    warn!(path = %path.display(), "reload refused, nothing changed: {e:#}")
+                    metrics().config_reload_failed();
+                    error!(path = %path.display(), ?cause, "reload refused, nothing changed: {e:#}")
                 }
             }
         }
     });
     Ok(())
+}
+
+/// The file's bytes, hashed (through its links: a ConfigMap's file is a
+/// link into `..data`); `None` when it cannot be read.
+fn digest(path: &Path) -> Option<[u8; 32]> {
+    use sha2::{Digest, Sha256};
+    std::fs::read(path).ok().map(|b| Sha256::digest(b).into())
 }
 
 /// Puts a loaded file in force: principals and limits first (a revoked

@@ -321,7 +321,7 @@ fn write_config(
     policy: &str,
 ) {
     let toml = format!(
-        "[server]\nlisten = \"127.0.0.1:0\"\n\
+        "[server]\nlisten = \"127.0.0.1:0\"\nreload_on_change = false\n\
          [audit]\npath = {:?}\nfsync = \"always\"\n{}{policy}",
         dir.join("audit.jsonl").display().to_string(),
         support::process::offline_runtime_toml(model, dir),

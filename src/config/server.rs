@@ -52,6 +52,9 @@ pub struct ServerConfig {
     pub outbound_queue_bytes: usize,
     /// A client action larger than this (serialized) is refused.
     pub max_action_bytes: usize,
+    /// Reload what SIGHUP reloads when the config file changes (written in
+    /// place, renamed over, or a Kubernetes ConfigMap's `..data` swap).
+    pub reload_on_change: bool,
     /// On SIGTERM, how long open connections go on (a turn that fits in it
     /// completes) while `/readyz` says 503 and new upgrades get 503, before
     /// the shutdown proper. A load balancer's health checks see it first.
@@ -120,6 +123,7 @@ impl Default for ServerConfig {
             outbound_queue_bytes: 16 * 1024 * 1024,
             max_action_bytes: 256 * 1024,
             drain: Duration::from_secs(20),
+            reload_on_change: true,
             shutdown_timeout: Duration::from_secs(10),
             max_resource_bytes: 1024 * 1024,
             max_sessions: RateLimits::default().max_sessions,

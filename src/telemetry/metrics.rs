@@ -118,6 +118,7 @@ pub struct Metrics {
     audit_write_failures: Counter,
     audit_shipping_gap: Counter,
     tls_reload_failures: Counter,
+    config_reload_failures: Counter,
     runtime_mismatches: Family<One, Counter>,
     runtime_up: Family<Slot, Gauge>,
     runtime_restarts: Family<Slot, Counter>,
@@ -182,6 +183,7 @@ impl Metrics {
             audit_write_failures: Counter::default(),
             audit_shipping_gap: Counter::default(),
             tls_reload_failures: Counter::default(),
+            config_reload_failures: Counter::default(),
             runtime_mismatches: Family::default(),
             runtime_up: Family::default(),
             runtime_restarts: Family::default(),
@@ -266,6 +268,11 @@ impl Metrics {
             "tls_reload_failures",
             "Certificate reloads refused (a file unreadable, or a key that is not the certificate's); the old pair serves on",
             self.tls_reload_failures.clone(),
+        );
+        r.register(
+            "config_reload_failures",
+            "Config reloads refused (SIGHUP or a change of the file): the file does not load; the running config stays",
+            self.config_reload_failures.clone(),
         );
         r.register(
             "runtime_protocol_mismatches",
@@ -452,6 +459,10 @@ impl Metrics {
 
     pub fn tls_reload_failed(&self) {
         self.tls_reload_failures.inc();
+    }
+
+    pub fn config_reload_failed(&self) {
+        self.config_reload_failures.inc();
     }
 
     /// A runtime message not as its schema says; `kind` is a fixed word.

@@ -134,12 +134,15 @@ impl BridgeProcess {
     }
 
     fn config_text(server_toml: &str, principals_toml: &str, tail: &str) -> String {
-        // SIGTERM stops at once unless a test asks for a drain.
-        let drain = if server_toml.contains("drain") {
-            ""
-        } else {
-            "drain = \"0s\"\n"
-        };
+        // SIGTERM stops at once unless a test asks for a drain; a file
+        // change is read at SIGHUP only, unless a test asks otherwise.
+        let mut drain = String::new();
+        if !server_toml.contains("drain") {
+            drain.push_str("drain = \"0s\"\n");
+        }
+        if !server_toml.contains("reload_on_change") {
+            drain.push_str("reload_on_change = false\n");
+        }
         format!(
             "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\n{drain}{server_toml}\n{principals_toml}\n{tail}"
         )

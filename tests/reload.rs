@@ -1,0 +1,119 @@
+//! `[server] reload_on_change`: a change of the config file is put in force
+//! without SIGHUP, written in place or swapped in as a Kubernetes ConfigMap
+//! does (`bridge.toml -> ..data/bridge.toml`, `..data` re-pointed); an
+//! invalid file keeps the running config, names the key and is counted in
+//! `ahp_bridge_config_reload_failures_total`. The real binary.
+
+mod support;
+
+use std::path::Path;
+
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use serde_json::{json, Value};
+use support::process::*;
+use support::raw::Raw;
+use support::*;
+
+/// Whether a new connection's root snapshot says `section` is restricted.
+async fn restricted(bridge: &BridgeProcess, section: &str) -> bool {
+    let mut raw = Raw::connect(&format!("ws://{}/?tkn={TOKEN}", bridge.addr)).await;
+    let init = raw
+        .call(
+            json!(1),
+            "initialize",
+            json!({"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "reader",
+                   "initialSubscriptions": ["ahp-root://"]}),
+        )
+        .await;
+    let sections = &init["result"]["snapshots"][0]["state"]["agents"][0]["systemMessageSections"];
+    let found: Vec<&Value> = sections
+        .as_array()
+        .unwrap_or_else(|| panic!("no catalogue in {init}"))
+        .iter()
+        .filter(|s| s["id"] == section)
+        .collect();
+    found.first().is_some_and(|s| s["restricted"] == true)
+}
+
+fn config_reload_failures(bridge: &BridgeProcess) -> f64 {
+    let text = http::get(bridge.admin, "/metrics", &[]).unwrap().body;
+    text.lines()
+        .find_map(|l| l.strip_prefix("ahp_bridge_config_reload_failures_total "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no config_reload_failures_total in\n{text}"))
+}
+
+fn with_policy(base: &str, restricted: &str) -> String {
+    format!("{base}\n[policy]\nrestricted = [{restricted}]\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_file_applies_without_sighup_in_place_or_as_a_configmap_swap() {
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bridge = BridgeProcess::start_in(&model, dir.path(), "reload_on_change = true", None);
+    let config = dir.path().join("bridge.toml");
+    let base = std::fs::read_to_string(&config).unwrap();
+    assert!(!restricted(&bridge, "tone").await);
+
+    // Written in place: no SIGHUP.
+    let mark = bridge.log_mark();
+    std::fs::write(&config, with_policy(&base, r#""safety", "tone""#)).unwrap();
+    let line = bridge.wait_log(mark, "policy reloaded").await;
+    assert!(line.contains("changed=true"), "{line}");
+    assert!(restricted(&bridge, "tone").await, "the new policy, at once");
+
+    // The same bytes, now as a ConfigMap mounts them: nothing to reload.
+    let mount = |name: &str, text: &str| {
+        let d = dir.path().join(name);
+        std::fs::create_dir(&d).unwrap();
+        std::fs::write(d.join("bridge.toml"), text).unwrap();
+    };
+    mount("..2026_11_26_a", &with_policy(&base, r#""safety", "tone""#));
+    let link = |target: &str, name: &str| {
+        std::os::unix::fs::symlink(target, dir.path().join(name)).unwrap();
+    };
+    link("..2026_11_26_a", "..data");
+    link("..data/bridge.toml", "bridge.toml.new");
+    std::fs::rename(dir.path().join("bridge.toml.new"), &config).unwrap();
+    // The update: a new folder, `..data` re-pointed by a rename.
+    let mark = bridge.log_mark();
+    mount(
+        "..2026_11_26_b",
+        &with_policy(&base, r#""safety", "guidelines""#),
+    );
+    link("..2026_11_26_b", "..data_tmp");
+    std::fs::rename(dir.path().join("..data_tmp"), dir.path().join("..data")).unwrap();
+    let line = bridge.wait_log(mark, "policy reloaded").await;
+    assert!(line.contains("changed=true"), "{line}");
+    assert!(restricted(&bridge, "guidelines").await);
+    assert!(
+        !restricted(&bridge, "tone").await,
+        "the swap's policy, whole"
+    );
+    assert_eq!(config_reload_failures(&bridge), 0.0);
+
+    // An invalid file: the running config stays, the key is named, counted.
+    let mark = bridge.log_mark();
+    swap_in(
+        dir.path(),
+        "..2026_11_26_c",
+        &with_policy(&base, r#""nope""#),
+    );
+    let line = bridge.wait_log(mark, "reload refused").await;
+    assert!(line.contains("policy.restricted"), "{line}");
+    assert_eq!(config_reload_failures(&bridge), 1.0);
+    assert!(
+        restricted(&bridge, "guidelines").await,
+        "the running policy"
+    );
+}
+
+/// A ConfigMap update: `text` in a new folder `name`, `..data` re-pointed.
+fn swap_in(dir: &Path, name: &str, text: &str) {
+    let d = dir.join(name);
+    std::fs::create_dir(&d).unwrap();
+    std::fs::write(d.join("bridge.toml"), text).unwrap();
+    std::os::unix::fs::symlink(name, dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+}
