@@ -4,7 +4,10 @@
 # registry), rsyslogd (tests/audit_syslog.rs ships to a real one), prlimit
 # (tests/audit_write_failure.rs), prometheus and promtool (tests/operations.rs
 # scrapes /metrics and checks deploy/alerts.yml), chromium (the console's
-# tests drive a real one). Needs root (or sudo) only when something is missing.
+# tests drive a real one), haproxy (tests/deploy.rs checks
+# deploy/haproxy/haproxy.cfg; tests/fleet.rs runs it in front of three
+# bridges); and kubernetes-validate from PyPI (tests/deploy.rs validates
+# deploy/kubernetes/). Needs root (or sudo) only when a package is missing.
 set -euo pipefail
 apt_updated=
 as_root() {
@@ -28,3 +31,11 @@ need rsyslogd rsyslog
 need prlimit util-linux
 need prometheus prometheus
 need chromium chromium
+need haproxy haproxy
+if ! python3 -m kubernetes_validate --version >/dev/null 2>&1; then
+  command -v python3 >/dev/null || need python3 python3
+  python3 -m pip --version >/dev/null 2>&1 || need pip3 python3-pip
+  echo "installing kubernetes-validate (PyPI) ..." >&2
+  python3 -m pip install --quiet kubernetes-validate >&2 \
+    || python3 -m pip install --quiet --break-system-packages kubernetes-validate >&2
+fi

@@ -14,6 +14,7 @@ pub mod jwt;
 pub mod process;
 pub mod prometheus;
 pub mod raw;
+pub mod rsyslog;
 pub mod tls;
 
 use std::sync::Arc;

@@ -155,12 +155,19 @@ impl BridgeProcess {
         tail: String,
         nofile: Option<u32>,
     ) -> Self {
+        let text = Self::config_text(server_toml, principals_toml, &tail);
+        Self::spawn_text(dir, &text, tail, nofile)
+    }
+
+    /// Starts `serve` on `dir/bridge.toml` holding `config`, the whole file
+    /// (its `[admin]` and `[server]` listeners included): a bridge of a fleet.
+    pub fn start_config(dir: &Path, config: &str) -> Self {
+        Self::spawn_text(dir, config, String::new(), None)
+    }
+
+    fn spawn_text(dir: &Path, config: &str, tail: String, nofile: Option<u32>) -> Self {
         let path = dir.join("bridge.toml");
-        std::fs::write(
-            &path,
-            Self::config_text(server_toml, principals_toml, &tail),
-        )
-        .unwrap();
+        std::fs::write(&path, config).unwrap();
         let bin = env!("CARGO_BIN_EXE_ahp-copilot-bridge");
         let mut cmd = match nofile {
             Some(n) => {
