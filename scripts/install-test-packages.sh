@@ -6,8 +6,9 @@
 # scrapes /metrics and checks deploy/alerts.yml), chromium (the console's
 # tests drive a real one), haproxy (tests/deploy.rs checks
 # deploy/haproxy/haproxy.cfg; tests/fleet.rs runs it in front of three
-# bridges); and kubernetes-validate from PyPI (tests/deploy.rs validates
-# deploy/kubernetes/). Needs root (or sudo) only when a package is missing.
+# bridges), debootstrap, buildah, podman and runc (tests/image.rs builds the
+# image and runs it); and kubernetes-validate from PyPI (tests/deploy.rs
+# validates deploy/kubernetes/). Needs root (or sudo) only when a package is missing.
 set -euo pipefail
 apt_updated=
 as_root() {
@@ -32,6 +33,12 @@ need prlimit util-linux
 need prometheus prometheus
 need chromium chromium
 need haproxy haproxy
+# tests/image.rs: scripts/build-image.sh (debootstrap, buildah), then podman
+# runs the image with runc.
+need debootstrap debootstrap
+need buildah buildah
+need podman podman
+need runc runc
 if ! python3 -m kubernetes_validate --version >/dev/null 2>&1; then
   command -v python3 >/dev/null || need python3 python3
   python3 -m pip --version >/dev/null 2>&1 || need pip3 python3-pip

@@ -6,7 +6,6 @@
 //! `bridge.toml` with the bridge's own `config check`. Installed by
 //! scripts/install-test-packages.sh; without them these tests FAIL.
 
-
 use std::path::{Path, PathBuf};
 use std::process::Command;
 

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Builds the bridge's image without a registry: a Debian bookworm root made by
+# debootstrap (what debian:bookworm-slim holds, plus the CLI's libstdc++6 and
+# ca-certificates), the release binary and the pinned Copilot CLI added, the
+# user, entrypoint and command of deploy/Containerfile set with buildah (no
+# RUN step, so no OCI runtime is needed), written to
+# target/image/ahp-copilot-bridge.oci.tar. Run as root, no arguments:
+#   bash scripts/build-image.sh
+# Load it with: podman load -i target/image/ahp-copilot-bridge.oci.tar
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ "$(id -u)" -eq 0 ] || { echo "build-image: run as root (debootstrap and buildah mount need it)" >&2; exit 1; }
+for c in debootstrap buildah; do
+  command -v "$c" >/dev/null || { echo "build-image: $c is missing (apt-get install -y debootstrap buildah)" >&2; exit 1; }
+done
+TAG=ahp-copilot-bridge:0.1.0
+OUT=target/image
+ROOT=$OUT/rootfs
+mkdir -p "$OUT"
+cargo build --release --locked
+scripts/install-runtime.sh
+if [ ! -x "$ROOT/bin/sh" ]; then
+  rm -rf "$ROOT"
+  debootstrap --variant=minbase --include=ca-certificates,libstdc++6 bookworm "$ROOT" http://deb.debian.org/debian >&2
+  rm -rf "$ROOT"/var/lib/apt/lists/* "$ROOT"/var/cache/apt/*.bin
+fi
+export STORAGE_DRIVER=vfs
+ctr=$(buildah --storage-driver vfs from scratch)
+trap 'buildah --storage-driver vfs rm "$ctr" >/dev/null 2>&1 || true' EXIT
+mnt=$(buildah --storage-driver vfs mount "$ctr")
+cp -a "$ROOT"/. "$mnt"/
+# The user, as the Containerfile's useradd makes it.
+grep -q '^ahp-bridge:' "$mnt/etc/group" || echo 'ahp-bridge:x:10001:' >> "$mnt/etc/group"
+grep -q '^ahp-bridge:' "$mnt/etc/passwd" \
+  || echo 'ahp-bridge:x:10001:10001::/var/lib/ahp-copilot-bridge-home:/usr/sbin/nologin' >> "$mnt/etc/passwd"
+install -d -o 10001 -g 10001 "$mnt/var/lib/ahp-copilot-bridge" "$mnt/var/lib/ahp-copilot-bridge-home"
+install -d "$mnt/etc/ahp-copilot-bridge" "$mnt/opt/ahp-copilot-bridge/.runtime/node_modules/.bin"
+install -m 0755 target/release/ahp-copilot-bridge "$mnt/opt/ahp-copilot-bridge/ahp-copilot-bridge"
+# The pinned Copilot CLI: its native binary (no Node.js needed at run time).
+install -d "$mnt/opt/ahp-copilot-bridge/.runtime/node_modules/@github"
+cp -a .runtime/node_modules/@github/copilot-linux-x64 "$mnt/opt/ahp-copilot-bridge/.runtime/node_modules/@github/"
+ln -sf ../@github/copilot-linux-x64/copilot "$mnt/opt/ahp-copilot-bridge/.runtime/node_modules/.bin/copilot-linux-x64"
+buildah --storage-driver vfs umount "$ctr" >/dev/null
+buildah --storage-driver vfs config \
+  --user 10001:10001 \
+  --workingdir /opt/ahp-copilot-bridge \
+  --env HOME=/var/lib/ahp-copilot-bridge-home \
+  --env COPILOT_HOME=/var/lib/ahp-copilot-bridge-home \
+  --port 8421 --port 8422 \
+  --entrypoint '["/opt/ahp-copilot-bridge/ahp-copilot-bridge"]' \
+  --cmd '["serve", "--config", "/etc/ahp-copilot-bridge/bridge.toml"]' \
+  "$ctr"
+rm -f "$OUT/ahp-copilot-bridge.oci.tar"
+buildah --storage-driver vfs commit --format oci "$ctr" "oci-archive:$OUT/ahp-copilot-bridge.oci.tar:$TAG" >&2
+echo "$OUT/ahp-copilot-bridge.oci.tar ($TAG)"
