@@ -19,6 +19,7 @@ pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Re
     if running.bridge.is_some() {
         let targets = crate::reload::Targets {
             host: running.host.clone(),
+            bridge: running.bridge.clone(),
             policy: running.policy.clone(),
             audit: running.audit.as_ref().map(|a| a.log.clone()),
             tls: running

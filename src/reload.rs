@@ -50,6 +50,8 @@ pub fn load(path: &Path, running: &Config) -> anyhow::Result<Reloaded> {
 /// What SIGHUP changes, and where the outcome is written.
 pub struct Targets {
     pub host: Arc<Host>,
+    /// Its customizations are reloaded too.
+    pub bridge: Option<Arc<crate::bridge::Bridge>>,
     pub policy: Arc<PolicySource>,
     pub audit: Option<Arc<AuditLog>>,
     /// The listeners' certificates: read again too (they are also watched).
@@ -152,6 +154,9 @@ async fn apply(path: &Path, new: Reloaded, targets: &Targets) {
     let changed = targets.policy.replace(new.policy);
     info!(path = %path.display(), %sha256, changed, "policy reloaded");
     targets.host.publish_policy_loaded();
+    if let Some(b) = &targets.bridge {
+        b.reload_customizations(&new.cfg).await;
+    }
     // The reload is evidence too: a `policy` record holding it.
     if let Some(log) = targets.audit.clone() {
         let current = targets.policy.current();

@@ -117,3 +117,39 @@ fn swap_in(dir: &Path, name: &str, text: &str) {
     std::os::unix::fs::symlink(name, dir.join("..data_tmp")).unwrap();
     std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn customizations_change_with_the_file_for_the_sessions_after_it() {
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bridge = BridgeProcess::start_in(&model, dir.path(), "reload_on_change = true", None);
+    let config = dir.path().join("bridge.toml");
+    let base = std::fs::read_to_string(&config).unwrap();
+    let skill = dir.path().join("skills/alpha/SKILL.md");
+    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    std::fs::write(
+        &skill,
+        "---\nname: alpha\ndescription: Use when the user says alpha.\n---\n# Alpha\n",
+    )
+    .unwrap();
+    let c = connect(bridge.addr, "ide").await;
+    let listed = |uri: &'static str| {
+        let c = &c;
+        async move { raw_subscribe(c, uri).await["snapshot"]["state"]["customizations"].to_string() }
+    };
+    support::e2e::ready_session(&c, "ahp-session:/before", None).await;
+    assert!(!listed("ahp-session:/before").await.contains("team-skills"));
+
+    let mark = bridge.log_mark();
+    let directory = format!(
+        "\n[[customizations.directories]]\npath = {:?}\ncontents = \"skill\"\nname = \"team-skills\"\n",
+        dir.path().join("skills").display().to_string()
+    );
+    std::fs::write(&config, format!("{base}{directory}")).unwrap();
+    bridge.wait_log(mark, "customizations reloaded").await;
+    support::e2e::ready_session(&c, "ahp-session:/after", None).await;
+    assert!(
+        listed("ahp-session:/after").await.contains("team-skills"),
+        "a session created after the reload lists the new directory"
+    );
+}

@@ -141,6 +141,19 @@ impl Customizing {
         }
     }
 
+    /// A reload's `[customizations]` and `[policy.customizations]`: when
+    /// they differ, they are put in force and the host's containers read
+    /// again (new sessions list the new set; a session that lists a changed
+    /// container gets it anew). Whether they differed.
+    pub async fn reconfigured(&self, cfg: &crate::config::Config, sessions: &[String]) -> bool {
+        if !self.custom.reconfigure(cfg) {
+            return false;
+        }
+        info!("customizations reloaded");
+        self.host_changed(sessions).await;
+        true
+    }
+
     /// The host's directories changed on disk: read again, and every
     /// session that lists a changed container gets it anew (its runtime
     /// from the next turn: the new files are a new binding).
@@ -208,7 +221,7 @@ impl Customizing {
     }
 
     async fn vetted_client_plugin(&self, uri: &str, e: &ClientEntry, may: bool) -> ClientOutcome {
-        let policy = self.custom.policy();
+        let policy = &self.custom.policy();
         if let Err(why) = vet::admit(policy, e.principal.as_deref(), may) {
             return ClientOutcome::Refused(why.0);
         }

@@ -77,6 +77,8 @@ pub struct Bridge {
     /// The customizations of its sessions (`customization` records go to
     /// the audit log from there; the router writes its own).
     customizing: Arc<Customizing>,
+    /// Told when a reload changed the customization folders to watch.
+    rewatch: Arc<tokio::sync::Notify>,
 }
 
 impl Bridge {
@@ -102,25 +104,59 @@ impl Bridge {
             sessions: Registry::default(),
             in_flight: InFlight::new(),
             customizing,
+            rewatch: Arc::new(tokio::sync::Notify::new()),
         });
         bridge.watch_host_folders();
         bridge
     }
 
+    /// A reload's `[customizations]` and `[policy.customizations]` put in
+    /// force (see [`Customizing::reconfigured`]); the folders watched anew.
+    pub async fn reload_customizations(&self, cfg: &Config) {
+        if self
+            .customizing
+            .reconfigured(cfg, &self.sessions.uris())
+            .await
+        {
+            self.rewatch.notify_one();
+        }
+    }
+
     /// Watches the host's customization folders for as long as the bridge
-    /// lives: a change is read again, for every session.
+    /// lives: a change is read again, for every session. A reload that
+    /// changes the folders starts the watch over on the new ones.
     fn watch_host_folders(self: &Arc<Self>) {
         if tokio::runtime::Handle::try_current().is_err() {
             return;
         }
-        let Some(mut watch) = FolderWatch::start(&self.customizing.watched_paths()) else {
-            return;
-        };
         let me = Arc::downgrade(self);
+        let rewatch = self.rewatch.clone();
         tokio::spawn(async move {
-            while watch.changed().await {
-                let Some(b) = me.upgrade() else { return };
-                b.customizing.host_changed(&b.sessions.uris()).await;
+            loop {
+                let paths = match me.upgrade() {
+                    Some(b) => b.customizing.watched_paths(),
+                    None => return,
+                };
+                let mut watch = FolderWatch::start(&paths);
+                loop {
+                    let changed = async {
+                        match &mut watch {
+                            Some(w) => w.changed().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        alive = changed => {
+                            if !alive {
+                                watch = None;
+                                continue;
+                            }
+                            let Some(b) = me.upgrade() else { return };
+                            b.customizing.host_changed(&b.sessions.uris()).await;
+                        }
+                        _ = rewatch.notified() => break,
+                    }
+                }
             }
         });
     }

@@ -96,7 +96,7 @@ impl<'de> Deserialize<'de> for ClientMcpServers {
 }
 
 /// `[policy.customizations]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CustomizationPolicy {
     pub client_plugins: ClientPlugins,

@@ -59,9 +59,8 @@ struct Inner {
 }
 
 pub struct Customizer {
-    containers: Vec<HostContainer>,
-    policy: CustomizationPolicy,
-    bounds: Bounds,
+    /// What the config says: replaced whole by a reload.
+    settings: std::sync::RwLock<Arc<Settings>>,
     /// Where containers are written for the runtime; this process's own.
     work: PathBuf,
     first_read: tokio::sync::OnceCell<()>,
@@ -95,13 +94,31 @@ fn remove_left_behind(tmp: &std::path::Path) {
     }
 }
 
-impl Customizer {
-    pub fn new(cfg: &Config) -> Self {
+/// `[customizations]` and `[policy.customizations]`, as read.
+#[derive(Debug, PartialEq)]
+struct Settings {
+    containers: Vec<HostContainer>,
+    policy: CustomizationPolicy,
+    bounds: Bounds,
+}
+
+impl Settings {
+    fn of(cfg: &Config) -> Self {
         let policy = cfg.policy.customizations.clone();
         let bounds = Bounds {
             max_files: policy.max_plugin_files,
             ..Bounds::default()
         };
+        Self {
+            containers: cfg.customizations.containers(),
+            policy,
+            bounds,
+        }
+    }
+}
+
+impl Customizer {
+    pub fn new(cfg: &Config) -> Self {
         remove_left_behind(&std::env::temp_dir());
         let work = std::env::temp_dir().join(format!(
             "{WORK_PREFIX}{}-{}",
@@ -109,9 +126,7 @@ impl Customizer {
             uuid::Uuid::new_v4().simple()
         ));
         Self {
-            containers: cfg.customizations.containers(),
-            policy,
-            bounds,
+            settings: std::sync::RwLock::new(Arc::new(Settings::of(cfg))),
             work,
             first_read: tokio::sync::OnceCell::new(),
             inner: Mutex::default(),
@@ -122,18 +137,39 @@ impl Customizer {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn policy(&self) -> &CustomizationPolicy {
-        &self.policy
+    fn settings(&self) -> Arc<Settings> {
+        self.settings
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// A reload's `[customizations]` and `[policy.customizations]`: whether
+    /// they differ from those in force (then they are, and the host's
+    /// containers are read again by the caller).
+    pub fn reconfigure(&self, cfg: &Config) -> bool {
+        let new = Settings::of(cfg);
+        let mut s = self.settings.write().unwrap_or_else(|e| e.into_inner());
+        if **s == new {
+            return false;
+        }
+        *s = Arc::new(new);
+        true
+    }
+
+    pub fn policy(&self) -> CustomizationPolicy {
+        self.settings().policy.clone()
     }
 
     /// Whether the host provides anything at all.
     pub fn has_host_containers(&self) -> bool {
-        !self.containers.is_empty()
+        !self.settings().containers.is_empty()
     }
 
     /// The host's directories (for the watcher).
     pub fn watched_paths(&self) -> Vec<PathBuf> {
-        self.containers
+        self.settings()
+            .containers
             .iter()
             .filter_map(|c| match &c.source {
                 HostSource::Directory { path, .. } | HostSource::Plugin { path } => {
@@ -156,9 +192,10 @@ impl Customizer {
 
     /// Reads every host container again; the ids of those that changed.
     pub async fn reread(&self) -> Vec<String> {
-        let mut fresh = Vec::with_capacity(self.containers.len());
-        for c in &self.containers {
-            fresh.push(catalog::read(c, &self.bounds).await);
+        let settings = self.settings();
+        let mut fresh = Vec::with_capacity(settings.containers.len());
+        for c in &settings.containers {
+            fresh.push(catalog::read(c, &settings.bounds).await);
         }
         let mut g = self.lock();
         let changed = fresh
