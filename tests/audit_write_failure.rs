@@ -114,7 +114,7 @@ async fn a_full_disk_keeps_the_original_and_the_log_verifies_after() {
     std::fs::write(
         &config,
         format!(
-            "[server]\nlisten = \"127.0.0.1:0\"\n[runtime]\nconnect = \"{}\"\nhealth_interval = \"0s\"\n\
+            "[server]\nlisten = \"127.0.0.1:0\"\ndrain = \"0s\"\n[runtime]\nconnect = \"{}\"\nhealth_interval = \"0s\"\n\
              [audit]\npath = \"{}\"\nfsync = \"always\"\non_failure = \"keep-original\"\n\
              [state]\nenabled = false\n",
             fake.addr,

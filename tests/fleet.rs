@@ -91,14 +91,6 @@ impl Drop for Haproxy {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 async fn haproxy(members: &[Member]) -> Haproxy {
     let shipped = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/haproxy/haproxy.cfg"),

@@ -41,14 +41,6 @@ impl Drop for Container {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_image_builds_and_a_client_converses_with_the_runtime_inside_it() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
