@@ -26,6 +26,7 @@ use crate::ahp::host::Host;
 use crate::audit::customization::{CustomizationRecord, Decision, Source};
 use crate::audit::log::AuditLog;
 use crate::audit::record::now_rfc3339;
+use crate::config::watch::FolderWatch;
 use crate::customize::read_package;
 use crate::policy::PolicyReader;
 use crate::runtime::customizations::RuntimeCustomizations;
@@ -152,6 +153,50 @@ impl Customizing {
         info!("customizations reloaded");
         self.host_changed(sessions).await;
         true
+    }
+
+    /// Watches the host's customization folders while `uris` answers (the
+    /// bridge lives; it gives its sessions): a change is read again for
+    /// every session. `rewatch` (a reload changed the folders) starts the
+    /// watch over on the new ones.
+    pub fn watch_folders(
+        self: &Arc<Self>,
+        rewatch: Arc<tokio::sync::Notify>,
+        uris: impl Fn() -> Option<Vec<String>> + Send + 'static,
+    ) {
+        if tokio::runtime::Handle::try_current().is_err() {
+            return;
+        }
+        let me = Arc::downgrade(self);
+        tokio::spawn(async move {
+            loop {
+                let Some(paths) = me.upgrade().map(|c| c.watched_paths()) else {
+                    return;
+                };
+                let mut watch = FolderWatch::start(&paths);
+                loop {
+                    let changed = async {
+                        match &mut watch {
+                            Some(w) => w.changed().await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    tokio::select! {
+                        alive = changed => {
+                            if !alive {
+                                watch = None;
+                                continue;
+                            }
+                            let (Some(c), Some(sessions)) = (me.upgrade(), uris()) else {
+                                return;
+                            };
+                            c.host_changed(&sessions).await;
+                        }
+                        _ = rewatch.notified() => break,
+                    }
+                }
+            }
+        });
     }
 
     /// The host's directories changed on disk: read again, and every

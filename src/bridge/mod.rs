@@ -55,7 +55,6 @@ use self::turn::{mirror_id, TurnRequest};
 use self::turn_trace::TurnSpans;
 use crate::ahp::host::Host;
 use crate::audit::log::AuditLog;
-use crate::config::watch::FolderWatch;
 use crate::config::Config;
 use crate::policy::PolicyReader;
 use crate::runtime::calls::{self, Method};
@@ -123,42 +122,13 @@ impl Bridge {
     }
 
     /// Watches the host's customization folders for as long as the bridge
-    /// lives: a change is read again, for every session. A reload that
-    /// changes the folders starts the watch over on the new ones.
+    /// lives (see [`Customizing::watch_folders`]).
     fn watch_host_folders(self: &Arc<Self>) {
-        if tokio::runtime::Handle::try_current().is_err() {
-            return;
-        }
         let me = Arc::downgrade(self);
-        let rewatch = self.rewatch.clone();
-        tokio::spawn(async move {
-            loop {
-                let paths = match me.upgrade() {
-                    Some(b) => b.customizing.watched_paths(),
-                    None => return,
-                };
-                let mut watch = FolderWatch::start(&paths);
-                loop {
-                    let changed = async {
-                        match &mut watch {
-                            Some(w) => w.changed().await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    tokio::select! {
-                        alive = changed => {
-                            if !alive {
-                                watch = None;
-                                continue;
-                            }
-                            let Some(b) = me.upgrade() else { return };
-                            b.customizing.host_changed(&b.sessions.uris()).await;
-                        }
-                        _ = rewatch.notified() => break,
-                    }
-                }
-            }
-        });
+        self.customizing
+            .watch_folders(self.rewatch.clone(), move || {
+                me.upgrade().map(|b| b.sessions.uris())
+            });
     }
 
     fn host(&self) -> Option<Arc<Host>> {
