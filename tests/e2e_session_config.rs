@@ -128,18 +128,28 @@ async fn a_session_config_chooses_the_model_and_a_message_switches_it() {
         asked_after > asked_before,
         "the switch re-rendered the prompt and asked again"
     );
+    // The runtime may ask once more after the model's request (a render of
+    // its own): the model got one of the rewrites asked after the switch.
     let prompt = ScriptedModel::system_prompt(&second).unwrap();
     assert!(
-        prompt.contains(&format!("MARKER-tone-{asked_after}")),
-        "the model received the newest rewrite"
+        (asked_before + 1..=asked_after).any(|n| prompt.contains(&format!("MARKER-tone-{n}"))),
+        "the model received a rewrite asked after the switch"
     );
-    // The audit shows the second render: one transform record per render.
-    let audit = std::fs::read_to_string(st.dir.path().join("audit.jsonl")).unwrap();
-    let transforms = audit
-        .lines()
-        .filter(|l| serde_json::from_str::<Value>(l).unwrap()["kind"] == "transform")
-        .count();
-    assert_eq!(transforms, asked_after, "one audit record per render");
+    // The audit shows the second render: one transform record per render
+    // (a render of the runtime's own may still be on its way: its record
+    // follows its ask).
+    let transforms = || {
+        let audit = std::fs::read_to_string(st.dir.path().join("audit.jsonl")).unwrap();
+        audit
+            .lines()
+            .filter(|l| serde_json::from_str::<Value>(l).unwrap()["kind"] == "transform")
+            .count()
+    };
+    eventually("one audit record per render", || {
+        transforms() == seen.lock().unwrap().len()
+    })
+    .await;
+    assert!(transforms() >= asked_after, "the second render is audited");
     // A message choosing a model nobody offers is refused.
     let bad = json!({"type": "chat/turnStarted", "turnId": "t3", "startedAt": "2026-11-23T00:00:00Z",
         "message": {"text": "x", "origin": {"kind": "user"}, "model": {"id": "model-z"}}});
