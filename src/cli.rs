@@ -51,18 +51,17 @@ pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Re
 /// in text, and in JSON one object with the keys of every other log line,
 /// so a shipper reading `[log] format = "json"` takes it like the rest.
 fn say(format: LogFormat, line: String) {
-    match format {
-        LogFormat::Text => eprintln!("{line}"),
-        LogFormat::Json => eprintln!(
-            "{}",
-            serde_json::json!({
-                "timestamp": jiff::Timestamp::now().to_string(),
-                "level": "INFO",
-                "message": line,
-                "target": module_path!(),
-            })
-        ),
-    }
+    let shown = match format {
+        LogFormat::Text => line,
+        LogFormat::Json => serde_json::json!({
+            "timestamp": jiff::Timestamp::now().to_string(),
+            "level": "INFO",
+            "message": line,
+            "target": module_path!(),
+        })
+        .to_string(),
+    };
+    eprintln!("{shown}");
 }
 
 /// Waits for SIGTERM (systemd's stop) or SIGINT (Ctrl-C); names which.
@@ -139,18 +138,24 @@ pub async fn demo(listen: SocketAddr, allow_origins: &[String]) -> anyhow::Resul
     offline_runtime(&mut cfg, &model.base_url(), &state);
     // A person answers transforms in the console: five seconds is too short.
     cfg.policy.transform_timeout = DEMO_TRANSFORM_TIMEOUT;
+    let format = cfg.log.format;
     let running = app::start(Arc::new(cfg), Agent::Copilot).await?;
-    eprintln!("scripted model on {}", model.base_url());
-    eprintln!("in a turn, {}", crate::demo::model::DEMO_HELP);
-    eprintln!("audit log: {}", state.join("audit.jsonl").display());
+    // For the person who started it, through the same one line as `serve`'s.
+    let say = |line: String| say(format, line);
+    say(format!("scripted model on {}", model.base_url()));
+    say(format!("in a turn, {}", crate::demo::model::DEMO_HELP));
+    say(format!(
+        "audit log: {}",
+        state.join("audit.jsonl").display()
+    ));
     if let Some(admin) = running.admin_url() {
-        eprintln!("admin on {admin} (/healthz, /readyz, /metrics)");
+        say(format!("admin on {admin} (/healthz, /readyz, /metrics)"));
     }
-    eprintln!("listening on {}", running.ws_url());
-    eprintln!(
+    say(format!("listening on {}", running.ws_url()));
+    say(format!(
         "open http://{}/ (the web console), or connect an AHP client to ws://{}; Ctrl-C stops",
         running.addr, running.addr
-    );
+    ));
     stop_signal().await?;
     running.stop(std::time::Duration::from_secs(10)).await;
     // The runtime unpacks itself (about 235 MB) into its cache: gone with the

@@ -96,7 +96,7 @@ async fn haproxy(members: &[Member]) -> Haproxy {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/haproxy/haproxy.cfg"),
     )
     .unwrap();
-    let port = free_port();
+    let port = http::free_port();
     let mut cfg = shipped.replace("bind 127.0.0.1:8420", &format!("bind 127.0.0.1:{port}"));
     for (i, m) in members.iter().enumerate() {
         let p = m.process();

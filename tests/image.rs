@@ -60,7 +60,7 @@ async fn the_image_builds_and_a_client_converses_with_the_runtime_inside_it() {
     assert!(ok, "{out}");
 
     let model = ScriptedModel::start().await.unwrap();
-    let port = free_port();
+    let port = http::free_port();
     let home = Path::new("/var/lib/ahp-copilot-bridge-home");
     let config = format!(
         "[server]\nlisten = \"127.0.0.1:{port}\"\ndrain = \"0s\"\n{}\n[state]\nenabled = false\n{}",

@@ -132,7 +132,10 @@ fn known(ty: &str) -> bool {
 impl RuntimeEvent {
     /// Types `session.event` params: `(sessionId, event)`. The socket
     /// boundary: only the connection (and tests) hand it JSON.
-    pub(crate) fn parse(params: Value) -> Result<(String, Self), Mismatch> {
+    pub(crate) fn parse<'de, P>(params: P) -> Result<(String, Self), Mismatch>
+    where
+        P: serde::Deserializer<'de, Error = serde_json::Error>,
+    {
         let Envelope { session_id, event } = serde_path_to_error::deserialize(params)
             .map_err(|e| Mismatch::parse(SESSION_EVENT, e))?;
         let Raw { ty, data: d } = event;

@@ -7,7 +7,6 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::mismatch::{Mismatch, MismatchKind};
 
@@ -52,14 +51,21 @@ struct UserInputParams {
     allow_freeform: Option<bool>,
 }
 
-fn typed<T: serde::de::DeserializeOwned>(method: &str, params: Value) -> Result<T, Mismatch> {
+fn typed<'de, T, P>(method: &str, params: P) -> Result<T, Mismatch>
+where
+    T: Deserialize<'de>,
+    P: serde::Deserializer<'de, Error = serde_json::Error>,
+{
     serde_path_to_error::deserialize(params).map_err(|e| Mismatch::parse(method, e))
 }
 
 impl RuntimeRequest {
     /// Types a request of the runtime's. The socket boundary: only the
     /// connection (and tests) hand it JSON.
-    pub(crate) fn parse(method: &str, params: Value) -> Result<Self, Mismatch> {
+    pub(crate) fn parse<'de, P>(method: &str, params: P) -> Result<Self, Mismatch>
+    where
+        P: serde::Deserializer<'de, Error = serde_json::Error>,
+    {
         Ok(match method {
             "systemMessage.transform" => {
                 let p: TransformParams = typed(method, params)?;

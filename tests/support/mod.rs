@@ -27,16 +27,6 @@ use serde_json::{json, Value};
 
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
-/// A loopback port nothing listens on now (for a process that takes its
-/// port from a config, as HAProxy or a container does).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Bridge logs in tests, only when `AHP_BRIDGE_LOG` asks for them
 /// (e.g. `AHP_BRIDGE_LOG=debug cargo test -- --nocapture`).
 pub fn init_test_logs() {
