@@ -4,6 +4,8 @@
 # then the transform e2e test against other CLI releases (scripts/compat-runtimes.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The disk the build has: a fresh test build takes about 4 GB (target/).
+df -h . | sed 's/^/test.sh: disk: /'
 scripts/install-test-packages.sh
 scripts/install-runtime.sh
 scripts/install-console-tools.sh
