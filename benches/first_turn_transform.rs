@@ -31,9 +31,9 @@ use std::time::{Duration, Instant};
 
 use ahp::Client;
 use ahp_copilot_bridge::app::{self, Agent};
-use ahp_copilot_bridge::cli::offline_runtime;
 use ahp_copilot_bridge::config::Config;
 use ahp_copilot_bridge::demo::model::{ScriptedModel, DEFAULT_REPLY};
+use ahp_copilot_bridge::run::offline_runtime;
 use ahp_copilot_bridge::runtime::calls::{self, SessionCreate, SessionDestroy, SessionSend};
 use ahp_copilot_bridge::runtime::connection::{ReplyFuture, RuntimeConn, RuntimeHandler};
 use ahp_copilot_bridge::runtime::events::RuntimeEvent;

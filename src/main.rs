@@ -172,7 +172,7 @@ fn main() -> ExitCode {
                     cfg.validate()?;
                 }
                 let served = runtime().and_then(|rt| {
-                    rt.block_on(ahp_copilot_bridge::cli::serve(Arc::new(cfg), config))
+                    rt.block_on(ahp_copilot_bridge::run::serve(Arc::new(cfg), config))
                 });
                 // The async workers are gone: the last spans are sent from here.
                 if let Some(t) = traces {
@@ -187,7 +187,7 @@ fn main() -> ExitCode {
         } => {
             init_logs(&LogConfig::default());
             runtime()
-                .and_then(|rt| rt.block_on(ahp_copilot_bridge::cli::demo(listen, &allow_origin)))
+                .and_then(|rt| rt.block_on(ahp_copilot_bridge::run::demo(listen, &allow_origin)))
         }
     };
     match result {

@@ -22,7 +22,7 @@ enum Layer {
     Customize,
     /// `bridge/`: the only place north, south and the transform core meet.
     Bridge,
-    /// `main.rs`, `cli.rs`, `app.rs`, `lib.rs`, `reload.rs`, `demo/`: entry points that wire the layers.
+    /// `main.rs`, `run.rs`, `app.rs`, `lib.rs`, `reload.rs`, `demo/`: entry points that wire the layers.
     Entry,
 }
 
@@ -51,7 +51,7 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
         "app",
         "audit",
         "bridge",
-        "cli",
+        "run",
         "config",
         "customize",
         "demo",

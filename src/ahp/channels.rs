@@ -1,4 +1,4 @@
-//! The host's extension channels (the spec reserves `x-` names for them),
+//! The host's own channels (the spec reserves `x-` names for them),
 //! as AHP data: their URIs, the role a subscription needs, their state and
 //! the actions that change it. `x-audit://log` is the audit log's live
 //! tail: its head, its last checkpoint, the records not shipped, and the

@@ -8,7 +8,7 @@
 //! - [`auth`]: principals, roles, runtime tokens;
 //! - [`protocol`]: URIs, error codes, actions, typed params, versions;
 //! - [`extension`]: the `systemMessageTransform` extension's wire shapes;
-//! - [`channels`]: the host's `x-` extension channels (the audit log's tail);
+//! - [`channels`]: the host's own `x-` channels (the audit log's tail, the policy, the status);
 //! - [`customizations`]: skills, agents, rules, MCP servers in AHP's shapes;
 //! - [`backend`]: the seam to the agent.
 pub mod auth;

@@ -4,7 +4,7 @@
 //! when it leaves; a (re)bind gives the runtime what is enabled, and the
 //! audit log a `customization` record of what is new; the runtime's word
 //! on its MCP servers becomes their state. [`Customizing`] is this part of
-//! the join, beside the bridge; the state itself is the [`Customizer`]'s.
+//! the join, beside the bridge; the state itself is the [`CustomizationState`]'s.
 
 use std::sync::{Arc, Weak};
 
@@ -19,7 +19,7 @@ use ahp_types::state::{
 use tracing::{info, warn};
 
 use super::custom::runtime_map::{Applied, Contribution};
-use super::custom::Customizer;
+use super::custom::CustomizationState;
 use super::custom::{agent_named, client_shape, shape, vet, ClientEntry, ClientOutcome};
 use crate::ahp::customizations::{children_of, id_of};
 use crate::ahp::host::Host;
@@ -40,12 +40,12 @@ pub struct ForRuntime {
     pub records: Vec<CustomizationRecord>,
 }
 
-/// Customizations on the bridge's sessions: the [`Customizer`], the host
+/// Customizations on the bridge's sessions: the [`CustomizationState`], the host
 /// its actions go to, the policy a client's text is held to, and the audit
 /// log its records go to.
 pub struct Customizing {
     me: Weak<Customizing>,
-    custom: Customizer,
+    custom: CustomizationState,
     host: Weak<Host>,
     policy: PolicyReader,
     audit: Option<Arc<AuditLog>>,
@@ -60,7 +60,7 @@ pub enum AgentChange {
 
 impl Customizing {
     pub fn new(
-        custom: Customizer,
+        custom: CustomizationState,
         host: Weak<Host>,
         policy: PolicyReader,
         audit: Option<Arc<AuditLog>>,

@@ -2,7 +2,7 @@
 //! south side (the runtime) and the transform core. One runtime session per
 //! AHP session.
 //!
-//! Its state is owned in parts: the sessions ([`registry`], each a
+//! Its state is owned in parts: the sessions ([`bridged_sessions`], each a
 //! [`session::BridgedSession`] whose running turn is [`turn::RunningTurn`]),
 //! the runtimes ([`pool`]), the transform router, the customizations
 //! ([`customizing`], over [`custom`]). A change of a session returns
@@ -22,13 +22,13 @@ pub mod actions;
 pub mod audit_channel;
 pub mod audit_port;
 pub mod binding;
+mod bridged_sessions;
 pub mod custom;
 mod customizing;
 mod effects;
 pub mod input;
 mod phases;
 mod pool;
-mod registry;
 pub mod runtime_side;
 mod session;
 pub mod shutdown;
@@ -44,11 +44,11 @@ use crate::telemetry::CheckFailed;
 use tracing::{info, warn};
 
 use self::binding::Binding;
-use self::custom::Customizer;
+use self::bridged_sessions::BridgedSessions;
+use self::custom::CustomizationState;
 use self::customizing::{AgentChange, Customizing};
 use self::effects::{Effects, Mirror};
 use self::pool::{Pool, Starts};
-use self::registry::Registry;
 use self::session::DRAIN_LIMIT;
 use self::shutdown::{InFlight, SHUTTING_DOWN};
 use self::turn::{mirror_id, TurnRequest};
@@ -70,7 +70,7 @@ pub struct Bridge {
     /// The policy in force, for bindings (the router reads the same one).
     policy: PolicyReader,
     pool: Arc<Pool>,
-    sessions: Registry,
+    sessions: BridgedSessions,
     /// The runtime's requests not answered yet.
     in_flight: InFlight,
     /// The customizations of its sessions (`customization` records go to
@@ -88,7 +88,7 @@ impl Bridge {
         audit: Option<Arc<AuditLog>>,
     ) -> Arc<Self> {
         let customizing = Customizing::new(
-            Customizer::new(host.config()),
+            CustomizationState::new(host.config()),
             Arc::downgrade(host),
             policy.clone(),
             audit,
@@ -100,7 +100,7 @@ impl Bridge {
             router,
             policy,
             pool: Arc::new(Pool::new(&host.config().runtime)),
-            sessions: Registry::default(),
+            sessions: BridgedSessions::default(),
             in_flight: InFlight::new(),
             customizing,
             rewatch: Arc::new(tokio::sync::Notify::new()),
@@ -176,7 +176,7 @@ impl Bridge {
     /// Mirrors a tool call that waits on a client (its confirmation, or its
     /// execution by its owner) into the session's `inputNeeded`, carrying
     /// the tool call as the chat state has it now. Set only while the call
-    /// still waits, checked and set under the registry's lock: an answer or a
+    /// still waits, checked and set under the bridged sessions' lock: an answer or a
     /// removal that came first must not be followed by a stale entry.
     fn mirror(&self, host: &Host, uri: &str, m: &Mirror) {
         let Some((turn_id, call)) = host.tool_call(&m.chat, &m.tool_call_id) else {

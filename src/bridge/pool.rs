@@ -1,7 +1,7 @@
 //! The runtime pool: `[runtime] processes` runtimes (or the `connect`
 //! addresses), each started on demand, watched by a health check, and
 //! replaced on its own when it exits or stops answering. Which runtime a
-//! session lives on is the registry's (sticky, the least loaded when it was
+//! session lives on is the bridged sessions' (sticky, the least loaded when it was
 //! created), so a lost runtime ends only the turns on it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -240,7 +240,7 @@ pub fn request(id: &Id, method: &str, params: &Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
 }
 
-pub fn notification(method: &str, params: &Value) -> Value {
+pub fn notification<P: Serialize + ?Sized>(method: &str, params: &P) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
 }
 

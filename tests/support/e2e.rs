@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use ahp::{Client, SubscriptionEvent};
 use ahp_copilot_bridge::app::{self, Agent, Running};
-use ahp_copilot_bridge::cli::offline_runtime;
 use ahp_copilot_bridge::config::Config;
 use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_copilot_bridge::run::offline_runtime;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use ahp::{Client, ClientConfig};
 use ahp_copilot_bridge::audit::sha256_hex;
-use ahp_copilot_bridge::cli::offline_runtime;
 use ahp_copilot_bridge::config::Config;
 use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_copilot_bridge::run::offline_runtime;
 
 use super::DEADLINE;
 

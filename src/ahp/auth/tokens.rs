@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use serde_json::{json, Value};
+use ahp_types::state::ProtectedResourceMetadata;
 
 use crate::config::Config;
 
@@ -13,15 +13,21 @@ pub const GITHUB_RESOURCE: &str = "https://api.github.com";
 
 /// What the root state advertises: GitHub when the runtime signs in there
 /// (no `[runtime.provider]`), nothing with a provider of the operator's.
-pub fn protected_resources(cfg: &Config) -> Option<Value> {
+pub fn protected_resources(cfg: &Config) -> Option<Vec<ProtectedResourceMetadata>> {
     cfg.runtime.provider.is_none().then(|| {
-        json!([{
-            "resource": GITHUB_RESOURCE,
-            "resource_name": "GitHub Copilot",
-            "authorization_servers": ["https://github.com/login/oauth"],
-            "scopes_supported": ["read:user", "user:email"],
-            "required": true,
-        }])
+        vec![ProtectedResourceMetadata {
+            resource: GITHUB_RESOURCE.into(),
+            resource_name: Some("GitHub Copilot".into()),
+            authorization_servers: Some(vec!["https://github.com/login/oauth".into()]),
+            jwks_uri: None,
+            scopes_supported: Some(vec!["read:user".into(), "user:email".into()]),
+            bearer_methods_supported: None,
+            resource_signing_alg_values_supported: None,
+            resource_documentation: None,
+            resource_policy_uri: None,
+            resource_tos_uri: None,
+            required: Some(true),
+        }]
     })
 }
 

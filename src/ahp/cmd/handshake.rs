@@ -1,11 +1,13 @@
-//! The handshake: `initialize` (negotiate, bind the clientId, initial
-//! subscriptions) and `reconnect` (rebind, then replay or snapshots).
+//! The handshake: `initialize` (negotiate, attach the clientId, initial
+//! subscriptions) and `reconnect` (attach again, then replay or snapshots).
 
 use crate::telemetry::Escaped;
-use ahp_types::commands::InitializeParams;
+use ahp_types::commands::{Implementation, InitializeParams, InitializeResult};
+use ahp_types::common::JsonObject;
 use serde_json::{json, Value};
 use tracing::info;
 
+use super::to_result;
 use crate::ahp::extension;
 use crate::ahp::files::completions::COMPLETION_TRIGGER;
 use crate::ahp::host::clients::ConnId;
@@ -34,19 +36,34 @@ pub fn initialize(host: &Host, conn: ConnId, p: InitializeParams) -> Result<Valu
         })?;
     let initial = p.initial_subscriptions.unwrap_or_default();
     let version = Version::of(&chosen);
-    let (seq, snapshots) = host.bind_client(conn, &p.client_id, version, initial)?;
+    let (seq, snapshots) = host.attach_client(conn, &p.client_id, version, initial)?;
     info!(client = %Escaped(&p.client_id), protocol = %chosen, "client initialized");
-    let mut result = json!({
-        "protocolVersion": chosen,
-        "serverSeq": seq,
-        "serverInfo": {"name": "ahp-copilot-bridge", "version": env!("CARGO_PKG_VERSION"), "title": "AHP bridge for GitHub Copilot"},
-        "snapshots": snapshots,
-        "_meta": advertised(),
-        "completionTriggerCharacters": [COMPLETION_TRIGGER],
-    });
-    if let Some(dir) = &host.config().runtime.working_directory {
-        result["defaultDirectory"] = json!(file_uri_of(dir));
-    }
+    let result = InitializeResult {
+        protocol_version: chosen,
+        server_seq: i64::try_from(seq).unwrap_or(i64::MAX),
+        server_info: Some(Implementation {
+            name: "ahp-copilot-bridge".into(),
+            version: Some(env!("CARGO_PKG_VERSION").into()),
+            title: Some("AHP bridge for GitHub Copilot".into()),
+        }),
+        meta: Some(advertised()),
+        snapshots: vec![],
+        default_directory: host
+            .config()
+            .runtime
+            .working_directory
+            .as_deref()
+            .map(file_uri_of),
+        completion_trigger_characters: Some(vec![COMPLETION_TRIGGER.into()]),
+        terminal_command_prefix: None,
+        telemetry: None,
+        automations: None,
+    };
+    // The official `Snapshot` has no form for an `x-` channel's state nor for
+    // the transform opt-in an active client carries: the snapshots go in as
+    // the host renders them, every other field as the official type has it.
+    let mut result = to_result(result)?;
+    result["snapshots"] = Value::Array(snapshots);
     Ok(result)
 }
 
@@ -67,29 +84,38 @@ pub fn reconnect(host: &Host, conn: ConnId, p: Reconnect) -> Result<Value, RpcEr
             } => (channel, Some(last_seen_server_seq.unwrap_or(last))),
         })
         .collect();
-    Ok(match host.rebind_client(conn, &p.client_id, last, subs)? {
-        Reconnected::Replay { actions, missing } => {
-            info!(client = %Escaped(&p.client_id), replayed = actions.len(), "client reconnected by replay");
-            json!({"type": "replay", "actions": actions, "missing": missing})
-        }
-        Reconnected::Snapshot { snapshots, missing } => {
-            info!(client = %Escaped(&p.client_id), "client reconnected by snapshot");
-            json!({"type": "snapshot", "snapshots": snapshots, "missing": missing})
-        }
-        Reconnected::Channels { channels, missing } => {
-            info!(client = %Escaped(&p.client_id), channels = channels.len(), "client reconnected channel by channel");
-            json!({"type": "channels", "channels": channels, "missing": missing})
-        }
-    })
+    // Not the official `ReconnectResult`: its snapshot form has no `missing`
+    // and there is no channel-by-channel form (1.1), and the replayed
+    // envelopes are sent as they were kept, with the opt-in extension field
+    // the official `StateAction` would drop.
+    Ok(
+        match host.reattach_client(conn, &p.client_id, last, subs)? {
+            Reconnected::Replay { actions, missing } => {
+                info!(client = %Escaped(&p.client_id), replayed = actions.len(), "client reconnected by replay");
+                json!({"type": "replay", "actions": actions, "missing": missing})
+            }
+            Reconnected::Snapshot { snapshots, missing } => {
+                info!(client = %Escaped(&p.client_id), "client reconnected by snapshot");
+                json!({"type": "snapshot", "snapshots": snapshots, "missing": missing})
+            }
+            Reconnected::Channels { channels, missing } => {
+                info!(client = %Escaped(&p.client_id), channels = channels.len(), "client reconnected channel by channel");
+                json!({"type": "channels", "channels": channels, "missing": missing})
+            }
+        },
+    )
 }
 
 /// `InitializeResult._meta`: the transform extension and the host's channels.
-fn advertised() -> Value {
-    let mut meta = extension::advertisement();
-    if let (Some(m), Value::Object(channels)) =
-        (meta.as_object_mut(), crate::ahp::channels::advertisement())
-    {
-        m.extend(channels);
+fn advertised() -> JsonObject {
+    let mut meta = JsonObject::new();
+    for part in [
+        extension::advertisement(),
+        crate::ahp::channels::advertisement(),
+    ] {
+        if let Value::Object(fields) = part {
+            meta.extend(fields);
+        }
     }
     meta
 }

@@ -1,10 +1,11 @@
 //! Paged reads: `listSessions` (most recently modified first, `limit` and an
 //! opaque `cursor`, see [`super::cursor`]) and `fetchTurns`.
 
-use ahp_types::commands::{FetchTurnsParams, ListSessionsParams};
+use ahp_types::commands::{FetchTurnsParams, ListSessionsParams, ListSessionsResult};
 use serde_json::{json, Value};
 
 use super::cursor::CursorKey;
+use super::to_result;
 use crate::ahp::auth::Principal;
 use crate::ahp::host::Host;
 use crate::ahp::protocol::errors::AhpError;
@@ -64,11 +65,14 @@ pub fn list_sessions(
     rows.sort_unstable_by_key(|(pos, _)| *pos);
     let more = rows.len() > limit;
     rows.truncate(limit);
-    let mut page = json!({"items": rows.iter().map(|(_, s)| s).collect::<Vec<_>>()});
-    if let (true, Some((last, _))) = (more, rows.last()) {
-        page["nextCursor"] = json!(cursors.seal(&principal.name, *last));
-    }
-    Ok(page)
+    let next_cursor = match (more, rows.last()) {
+        (true, Some((last, _))) => Some(cursors.seal(&principal.name, *last)),
+        _ => None,
+    };
+    to_result(ListSessionsResult {
+        next_cursor,
+        items: rows.into_iter().map(|(_, s)| s).collect(),
+    })
 }
 
 /// Every turn stays in the chat state (snapshots carry them all and no

@@ -28,6 +28,13 @@ pub mod session_config;
 pub mod sessions;
 pub mod surface;
 
+/// A reply built as its official result type, as the JSON-RPC layer sends
+/// it (the official types always serialize; a failure would be a bug here).
+pub(crate) fn to_result(result: impl serde::Serialize) -> Result<Value, RpcError> {
+    serde_json::to_value(result)
+        .map_err(|e| RpcError::new(ErrorCode::InternalError, format!("reply: {e}")))
+}
+
 /// One connection's requests and notifications, answered against the host.
 pub struct Commands {
     pub host: Arc<Host>,
@@ -102,6 +109,8 @@ impl Commands {
         };
         let file = |r| files::request(host.clone(), p.clone(), self.file_workers.clone(), r);
         Answer::Now(match request {
+            // `SubscribeResult`'s shape; its `Snapshot` has no form for the host
+            // channels' states nor for the opt-in extension field.
             Request::Subscribe(s) => host
                 .subscribe(conn, &s.channel)
                 .map(|s| json!({"snapshot": s})),

@@ -4,11 +4,17 @@
 //! session exists. The chosen values live in the session's `config` state,
 //! where the agent side reads them.
 
-use ahp_types::commands::{ResolveSessionConfigParams, SessionConfigCompletionsParams};
-use ahp_types::common::JsonObject;
-use ahp_types::state::SessionConfigState;
-use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 
+use ahp_types::commands::{
+    ResolveSessionConfigParams, ResolveSessionConfigResult, SessionConfigCompletionsParams,
+    SessionConfigCompletionsResult, SessionConfigValueItem,
+};
+use ahp_types::common::JsonObject;
+use ahp_types::state::{SessionConfigPropertySchema, SessionConfigSchema, SessionConfigState};
+use serde_json::{Map, Value};
+
+use super::to_result;
 use crate::ahp::host::sessions::{MODEL_SETTING, PROVIDER};
 use crate::ahp::host::Host;
 use crate::ahp::protocol::errors::AhpError;
@@ -18,23 +24,34 @@ fn invalid(m: String) -> RpcError {
     RpcError::new(ErrorCode::InvalidParams, m)
 }
 
-/// The JSON Schema of a session's config.
-fn schema(host: &Host) -> Value {
+/// The JSON Schema of a session's config: one setting, the model.
+fn schema(host: &Host) -> SessionConfigSchema {
     let models = host.models();
-    json!({
-        "type": "object",
-        "properties": {
-            MODEL_SETTING: {
-                "type": "string",
-                "title": "Model",
-                "description": "The model the session's turns use; a message may choose another for its turn.",
-                "default": models[0],
-                "enum": models,
-                "enumLabels": models,
-                "sessionMutable": true,
-            }
-        }
-    })
+    let model = SessionConfigPropertySchema {
+        r#type: "string".into(),
+        title: "Model".into(),
+        description: Some(
+            "The model the session's turns use; a message may choose another for its turn.".into(),
+        ),
+        default: Some(Value::from(models[0].clone())),
+        r#enum: Some(models.iter().map(|m| Value::from(m.clone())).collect()),
+        enum_labels: Some(models.to_vec()),
+        enum_descriptions: None,
+        read_only: None,
+        items: None,
+        min_items: None,
+        max_items: None,
+        properties: None,
+        required: None,
+        additional_properties: None,
+        enum_dynamic: None,
+        session_mutable: Some(true),
+    };
+    SessionConfigSchema {
+        r#type: "object".into(),
+        properties: HashMap::from([(MODEL_SETTING.to_owned(), model)]),
+        required: None,
+    }
 }
 
 /// `config` checked against the schema, with defaults applied: unknown
@@ -68,7 +85,10 @@ fn resolved_values(
 pub fn resolve(host: &Host, p: ResolveSessionConfigParams) -> Result<Value, RpcError> {
     check_provider(p.provider.as_deref())?;
     let values = resolved_values(host, p.config.as_ref())?;
-    Ok(json!({"schema": schema(host), "values": values}))
+    to_result(ResolveSessionConfigResult {
+        schema: schema(host),
+        values,
+    })
 }
 
 /// `sessionConfigCompletions`: the values of `property` matching `query`.
@@ -81,28 +101,28 @@ pub fn completions(host: &Host, p: SessionConfigCompletionsParams) -> Result<Val
         )));
     }
     let query = p.query.unwrap_or_default().to_lowercase();
-    let items: Vec<Value> = host
+    let items = host
         .models()
         .iter()
         .filter(|m| m.to_lowercase().contains(&query))
-        .map(|m| json!({"value": m, "label": m}))
+        .map(|m| SessionConfigValueItem {
+            value: m.clone(),
+            label: m.clone(),
+            description: None,
+        })
         .collect();
-    Ok(json!({ "items": items }))
+    to_result(SessionConfigCompletionsResult { items })
 }
 
 /// The config state a new session starts with, from `createSession.config`.
-pub fn initial_state(host: &Host, config: Option<&Value>) -> Result<Value, RpcError> {
-    let config = match config {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(o)) => Some(o),
-        Some(_) => return Err(invalid("field `config` must be an object".into())),
-    };
-    let values = resolved_values(host, config)?;
-    let state = json!({"schema": schema(host), "values": values});
-    // Checked against the official type, so the state stays reducible.
-    serde_json::from_value::<SessionConfigState>(state.clone())
-        .map_err(|e| RpcError::new(ErrorCode::InternalError, format!("session config: {e}")))?;
-    Ok(state)
+pub fn initial_state(
+    host: &Host,
+    config: Option<&JsonObject>,
+) -> Result<SessionConfigState, RpcError> {
+    Ok(SessionConfigState {
+        schema: schema(host),
+        values: resolved_values(host, config)?,
+    })
 }
 
 fn check_provider(provider: Option<&str>) -> Result<(), RpcError> {

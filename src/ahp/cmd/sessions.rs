@@ -6,7 +6,9 @@
 use std::sync::Arc;
 
 use ahp_types::actions::{SessionActiveClientSetAction, StateAction};
-use ahp_types::state::{ChatState, SessionState};
+use ahp_types::state::{
+    ChatState, ChatSummary, SessionConfigState, SessionLifecycle, SessionState, SessionStatus,
+};
 use serde_json::{json, Value};
 use tracing::info;
 
@@ -50,8 +52,8 @@ pub fn create(
             .map_err(|e| invalid(format!("field `workingDirectories[{i}]`: {e}")))?;
     }
     let active = own_entry(host, conn, principal, c.active_client, c.opt_in)?;
-    let config = session_config::initial_state(host, c.config.map(Value::Object).as_ref())?;
-    let new = new_session(&c.channel, principal, dirs, config)?;
+    let config = session_config::initial_state(host, c.config.as_ref())?;
+    let new = new_session(&c.channel, principal, dirs, config);
     host.add_session(conn, new, active)?;
     info!(session = %c.channel, principal = %principal.name, "session created");
     Ok(json!({}))
@@ -85,26 +87,72 @@ fn own_entry(
     Ok(Some(set))
 }
 
-/// The state a session starts with: `creating`, one chat (its default).
+/// The state a session starts with: `creating`, idle, one chat (its default).
 fn new_session(
     uri: &str,
     principal: &Principal,
     dirs: Vec<String>,
-    config: Value,
-) -> Result<NewSession, RpcError> {
+    config: SessionConfigState,
+) -> NewSession {
     let chat = chat_uri_of(uri);
     let now = jiff::Timestamp::now().to_string();
-    let state: SessionState = serde_json::from_value(json!({
-        "provider": PROVIDER, "title": "New session", "status": 1, "lifecycle": "creating",
-        "activeClients": [], "chats": [{"resource": chat, "title": "Chat", "status": 1, "modifiedAt": now}],
-        "defaultChat": chat, "workingDirectories": dirs, "config": config,
-    }))
-    .map_err(|e| RpcError::new(ErrorCode::InternalError, format!("new session: {e}")))?;
-    let chat: ChatState = serde_json::from_value(
-        json!({"resource": chat, "title": "Chat", "status": 1, "modifiedAt": now, "turns": []}),
-    )
-    .map_err(|e| RpcError::new(ErrorCode::InternalError, format!("new chat: {e}")))?;
-    Ok(NewSession {
+    let idle = SessionStatus::Idle.bits();
+    let summary = ChatSummary {
+        resource: chat.clone(),
+        title: "Chat".into(),
+        status: idle,
+        activity: None,
+        modified_at: now.clone(),
+        changes: None,
+        origin: None,
+        movable: None,
+        interactivity: None,
+        working_directories: None,
+    };
+    let state = SessionState {
+        provider: PROVIDER.into(),
+        title: "New session".into(),
+        status: idle,
+        activity: None,
+        origin: None,
+        project: None,
+        working_directories: Some(dirs),
+        annotations: None,
+        lifecycle: SessionLifecycle::Creating,
+        creation_error: None,
+        server_tools: None,
+        active_clients: vec![],
+        chats: vec![summary],
+        default_chat: Some(chat.clone()),
+        config: Some(config),
+        customizations: None,
+        changesets: None,
+        input_needed: None,
+        meta: None,
+    };
+    let chat = ChatState {
+        resource: chat,
+        title: "Chat".into(),
+        status: idle,
+        activity: None,
+        modified_at: now.clone(),
+        changes: None,
+        origin: None,
+        movable: None,
+        interactivity: None,
+        working_directories: None,
+        changesets: None,
+        background_work: None,
+        canvases: None,
+        turns: vec![],
+        turns_next_cursor: None,
+        active_turn: None,
+        steering_message: None,
+        queued_messages: None,
+        draft: None,
+        meta: None,
+    };
+    NewSession {
         uri: uri.to_owned(),
         owner: principal.name.clone(),
         state,
@@ -112,5 +160,5 @@ fn new_session(
         created_at: now.clone(),
         modified_at: now,
         legacy_chat: None,
-    })
+    }
 }

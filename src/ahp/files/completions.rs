@@ -3,7 +3,8 @@
 //! anything else completes to an empty list. Each item replaces the word and
 //! carries a `resource` attachment with the file's URI.
 
-use serde_json::{json, Value};
+use ahp_types::commands::CompletionItem;
+use ahp_types::state::{MessageAttachment, MessageResourceAttachment};
 
 use super::roots::{Kind, Roots};
 use crate::ahp::protocol::uri::file_uri_of;
@@ -84,7 +85,7 @@ pub fn path_word(text: &str, offset: i64) -> Result<Option<PathWord>, BadOffset>
 /// Completion items for `word`: the entries under each root whose path
 /// starts with the prefix (the last part compared without case; hidden
 /// ones only when asked for with a leading `.`), directories ending in `/`.
-pub fn complete(roots: &Roots, word: &PathWord) -> Vec<Value> {
+pub fn complete(roots: &Roots, word: &PathWord) -> Vec<CompletionItem> {
     let (dir, name) = match word.prefix.rfind('/') {
         Some(i) => word.prefix.split_at(i + 1),
         None => ("", word.prefix.as_str()),
@@ -106,17 +107,23 @@ pub fn complete(roots: &Roots, word: &PathWord) -> Vec<Value> {
             }
             let is_dir = e.kind == Kind::Directory;
             let rel = format!("{dir}{}", e.name);
-            items.push(json!({
-                "insertText": format!("{}{rel}{}", word.lead, if is_dir { "/" } else { "" }),
-                "rangeStart": word.range.0,
-                "rangeEnd": word.range.1,
-                "attachment": {
-                    "type": "resource",
-                    "label": rel,
-                    "uri": file_uri_of(&base.join(&e.name)),
-                    "displayKind": if is_dir { "directory" } else { "document" },
-                },
-            }));
+            let attachment = MessageResourceAttachment {
+                uri: file_uri_of(&base.join(&e.name)),
+                display_kind: Some(if is_dir { "directory" } else { "document" }.into()),
+                label: rel.clone(),
+                range: None,
+                meta: None,
+                size_hint: None,
+                content_type: None,
+                nonce: None,
+                selection: None,
+            };
+            items.push(CompletionItem {
+                insert_text: format!("{}{rel}{}", word.lead, if is_dir { "/" } else { "" }),
+                range_start: Some(word.range.0),
+                range_end: Some(word.range.1),
+                attachment: MessageAttachment::Resource(attachment),
+            });
         }
     }
     items
@@ -125,6 +132,15 @@ pub fn complete(roots: &Roots, word: &PathWord) -> Vec<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
+
+    /// The items as the wire carries them.
+    fn complete(roots: &Roots, word: &PathWord) -> Vec<Value> {
+        super::complete(roots, word)
+            .into_iter()
+            .map(|i| serde_json::to_value(i).unwrap())
+            .collect()
+    }
 
     fn word(text: &str, offset: i64) -> Option<PathWord> {
         path_word(text, offset).unwrap()

@@ -12,14 +12,19 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ahp_types::commands::{CompletionItemKind, ContentEncoding};
-use serde_json::{json, Value};
+use ahp_types::commands::{
+    CompletionItemKind, CompletionsResult, ContentEncoding, DirectoryEntry, ResourceListResult,
+    ResourceReadResult, ResourceRequestResult, ResourceResolveResult,
+};
+use data_encoding::BASE64;
+use serde_json::Value;
 use tokio::sync::Semaphore;
 use tracing::debug;
 
 use self::completions::{complete, path_word, PathWord};
 use self::roots::{content_type, FileError, Roots};
 use super::auth::Principal;
+use super::cmd::to_result;
 use super::host::Host;
 use super::protocol::errors::AhpError;
 use super::protocol::params::Request;
@@ -84,7 +89,7 @@ pub fn request(
     Box::pin(async move {
         let answer = match job {
             Err(e) => Err(e),
-            Ok(None) => Ok(json!({"items": []})),
+            Ok(None) => to_result(CompletionsResult { items: vec![] }),
             Ok(Some(job)) => run(workers, job).await,
         };
         debug!(ok = answer.is_ok(), error = ?answer.as_ref().err().map(|e| e.code), "file request");
@@ -169,7 +174,7 @@ async fn run(workers: Arc<Semaphore>, job: FileJob) -> Result<Value, RpcError> {
         .await
     };
     match tokio::time::timeout(FILE_DEADLINE, work).await {
-        Ok(Ok(answer)) => answer.map_err(rpc_error),
+        Ok(Ok(answer)) => to_result(answer.map_err(rpc_error)?),
         Ok(Err(e)) => Err(RpcError::new(
             ErrorCode::InternalError,
             format!("the file request failed: {e}"),
@@ -181,54 +186,69 @@ async fn run(workers: Arc<Semaphore>, job: FileJob) -> Result<Value, RpcError> {
     }
 }
 
+/// A file request's answer, as its official result type.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+enum FileAnswer {
+    Read(ResourceReadResult),
+    List(ResourceListResult),
+    Resolve(ResourceResolveResult),
+    Request(ResourceRequestResult),
+    Complete(CompletionsResult),
+}
+
 impl FileJob {
-    fn run(self) -> Result<Value, FileError> {
+    fn run(self) -> Result<FileAnswer, FileError> {
         let roots = Roots::new(self.dirs);
         match self.op {
             FileOp::Read { path, base64 } => {
                 let bytes = roots.read(&path, self.limit)?;
-                let mut answer = match String::from_utf8(bytes) {
-                    Ok(text) if !base64 => json!({"data": text, "encoding": "utf-8"}),
-                    Ok(text) => {
-                        json!({"data": data_encoding::BASE64.encode(text.as_bytes()), "encoding": "base64"})
-                    }
-                    Err(e) => {
-                        json!({"data": data_encoding::BASE64.encode(e.as_bytes()), "encoding": "base64"})
-                    }
+                let (data, encoding) = match String::from_utf8(bytes) {
+                    Ok(text) if !base64 => (text, ContentEncoding::Utf8),
+                    Ok(text) => (BASE64.encode(text.as_bytes()), ContentEncoding::Base64),
+                    Err(e) => (BASE64.encode(e.as_bytes()), ContentEncoding::Base64),
                 };
-                if let Some(t) = content_type(&path) {
-                    answer["contentType"] = json!(t);
-                }
-                Ok(answer)
+                Ok(FileAnswer::Read(ResourceReadResult {
+                    data,
+                    encoding,
+                    content_type: content_type(&path).map(String::from),
+                }))
             }
             FileOp::List { path } => {
-                let entries: Vec<Value> = roots
+                let entries = roots
                     .list(&path)?
                     .into_iter()
-                    .map(|e| json!({"name": e.name, "type": e.kind.as_str()}))
+                    .map(|e| DirectoryEntry {
+                        name: e.name,
+                        r#type: e.kind.as_str().into(),
+                    })
                     .collect();
-                Ok(json!({ "entries": entries }))
+                Ok(FileAnswer::List(ResourceListResult { entries }))
             }
             FileOp::Resolve { path, follow } => {
                 let s = roots.resolve(&path, follow)?;
-                let mut answer = json!({"uri": file_uri_of(&s.path), "type": s.kind.as_str()});
-                if s.kind != roots::Kind::Directory {
-                    answer["size"] = json!(s.size);
-                }
-                if let Some(t) = s.modified.and_then(|m| jiff::Timestamp::try_from(m).ok()) {
-                    answer["mtime"] = json!(t.to_string());
-                }
-                if let Some(t) = content_type(&s.path) {
-                    answer["contentType"] = json!(t);
-                }
-                Ok(answer)
+                let modified = s.modified.and_then(|m| jiff::Timestamp::try_from(m).ok());
+                Ok(FileAnswer::Resolve(ResourceResolveResult {
+                    uri: file_uri_of(&s.path),
+                    r#type: s.kind.resource_type(),
+                    size: (s.kind != roots::Kind::Directory)
+                        .then(|| i64::try_from(s.size).unwrap_or(i64::MAX)),
+                    mtime: modified.map(|t| t.to_string()),
+                    ctime: None,
+                    content_type: content_type(&s.path).map(String::from),
+                    etag: None,
+                }))
             }
             // Read access is granted wherever a read would be allowed.
             FileOp::Request { path } => match roots.confine(&path) {
-                Ok(_) | Err(FileError::NotFound(_)) => Ok(json!({})),
+                Ok(_) | Err(FileError::NotFound(_)) => {
+                    Ok(FileAnswer::Request(ResourceRequestResult {}))
+                }
                 Err(e) => Err(e),
             },
-            FileOp::Complete { word } => Ok(json!({"items": complete(&roots, &word)})),
+            FileOp::Complete { word } => Ok(FileAnswer::Complete(CompletionsResult {
+                items: complete(&roots, &word),
+            })),
         }
     }
 }

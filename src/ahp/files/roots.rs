@@ -33,12 +33,22 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// The name AHP gives it (`DirectoryEntry.type`, `ResourceResolveResult.type`).
+    /// The name AHP gives it (`DirectoryEntry.type`).
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::File => "file",
             Kind::Directory => "directory",
             Kind::Symlink => "symlink",
+        }
+    }
+
+    /// As `ResourceResolveResult.type`.
+    pub fn resource_type(self) -> ahp_types::commands::ResourceType {
+        use ahp_types::commands::ResourceType as T;
+        match self {
+            Kind::File => T::File,
+            Kind::Directory => T::Directory,
+            Kind::Symlink => T::Symlink,
         }
     }
 }

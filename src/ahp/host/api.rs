@@ -11,21 +11,25 @@ use ahp_types::actions::{
     ChatPendingMessageRemovedAction, ChatTurnStartedAction, RootActiveSessionsChangedAction,
     SessionActiveClientRemovedAction, StateAction,
 };
-use ahp_types::state::{Customization, PendingMessageKind, SessionActiveClient, ToolCallState};
-use serde_json::{json, Value};
+use ahp_types::state::{
+    Customization, PendingMessageKind, SessionActiveClient, SessionSummary, ToolCallState,
+};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::clients::ConnId;
+use super::credentials::{close_after_turn, CredentialsReloaded};
 use super::outbound::{Outbound, OutboundQueue};
 use super::sessions::{now_iso, NewSession};
-use super::{Host, State};
-use crate::ahp::auth::{Authenticated, Principal};
+use super::subscriptions::not_found;
+use super::{Host, RootNotice, State};
+use crate::ahp::auth::{Authenticated, Principal, Principals, Standing};
 use crate::ahp::backend::{ActiveClientView, ClientPlugin, QueuedTurn};
 use crate::ahp::protocol::actions::Action;
 use crate::ahp::protocol::errors::AhpError;
 use crate::ahp::protocol::uri::{channel_kind, working_directory, ChannelKind, ROOT_URI};
-use crate::config::Role;
+use crate::config::{Config, Role};
 use crate::jsonrpc::{ErrorCode, Peer, RpcError};
 use crate::store::Store;
 use crate::telemetry::metrics;
@@ -39,13 +43,6 @@ pub struct Connected {
     pub out: Outbound,
     pub queue: OutboundQueue,
     pub closing: CancellationToken,
-}
-
-pub(super) fn not_found(what: impl std::fmt::Display) -> RpcError {
-    RpcError::new(
-        AhpError::SessionNotFound,
-        format!("no such channel: {what}"),
-    )
 }
 
 impl Host {
@@ -144,7 +141,7 @@ impl Host {
         let _ = self.dispatch(uri, removal(&client));
     }
 
-    /// The connection a client id is bound to now, if it is connected.
+    /// The connection a client id is attached to now, if it is connected.
     pub fn client_peer(&self, client_id: &str) -> Option<Arc<Peer>> {
         self.lock().clients.peer_of_client(client_id).cloned()
     }
@@ -155,6 +152,46 @@ impl Host {
 
     pub fn client_id_of(&self, conn: ConnId) -> Option<String> {
         self.lock().clients.client_id(conn).map(String::from)
+    }
+
+    // ── credentials ([`super::credentials`]) ────────────────────────────
+
+    /// Puts `principals`, and the rate limits of `cfg` (the file they came
+    /// from), in force, and closes each connection whose credential no
+    /// longer stands once its running turn ends.
+    pub fn replace_credentials(
+        self: &Arc<Self>,
+        principals: Principals,
+        cfg: &Config,
+    ) -> CredentialsReloaded {
+        let principals = self.credentials.replace(principals, cfg);
+        let revoked = self.lock().clients.revoke(&principals);
+        let closing = revoked.len();
+        for r in revoked {
+            info!(
+                conn = r.conn,
+                reason = r.standing.reason(),
+                "connection revoked; it closes once its running turn ends"
+            );
+            tokio::spawn(close_after_turn(Arc::downgrade(self), r));
+        }
+        CredentialsReloaded {
+            principals: principals.len(),
+            closing,
+        }
+    }
+
+    /// Why the host closes `conn`, once it does.
+    pub fn close_reason(&self, conn: ConnId) -> Option<&'static str> {
+        self.lock().clients.revoked(conn).map(Standing::reason)
+    }
+
+    /// Whether `conn`'s client answers for a running turn.
+    pub(super) fn turn_running_for(&self, conn: ConnId) -> bool {
+        let st = self.lock();
+        st.clients
+            .client_id(conn)
+            .is_some_and(|c| st.sessions.turn_running_for(c))
     }
 
     // ── sessions ─────────────────────────────────────────────────────────
@@ -185,13 +222,9 @@ impl Host {
             if room {
                 st.clients.subscribe(conn, [uri.clone()]);
             }
-            let summary = st.sessions.summary(&uri);
-            self.notify_root(
-                &st,
-                &owner,
-                "root/sessionAdded",
-                json!({"channel": ROOT_URI, "summary": summary}),
-            );
+            if let Some(summary) = st.sessions.summary(&uri) {
+                self.notify_root(&st, &owner, RootNotice::Added(Box::new(summary)));
+            }
         }
         self.update_active_sessions();
         if let Some(set) = active {
@@ -213,10 +246,13 @@ impl Host {
             ));
         }
         let owned = st.sessions.count_owned_by(owner);
-        self.limits.check_sessions(owner, owned).map_err(|l| {
-            RpcError::new(AhpError::PermissionDenied, l.to_string())
-                .with_data(json!({"limit": l.limit.key()}))
-        })
+        self.credentials
+            .limits()
+            .check_sessions(owner, owned)
+            .map_err(|l| {
+                RpcError::new(AhpError::PermissionDenied, l.to_string())
+                    .with_data(json!({"limit": l.limit.key()}))
+            })
     }
 
     /// `disposeSession`: its owner, or an admin, removes it.
@@ -241,12 +277,7 @@ impl Host {
             self.durable.forget(uri);
             // A turn that ran there is over: a revoked connection may be waiting on it.
             self.boundaries.send_modify(|n| *n += 1);
-            self.notify_root(
-                &st,
-                &owner,
-                "root/sessionRemoved",
-                json!({"channel": ROOT_URI, "session": uri}),
-            );
+            self.notify_root(&st, &owner, RootNotice::Removed(uri.to_owned()));
         }
         info!(session = %uri, principal = %principal.name, "session disposed");
         self.update_active_sessions();
@@ -265,7 +296,7 @@ impl Host {
     }
 
     /// The summaries of the sessions `principal` sees, with when each changed.
-    pub fn visible_sessions(&self, principal: &Principal) -> Vec<(String, String, Value)> {
+    pub fn visible_sessions(&self, principal: &Principal) -> Vec<(String, String, SessionSummary)> {
         let st = self.lock();
         st.sessions
             .visible_to(principal)
@@ -292,7 +323,7 @@ impl Host {
     ) -> Result<Vec<PathBuf>, RpcError> {
         if matches!(
             channel_kind(channel),
-            ChannelKind::Other | ChannelKind::Extension
+            ChannelKind::Other | ChannelKind::HostChannel
         ) {
             return Err(RpcError::new(
                 ErrorCode::InvalidParams,
@@ -446,7 +477,7 @@ impl Host {
     /// The GitHub token the owner of `session` gave, if any.
     pub fn github_token_for(&self, session: &str) -> Option<String> {
         let owner = self.lock().sessions.owner(session)?.to_owned();
-        self.tokens.get(&owner)
+        self.credentials.tokens().get(&owner)
     }
 
     /// `principal` gave a runtime token: the backend hands it on.
@@ -476,7 +507,7 @@ impl Host {
         let mut restored = Vec::new();
         {
             let mut st = self.lock();
-            let (revived, first_seq) = self.durable.attach(store, &mut st.log)?;
+            let (revived, first_seq) = self.durable.attach(store, &mut st.replay)?;
             for r in revived {
                 let uri = r.session.uri.clone();
                 if st.sessions.insert(r.session).is_ok() {

@@ -1,6 +1,6 @@
-//! Connections and the client ids bound to them: each connection's
+//! Connections and the client ids attached to them: each connection's
 //! principal and the credential it authenticated with, outbound queue, peer
-//! and subscriptions; which connection a client id is bound to now (its
+//! and subscriptions; which connection a client id is attached to now (its
 //! presence), kept while it is connected or inside its grace period, then
 //! free again; which connections a reload revoked. Changed only here.
 
@@ -112,7 +112,7 @@ impl Clients {
         self.conns.len()
     }
 
-    /// Connections bound to a client id (initialized or reconnected).
+    /// Connections attached to a client id (initialized or reconnected).
     pub fn initialized(&self) -> usize {
         self.conns
             .values()
@@ -121,7 +121,7 @@ impl Clients {
     }
 
     /// A connection ended: its pending calls fail now; the client id it
-    /// was bound to (if still bound to it) starts its grace.
+    /// was attached to (if still attached to it) starts its grace.
     pub fn remove(&mut self, conn: ConnId) -> Option<Left> {
         let c = self.conns.remove(&conn)?;
         c.peer.close();
@@ -149,9 +149,9 @@ impl Clients {
         }
     }
 
-    /// Whether `conn` may bind `client_id`: a client id belongs to the
-    /// principal that first bound it while it is bound or inside its grace.
-    pub fn check_bind(&self, conn: ConnId, client_id: &str) -> Result<(), RpcError> {
+    /// Whether `conn` may attach `client_id`: a client id belongs to the
+    /// principal that first attached it while it is attached or inside its grace.
+    pub fn check_attach(&self, conn: ConnId, client_id: &str) -> Result<(), RpcError> {
         if client_id.is_empty() || client_id.len() > 256 {
             return Err(RpcError::new(
                 ErrorCode::InvalidParams,
@@ -164,10 +164,10 @@ impl Clients {
                 "connection closed",
             ));
         };
-        if let Some(bound) = &c.client_id {
+        if let Some(attached) = &c.client_id {
             return Err(RpcError::new(
                 ErrorCode::InvalidRequest,
-                format!("connection already initialized as {bound:?}"),
+                format!("connection already initialized as {attached:?}"),
             ));
         }
         let Some(p) = self.presence.get(client_id) else {
@@ -190,10 +190,10 @@ impl Clients {
         Ok(())
     }
 
-    /// Binds `client_id` to `conn` speaking `version` (`None`: the one the
-    /// client negotiated before, for a `reconnect`); [`Self::check_bind`]
+    /// Attaches `client_id` to `conn` speaking `version` (`None`: the one the
+    /// client negotiated before, for a `reconnect`); [`Self::check_attach`]
     /// said yes.
-    pub fn bind(&mut self, conn: ConnId, client_id: &str, version: Option<Version>) {
+    pub fn attach(&mut self, conn: ConnId, client_id: &str, version: Option<Version>) {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
@@ -207,7 +207,7 @@ impl Clients {
                 generation: 0,
                 version: Version::default(),
             });
-        // The same name (check_bind), but perhaps reloaded since: the newest stands.
+        // The same name (check_attach), but perhaps reloaded since: the newest stands.
         p.principal = c.auth.principal.clone();
         p.conn = Some(conn);
         p.generation += 1;
@@ -265,7 +265,7 @@ impl Clients {
         self.presence.get(client_id).map(|p| &p.principal)
     }
 
-    /// The peer of the connection a client id is bound to now.
+    /// The peer of the connection a client id is attached to now.
     pub fn peer_of_client(&self, client_id: &str) -> Option<&Arc<Peer>> {
         let conn = self.presence.get(client_id)?.conn?;
         self.conns.get(&conn).map(|c| &c.peer)

@@ -1,18 +1,22 @@
-//! A reload of who may connect: new principals and limits put in force at
-//! once (a new token works for the next upgrade, a removed or rotated one
-//! does not), and every connection whose credential no longer stands is
-//! closed (1008, with the reason) once its running turn ends: a turn it
-//! started, or any in a session it is an active client of. The wait is
-//! bounded by `[runtime] turn_inactivity_timeout`; meanwhile such a
-//! connection starts no new turn and creates no session.
+//! Who may connect and how much each may do: the principals in force, their
+//! rate limits and the runtime tokens they gave, owned by [`Credentials`]
+//! (each behind its own lock, never the host's). A reload replaces the
+//! principals and limits whole; `Host::replace_credentials` then closes the
+//! connections whose credential no longer stands, through
+//! [`close_after_turn`]: once the running turn ends (a turn it started, or
+//! any in a session it is an active client of), bounded by `[runtime]
+//! turn_inactivity_timeout`. Meanwhile such a connection starts no new turn
+//! and creates no session.
 
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, RwLock, Weak};
 
-use tracing::{info, warn};
+use tracing::warn;
 
-use super::clients::{ConnId, Revoked};
+use super::clients::Revoked;
 use super::Host;
-use crate::ahp::auth::{Principals, Standing};
+use crate::ahp::auth::limits::Limits;
+use crate::ahp::auth::tokens::Tokens;
+use crate::ahp::auth::Principals;
 use crate::config::Config;
 
 /// What a reload of the credentials did.
@@ -24,52 +28,53 @@ pub struct CredentialsReloaded {
     pub closing: usize,
 }
 
-impl Host {
-    /// Puts `principals`, and the rate limits of `cfg` (the file they came
-    /// from), in force, and closes each connection whose credential no
-    /// longer stands once its running turn ends.
-    pub fn replace_credentials(
-        self: &Arc<Self>,
-        principals: Principals,
-        cfg: &Config,
-    ) -> CredentialsReloaded {
+pub(super) struct Credentials {
+    /// Who may connect; a reload replaces it.
+    principals: RwLock<Arc<Principals>>,
+    /// How much each principal may do, and what it has used.
+    limits: Limits,
+    /// Tokens clients gave with `authenticate`, by principal.
+    tokens: Tokens,
+}
+
+impl Credentials {
+    pub fn from_config(cfg: &Config) -> Self {
+        Self {
+            principals: RwLock::new(Arc::new(Principals::from_config(cfg))),
+            limits: Limits::from_config(cfg),
+            tokens: Tokens::default(),
+        }
+    }
+
+    pub fn principals(&self) -> Arc<Principals> {
+        self.principals
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub fn tokens(&self) -> &Tokens {
+        &self.tokens
+    }
+
+    /// Puts `principals` and the limits of `cfg` (the file they came from)
+    /// in force; a principal no longer there loses the token it gave.
+    pub fn replace(&self, principals: Principals, cfg: &Config) -> Arc<Principals> {
         let principals = Arc::new(principals);
         *self.principals.write().unwrap_or_else(|e| e.into_inner()) = principals.clone();
         self.limits.replace(cfg);
         self.tokens.retain(&principals.names());
-        let revoked = self.lock().clients.revoke(&principals);
-        let closing = revoked.len();
-        for r in revoked {
-            info!(
-                conn = r.conn,
-                reason = r.standing.reason(),
-                "connection revoked; it closes once its running turn ends"
-            );
-            tokio::spawn(close_after_turn(Arc::downgrade(self), r));
-        }
-        CredentialsReloaded {
-            principals: principals.len(),
-            closing,
-        }
-    }
-
-    /// Why the host closes `conn`, once it does.
-    pub fn close_reason(&self, conn: ConnId) -> Option<&'static str> {
-        self.lock().clients.revoked(conn).map(Standing::reason)
-    }
-
-    /// Whether `conn`'s client answers for a running turn.
-    fn turn_running_for(&self, conn: ConnId) -> bool {
-        let st = self.lock();
-        st.clients
-            .client_id(conn)
-            .is_some_and(|c| st.sessions.turn_running_for(c))
+        principals
     }
 }
 
-/// Waits until the connection has no running turn (or the bound passes),
-/// then closes it. Holds the host only while it looks.
-async fn close_after_turn(host: Weak<Host>, r: Revoked) {
+/// Waits until the revoked connection has no running turn (or the bound
+/// passes), then closes it. Holds the host only while it looks.
+pub(super) async fn close_after_turn(host: Weak<Host>, r: Revoked) {
     let (mut boundaries, limit) = match host.upgrade() {
         Some(h) => (
             h.boundaries.subscribe(),

@@ -13,7 +13,7 @@ use ahp_types::actions::StateAction;
 use ahp_types::state::{ChatState, SessionLifecycle, SessionState};
 use tracing::error;
 
-use super::replay::ActionLog;
+use super::replay::ReplayBuffer;
 use super::sessions::{NewSession, Sessions};
 use crate::ahp::protocol::uri::chat_uri_of;
 use crate::store::{Store, StoredSession, SEQ_BLOCK};
@@ -55,15 +55,19 @@ pub(super) fn is_boundary(action: &StateAction) -> bool {
 }
 
 impl Durable {
-    /// Takes `store`: the sessions it holds come back, and `log` continues
+    /// Takes `store`: the sessions it holds come back, and `replay` continues
     /// above its ceiling (reserving the next block). Returns the sessions
     /// and the first `serverSeq` of this instance.
-    pub fn attach(&self, store: Store, log: &mut ActionLog) -> anyhow::Result<(Vec<Revived>, u64)> {
+    pub fn attach(
+        &self,
+        store: Store,
+        replay: &mut ReplayBuffer,
+    ) -> anyhow::Result<(Vec<Revived>, u64)> {
         let stored = store.sessions()?;
-        let first = log.continue_above(store.seq_ceiling()?);
-        let ceiling = log.current() + SEQ_BLOCK;
+        let first = replay.continue_above(store.seq_ceiling()?);
+        let ceiling = replay.current() + SEQ_BLOCK;
         store.raise_seq_ceiling(ceiling)?;
-        log.reserved(ceiling);
+        replay.reserved(ceiling);
         let mut revived = Vec::new();
         for s in stored {
             match revive(&s) {
@@ -81,23 +85,23 @@ impl Durable {
 
     /// The next `serverSeq`, reserving another block in the store first
     /// when this one is used up.
-    pub fn next_seq(&self, log: &mut ActionLog) -> u64 {
-        match log.next() {
+    pub fn next_seq(&self, replay: &mut ReplayBuffer) -> u64 {
+        match replay.next() {
             Ok(seq) => seq,
             Err(last) => match self.0.get() {
                 Some(store) => match store.raise_seq_ceiling(last + SEQ_BLOCK) {
                     Ok(()) => {
-                        log.reserved(last + SEQ_BLOCK);
-                        log.next_unreserved()
+                        replay.reserved(last + SEQ_BLOCK);
+                        replay.next_unreserved()
                     }
                     // Serving goes on; a restart may then reuse numbers above
                     // the stored ceiling, which the log says.
                     Err(e) => {
                         error!(seq = last, "serverSeq ceiling not stored: {e:#}");
-                        log.next_unreserved()
+                        replay.next_unreserved()
                     }
                 },
-                None => log.next_unreserved(),
+                None => replay.next_unreserved(),
             },
         }
     }

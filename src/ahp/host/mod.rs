@@ -1,6 +1,6 @@
 //! The host: its state behind one lock, split into parts that each own
 //! their fields ([`sessions::Sessions`]: the AHP state; [`clients::Clients`]:
-//! connections and presence; [`replay::ActionLog`]: `serverSeq` and replay;
+//! connections and presence; [`replay::ReplayBuffer`]: `serverSeq` and replay;
 //! [`durable::Durable`]: the store), and the one path every action takes:
 //! check, apply with the official reducer, sequence, keep for replay,
 //! broadcast, store at a boundary, then raise the phase it means to the
@@ -15,50 +15,53 @@
 
 use crate::telemetry::Escaped;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-use ahp_types::actions::{ActionOrigin, StateAction};
-use ahp_types::state::RootState;
+use ahp_types::actions::{ActionEnvelope, ActionOrigin, StateAction};
+use ahp_types::notifications::{SessionAddedParams, SessionRemovedParams};
+use ahp_types::state::{AgentInfo, RootState, SessionModelInfo, SessionSummary};
 use serde_json::{json, Value};
 use tracing::debug;
 
+use self::checks::{check_directories, check_own, chosen_model, starts_turn};
 use self::clients::{Clients, ConnId};
+use self::credentials::Credentials;
 use self::durable::{is_boundary, Durable};
 use self::outbound::DeltaKey;
-use self::replay::ActionLog;
+use self::replay::ReplayBuffer;
 use self::sessions::{now_iso, Sessions, PROVIDER};
+use self::subscriptions::{Reconnected, View};
 use super::auth::access::check_action;
-use super::auth::limits::Limits;
 use super::auth::tokens::Tokens;
 use super::auth::{Principal, Principals};
 use super::backend::{Backend, ClientPhase, Dispatcher};
 use super::channels;
 use super::protocol::actions::{parse_client_action, Action, Rejection};
 use super::protocol::params::DispatchAction;
-use super::protocol::uri::{channel_kind, working_directory, ChannelKind, ROOT_URI};
+use super::protocol::uri::{channel_kind, ChannelKind, ROOT_URI};
 use super::protocol::versions::Version;
 use crate::config::Config;
-use crate::jsonrpc;
+use crate::jsonrpc::{self, RpcError};
 use crate::policy::PolicyReader;
 
 pub mod api;
+mod checks;
 pub mod clients;
 mod credentials;
 mod durable;
-mod extensions;
+mod host_channels;
 pub mod outbound;
 mod replay;
 pub mod sessions;
 pub mod subscriptions;
 
+pub use credentials::CredentialsReloaded;
 pub use sessions::NewSession;
 
 pub struct Host {
     cfg: Arc<Config>,
-    /// Who may connect; a reload replaces it ([`credentials`]).
-    principals: RwLock<Arc<Principals>>,
-    /// How much each principal may do, and what it has used.
-    limits: Limits,
+    /// Who may connect, their limits and tokens ([`credentials`]).
+    credentials: Credentials,
     /// The policy in force: the catalogue advertises its hidden sections.
     policy: PolicyReader,
     state: Mutex<State>,
@@ -66,8 +69,6 @@ pub struct Host {
     durable: Durable,
     /// The models this host offers, the default first (`[runtime] model`, `models`).
     models: Vec<String>,
-    /// Tokens clients gave with `authenticate`, by principal.
-    tokens: Tokens,
     /// How many connections are open, for a shutdown to wait on.
     connections: tokio::sync::watch::Sender<usize>,
     /// Bumped at every turn end (and other boundaries), for a revoked
@@ -76,43 +77,53 @@ pub struct Host {
     grace_timers_fired: AtomicU64,
 }
 
+/// What the root's subscribers hear of a session coming or going.
+enum RootNotice {
+    Added(Box<SessionSummary>),
+    Removed(String),
+}
+
 /// Everything behind the lock: each part changes only through its own methods.
 struct State {
     sessions: Sessions,
     clients: Clients,
-    log: ActionLog,
-    extensions: extensions::Extensions,
+    replay: ReplayBuffer,
+    host_channels: host_channels::HostChannels,
 }
 
 impl Host {
     pub fn new(cfg: Arc<Config>, policy: PolicyReader) -> Arc<Self> {
         let models = configured_models(&cfg);
-        let root: RootState = serde_json::from_value(json!({
-            "agents": [{
-                "provider": PROVIDER,
-                "displayName": "GitHub Copilot",
-                "description": "The GitHub Copilot agent runtime, through ahp-copilot-bridge",
-                "models": models.iter().map(|m| json!({"id": m, "provider": PROVIDER, "name": m})).collect::<Vec<_>>(),
-                "protectedResources": super::auth::tokens::protected_resources(&cfg),
-                "customizations": super::customizations::configured(&cfg.customizations.containers()),
-            }],
-            "activeSessions": 0,
-        }))
-        .expect("static root state");
+        let agent = AgentInfo {
+            provider: PROVIDER.into(),
+            display_name: "GitHub Copilot".into(),
+            description: "The GitHub Copilot agent runtime, through ahp-copilot-bridge".into(),
+            models: models.iter().map(|m| model_info(m)).collect(),
+            protected_resources: super::auth::tokens::protected_resources(&cfg),
+            customizations: Some(super::customizations::configured(
+                &cfg.customizations.containers(),
+            )),
+            capabilities: None,
+        };
+        let root = RootState {
+            agents: vec![agent],
+            active_sessions: Some(0),
+            terminals: None,
+            config: None,
+            meta: None,
+        };
         Arc::new(Self {
-            principals: RwLock::new(Arc::new(Principals::from_config(&cfg))),
-            limits: Limits::from_config(&cfg),
+            credentials: Credentials::from_config(&cfg),
             policy,
             cfg,
             state: Mutex::new(State {
                 sessions: Sessions::new(root),
                 clients: Clients::new(),
-                log: ActionLog::new(),
-                extensions: Default::default(),
+                replay: ReplayBuffer::new(),
+                host_channels: Default::default(),
             }),
             backend: OnceLock::new(),
             durable: Durable::default(),
-            tokens: Tokens::default(),
             models,
             connections: tokio::sync::watch::Sender::new(0),
             boundaries: tokio::sync::watch::Sender::new(0),
@@ -124,20 +135,15 @@ impl Host {
         &self.cfg
     }
 
-    // ── the extension channels (their state: `extensions::Extensions`) ──
+    // ── the host channels (their state: `host_channels::HostChannels`) ──
 
-    fn status_inputs(&self, st: &State) -> extensions::StatusInputs {
-        extensions::StatusInputs {
+    /// What snapshots are read with: the policy in force and the settings.
+    fn view(&self) -> View {
+        View {
+            policy: self.policy.current(),
             pool_size: self.cfg.runtime.pool_size(),
-            clients: st.clients.initialized(),
-            sessions: st.sessions.len(),
+            max_subscriptions: self.cfg.server.max_subscriptions,
         }
-    }
-
-    /// The extension channel's state, if `uri` is one of them.
-    fn extension_state(&self, st: &State, uri: &str) -> Option<Value> {
-        let now = self.status_inputs(st);
-        st.extensions.state(uri, &self.policy.current(), &now)
     }
 
     /// Sends `x-host://status` a change, if anything changed since the last
@@ -153,36 +159,36 @@ impl Host {
         {
             return;
         }
-        let now = self.status_inputs(&st);
-        if let Some(action) = st.extensions.status_changed(&now) {
-            self.publish_extension(&mut st, channels::HOST_STATUS, action);
+        let now = st.status_inputs(self.cfg.runtime.pool_size());
+        if let Some(action) = st.host_channels.status_changed(&now) {
+            self.publish_host_channel(&mut st, channels::HOST_STATUS, action);
         }
     }
 
     /// A reload put a new policy in force: `x-policy://effective` says so.
     pub fn publish_policy_loaded(&self) {
         let mut st = self.lock();
-        let action = st.extensions.policy_reloaded(&self.policy.current());
-        self.publish_extension(&mut st, channels::POLICY, action);
+        let action = st.host_channels.policy_reloaded(&self.policy.current());
+        self.publish_host_channel(&mut st, channels::POLICY, action);
     }
 
     /// One record written to the audit log: into `x-audit://log`'s state
     /// and out to its subscribers.
     pub fn publish_audit_record(&self, record: Value, shipping_gap: u64) {
         let mut st = self.lock();
-        let action = st.extensions.audit_appended(record, shipping_gap);
-        self.publish_extension(&mut st, channels::AUDIT_LOG, action);
+        let action = st.host_channels.audit_appended(record, shipping_gap);
+        self.publish_host_channel(&mut st, channels::AUDIT_LOG, action);
     }
 
     /// The records the log held before this run, as `x-audit://log`'s tail.
     pub fn seed_audit_tail(&self, records: Vec<Value>) {
-        self.lock().extensions.seed_audit_tail(records);
+        self.lock().host_channels.seed_audit_tail(records);
     }
 
-    /// An extension channel's action: sequenced, sent to its subscribers,
+    /// A host channel's action: sequenced, sent to its subscribers,
     /// kept for replay, as every action.
-    fn publish_extension(&self, st: &mut State, channel: &str, action: Value) {
-        let seq = self.durable.next_seq(&mut st.log);
+    fn publish_host_channel(&self, st: &mut State, channel: &str, action: Value) {
+        let seq = self.durable.next_seq(&mut st.replay);
         let env = json!({"channel": channel, "action": action, "serverSeq": seq});
         let notification = jsonrpc::notification("action", &env);
         let text = notification.to_string();
@@ -190,7 +196,7 @@ impl Host {
             sub.out.send_action(&notification, &text, None);
         }
         let server = &self.cfg.server;
-        st.log.keep(
+        st.replay.keep(
             seq,
             channel,
             env.to_string(),
@@ -206,10 +212,7 @@ impl Host {
 
     /// Who may connect, now.
     pub fn principals(&self) -> Arc<Principals> {
-        self.principals
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        self.credentials.principals()
     }
 
     /// The models a session may choose, the default first.
@@ -219,7 +222,7 @@ impl Host {
 
     /// Tokens clients gave with `authenticate`.
     pub fn tokens(&self) -> &Tokens {
-        &self.tokens
+        self.credentials.tokens()
     }
 
     pub fn set_backend(&self, backend: Arc<dyn Backend>) {
@@ -232,6 +235,46 @@ impl Host {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    // ── subscriptions (answered by the state: [`subscriptions`]) ─────────
+
+    /// `initialize`: attaches `client_id` to `conn` and subscribes it to
+    /// `initial`, all or nothing; the `serverSeq` and the snapshots.
+    pub fn attach_client(
+        &self,
+        conn: ConnId,
+        client_id: &str,
+        version: Version,
+        initial: Vec<String>,
+    ) -> Result<(u64, Vec<Value>), RpcError> {
+        let view = self.view();
+        self.lock().attach(&view, conn, client_id, version, initial)
+    }
+
+    /// `reconnect`: reattaches `client_id` to `conn`; a replay or snapshots,
+    /// at once or channel by channel.
+    pub fn reattach_client(
+        &self,
+        conn: ConnId,
+        client_id: &str,
+        last_seen: u64,
+        subs: Vec<(String, Option<u64>)>,
+    ) -> Result<Reconnected, RpcError> {
+        let view = self.view();
+        self.lock()
+            .reattach(&view, conn, client_id, last_seen, subs)
+    }
+
+    pub fn subscribe(&self, conn: ConnId, uri: &str) -> Result<Value, RpcError> {
+        let view = self.view();
+        self.lock().subscribe(&view, conn, uri)
+    }
+
+    /// A snapshot `{resource, state, fromSeq}` with extension fields restored.
+    pub fn snapshot(&self, uri: &str) -> Option<Value> {
+        let view = self.view();
+        self.lock().snapshot(&view, uri)
     }
 
     // ── the action path ──────────────────────────────────────────────────
@@ -274,8 +317,14 @@ impl Host {
             }
             Err(reason) => {
                 let st = self.lock();
-                let env = json!({"channel": d.channel, "action": d.action, "serverSeq": st.log.current(),
-                    "origin": origin, "rejectionReason": reason.0});
+                // The refused action goes back as sent: it may not even parse.
+                let env = ActionEnvelope {
+                    channel: d.channel,
+                    action: StateAction::Unknown(d.action),
+                    server_seq: st.replay.current(),
+                    origin: Some(origin),
+                    rejection_reason: Some(reason.0),
+                };
                 if let Some(out) = st.clients.out(conn) {
                     out.send(jsonrpc::notification("action", &env).to_string());
                 }
@@ -300,7 +349,8 @@ impl Host {
         d: &DispatchAction,
     ) -> Result<(Option<String>, StateAction), Rejection> {
         // Every action counts, refused or not: a runaway client is slowed first.
-        self.limits
+        self.credentials
+            .limits()
             .take_action(&principal.name)
             .map_err(|l| Rejection(l.to_string()))?;
         let kind = channel_kind(&d.channel);
@@ -332,13 +382,14 @@ impl Host {
                     standing.reason()
                 )));
             }
-            self.limits
+            self.credentials
+                .limits()
                 .check_turn(&principal.name)
                 .map_err(|l| Rejection(l.to_string()))?;
         }
         st.sessions.apply(&channel, &action)?;
         if turn {
-            self.limits.take_turn(&principal.name);
+            self.credentials.limits().take_turn(&principal.name);
         }
         if let StateAction::ChatTurnStarted(a) = &action.action {
             st.sessions.started(&channel, &a.turn_id, &origin.client_id);
@@ -358,11 +409,18 @@ impl Host {
         action: &Action,
         origin: Option<&ActionOrigin>,
     ) -> u64 {
-        let seq = self.durable.next_seq(&mut st.log);
-        let mut env = json!({"channel": channel, "action": action.to_json(), "serverSeq": seq});
-        if let Some(o) = origin {
-            env["origin"] = json!(o);
-        }
+        let seq = self.durable.next_seq(&mut st.replay);
+        let env = ActionEnvelope {
+            channel: channel.to_owned(),
+            action: match action.opt_in {
+                None => action.action.clone(),
+                // The transform opt-in rides in the entry, beside the official fields.
+                Some(_) => StateAction::Unknown(action.to_json()),
+            },
+            server_seq: seq,
+            origin: origin.cloned(),
+            rejection_reason: None,
+        };
         let notification = jsonrpc::notification("action", &env);
         let text = notification.to_string();
         // A streamed delta may be merged into the one queued before it.
@@ -377,7 +435,9 @@ impl Host {
             )),
             _ => None,
         };
-        let ty = env["action"]["type"].as_str().unwrap_or_default();
+        let ty = notification["params"]["action"]["type"]
+            .as_str()
+            .unwrap_or_default();
         let sender = origin.map(|o| o.client_id.as_str());
         for sub in st.clients.subscribers(channel) {
             // A client is sent only what its protocol line knows (its own echo aside).
@@ -388,8 +448,8 @@ impl Host {
             sub.out.send_action(&notification, &text, delta);
         }
         let server = &self.cfg.server;
-        let envelope = env.to_string();
-        st.log.keep(
+        let envelope = notification["params"].to_string();
+        st.replay.keep(
             seq,
             channel,
             envelope,
@@ -423,28 +483,36 @@ impl Host {
         }
     }
 
-    /// Sends a root notification about a session owned by `owner`
-    /// (`root/sessionAdded`, ...) to the root subscribers that may see it.
-    fn notify_root(&self, st: &State, owner: &str, method: &str, params: Value) {
-        let text = jsonrpc::notification(method, &params).to_string();
-        // 0.9 summaries had no `chats` nor `defaultChat`.
-        let older = || {
-            let mut p = params.clone();
-            for field in ["summary", "changes"] {
-                if let Some(summary) = p.get_mut(field) {
-                    Version::V0_9.summary(summary);
+    /// Sends a root notification about a session owned by `owner` to the
+    /// root subscribers that may see it, each in its protocol line's form.
+    fn notify_root(&self, st: &State, owner: &str, notice: RootNotice) {
+        let for_line = |v: Version| -> String {
+            let channel = ROOT_URI.to_owned();
+            match &notice {
+                RootNotice::Added(summary) => {
+                    let mut summary = (**summary).clone();
+                    v.summary(&mut summary);
+                    let params = SessionAddedParams { channel, summary };
+                    jsonrpc::notification("root/sessionAdded", &params).to_string()
+                }
+                RootNotice::Removed(session) => {
+                    let params = SessionRemovedParams {
+                        channel,
+                        session: session.clone(),
+                    };
+                    jsonrpc::notification("root/sessionRemoved", &params).to_string()
                 }
             }
-            jsonrpc::notification(method, &p).to_string()
         };
+        let (current, older) = (for_line(Version::V1_0), for_line(Version::V0_9));
         for sub in st.clients.subscribers(ROOT_URI) {
             if sub.principal.sees(owner) {
                 let text = if sub.version.summaries_name_chats() {
-                    text.clone()
+                    &current
                 } else {
-                    older()
+                    &older
                 };
-                sub.out.send(text);
+                sub.out.send(text.clone());
             }
         }
     }
@@ -469,113 +537,20 @@ impl Host {
     }
 }
 
-/// The checks only state can answer: a client sets and removes only its own
-/// active-client entry, and completes only tool calls it contributed.
-fn check_own(
-    sessions: &Sessions,
-    channel: &str,
-    client_id: &str,
-    action: &StateAction,
-) -> Result<(), Rejection> {
-    match action {
-        StateAction::SessionActiveClientSet(a) if a.active_client.client_id != client_id => {
-            Err("activeClientSet may only set the sender's own clientId".into())
-        }
-        StateAction::SessionActiveClientRemoved(a) if a.client_id != client_id => {
-            Err("activeClientRemoved may only remove the sender's own clientId".into())
-        }
-        StateAction::ChatToolCallConfirmed(a) => {
-            pending_confirmation(sessions, channel, &a.tool_call_id)
-        }
-        StateAction::ChatToolCallComplete(a) => tool_owner_is(
-            sessions,
-            channel,
-            client_id,
-            &a.tool_call_id,
-            "chat/toolCallComplete",
-        ),
-        StateAction::ChatToolCallContentChanged(a) => tool_owner_is(
-            sessions,
-            channel,
-            client_id,
-            &a.tool_call_id,
-            "chat/toolCallContentChanged",
-        ),
-        _ => Ok(()),
+/// A model as the root state lists it.
+fn model_info(id: &str) -> SessionModelInfo {
+    SessionModelInfo {
+        id: id.to_owned(),
+        provider: PROVIDER.into(),
+        name: id.to_owned(),
+        max_context_window: None,
+        max_output_tokens: None,
+        max_prompt_tokens: None,
+        supports_vision: None,
+        policy_state: None,
+        config_schema: None,
+        meta: None,
     }
-}
-
-/// A confirmation answers only a tool call that waits for one.
-fn pending_confirmation(
-    sessions: &Sessions,
-    chat: &str,
-    tool_call_id: &str,
-) -> Result<(), Rejection> {
-    use ahp_types::state::ToolCallState as T;
-    let state = sessions.tool_call(chat, tool_call_id).map(|(_, call)| call);
-    let now = match state {
-        Some(T::PendingConfirmation(_)) => return Ok(()),
-        None => "no such tool call in the running turn",
-        Some(T::Streaming(_)) => "it is still streaming",
-        Some(T::Running(_)) => "it is already running",
-        Some(T::Completed(_)) => "it has completed",
-        Some(T::Cancelled(_)) => "it was cancelled",
-        Some(_) => "it is not waiting for confirmation",
-    };
-    Err(Rejection(format!(
-        "chat/toolCallConfirmed for tool call {tool_call_id:?}, which is not pending confirmation: {now}"
-    )))
-}
-
-fn tool_owner_is(
-    sessions: &Sessions,
-    chat: &str,
-    client_id: &str,
-    tool_call_id: &str,
-    ty: &str,
-) -> Result<(), Rejection> {
-    if sessions.tool_call_owner(chat, tool_call_id) == Some(client_id) {
-        Ok(())
-    } else {
-        Err(Rejection(format!(
-            "{ty} may only come from the client that owns tool call {tool_call_id:?}"
-        )))
-    }
-}
-
-/// Whether a client's action starts a turn, now or once queued: what
-/// `turns_per_minute` counts.
-fn starts_turn(action: &StateAction) -> bool {
-    use ahp_types::state::PendingMessageKind;
-    match action {
-        StateAction::ChatTurnStarted(_) => true,
-        StateAction::ChatPendingMessageSet(a) => a.kind == PendingMessageKind::Queued,
-        _ => false,
-    }
-}
-
-/// A working directory a client sets must be one the runtime can be
-/// given and files read from, as `createSession` demands of its own.
-fn check_directories(action: &StateAction) -> Result<(), Rejection> {
-    let (field, uri) = match action {
-        StateAction::SessionWorkingDirectorySet(a) => ("directory", &a.directory),
-        StateAction::SessionWorkingDirectoryReplaced(a) => ("replacement", &a.replacement),
-        StateAction::ChatWorkingDirectorySet(a) => ("directory", &a.directory),
-        _ => return Ok(()),
-    };
-    working_directory(uri)
-        .map(drop)
-        .map_err(|e| Rejection(format!("field `{field}`: {e}")))
-}
-
-/// The model a message chooses, in an action that carries a message.
-fn chosen_model(action: &StateAction) -> Option<&str> {
-    let message = match action {
-        StateAction::ChatTurnStarted(a) => &a.message,
-        StateAction::ChatPendingMessageSet(a) => &a.message,
-        _ => return None,
-    };
-    message.model.as_ref().map(|m| m.id.as_str())
 }
 
 /// The models this host offers, the default first, each once.

@@ -7,7 +7,7 @@ use std::collections::{HashSet, VecDeque};
 
 use serde_json::Value;
 
-pub(super) struct ActionLog {
+pub(super) struct ReplayBuffer {
     /// The last `serverSeq` issued.
     seq: u64,
     /// This instance's first `serverSeq`, less one: numbers up to it were
@@ -29,7 +29,7 @@ struct Kept {
     envelope: String,
 }
 
-impl ActionLog {
+impl ReplayBuffer {
     /// Without a store, the clock orders instances: microseconds since
     /// 1970 stay below 2^53 (a JSON number any client reads exactly) until
     /// the year 2255, and no instance issues one action per microsecond for
@@ -135,39 +135,43 @@ mod tests {
 
     #[test]
     fn replay_is_bounded_and_only_for_this_instance() {
-        let mut log = ActionLog::new();
-        log.continue_above(100);
-        log.reserved(1000);
+        let mut replay = ReplayBuffer::new();
+        replay.continue_above(100);
+        replay.reserved(1000);
         let mut issued = Vec::new();
         for i in 0..5 {
-            let seq = log.next().unwrap();
+            let seq = replay.next().unwrap();
             issued.push(seq);
-            log.keep(seq, "c", format!("{{\"n\":{i}}}"), 3, 1 << 20);
+            replay.keep(seq, "c", format!("{{\"n\":{i}}}"), 3, 1 << 20);
         }
         let channels = HashSet::from(["c"]);
-        assert_eq!(log.since(issued[1], &channels).map(|v| v.len()), Some(3));
-        assert_eq!(log.since(issued[0], &channels), None, "dropped: snapshots");
+        assert_eq!(replay.since(issued[1], &channels).map(|v| v.len()), Some(3));
         assert_eq!(
-            log.since(50, &channels),
+            replay.since(issued[0], &channels),
+            None,
+            "dropped: snapshots"
+        );
+        assert_eq!(
+            replay.since(50, &channels),
             None,
             "an earlier instance's number"
         );
-        log.reserved(log.current());
-        assert!(log.next().is_err(), "past the reservation");
+        replay.reserved(replay.current());
+        assert!(replay.next().is_err(), "past the reservation");
     }
 
     #[test]
     fn actions_kept_before_the_store_opened_do_not_stop_replay() {
-        let mut log = ActionLog::new();
-        let early = log.next_unreserved();
-        log.keep(early, "c", "{\"early\":1}".into(), 10, 1 << 20);
-        log.continue_above(100);
-        log.reserved(1000);
-        let first = log.next().unwrap();
-        log.keep(first, "c", "{\"n\":1}".into(), 10, 1 << 20);
-        let second = log.next().unwrap();
-        log.keep(second, "c", "{\"n\":2}".into(), 10, 1 << 20);
+        let mut replay = ReplayBuffer::new();
+        let early = replay.next_unreserved();
+        replay.keep(early, "c", "{\"early\":1}".into(), 10, 1 << 20);
+        replay.continue_above(100);
+        replay.reserved(1000);
+        let first = replay.next().unwrap();
+        replay.keep(first, "c", "{\"n\":1}".into(), 10, 1 << 20);
+        let second = replay.next().unwrap();
+        replay.keep(second, "c", "{\"n\":2}".into(), 10, 1 << 20);
         let channels = HashSet::from(["c"]);
-        assert_eq!(log.since(first, &channels).map(|v| v.len()), Some(1));
+        assert_eq!(replay.since(first, &channels).map(|v| v.len()), Some(1));
     }
 }

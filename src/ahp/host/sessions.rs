@@ -12,9 +12,10 @@ use ahp::reducers::{
 };
 use ahp_types::actions::StateAction;
 use ahp_types::state::{
-    ChatState, PendingMessage, RootState, SessionState, ToolCallContributor, ToolCallState,
+    ChatState, PendingMessage, RootState, SessionState, SessionSummary, ToolCallContributor,
+    ToolCallState,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::ahp::auth::Principal;
 use crate::ahp::extension::{self, TransformOptIn};
@@ -155,7 +156,7 @@ impl Sessions {
                     .ok_or_else(|| Rejection(format!("no chat {channel}")))?;
                 apply_action_to_chat(&mut c.state, &a.action)
             }
-            ChannelKind::Extension | ChannelKind::Other => {
+            ChannelKind::HostChannel | ChannelKind::Other => {
                 return Err(Rejection(format!("unknown channel {channel}")))
             }
         };
@@ -338,7 +339,7 @@ impl Sessions {
                     .filter(|_| self.visible(p, channel))?;
                 vec![self.entries.get(s)?]
             }
-            ChannelKind::Extension | ChannelKind::Other => return None,
+            ChannelKind::HostChannel | ChannelKind::Other => return None,
         };
         let mut dirs = Vec::new();
         for e in sessions {
@@ -356,13 +357,25 @@ impl Sessions {
     }
 
     /// A session's summary, as `listSessions` and the root notifications carry it.
-    pub fn summary(&self, uri: &str) -> Option<Value> {
+    pub fn summary(&self, uri: &str) -> Option<SessionSummary> {
         let e = self.entries.get(uri)?;
-        Some(json!({
-            "resource": uri, "provider": PROVIDER, "title": e.state.title, "status": e.state.status,
-            "createdAt": e.created_at, "modifiedAt": e.modified_at, "defaultChat": e.chat,
-            "workingDirectories": e.state.working_directories,
-        }))
+        Some(SessionSummary {
+            provider: PROVIDER.into(),
+            title: e.state.title.clone(),
+            status: e.state.status,
+            activity: None,
+            origin: None,
+            project: None,
+            working_directories: e.state.working_directories.clone(),
+            annotations: None,
+            resource: uri.to_owned(),
+            created_at: e.created_at.clone(),
+            modified_at: e.modified_at.clone(),
+            changes: None,
+            meta: None,
+            chats: None,
+            default_chat: Some(e.chat.clone()),
+        })
     }
 }
 

@@ -107,7 +107,7 @@ pub fn client_may_dispatch(kind: ChannelKind, action_type: &str) -> Result<(), R
         ChannelKind::Root => ROOT,
         ChannelKind::Session => SESSION,
         ChannelKind::Chat => CHAT,
-        ChannelKind::Extension | ChannelKind::Other => &[],
+        ChannelKind::HostChannel | ChannelKind::Other => &[],
     };
     if allowed.contains(&action_type) {
         return Ok(());

@@ -23,8 +23,8 @@ pub enum ChannelKind {
     Root,
     Session,
     Chat,
-    /// A host extension's channel (the spec reserves `x-` schemes for them).
-    Extension,
+    /// One of the host's own channels (the spec reserves `x-` schemes for them).
+    HostChannel,
     /// Not a URI at all.
     Other,
 }
@@ -39,14 +39,14 @@ fn scheme(uri: &str) -> Option<&str> {
 }
 
 /// Which channel `uri` names: session URIs are client-chosen and opaque, so
-/// any absolute URI that is not the root, a chat or an extension's is one.
+/// any absolute URI that is not the root, a chat or a host channel is one.
 pub fn channel_kind(uri: &str) -> ChannelKind {
     if uri == ROOT_URI {
         return ChannelKind::Root;
     }
     match scheme(uri) {
         Some(s) if s.eq_ignore_ascii_case("ahp-chat") => ChannelKind::Chat,
-        Some(s) if s.len() > 2 && s[..2].eq_ignore_ascii_case("x-") => ChannelKind::Extension,
+        Some(s) if s.len() > 2 && s[..2].eq_ignore_ascii_case("x-") => ChannelKind::HostChannel,
         Some(_) => ChannelKind::Session,
         None => ChannelKind::Other,
     }
@@ -59,7 +59,7 @@ pub struct BadSessionUri(&'static str);
 
 /// A session URI a client may choose: any absolute URI of at most
 /// [`MAX_SESSION_URI`] bytes without control characters or white space,
-/// whose scheme is not the root's, a chat's or an extension's (`x-`).
+/// whose scheme is not the root's, a chat's or a host channel's (`x-`).
 pub fn check_session_uri(uri: &str) -> Result<(), BadSessionUri> {
     if uri.len() > MAX_SESSION_URI {
         return Err(BadSessionUri("is over 512 bytes"));
@@ -76,7 +76,7 @@ pub fn check_session_uri(uri: &str) -> Result<(), BadSessionUri> {
     match channel_kind(uri) {
         ChannelKind::Session if !uri.to_ascii_lowercase().starts_with("ahp-root:") => Ok(()),
         _ => Err(BadSessionUri(
-            "uses a scheme reserved for the root, chats or extensions",
+            "uses a scheme reserved for the root, chats or host channels (`x-`)",
         )),
     }
 }
@@ -212,7 +212,7 @@ mod tests {
         assert!(check_session_uri(&format!("copilot:/{}", "a".repeat(600))).is_err());
         assert_eq!(channel_kind("ahp-chat://default/abc"), ChannelKind::Chat);
         assert_eq!(channel_kind("ahp-chat:/x"), ChannelKind::Chat);
-        assert_eq!(channel_kind("x-audit://log"), ChannelKind::Extension);
+        assert_eq!(channel_kind("x-audit://log"), ChannelKind::HostChannel);
         assert_eq!(channel_kind(ROOT_URI), ChannelKind::Root);
         assert_eq!(channel_kind("relative"), ChannelKind::Other);
         // As VS Code derives it: base64url of the session URI, no padding.

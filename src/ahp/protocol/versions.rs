@@ -1,5 +1,7 @@
 //! Protocol version negotiation.
 
+use ahp_types::state::SessionSummary;
+
 /// The protocol versions this host implements, most preferred first.
 pub const IMPLEMENTED_VERSIONS: &[&str] = ahp_types::SUPPORTED_PROTOCOL_VERSIONS;
 
@@ -49,12 +51,12 @@ impl Version {
         self >= Self::V1_0
     }
 
-    /// A session summary (or a change of one) as this line defines it:
-    /// without `chats` and `defaultChat` for 0.9.
-    pub fn summary(self, summary: &mut serde_json::Value) {
-        if let (false, Some(fields)) = (self.summaries_name_chats(), summary.as_object_mut()) {
-            fields.remove("chats");
-            fields.remove("defaultChat");
+    /// A session summary as this line defines it: without `chats` and
+    /// `defaultChat` for 0.9.
+    pub fn summary(self, summary: &mut SessionSummary) {
+        if !self.summaries_name_chats() {
+            summary.chats = None;
+            summary.default_chat = None;
         }
     }
 }
@@ -99,12 +101,15 @@ mod tests {
         assert!(Version::V0_9.knows_action("chat/delta"));
         assert!(Version::V1_0.knows_action("chat/isReadChanged"));
         assert!(!Version::V0_9.summaries_name_chats());
-        let mut summary =
-            serde_json::json!({"resource": "copilot:/1", "chats": [], "defaultChat": "c"});
+        let mut summary: SessionSummary = serde_json::from_value(serde_json::json!({
+            "resource": "copilot:/1", "provider": "copilot", "title": "t", "status": 1,
+            "createdAt": "x", "modifiedAt": "x", "chats": [], "defaultChat": "c",
+        }))
+        .unwrap();
         Version::V1_0.summary(&mut summary);
-        assert!(summary.get("chats").is_some());
+        assert!(summary.chats.is_some() && summary.default_chat.is_some());
         Version::V0_9.summary(&mut summary);
-        assert_eq!(summary, serde_json::json!({"resource": "copilot:/1"}));
+        assert!(summary.chats.is_none() && summary.default_chat.is_none());
     }
 
     #[test]

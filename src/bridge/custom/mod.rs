@@ -2,7 +2,7 @@
 //! ([`catalog`]), the plugins clients publish, read from them over AHP
 //! ([`client_source`]) and held to the operator's policy ([`vet`]), their
 //! AHP shapes ([`shape`]), and what each session's runtime gets of them
-//! ([`runtime_map`]). [`Customizer`] owns all of it; the bridge asks it and
+//! ([`runtime_map`]). [`CustomizationState`] owns all of it; the bridge asks it and
 //! dispatches what it answers.
 
 pub mod catalog;
@@ -58,7 +58,7 @@ struct Inner {
     written: BTreeMap<String, Written>,
 }
 
-pub struct Customizer {
+pub struct CustomizationState {
     /// What the config says: replaced whole by a reload.
     settings: std::sync::RwLock<Arc<Settings>>,
     /// Where containers are written for the runtime; this process's own.
@@ -67,7 +67,7 @@ pub struct Customizer {
     inner: Mutex<Inner>,
 }
 
-impl Drop for Customizer {
+impl Drop for CustomizationState {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.work);
     }
@@ -117,7 +117,7 @@ impl Settings {
     }
 }
 
-impl Customizer {
+impl CustomizationState {
     pub fn new(cfg: &Config) -> Self {
         remove_left_behind(&std::env::temp_dir());
         let work = std::env::temp_dir().join(format!(

@@ -9,7 +9,7 @@ use super::effects::Effects;
 use super::session::BridgedSession;
 
 #[derive(Default)]
-pub(super) struct Registry(Mutex<Inner>);
+pub(super) struct BridgedSessions(Mutex<Inner>);
 
 #[derive(Default)]
 struct Inner {
@@ -18,7 +18,7 @@ struct Inner {
     by_runtime: HashMap<String, String>,
 }
 
-impl Registry {
+impl BridgedSessions {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }

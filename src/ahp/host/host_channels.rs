@@ -1,6 +1,6 @@
-//! The host's extension channels ([`crate::ahp::channels`]): their state,
-//! owned here ([`Extensions`], behind the host's lock), and who may watch
-//! them. A change is published by the host (`Host::publish_extension`):
+//! The host's own channels ([`crate::ahp::channels`]): their state,
+//! owned here ([`HostChannels`], behind the host's lock), and who may watch
+//! them. A change is published by the host (`Host::publish_host_channel`):
 //! sequenced, kept for replay and queued to each subscriber like every
 //! action, so the same replay, byte bounds and back-pressure apply.
 
@@ -16,9 +16,9 @@ use crate::jsonrpc::RpcError;
 use crate::policy::Policy;
 use crate::telemetry::metrics;
 
-/// The state of every extension channel (the policy's document is read
+/// The state of every host channel (the policy's document is read
 /// from the policy in force; only when it was loaded is kept here).
-pub(super) struct Extensions {
+pub(super) struct HostChannels {
     audit: AuditLogState,
     policy_loaded_at: String,
     started_at: String,
@@ -26,7 +26,7 @@ pub(super) struct Extensions {
     status_sent: Option<HostStatus>,
 }
 
-impl Default for Extensions {
+impl Default for HostChannels {
     fn default() -> Self {
         let now = jiff::Timestamp::now().to_string();
         Self {
@@ -45,8 +45,8 @@ pub(super) struct StatusInputs {
     pub sessions: usize,
 }
 
-impl Extensions {
-    /// The extension channel's state, if `uri` is one of them.
+impl HostChannels {
+    /// The host channel's state, if `uri` is one of them.
     pub fn state(&self, uri: &str, policy: &Policy, now: &StatusInputs) -> Option<Value> {
         let state = match uri {
             AUDIT_LOG => serde_json::to_value(&self.audit),
@@ -121,7 +121,7 @@ impl Extensions {
     }
 }
 
-/// Whether `p` may subscribe to the extension channel `uri`: `None` when
+/// Whether `p` may subscribe to the host channel `uri`: `None` when
 /// `uri` is none of them, else refused naming the role it needs.
 pub(super) fn may_watch(p: &Principal, uri: &str) -> Option<Result<(), RpcError>> {
     let role = required_role(uri)?;
