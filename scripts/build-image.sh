@@ -18,6 +18,8 @@ OUT=target/image
 ROOT=$OUT/rootfs
 mkdir -p "$OUT"
 cargo build --release --locked
+# Where cargo put it (CARGO_TARGET_DIR, when set, moves every build).
+BIN=${CARGO_TARGET_DIR:-target}/release/ahp-copilot-bridge
 scripts/install-runtime.sh
 if [ ! -x "$ROOT/bin/sh" ]; then
   rm -rf "$ROOT"
@@ -35,7 +37,7 @@ grep -q '^ahp-bridge:' "$mnt/etc/passwd" \
   || echo 'ahp-bridge:x:10001:10001::/var/lib/ahp-copilot-bridge-home:/usr/sbin/nologin' >> "$mnt/etc/passwd"
 install -d -o 10001 -g 10001 "$mnt/var/lib/ahp-copilot-bridge" "$mnt/var/lib/ahp-copilot-bridge-home"
 install -d "$mnt/etc/ahp-copilot-bridge" "$mnt/opt/ahp-copilot-bridge/.runtime/node_modules/.bin"
-install -m 0755 target/release/ahp-copilot-bridge "$mnt/opt/ahp-copilot-bridge/ahp-copilot-bridge"
+install -m 0755 "$BIN" "$mnt/opt/ahp-copilot-bridge/ahp-copilot-bridge"
 # The pinned Copilot CLI: its native binary (no Node.js needed at run time).
 install -d "$mnt/opt/ahp-copilot-bridge/.runtime/node_modules/@github"
 cp -a .runtime/node_modules/@github/copilot-linux-x64 "$mnt/opt/ahp-copilot-bridge/.runtime/node_modules/@github/"
