@@ -97,41 +97,8 @@ fn new_session(
     let chat = chat_uri_of(uri);
     let now = jiff::Timestamp::now().to_string();
     let idle = SessionStatus::Idle.bits();
-    let summary = ChatSummary {
+    let chat_state = ChatState {
         resource: chat.clone(),
-        title: "Chat".into(),
-        status: idle,
-        activity: None,
-        modified_at: now.clone(),
-        changes: None,
-        origin: None,
-        movable: None,
-        interactivity: None,
-        working_directories: None,
-    };
-    let state = SessionState {
-        provider: PROVIDER.into(),
-        title: "New session".into(),
-        status: idle,
-        activity: None,
-        origin: None,
-        project: None,
-        working_directories: Some(dirs),
-        annotations: None,
-        lifecycle: SessionLifecycle::Creating,
-        creation_error: None,
-        server_tools: None,
-        active_clients: vec![],
-        chats: vec![summary],
-        default_chat: Some(chat.clone()),
-        config: Some(config),
-        customizations: None,
-        changesets: None,
-        input_needed: None,
-        meta: None,
-    };
-    let chat = ChatState {
-        resource: chat,
         title: "Chat".into(),
         status: idle,
         activity: None,
@@ -152,13 +119,50 @@ fn new_session(
         draft: None,
         meta: None,
     };
+    let state = SessionState {
+        provider: PROVIDER.into(),
+        title: "New session".into(),
+        status: idle,
+        activity: None,
+        origin: None,
+        project: None,
+        working_directories: Some(dirs),
+        annotations: None,
+        lifecycle: SessionLifecycle::Creating,
+        creation_error: None,
+        server_tools: None,
+        active_clients: vec![],
+        chats: vec![summary_of(&chat_state)],
+        default_chat: Some(chat),
+        config: Some(config),
+        customizations: None,
+        changesets: None,
+        input_needed: None,
+        meta: None,
+    };
     NewSession {
         uri: uri.to_owned(),
         owner: principal.name.clone(),
         state,
-        chat,
+        chat: chat_state,
         created_at: now.clone(),
         modified_at: now,
         legacy_chat: None,
+    }
+}
+
+/// A chat as its session lists it.
+fn summary_of(c: &ChatState) -> ChatSummary {
+    ChatSummary {
+        resource: c.resource.clone(),
+        title: c.title.clone(),
+        status: c.status,
+        activity: c.activity.clone(),
+        modified_at: c.modified_at.clone(),
+        changes: c.changes.clone(),
+        origin: c.origin.clone(),
+        movable: c.movable,
+        interactivity: c.interactivity,
+        working_directories: c.working_directories.clone(),
     }
 }
