@@ -102,7 +102,9 @@ impl DirectSide {
             idle: tx,
             transforms: transforms.clone(),
         });
-        let rt = process::start(&cfg.runtime, 0, handler).await.unwrap();
+        let rt = process::start(&cfg.runtime, 0, handler, false)
+            .await
+            .unwrap();
         Self {
             conn: rt.conn,
             idle,

@@ -9,6 +9,7 @@ df -h . | sed 's/^/test.sh: disk: /'
 scripts/install-test-packages.sh
 scripts/install-runtime.sh
 scripts/install-console-tools.sh
+scripts/install-sdks.sh
 # The web console's modules, type-checked as they are served (no build step).
 .console-tools/node_modules/.bin/tsc -p console/tsconfig.json
 cargo fmt --check

@@ -120,6 +120,8 @@ async fn tick_status(host: std::sync::Weak<Host>, stopped: CancellationToken) {
 /// A running host.
 pub struct Running {
     pub addr: SocketAddr,
+    /// Where SDK apps connect (`[sdk] listen`), if anywhere.
+    pub sdk: Option<SocketAddr>,
     /// Where `/healthz`, `/readyz` and `/metrics` are served, if anywhere.
     pub admin: Option<SocketAddr>,
     /// Cancelled when a graceful shutdown starts (`/readyz` says 503 at once).
@@ -159,6 +161,18 @@ impl Running {
             "http"
         };
         self.admin.map(|a| format!("{scheme}://{a}"))
+    }
+
+    /// Where SDK apps connect, if anywhere: `tcp://` (`tls://` with [sdk.tls]).
+    pub fn sdk_url(&self) -> Option<String> {
+        let tls = self
+            .host
+            .config()
+            .sdk
+            .as_ref()
+            .is_some_and(|s| s.tls.is_some());
+        let scheme = if tls { "tls" } else { "tcp" };
+        self.sdk.map(|a| format!("{scheme}://{a}"))
     }
 }
 
@@ -303,6 +317,14 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
         stopping.clone(),
         shutdown.clone(),
     ));
+    // SDK apps: stopped with the AHP listener's accepting.
+    let sdk = match bridge
+        .as_ref()
+        .and_then(|b| b.sdk_gate(audit.as_ref().map(|a| a.log.clone())))
+    {
+        Some(gate) => Some(crate::bridge::sdk::listen(gate, accepting.clone()).await?.0),
+        None => None,
+    };
     let admin = match cfg.admin.listen {
         Some(at) => {
             let readiness = Readiness {
@@ -321,6 +343,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     tokio::spawn(tick_status(Arc::downgrade(&host), stopped.clone()));
     Ok(Running {
         addr,
+        sdk,
         admin,
         host,
         shutdown,

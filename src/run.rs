@@ -35,6 +35,9 @@ pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Re
     if let Some(admin) = running.admin_url() {
         say(format!("admin on {admin} (/healthz, /readyz, /metrics)"));
     }
+    if let Some(sdk) = running.sdk_url() {
+        say(format!("SDK apps on {sdk} (the runtime's JSON-RPC)"));
+    }
     say(format!("listening on {}", running.ws_url()));
     let signal = stop_signal().await?;
     tracing::info!(signal, "shutting down");

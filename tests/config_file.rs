@@ -31,6 +31,8 @@ const TABLES: &[(&str, &str)] = &[
         "[customizations.mcp_servers.echo]",
     ),
     ("customizations", "[customizations]"),
+    ("sdk", "[sdk]"),
+    ("sdk.tls", "[sdk.tls]"),
     ("audit", "[audit]"),
     ("audit.syslog", "[audit.syslog]"),
     ("state", "[state]"),

@@ -470,7 +470,7 @@ async fn without_opt_ins_the_prompt_is_byte_identical_to_a_direct_runtime_sessio
     let via_bridge = last_system_prompt(&st);
     // The same runtime, driven directly, with no systemMessage at all.
     let cfg = st.bridge.host.config().clone();
-    let rt = ahp_copilot_bridge::runtime::process::start(&cfg.runtime, 0, Arc::new(Silent))
+    let rt = ahp_copilot_bridge::runtime::process::start(&cfg.runtime, 0, Arc::new(Silent), false)
         .await
         .unwrap();
     let sid = uuid::Uuid::new_v4().to_string();

@@ -11,6 +11,7 @@ pub mod log;
 pub mod record;
 pub mod rotation;
 mod scan;
+pub mod sdk_session;
 pub mod show;
 pub mod syslog;
 pub mod verdict;

@@ -23,6 +23,7 @@ pub enum Kind {
     Checkpoint,
     Recovered,
     Rotation,
+    SdkSession,
 }
 
 impl Kind {
@@ -34,6 +35,7 @@ impl Kind {
             Self::Checkpoint => "checkpoint",
             Self::Recovered => "recovered",
             Self::Rotation => "rotation",
+            Self::SdkSession => "sdk_session",
         }
     }
 

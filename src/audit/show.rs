@@ -3,6 +3,7 @@
 //! with `include_content` a unified diff of every rewritten section. It reads;
 //! `audit verify` judges.
 
+use super::sdk_session::SdkSessionRecord;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -203,6 +204,10 @@ impl Table<'_> {
             Some(Kind::Customization) => {
                 let c: CustomizationRecord = serde_json::from_value(v.clone()).map_err(parse)?;
                 c.summary()
+            }
+            Some(Kind::SdkSession) => {
+                let r: SdkSessionRecord = serde_json::from_value(v.clone()).map_err(parse)?;
+                r.summary()
             }
             Some(Kind::Transform) | None => format!("unknown kind {}", v["kind"]),
         })

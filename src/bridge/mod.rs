@@ -30,6 +30,7 @@ pub mod input;
 mod phases;
 mod pool;
 pub mod runtime_side;
+pub mod sdk;
 mod session;
 pub mod shutdown;
 pub mod transform_clients;
@@ -99,7 +100,10 @@ impl Bridge {
             cfg: host.config().clone(),
             router,
             policy,
-            pool: Arc::new(Pool::new(&host.config().runtime)),
+            pool: Arc::new(Pool::new(
+                &host.config().runtime,
+                host.config().sdk.is_some(),
+            )),
             sessions: BridgedSessions::default(),
             in_flight: InFlight::new(),
             customizing,

@@ -13,7 +13,7 @@ use tracing::{info, warn};
 use crate::config::RuntimeConfig;
 use crate::jsonrpc::CallError;
 use crate::runtime::connection::{RuntimeConn, RuntimeHandler};
-use crate::runtime::process;
+use crate::runtime::process::{self, Reach};
 use crate::telemetry::{metrics, CheckFailed};
 
 /// How long a runtime is given to exit after SIGTERM before it is killed.
@@ -27,6 +27,8 @@ pub(super) struct Pool {
     generation: AtomicU64,
     /// Set by a shutdown: no runtime is started or restarted any more.
     stopping: AtomicBool,
+    /// Spawned runtimes listen on a loopback port, for SDK apps (`[sdk]`).
+    listen: bool,
 }
 
 /// The runtime in use on one place of the pool, and which start of it this is.
@@ -34,6 +36,7 @@ struct LiveRuntime {
     conn: Arc<RuntimeConn>,
     child: Option<tokio::process::Child>,
     generation: u64,
+    reach: Option<Reach>,
 }
 
 /// What the pool needs from its owner to start a runtime: the handler of
@@ -46,7 +49,7 @@ pub(super) trait Starts: Send + Sync {
 }
 
 impl Pool {
-    pub fn new(cfg: &RuntimeConfig) -> Self {
+    pub fn new(cfg: &RuntimeConfig, listen: bool) -> Self {
         metrics().runtimes(cfg.pool_size().max(1));
         Self {
             runtimes: (0..cfg.pool_size().max(1))
@@ -55,6 +58,7 @@ impl Pool {
             cfg: cfg.clone(),
             generation: AtomicU64::new(0),
             stopping: AtomicBool::new(false),
+            listen,
         }
     }
 
@@ -89,7 +93,7 @@ impl Pool {
             .ok_or_else(|| anyhow::anyhow!("the bridge is gone"))?
             .handler();
         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
-        let rt = process::start(&self.cfg, slot, handler).await?;
+        let rt = process::start(&self.cfg, slot, handler, self.listen).await?;
         let conn = rt.conn.clone();
         let closed = conn.closed_token();
         tokio::spawn(async move {
@@ -106,8 +110,19 @@ impl Pool {
             conn: conn.clone(),
             child: rt.child,
             generation,
+            reach: rt.reach,
         });
         Ok((conn, generation))
+    }
+
+    /// Where another connection reaches runtime `slot`, started on demand.
+    pub async fn reach(&self, slot: usize, owner: Weak<dyn Starts>) -> anyhow::Result<Reach> {
+        self.runtime(slot, owner).await?;
+        let slot = slot.min(self.runtimes.len() - 1);
+        let g = self.runtimes[slot].lock().await;
+        g.as_ref()
+            .and_then(|l| l.reach.clone())
+            .ok_or_else(|| anyhow::anyhow!("runtime {slot} speaks over stdio only"))
     }
 
     /// Runtime `slot`'s connection, if it is running; never starts one.

@@ -10,8 +10,10 @@ use serde_json::Value;
 use tracing::{debug, info, warn};
 
 use super::pool::Starts;
+use super::sdk::{Parts, SdkGate};
 use super::transform_clients::HostClients;
 use super::Bridge;
+use crate::audit::log::AuditLog;
 use crate::runtime::calls::{self, GithubCredentials, SessionDestroy, SessionRef};
 use crate::runtime::connection::{ReplyFuture, RuntimeHandler};
 use crate::runtime::events::{PermissionRequest, RuntimeEvent};
@@ -63,6 +65,21 @@ fn unanswerable(request: RuntimeRequest) -> RuntimeAnswer {
         RuntimeRequest::Transform { sections, .. } => RuntimeAnswer::Transformed(sections),
         RuntimeRequest::UserInput { .. } => RuntimeAnswer::UserInput(UserInputAnswer::NoResponse),
         RuntimeRequest::Hooks => RuntimeAnswer::Hooks,
+    }
+}
+
+impl Bridge {
+    /// The gate SDK apps connect through (`[sdk]`), on this bridge's pool,
+    /// router and policy; `None` without `[sdk]`.
+    pub fn sdk_gate(&self, audit: Option<Arc<AuditLog>>) -> Option<Arc<SdkGate>> {
+        let owner: Weak<dyn Starts> = self.me.clone();
+        let parts = Parts {
+            pool: self.pool.clone(),
+            owner,
+            router: self.router.clone(),
+            policy: self.policy.clone(),
+        };
+        SdkGate::new(&self.cfg, parts, audit)
     }
 }
 

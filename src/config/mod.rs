@@ -17,6 +17,7 @@ mod policy_rules;
 mod pool;
 mod principals;
 mod runtime;
+mod sdk;
 mod server;
 mod state;
 mod tls;
@@ -36,6 +37,7 @@ pub use policy_rules::{
 pub use pool::{RuntimeAddresses, MAX_PROCESSES};
 pub use principals::{CertIdentity, PrincipalConfig, Role, Visibility, TOKEN_PRINCIPAL};
 pub use runtime::{ProviderConfig, RuntimeConfig};
+pub use sdk::{OnViolation, SdkConfig};
 pub use server::ServerConfig;
 pub use state::{StateConfig, DEFAULT_STATE_FILE};
 pub use tls::{AdminTlsConfig, ClientAuth, TlsConfig};
@@ -57,6 +59,8 @@ pub struct Config {
     pub log: LogConfig,
     pub customizations: CustomizationsConfig,
     pub telemetry: TelemetryConfig,
+    /// `[sdk]`: apps on the official Copilot SDKs, through the policy too.
+    pub sdk: Option<SdkConfig>,
 }
 
 fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
@@ -120,6 +124,7 @@ impl Config {
         self.policy.validate()?;
         self.admin.validate()?;
         self.validate_transport()?;
+        self.validate_sdk()?;
         self.customizations.validate()?;
         self.policy.customizations.validate()?;
         self.log.validate()?;

@@ -64,7 +64,7 @@ impl TlsConfig {
         f
     }
 
-    fn validate(&self, table: &str) -> Result<(), ConfigError> {
+    pub(super) fn validate(&self, table: &str) -> Result<(), ConfigError> {
         for (k, p) in [("cert", &self.cert), ("key", &self.key)] {
             if p.as_os_str().is_empty() {
                 return Err(bad(&format!("{table}.{k}"), "must name a PEM file"));

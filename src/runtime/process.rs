@@ -10,13 +10,28 @@ use tokio::process::{Child, Command};
 use tracing::{debug, info};
 
 use super::connection::{RuntimeConn, RuntimeHandler};
+use super::session_config::Secret;
 use crate::config::RuntimeConfig;
 
 /// A live runtime: the connection and, when we spawned it, the child process.
 pub struct Runtime {
     pub conn: Arc<RuntimeConn>,
     pub child: Option<Child>,
+    /// Where another connection reaches it (SDK apps'), when it listens.
+    pub reach: Option<Reach>,
 }
+
+/// Where a connection other than the bridge's own reaches a runtime: its
+/// address and the connection token its `connect` must give.
+#[derive(Debug, Clone)]
+pub struct Reach {
+    /// `HOST:PORT`.
+    pub addr: String,
+    pub token: Option<Secret>,
+}
+
+/// What a runtime started with `--port 0` prints once it listens.
+const LISTEN_LINE: &str = "listening on port ";
 
 /// argv[0] is looked up in the project-local install first (the native binary
 /// of `@github/copilot`, then its loader), then on PATH.
@@ -49,11 +64,15 @@ fn arch() -> &'static str {
     }
 }
 
-/// Starts (or connects to) runtime `slot` of the pool.
+/// Starts (or connects to) runtime `slot` of the pool. `listen`: a spawned
+/// runtime listens on a loopback port (the CLI's `--port 0`, its own random
+/// connection token) instead of speaking over stdio, so that SDK apps'
+/// connections can reach it too.
 pub async fn start(
     cfg: &RuntimeConfig,
     slot: usize,
     handler: Arc<dyn RuntimeHandler>,
+    listen: bool,
 ) -> anyhow::Result<Runtime> {
     let token = std::env::var("COPILOT_CONNECTION_TOKEN").ok();
     if let Some(addr) = cfg.address_of(slot) {
@@ -67,7 +86,18 @@ pub async fn start(
         let conn = RuntimeConn::start(r, w, handler, cfg.call_timeout, cfg.max_frame_bytes);
         let version = conn.handshake(token.as_deref()).await?;
         info!(%addr, slot, %version, "connected to the runtime over TCP");
-        return Ok(Runtime { conn, child: None });
+        let reach = Reach {
+            addr: addr.to_owned(),
+            token: token.map(Secret),
+        };
+        return Ok(Runtime {
+            conn,
+            child: None,
+            reach: Some(reach),
+        });
+    }
+    if listen {
+        return spawn_listening(cfg, slot, handler).await;
     }
     let program = resolve_program(&cfg.command[0]);
     let mut cmd = Command::new(&program);
@@ -109,5 +139,88 @@ pub async fn start(
     Ok(Runtime {
         conn,
         child: Some(child),
+        reach: None,
+    })
+}
+
+/// Spawns the CLI listening on a loopback port with a token of its own,
+/// and connects to it: the bridge's connection, and the way for others.
+async fn spawn_listening(
+    cfg: &RuntimeConfig,
+    slot: usize,
+    handler: Arc<dyn RuntimeHandler>,
+) -> anyhow::Result<Runtime> {
+    let program = resolve_program(&cfg.command[0]);
+    let mut args: Vec<String> = cfg.command[1..]
+        .iter()
+        .filter(|a| a.as_str() != "--stdio")
+        .cloned()
+        .collect();
+    args.extend(["--port".to_owned(), "0".to_owned()]);
+    let mut bytes = [0u8; 24];
+    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness for a token: {e}"))?;
+    let token = hex::encode(bytes);
+    let mut child = Command::new(&program)
+        .args(&args)
+        .envs(&cfg.env)
+        .env("COPILOT_CONNECTION_TOKEN", &token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start the runtime {}: {e} (run scripts/install-runtime.sh, or set [runtime] command)", program.display()))?;
+    if let Some(stderr) = child.stderr.take() {
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                debug!(target: "runtime", "{line}");
+            }
+        });
+    }
+    let stdout = child.stdout.take().expect("piped stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let port = tokio::time::timeout(cfg.call_timeout, async {
+        while let Some(line) = lines.next_line().await? {
+            if let Some(p) = line.split(LISTEN_LINE).nth(1) {
+                return p
+                    .trim()
+                    .parse::<u16>()
+                    .map_err(|_| anyhow::anyhow!("the runtime said {line:?}"));
+            }
+            debug!(target: "runtime", "{line}");
+        }
+        anyhow::bail!("the runtime exited before it listened")
+    })
+    .await
+    .map_err(|_| {
+        anyhow::anyhow!(
+            "runtime {} did not listen within {:?}",
+            program.display(),
+            cfg.call_timeout
+        )
+    })??;
+    // What it prints later is read and logged, so its pipe never fills.
+    tokio::spawn(async move {
+        while let Ok(Some(line)) = lines.next_line().await {
+            debug!(target: "runtime", "{line}");
+        }
+    });
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot connect to the runtime at {addr}: {e}"))?;
+    stream.set_nodelay(true)?;
+    let (r, w) = stream.into_split();
+    let conn = RuntimeConn::start(r, w, handler, cfg.call_timeout, cfg.max_frame_bytes);
+    let version = conn.handshake(Some(&token)).await?;
+    info!(program = %program.display(), slot, pid = child.id(), %addr, %version, "runtime started, listening for SDK apps");
+    Ok(Runtime {
+        conn,
+        child: Some(child),
+        reach: Some(Reach {
+            addr: addr.to_string(),
+            token: Some(Secret(token)),
+        }),
     })
 }

@@ -55,6 +55,8 @@ pub struct BridgeProcess {
     pub addr: SocketAddr,
     /// The admin listener (`/healthz`, `/readyz`, `/metrics`).
     pub admin: SocketAddr,
+    /// Where SDK apps connect, with `[sdk]`.
+    pub sdk: Option<SocketAddr>,
     log: Arc<Mutex<Vec<String>>>,
     /// Its config file, and what follows `[server]` and the principals in it.
     config: PathBuf,
@@ -165,7 +167,23 @@ impl BridgeProcess {
         Self::spawn_text(dir, config, String::new(), None)
     }
 
+    /// As [`Self::start_config`], with `env` set for the bridge (e.g. the
+    /// variable `[sdk] token_env` names).
+    pub fn start_config_env(dir: &Path, config: &str, env: &[(&str, &str)]) -> Self {
+        Self::spawn_env(dir, config, String::new(), None, env)
+    }
+
     fn spawn_text(dir: &Path, config: &str, tail: String, nofile: Option<u32>) -> Self {
+        Self::spawn_env(dir, config, tail, nofile, &[])
+    }
+
+    fn spawn_env(
+        dir: &Path,
+        config: &str,
+        tail: String,
+        nofile: Option<u32>,
+        env: &[(&str, &str)],
+    ) -> Self {
         let path = dir.join("bridge.toml");
         std::fs::write(&path, config).unwrap();
         let bin = env!("CARGO_BIN_EXE_ahp-copilot-bridge");
@@ -181,6 +199,7 @@ impl BridgeProcess {
             .args(["serve", "--config"])
             .arg(&path)
             .env("AHP_BRIDGE_LOG", "info")
+            .envs(env.iter().copied())
             .stderr(Stdio::piped())
             .spawn()
             .expect("the bridge starts");
@@ -190,11 +209,16 @@ impl BridgeProcess {
         let l = log.clone();
         let admin: Arc<Mutex<Option<SocketAddr>>> = Arc::default();
         let a = admin.clone();
+        let sdk: Arc<Mutex<Option<SocketAddr>>> = Arc::default();
+        let sd = sdk.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 // As printed in text, or inside a JSON line's message.
                 if let Some(at) = address_after(&line, "admin on ") {
                     *a.lock().unwrap() = at.parse().ok();
+                }
+                if let Some(at) = address_after(&line, "SDK apps on ") {
+                    *sd.lock().unwrap() = at.parse().ok();
                 }
                 if let Some(at) = address_after(&line, "listening on ") {
                     let _ = tx.send(at);
@@ -211,10 +235,12 @@ impl BridgeProcess {
             .lock()
             .unwrap()
             .expect("the bridge says where its admin listener is");
+        let sdk = *sdk.lock().unwrap();
         Self {
             child,
             addr,
             admin,
+            sdk,
             log,
             config: path,
             tail,

@@ -20,7 +20,7 @@ pub struct Refusal(pub String);
 pub const TEXT_SECTION: &str = "custom_instructions";
 
 /// What redaction leaves in place of what it cut.
-const CUT: &str = "[REDACTED]";
+pub const CUT: &str = "[REDACTED]";
 
 /// Whether a client of `principal` may publish plugins at all.
 pub fn admit(

@@ -1,0 +1,437 @@
+//! One SDK app's connection: its own connection to a runtime of the pool,
+//! and every message passed on as it came but what the bridge answers for:
+//! `connect` (the app's token checked here; the runtime's own answer to the
+//! bridge's handshake given back), `session.create` and `session.resume`
+//! (held to the policy, see [`super::vet`]), the runtime's
+//! `systemMessage.transform` (routed to the app through the router, with
+//! the policy's rules, its deadline and the audit), and `session.lifecycle`
+//! (the runtime tells every connection of every session; an app hears of
+//! its own only).
+
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::codec::Framed;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::clients::AppClients;
+use super::SdkGate;
+use crate::runtime::app_wire::{AboutSession, ConnectParams, Envelope};
+use crate::runtime::codec::ContentLengthCodec;
+use crate::runtime::process::Reach;
+use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest};
+use crate::telemetry::Escaped;
+
+/// Frames queued to one side before a reader waits; a side that does not
+/// read for `[runtime] call_timeout` with the queue full is cut off.
+const QUEUE: usize = 256;
+
+/// The ids the bridge gives its own requests, apart from the app's and the
+/// runtime's (numbers and UUIDs).
+pub(super) const OWN_ID: &str = "ahp-bridge:";
+
+/// What the connection's tasks share.
+pub(super) struct Shared {
+    pub client: String,
+    pub to_app: mpsc::Sender<String>,
+    pub to_runtime: mpsc::Sender<String>,
+    /// Sessions this connection created or resumed -> the sections it
+    /// transforms itself.
+    pub sessions: Mutex<HashMap<String, Vec<String>>>,
+    /// The bridge's requests to the app not answered yet.
+    pub asks: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
+    pub next_ask: AtomicU64,
+    pub closed: CancellationToken,
+    pub send_timeout: Duration,
+}
+
+/// The app's answer to one of the bridge's requests: the result, or that
+/// it answered with an error.
+pub(super) enum Reply {
+    Result(Box<RawValue>),
+    Error,
+}
+
+impl Shared {
+    /// Queues a frame for the app; false when the connection is over or
+    /// the app stopped reading.
+    pub async fn app(&self, text: String) -> bool {
+        send(&self.to_app, text, self.send_timeout, &self.closed).await
+    }
+
+    async fn runtime(&self, text: String) -> bool {
+        send(&self.to_runtime, text, self.send_timeout, &self.closed).await
+    }
+
+    fn owns(&self, session: &str) -> bool {
+        lock(&self.sessions).contains_key(session)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+async fn send(
+    tx: &mpsc::Sender<String>,
+    text: String,
+    within: Duration,
+    closed: &CancellationToken,
+) -> bool {
+    match tokio::time::timeout(within, tx.send(text)).await {
+        Ok(Ok(())) => true,
+        Ok(Err(_)) => false,
+        Err(_) => {
+            warn!("an SDK connection's peer did not read for {within:?}; closing it");
+            closed.cancel();
+            false
+        }
+    }
+}
+
+/// A JSON-RPC error answer to `id`, as the wire carries it.
+fn error_frame(id: &RawValue, code: i64, message: &str, data: Option<Value>) -> String {
+    let mut error = json!({"code": code, "message": message});
+    if let Some(d) = data {
+        error["data"] = d;
+    }
+    format!(r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#, id.get(), error)
+}
+
+fn result_frame(id: &RawValue, result: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#, id.get())
+}
+
+/// Serves one app until it or its runtime goes.
+pub(super) async fn serve<S>(gate: Arc<SdkGate>, io: S, conn: u64, peer: String)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let max = gate.max_frame_bytes;
+    let mut app = Framed::new(io, ContentLengthCodec::new(max));
+    let client = format!("sdk:{conn}");
+    // The app says who it is first, within the handshake deadline.
+    let connect =
+        match tokio::time::timeout(gate.handshake_timeout, first_connect(&gate, &mut app)).await {
+            Ok(Some(id)) => id,
+            Ok(None) => return,
+            Err(_) => {
+                debug!(%client, "SDK connection sent no connect within the handshake deadline");
+                return;
+            }
+        };
+    let (runtime, connected) = match open_runtime(&gate, conn).await {
+        Ok(r) => r,
+        Err(e) => {
+            warn!(%client, "no runtime for an SDK connection: {e:#}");
+            let frame = error_frame(
+                &connect,
+                -32603,
+                &format!("the bridge has no runtime for this connection: {e}"),
+                None,
+            );
+            let _ = app.send(frame).await;
+            return;
+        }
+    };
+    if app
+        .send(result_frame(&connect, connected.get()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    info!(%client, peer = %Escaped(&peer), "SDK app connected");
+    let (to_app, app_rx) = mpsc::channel(QUEUE);
+    let (to_runtime, runtime_rx) = mpsc::channel(QUEUE);
+    let shared = Arc::new(Shared {
+        client: client.clone(),
+        to_app,
+        to_runtime,
+        sessions: Mutex::new(HashMap::new()),
+        asks: Mutex::new(HashMap::new()),
+        next_ask: AtomicU64::new(1),
+        closed: CancellationToken::new(),
+        send_timeout: gate.call_timeout,
+    });
+    let (app_sink, app_stream) = app.split();
+    let (rt_sink, rt_stream) = runtime.split();
+    let writers = [
+        tokio::spawn(write_all(app_sink, app_rx, shared.closed.clone())),
+        tokio::spawn(write_all(rt_sink, runtime_rx, shared.closed.clone())),
+    ];
+    let from_runtime = tokio::spawn(from_runtime(gate.clone(), shared.clone(), rt_stream));
+    from_app(&gate, &shared, app_stream, &connected).await;
+    // The app is gone: what it started stops (its sessions stay on disk,
+    // resumable), and the runtime connection closes.
+    let sessions: Vec<String> = lock(&shared.sessions).keys().cloned().collect();
+    for s in &sessions {
+        let abort = json!({"jsonrpc": "2.0", "id": format!("{OWN_ID}abort:{s}"), "method": "session.abort", "params": {"sessionId": s}});
+        let _ = shared.runtime(abort.to_string()).await;
+    }
+    shared.closed.cancel();
+    from_runtime.abort();
+    for w in writers {
+        let _ = w.await;
+    }
+    lock(&shared.asks).clear();
+    info!(%client, sessions = sessions.len(), "SDK app disconnected");
+}
+
+/// Reads frames until the app's `connect` with a good token; answers what
+/// comes before it as the runtime would (-32002). `None`: it went away.
+async fn first_connect<S>(
+    gate: &SdkGate,
+    app: &mut Framed<S, ContentLengthCodec>,
+) -> Option<Box<RawValue>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    loop {
+        let frame = app.next().await?.ok()?;
+        let env: Envelope = serde_json::from_slice(&frame).ok()?;
+        let Some(id) = env.id else { continue };
+        let id = id.to_owned();
+        if env.method.as_deref() == Some("connect") {
+            let p: ConnectParams = env
+                .params
+                .and_then(|p| serde_json::from_str(p.get()).ok())
+                .unwrap_or_default();
+            if gate.token_matches(p.token.as_deref()) {
+                return Some(id);
+            }
+            warn!("an SDK app gave a wrong or no connection token");
+        }
+        let refused = error_frame(&id, -32002, "AUTHENTICATION_FAILED", None);
+        app.send(refused).await.ok()?;
+    }
+}
+
+/// Connects to a runtime of the pool and does the runtime's handshake with
+/// its token: the connection and the runtime's answer (what the app is
+/// given for its own `connect`).
+async fn open_runtime(
+    gate: &SdkGate,
+    conn: u64,
+) -> anyhow::Result<(Framed<TcpStream, ContentLengthCodec>, Box<RawValue>)> {
+    let reach: Reach = gate.reach(conn).await?;
+    let stream = tokio::time::timeout(gate.call_timeout, TcpStream::connect(reach.addr.as_str()))
+        .await
+        .map_err(|_| {
+            anyhow::anyhow!(
+                "the runtime at {} did not accept within {:?}",
+                reach.addr,
+                gate.call_timeout
+            )
+        })??;
+    stream.set_nodelay(true)?;
+    let mut rt = Framed::new(stream, ContentLengthCodec::new(gate.max_frame_bytes));
+    let id = format!("{OWN_ID}connect");
+    let hello = json!({"jsonrpc": "2.0", "id": id, "method": "connect", "params": {"token": reach.token.as_ref().map(|t| t.0.as_str())}});
+    rt.send(hello.to_string()).await?;
+    let answer = tokio::time::timeout(gate.call_timeout, async {
+        while let Some(frame) = rt.next().await {
+            let frame = frame?;
+            let env: Envelope = serde_json::from_slice(&frame)?;
+            if env.id.map(RawValue::get) != Some(&format!("\"{id}\"")) {
+                continue;
+            }
+            if let Some(e) = env.error {
+                anyhow::bail!("the runtime refused the bridge's connect: {}", e.get());
+            }
+            return env
+                .result
+                .map(|r| r.to_owned())
+                .ok_or_else(|| anyhow::anyhow!("connect answered without a result"));
+        }
+        anyhow::bail!("the runtime closed the connection")
+    })
+    .await
+    .map_err(|_| {
+        anyhow::anyhow!(
+            "the runtime did not answer connect within {:?}",
+            gate.call_timeout
+        )
+    })??;
+    Ok((rt, answer))
+}
+
+async fn write_all<K>(mut sink: K, mut rx: mpsc::Receiver<String>, closed: CancellationToken)
+where
+    K: futures_util::Sink<String> + Unpin,
+{
+    loop {
+        tokio::select! {
+            _ = closed.cancelled() => break,
+            next = rx.recv() => match next {
+                Some(text) => if sink.send(text).await.is_err() { closed.cancel(); break },
+                None => break,
+            },
+        }
+    }
+    let _ = sink.close().await;
+}
+
+/// The app's side: its requests, answers and notifications.
+async fn from_app<R>(gate: &Arc<SdkGate>, shared: &Arc<Shared>, mut stream: R, connected: &RawValue)
+where
+    R: futures_util::Stream<Item = Result<bytes::BytesMut, crate::runtime::codec::FrameError>>
+        + Unpin,
+{
+    loop {
+        let frame = tokio::select! {
+            _ = shared.closed.cancelled() => return,
+            f = stream.next() => f,
+        };
+        let frame = match frame {
+            Some(Ok(f)) => f,
+            Some(Err(e)) => {
+                warn!(client = %shared.client, "SDK app frame refused: {e}");
+                return;
+            }
+            None => return,
+        };
+        let Ok(text) = String::from_utf8(frame.to_vec()) else {
+            warn!(client = %shared.client, "SDK app sent a frame that is not UTF-8");
+            return;
+        };
+        let env: Envelope = match serde_json::from_str(&text) {
+            Ok(e) => e,
+            Err(e) => {
+                warn!(client = %shared.client, "SDK app sent a frame that is not JSON-RPC: {e}");
+                return;
+            }
+        };
+        let forward = match (env.method.as_deref(), env.id) {
+            (Some("connect"), Some(id)) => {
+                let p: ConnectParams = env
+                    .params
+                    .and_then(|p| serde_json::from_str(p.get()).ok())
+                    .unwrap_or_default();
+                let frame = if gate.token_matches(p.token.as_deref()) {
+                    result_frame(id, connected.get())
+                } else {
+                    error_frame(id, -32002, "AUTHENTICATION_FAILED", None)
+                };
+                shared.app(frame).await;
+                continue;
+            }
+            (Some(m @ ("session.create" | "session.resume")), Some(id)) => {
+                match gate.vet_session(shared, m, env.params).await {
+                    Ok(Some(params)) => format!(
+                        r#"{{"jsonrpc":"2.0","id":{},"method":"{m}","params":{}}}"#,
+                        id.get(),
+                        Value::Object(params)
+                    ),
+                    Ok(None) => text,
+                    Err((message, data)) => {
+                        shared
+                            .app(error_frame(id, -32602, &message, Some(data)))
+                            .await;
+                        continue;
+                    }
+                }
+            }
+            (None, Some(id)) if is_own(id) => {
+                let reply = match (env.result, env.error) {
+                    (Some(r), _) => Reply::Result(r.to_owned()),
+                    _ => Reply::Error,
+                };
+                if let Some(tx) = lock(&shared.asks).remove(own_key(id)) {
+                    let _ = tx.send(reply);
+                }
+                continue;
+            }
+            _ => text,
+        };
+        if !shared.runtime(forward).await {
+            return;
+        }
+    }
+}
+
+fn is_own(id: &RawValue) -> bool {
+    id.get().starts_with(&format!("\"{OWN_ID}"))
+}
+
+fn own_key(id: &RawValue) -> &str {
+    id.get().trim_matches('"')
+}
+
+/// The runtime's side: events and answers to the app, lifecycle notices of
+/// the app's own sessions only, transforms through the router.
+async fn from_runtime<R>(gate: Arc<SdkGate>, shared: Arc<Shared>, mut stream: R)
+where
+    R: futures_util::Stream<Item = Result<bytes::BytesMut, crate::runtime::codec::FrameError>>
+        + Unpin,
+{
+    while let Some(frame) = stream.next().await {
+        let Ok(frame) = frame else { break };
+        let Ok(text) = String::from_utf8(frame.to_vec()) else {
+            break;
+        };
+        let Ok(env) = serde_json::from_str::<Envelope>(&text) else {
+            warn!(client = %shared.client, "the runtime sent a frame that is not JSON-RPC");
+            break;
+        };
+        match (env.method.as_deref(), env.id) {
+            (Some("systemMessage.transform"), Some(id)) => {
+                let id = id.to_owned();
+                let params = env.params.map(|p| p.get()).unwrap_or("null");
+                let mut de = serde_json::Deserializer::from_str(params);
+                let ask = RuntimeRequest::parse("systemMessage.transform", &mut de);
+                let (gate, shared) = (gate.clone(), shared.clone());
+                tokio::spawn(async move {
+                    let answer = match ask {
+                        Ok(RuntimeRequest::Transform {
+                            session_id,
+                            sections,
+                        }) => {
+                            let clients = AppClients::new(shared.clone(), gate.principal());
+                            let out = gate
+                                .router()
+                                .route(&clients, &session_id, &session_id, &sections)
+                                .await;
+                            RuntimeAnswer::Transformed(out)
+                        }
+                        Ok(_) => return,
+                        Err(m) => {
+                            m.report();
+                            let why = format!("{}: {}", m.place, m.detail);
+                            shared.runtime(error_frame(&id, -32602, &why, None)).await;
+                            return;
+                        }
+                    };
+                    let result = serde_json::to_string(&answer).unwrap_or_else(|_| "null".into());
+                    shared.runtime(result_frame(&id, &result)).await;
+                });
+                continue;
+            }
+            (Some("session.lifecycle"), None) => {
+                let about: Option<AboutSession> =
+                    env.params.and_then(|p| serde_json::from_str(p.get()).ok());
+                let mine = about
+                    .and_then(|a| a.session_id)
+                    .is_some_and(|s| shared.owns(&s));
+                if !mine {
+                    continue;
+                }
+            }
+            (None, Some(id)) if is_own(id) => continue,
+            _ => {}
+        }
+        if !shared.app(text).await {
+            break;
+        }
+    }
+    shared.closed.cancel();
+}

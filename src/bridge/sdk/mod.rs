@@ -1,0 +1,275 @@
+//! SDK apps governed too: a listener (`[sdk] listen`) speaking the
+//! runtime's own JSON-RPC to apps built on the official Copilot SDKs, each
+//! connection passed to a runtime of the pool ([`conn`]) under the
+//! operator's prompt policy ([`vet`]), its transform callbacks routed like
+//! an AHP client's ([`clients`]), every decision in the audit log.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use serde_json::value::RawValue;
+use serde_json::{json, Map, Value};
+use sha2::{Digest, Sha256};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, error, info, warn};
+
+use self::conn::Shared;
+use self::vet::{vet, Rules, Vetted};
+use super::pool::{Pool, Starts};
+use crate::ahp::auth::Principal;
+use crate::ahp::net::tls::Tls;
+use crate::audit::log::AuditLog;
+use crate::audit::sdk_session::{SdkDecision, SdkFinding, SdkSessionRecord};
+use crate::audit::sha256_hex;
+use crate::config::{ClientMcpServers, Config, OnViolation, SdkConfig};
+use crate::policy::PolicyReader;
+use crate::runtime::app_wire::AppSessionParams;
+use crate::runtime::process::Reach;
+use crate::transform::router::Router;
+
+mod clients;
+mod conn;
+pub mod vet;
+
+/// What SDK connections share: the settings, who they act as, the way to
+/// a runtime, the router and the audit log.
+pub struct SdkGate {
+    cfg: SdkConfig,
+    token_sha256: Option<[u8; 32]>,
+    principal: Arc<Principal>,
+    servers: ClientMcpServers,
+    router: Arc<Router>,
+    policy: PolicyReader,
+    audit: Option<Arc<AuditLog>>,
+    pool: Arc<Pool>,
+    owner: Weak<dyn Starts>,
+    next_slot: AtomicUsize,
+    next_conn: AtomicU64,
+    max_frame_bytes: usize,
+    handshake_timeout: Duration,
+    call_timeout: Duration,
+    max_connections: usize,
+}
+
+/// The parts of the bridge an SDK gate works with.
+pub(super) struct Parts {
+    pub pool: Arc<Pool>,
+    pub owner: Weak<dyn Starts>,
+    pub router: Arc<Router>,
+    pub policy: PolicyReader,
+}
+
+impl SdkGate {
+    /// The gate of `cfg`'s `[sdk]`; `None` when there is none.
+    pub(super) fn new(
+        cfg: &Config,
+        parts: Parts,
+        audit: Option<Arc<AuditLog>>,
+    ) -> Option<Arc<Self>> {
+        let sdk = cfg.sdk.clone()?;
+        // Validation made sure the entry exists.
+        let p = cfg.principals.iter().find(|p| p.name == sdk.principal)?;
+        let visibility = p
+            .session_visibility
+            .unwrap_or(cfg.server.session_visibility);
+        let principal = Principal::new(&p.name, &p.roles, p.sections.as_deref(), visibility);
+        Some(Arc::new(Self {
+            token_sha256: sdk.token().map(|t| Sha256::digest(t.as_bytes()).into()),
+            principal: Arc::new(principal),
+            servers: cfg.policy.customizations.client_mcp_servers.clone(),
+            router: parts.router,
+            policy: parts.policy,
+            audit,
+            pool: parts.pool,
+            owner: parts.owner,
+            next_slot: AtomicUsize::new(0),
+            next_conn: AtomicU64::new(1),
+            max_frame_bytes: cfg.runtime.max_frame_bytes,
+            handshake_timeout: cfg.server.handshake_timeout,
+            call_timeout: cfg.runtime.call_timeout,
+            max_connections: cfg.server.max_connections.unwrap_or(1024),
+            cfg: sdk,
+        }))
+    }
+
+    /// Whether `given` is the connection token apps must give (compared as
+    /// digests, so the time taken says nothing of the token).
+    fn token_matches(&self, given: Option<&str>) -> bool {
+        match (&self.token_sha256, given) {
+            (None, _) => true,
+            (Some(want), Some(g)) => {
+                let got: [u8; 32] = Sha256::digest(g.as_bytes()).into();
+                got.iter().zip(want).fold(0u8, |d, (a, b)| d | (a ^ b)) == 0
+            }
+            (Some(_), None) => false,
+        }
+    }
+
+    /// A runtime for connection `conn`: the pool's, in turn.
+    async fn reach(&self, _conn: u64) -> anyhow::Result<Reach> {
+        let slot = self.next_slot.fetch_add(1, Ordering::Relaxed) % self.pool.size();
+        self.pool.reach(slot, self.owner.clone()).await
+    }
+
+    fn principal(&self) -> Arc<Principal> {
+        self.principal.clone()
+    }
+
+    fn router(&self) -> &Router {
+        &self.router
+    }
+
+    /// `session.create` / `session.resume` held to the policy: `Ok(None)`
+    /// to send on as it came, `Ok(Some)` the params to send instead, `Err`
+    /// the refusal (message, data). Either way an `sdk_session` record.
+    async fn vet_session(
+        &self,
+        shared: &Shared,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<Option<Map<String, Value>>, (String, Value)> {
+        let bad =
+            |e: serde_json::Error| (format!("{method}: params: {e}"), json!({"rule": "params"}));
+        let raw = params.map_or("{}", RawValue::get);
+        let object: Map<String, Value> = serde_json::from_str(raw).map_err(bad)?;
+        let typed: AppSessionParams = serde_json::from_str(raw).map_err(bad)?;
+        let policy = self.policy.current();
+        let strip = self.cfg.on_violation == OnViolation::Strip;
+        let rules = Rules {
+            policy: &policy,
+            servers: &self.servers,
+            strip,
+        };
+        let v: Vetted = vet(&rules, &typed, &object);
+        let session = typed.session_id.clone().unwrap_or_default();
+        let refused = !v.violations.is_empty() && !strip;
+        let decision = match (refused, v.violations.is_empty()) {
+            (true, _) => SdkDecision::Refused,
+            (false, true) => SdkDecision::Allowed,
+            (false, false) => SdkDecision::Stripped,
+        };
+        let sent = v.rewritten.clone().map(Value::Object);
+        let record = SdkSessionRecord {
+            time: jiff::Timestamp::now().to_string(),
+            session: session.clone(),
+            method: method.to_owned(),
+            client: shared.client.clone(),
+            principal: self.principal.name.clone(),
+            decision,
+            findings: v
+                .violations
+                .iter()
+                .map(|f| SdkFinding {
+                    what: f.what.clone(),
+                    rule: f.rule.clone(),
+                    action: self.cfg.on_violation.as_str().into(),
+                })
+                .collect(),
+            redacted: v.redacted.clone(),
+            transform_sections: v.transform_sections.clone(),
+            mcp_servers: v.mcp_servers.clone(),
+            params_sha256: (!refused).then(|| match &sent {
+                Some(p) => sha256_hex(p.to_string().as_bytes()),
+                None => sha256_hex(raw.as_bytes()),
+            }),
+            policy_sha256: policy.policy_sha256(),
+        };
+        self.write(record).await;
+        if refused {
+            let first = &v.violations[0];
+            info!(client = %shared.client, session = %session, rule = %first.rule, "SDK session refused by policy");
+            return Err((
+                first.message.clone(),
+                json!({"rule": first.rule, "what": first.what}),
+            ));
+        }
+        if !session.is_empty() {
+            shared
+                .sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(session, v.transform_sections);
+        }
+        Ok(v.rewritten)
+    }
+
+    /// Appends a record before the request goes on (audit before effect).
+    async fn write(&self, record: SdkSessionRecord) {
+        let Some(log) = self.audit.clone() else {
+            return;
+        };
+        let written = tokio::task::spawn_blocking(move || log.append(&record)).await;
+        if let Ok(Err(e)) | Err(e) = written.map_err(anyhow::Error::from) {
+            error!("sdk_session record not written: {e:#}");
+        }
+    }
+}
+
+/// Listens on `[sdk] listen` until `stop`; returns the address bound.
+pub async fn listen(
+    gate: Arc<SdkGate>,
+    stop: CancellationToken,
+) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
+    let listener = TcpListener::bind(gate.cfg.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen for SDK apps on {}: {e}", gate.cfg.listen))?;
+    let addr = listener.local_addr()?;
+    let tls = match &gate.cfg.tls {
+        Some(t) => {
+            let tls = Tls::load(t, "sdk.tls")?;
+            tls.watch(stop.clone());
+            Some(tls)
+        }
+        None => None,
+    };
+    let slots = Arc::new(Semaphore::new(gate.max_connections));
+    let task = tokio::spawn(async move {
+        loop {
+            let (stream, peer) = tokio::select! {
+                _ = stop.cancelled() => break,
+                a = listener.accept() => match a {
+                    Ok(a) => a,
+                    Err(e) => { warn!("SDK accept failed: {e}"); continue }
+                },
+            };
+            let Ok(permit) = slots.clone().try_acquire_owned() else {
+                warn!(%peer, "SDK connection refused: [server] max_connections reached");
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let conn = gate.next_conn.fetch_add(1, Ordering::Relaxed);
+            let (gate, tls, stop) = (gate.clone(), tls.clone(), stop.clone());
+            tokio::spawn(async move {
+                let _permit = permit;
+                let peer = peer.to_string();
+                let serve = async {
+                    match tls {
+                        None => conn::serve(gate, stream, conn, peer).await,
+                        Some(tls) => {
+                            let handshake = tokio::time::timeout(
+                                gate.handshake_timeout,
+                                tls.acceptor().accept(stream),
+                            )
+                            .await;
+                            match handshake {
+                                Ok(Ok(s)) => conn::serve(gate, s, conn, peer).await,
+                                Ok(Err(e)) => debug!(%peer, "SDK TLS handshake failed: {e}"),
+                                Err(_) => debug!(%peer, "SDK TLS handshake timed out"),
+                            }
+                        }
+                    }
+                };
+                tokio::select! {
+                    _ = serve => {}
+                    _ = stop.cancelled() => {}
+                }
+            });
+        }
+    });
+    Ok((addr, task))
+}

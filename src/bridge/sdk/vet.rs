@@ -1,0 +1,274 @@
+//! The operator's policy over what an SDK app asks of the runtime at
+//! `session.create` and `session.resume`, pure: a section the policy
+//! restricts is neither replaced, removed nor transformed (nor the whole
+//! prompt replaced while any is); text the app puts before the model (a
+//! section's content, the appended content, a custom agent's prompt) passes
+//! the `deny` rules of `custom_instructions` and has what its `redact` rules
+//! match cut; MCP servers (the app's and its agents') pass
+//! `client_mcp_servers`, as a client plugin's do. Each finding names the
+//! rule as the AHP side does (`restricted`, `deny[0]`,
+//! `client_mcp_servers`); with `strip` the offending entry is dropped and
+//! the rest kept.
+
+use serde_json::{Map, Value};
+
+use crate::bridge::custom::vet::{CUT, TEXT_SECTION};
+use crate::config::ClientMcpServers;
+use crate::policy::rules::SectionRules;
+use crate::policy::Policy;
+use crate::runtime::app_wire::{AppMcpServer, AppSessionParams};
+
+/// One thing the policy does not allow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// What the app asked for: `section safety`, `systemMessage.mode`,
+    /// `mcpServers.fs`, `customAgents.reviewer`.
+    pub what: String,
+    /// The rule, as the policy names it.
+    pub rule: String,
+    /// Said for the app and the operator.
+    pub message: String,
+}
+
+/// What the policy made of the params.
+#[derive(Debug, Default)]
+pub struct Vetted {
+    pub violations: Vec<Violation>,
+    /// The params to send on, when anything was cut or dropped.
+    pub rewritten: Option<Map<String, Value>>,
+    /// The sections the app transforms itself (its callbacks), as sent on.
+    pub transform_sections: Vec<String>,
+    /// The MCP servers sent on, the agents' included.
+    pub mcp_servers: Vec<String>,
+    /// What redaction cut, said for the audit (`systemMessage.content`, ...).
+    pub redacted: Vec<String>,
+}
+
+/// What the policy is read from.
+pub struct Rules<'a> {
+    pub policy: &'a Policy,
+    pub servers: &'a ClientMcpServers,
+    pub strip: bool,
+}
+
+/// Vets `params` (the JSON object of a `session.create` or
+/// `session.resume`); `typed` is the same object read for the fields the
+/// policy looks at.
+pub fn vet(rules: &Rules, typed: &AppSessionParams, params: &Map<String, Value>) -> Vetted {
+    let mut v = Vetted::default();
+    let mut out = params.clone();
+    let mut changed = false;
+    let text_rules = rules.policy.rules(TEXT_SECTION);
+    if let Some(sm) = &typed.system_message {
+        let mut message = out
+            .get("systemMessage")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let mut drop_message = false;
+        if sm.mode.as_deref() == Some("replace") {
+            if let Some(id) = rules.policy.hidden_sections().first() {
+                v.violations.push(Violation {
+                    what: "systemMessage.mode".into(),
+                    rule: "restricted".into(),
+                    message: format!("refused by policy.restricted: mode \"replace\" replaces the whole system prompt, and section {id:?} is restricted"),
+                });
+                drop_message = true;
+            }
+        }
+        if let Some(content) = &sm.content {
+            match text(text_rules, content, "systemMessage.content") {
+                Text::Denied(viol) => {
+                    v.violations.push(viol);
+                    message.remove("content");
+                }
+                Text::Cut(shown) => {
+                    v.redacted.push("systemMessage.content".into());
+                    message.insert("content".into(), Value::String(shown));
+                }
+                Text::Clean => {}
+            }
+        }
+        let mut sections = message
+            .get("sections")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        for (id, s) in sm.sections.iter().flatten() {
+            if rules.policy.is_restricted(id) && s.action != "preserve" {
+                v.violations.push(Violation {
+                    what: format!("section {id}"),
+                    rule: "restricted".into(),
+                    message: format!(
+                        "refused by policy.restricted: section {id:?} is restricted; the app may not {} it",
+                        s.action
+                    ),
+                });
+                sections.remove(id);
+                continue;
+            }
+            if let Some(content) = &s.content {
+                let what = format!("systemMessage.sections.{id}.content");
+                match text(text_rules, content, &what) {
+                    Text::Denied(viol) => {
+                        v.violations.push(viol);
+                        sections.remove(id);
+                        continue;
+                    }
+                    Text::Cut(shown) => {
+                        v.redacted.push(what);
+                        if let Some(Value::Object(entry)) = sections.get_mut(id) {
+                            entry.insert("content".into(), Value::String(shown));
+                        }
+                    }
+                    Text::Clean => {}
+                }
+            }
+            if s.action == "transform" {
+                v.transform_sections.push(id.clone());
+            }
+        }
+        message.insert("sections".into(), Value::Object(sections));
+        if sm.sections.is_none() {
+            message.remove("sections");
+        }
+        if drop_message {
+            out.remove("systemMessage");
+            v.transform_sections.clear();
+        } else if out.get("systemMessage") != Some(&Value::Object(message.clone())) {
+            out.insert("systemMessage".into(), Value::Object(message));
+        }
+        changed |= out.get("systemMessage") != params.get("systemMessage");
+    }
+    if let Some(servers) = &typed.mcp_servers {
+        let kept = vet_servers(rules.servers, servers, "mcpServers", &mut v);
+        changed |= keep_only(&mut out, "mcpServers", &kept);
+    }
+    if let Some(agents) = &typed.custom_agents {
+        let mut list = out
+            .get("customAgents")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let mut dropped = Vec::new();
+        for (i, a) in agents.iter().enumerate() {
+            let what = format!("customAgents.{}", a.name);
+            let mut bad = false;
+            for (field, t) in [("prompt", &a.prompt), ("description", &a.description)] {
+                let Some(t) = t else { continue };
+                match text(text_rules, t, &format!("{what}.{field}")) {
+                    Text::Denied(viol) => {
+                        v.violations.push(viol);
+                        bad = true;
+                    }
+                    Text::Cut(shown) => {
+                        v.redacted.push(format!("{what}.{field}"));
+                        if let Some(Value::Object(o)) = list.get_mut(i) {
+                            o.insert(field.into(), Value::String(shown));
+                        }
+                    }
+                    Text::Clean => {}
+                }
+            }
+            if let Some(servers) = &a.mcp_servers {
+                let kept = vet_servers(
+                    rules.servers,
+                    servers,
+                    &format!("{what}.mcpServers"),
+                    &mut v,
+                );
+                if let Some(Value::Object(o)) = list.get_mut(i) {
+                    keep_only(o, "mcpServers", &kept);
+                }
+            }
+            if bad {
+                dropped.push(i);
+            }
+        }
+        for i in dropped.into_iter().rev() {
+            list.remove(i);
+        }
+        let list = Value::Array(list);
+        if out.get("customAgents") != Some(&list) {
+            out.insert("customAgents".into(), list);
+            changed = true;
+        }
+    }
+    if changed {
+        v.rewritten = Some(out);
+    }
+    v
+}
+
+enum Text {
+    Clean,
+    Cut(String),
+    Denied(Violation),
+}
+
+/// Text the app puts before the model, against `custom_instructions`.
+fn text(rules: &SectionRules, t: &str, what: &str) -> Text {
+    if let Some(i) = rules.deny.iter().position(|re| re.is_match(t)) {
+        return Text::Denied(Violation {
+            what: what.to_owned(),
+            rule: format!("deny[{i}]"),
+            message: format!(
+                "refused by policy.sections.{TEXT_SECTION}.deny[{i}]: {what} matches it"
+            ),
+        });
+    }
+    let mut shown = t.to_owned();
+    for re in &rules.redact {
+        shown = re.replace_all(&shown, CUT).into_owned();
+    }
+    if shown == t {
+        Text::Clean
+    } else {
+        Text::Cut(shown)
+    }
+}
+
+/// The names of `servers` the policy lets start; a violation for each other.
+fn vet_servers(
+    allowed: &ClientMcpServers,
+    servers: &std::collections::BTreeMap<String, AppMcpServer>,
+    at: &str,
+    v: &mut Vetted,
+) -> Vec<String> {
+    let mut kept = Vec::new();
+    for (name, s) in servers {
+        // A local server runs its command; a remote one is reached at its URL.
+        let target = s.command.as_deref().or(s.url.as_deref()).unwrap_or("");
+        let why = match allowed {
+            ClientMcpServers::Deny => Some(format!(
+                "refused by policy.customizations.client_mcp_servers = \"deny\": the app brings the MCP server {name:?}"
+            )),
+            ClientMcpServers::Allow(list) if !list.iter().any(|c| c == target) => Some(format!(
+                "refused by policy.customizations.client_mcp_servers: the MCP server {name:?} runs {target:?}, which is not on the list"
+            )),
+            ClientMcpServers::Allow(_) => None,
+        };
+        match why {
+            Some(message) => v.violations.push(Violation {
+                what: format!("{at}.{name}"),
+                rule: "client_mcp_servers".into(),
+                message,
+            }),
+            None => {
+                v.mcp_servers.push(name.clone());
+                kept.push(name.clone());
+            }
+        }
+    }
+    kept
+}
+
+/// Keeps only `kept` of the object at `key`; whether anything went.
+fn keep_only(o: &mut Map<String, Value>, key: &str, kept: &[String]) -> bool {
+    let Some(Value::Object(servers)) = o.get_mut(key) else {
+        return false;
+    };
+    let before = servers.len();
+    servers.retain(|name, _| kept.contains(name));
+    servers.len() != before
+}

@@ -1,0 +1,57 @@
+// An app on the official Node SDK, unmodified, as tests/sdk_apps.rs drives
+// it: the scenario is JSON in argv[2]; what happens is printed as one JSON
+// object per line on stdout.
+//
+// scenario: {sdk, uri, token?, model, provider, prompt?, systemMessage?,
+//            transforms?: {SECTION: "prefix:TEXT" | "replace:TEXT" | "hang"},
+//            mcpServers?}
+import { pathToFileURL } from "node:url";
+
+const s = JSON.parse(process.argv[2]);
+// The SDK as installed by scripts/install-sdks.sh (scenario.sdk: its entry).
+const { CopilotClient, RuntimeConnection, approveAll } = await import(pathToFileURL(s.sdk).href);
+const say = (o) => process.stdout.write(JSON.stringify(o) + "\n");
+
+// A transform section's callback, as the scenario names it.
+function callback(section, how) {
+  return async (content) => {
+    say({ event: "transform", section, bytes: content.length });
+    if (how === "hang") return new Promise(() => {});
+    const [kind, text] = [how.slice(0, how.indexOf(":")), how.slice(how.indexOf(":") + 1)];
+    return kind === "prefix" ? text + content : text;
+  };
+}
+
+let systemMessage = s.systemMessage ? structuredClone(s.systemMessage) : undefined;
+if (s.transforms && !systemMessage) systemMessage = { mode: "customize", sections: {} };
+for (const [section, how] of Object.entries(s.transforms ?? {})) {
+  systemMessage.sections[section] = { action: callback(section, how) };
+}
+
+const client = new CopilotClient({
+  connection: RuntimeConnection.forUri(s.uri, s.token ? { connectionToken: s.token } : {}),
+});
+try {
+  await client.start();
+  say({ event: "connected" });
+  const session = await client.createSession({
+    model: s.model,
+    provider: s.provider,
+    streaming: true,
+    onPermissionRequest: approveAll,
+    ...(systemMessage ? { systemMessage } : {}),
+    ...(s.mcpServers ? { mcpServers: s.mcpServers } : {}),
+  });
+  say({ event: "created", sessionId: session.sessionId });
+  if (s.prompt) {
+    const reply = await session.sendAndWait({ prompt: s.prompt }, 120000);
+    say({ event: "reply", content: reply?.data?.content ?? null });
+  }
+  await session.disconnect?.();
+  say({ event: "done" });
+} catch (e) {
+  say({ event: "error", message: String(e?.message ?? e), code: e?.code ?? null });
+} finally {
+  try { await client.stop(); } catch {}
+  process.exit(0);
+}

@@ -1,0 +1,292 @@
+//! SDK apps governed too: apps on the official Copilot SDKs, unmodified
+//! (Node `@github/copilot-sdk` and Python `github-copilot-sdk`, installed by
+//! scripts/install-sdks.sh), connect to the bridge's `[sdk] listen` as to a
+//! CLI server; the REAL runtime renders and the scripted model receives.
+//! Assertions are on what the app saw, what the model received and the
+//! audit log.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use ahp_copilot_bridge::audit::verify::verify_text;
+use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
+use serde_json::{json, Value};
+use support::process::*;
+
+const SDK_TOKEN: &str = "sdk-connection-token";
+const SDK_TOKEN_ENV: &str = "AHP_TEST_SDK_TOKEN";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A bridge with `[sdk]` (the token in its environment), `extra` tables
+/// (policy, ...) and `sdk_extra` keys under `[sdk]`.
+fn bridge(model: &ScriptedModel, dir: &Path, sdk_extra: &str, extra: &str) -> BridgeProcess {
+    let config = format!(
+        "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\ndrain = \"0s\"\nreload_on_change = false\n\
+         {}{}\
+         [sdk]\nlisten = \"127.0.0.1:0\"\nprincipal = \"sdk-apps\"\ntoken_env = {SDK_TOKEN_ENV:?}\n{sdk_extra}\n\
+         {extra}\n[audit]\npath = {:?}\n{}",
+        ide_principal(),
+        principal_toml("sdk-apps", "unused-ahp-token", &["observe", "participate", "transform"], ""),
+        dir.join("audit.jsonl").display().to_string(),
+        offline_runtime_toml(model, dir),
+    );
+    BridgeProcess::start_config_env(dir, &config, &[(SDK_TOKEN_ENV, SDK_TOKEN)])
+}
+
+/// The scenario every app gets: where to connect, the offline provider.
+fn scenario(b: &BridgeProcess, model: &ScriptedModel, more: Value) -> Value {
+    let mut s = json!({
+        "uri": b.sdk.expect("the bridge says where SDK apps connect").to_string(),
+        "token": SDK_TOKEN,
+        "model": "gpt-4.1",
+        "provider": {"type": "openai", "baseUrl": model.base_url(), "apiKey": "sk-offline"},
+    });
+    for (k, v) in more.as_object().unwrap() {
+        s[k] = v.clone();
+    }
+    s
+}
+
+/// Runs the Node app on `scenario`; what it printed, one value per line.
+fn node_app(scenario: &Value) -> Vec<Value> {
+    let sdk = root().join(".sdk-tools/node/node_modules/@github/copilot-sdk/dist/index.js");
+    assert!(sdk.is_file(), "run scripts/install-sdks.sh");
+    let mut s = scenario.clone();
+    s["sdk"] = json!(sdk.display().to_string());
+    run_app(
+        Command::new("node")
+            .arg(root().join("tests/sdk/node_app.mjs"))
+            .arg(s.to_string()),
+    )
+}
+
+/// Runs the Python app on `scenario`.
+fn python_app(scenario: &Value) -> Vec<Value> {
+    let python = root().join(".sdk-tools/venv/bin/python");
+    assert!(python.is_file(), "run scripts/install-sdks.sh");
+    run_app(
+        Command::new(python)
+            .arg(root().join("tests/sdk/python_app.py"))
+            .arg(scenario.to_string()),
+    )
+}
+
+fn run_app(cmd: &mut Command) -> Vec<Value> {
+    let out = cmd.output().expect("the app runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the app failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+fn event<'a>(seen: &'a [Value], name: &str) -> Option<&'a Value> {
+    seen.iter().find(|e| e["event"] == name)
+}
+
+fn records(dir: &Path, kind: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap_or_default();
+    verify_text(&text).expect("the audit chain holds");
+    text.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["kind"] == kind)
+        .collect()
+}
+
+/// The system prompt of the model's last request.
+fn last_prompt(model: &ScriptedModel) -> String {
+    ScriptedModel::system_prompt(model.requests().last().expect("the model was asked")).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_node_app_converses_and_its_callbacks_rewrite_is_policed_and_audited() {
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let b = bridge(&model, dir.path(), "", "");
+    model.push(Reply::Text("hello from the model".into()));
+    let seen = node_app(&scenario(
+        &b,
+        &model,
+        json!({
+            "prompt": "hi",
+            "systemMessage": {"mode": "customize", "sections": {}},
+            "transforms": {"tone": "prefix:SDK-TONE-MARK "},
+        }),
+    ));
+    assert!(event(&seen, "error").is_none(), "{seen:?}");
+    let session = event(&seen, "created").expect("created")["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        event(&seen, "transform").expect("the app's callback ran")["section"],
+        "tone"
+    );
+    assert_eq!(
+        event(&seen, "reply").unwrap()["content"],
+        "hello from the model"
+    );
+    assert!(
+        last_prompt(&model).contains("SDK-TONE-MARK "),
+        "the rewrite reached the model"
+    );
+    let decided = records(dir.path(), "sdk_session");
+    assert_eq!(decided.len(), 1, "{decided:?}");
+    assert_eq!(decided[0]["decision"], "allowed");
+    assert_eq!(decided[0]["session"], session);
+    assert_eq!(decided[0]["principal"], "sdk-apps");
+    assert_eq!(decided[0]["transformSections"], json!(["tone"]));
+    let transforms = records(dir.path(), "transform");
+    let owner = transforms
+        .iter()
+        .flat_map(|r| r["owners"].as_array().unwrap())
+        .find(|o| o["principal"] == "sdk-apps")
+        .expect("a transform record names the app's principal");
+    assert!(
+        owner["clientId"].as_str().unwrap().starts_with("sdk:"),
+        "{owner}"
+    );
+    assert!(transforms.iter().any(|r| r["runtimeSession"] == session));
+    let (ok, out) = run_bin([
+        "audit",
+        "verify",
+        dir.path().join("audit.jsonl").to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}");
+
+    // A wrong token: refused as the runtime refuses it; nothing created.
+    let mut wrong = scenario(&b, &model, json!({}));
+    wrong["token"] = json!("not-the-token");
+    let seen = node_app(&wrong);
+    assert!(event(&seen, "created").is_none(), "{seen:?}");
+    let e = event(&seen, "error").expect("refused");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("AUTHENTICATION_FAILED"),
+        "{e}"
+    );
+
+    // A replacement of the restricted `safety`: refused, naming the rule.
+    let seen = node_app(&scenario(
+        &b,
+        &model,
+        json!({"systemMessage": {"mode": "customize", "sections": {"safety": {"action": "replace", "content": "no rules"}}}}),
+    ));
+    assert!(event(&seen, "created").is_none(), "{seen:?}");
+    let e = event(&seen, "error").expect("refused");
+    assert!(e["message"].as_str().unwrap().contains("restricted"), "{e}");
+
+    // An MCP server outside the allow-list (the default: none): refused.
+    let seen = node_app(&scenario(
+        &b,
+        &model,
+        json!({"mcpServers": {"tools": {"type": "local", "command": "/bin/false", "args": [], "tools": ["*"]}}}),
+    ));
+    assert!(event(&seen, "created").is_none(), "{seen:?}");
+    let e = event(&seen, "error").expect("refused");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("client_mcp_servers"),
+        "{e}"
+    );
+    let refused: Vec<Value> = records(dir.path(), "sdk_session")
+        .into_iter()
+        .filter(|r| r["decision"] == "refused")
+        .collect();
+    let rules: Vec<&str> = refused
+        .iter()
+        .map(|r| r["findings"][0]["rule"].as_str().unwrap())
+        .collect();
+    assert_eq!(rules, ["restricted", "client_mcp_servers"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn strip_keeps_the_original_and_append_only_and_the_deadline_hold_against_an_app() {
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let policy =
+        "[policy]\ntransform_timeout = \"2s\"\n[policy.sections.tone]\nmode = \"append-only\"\n";
+    let b = bridge(&model, dir.path(), "on_violation = \"strip\"", policy);
+    model.push(Reply::Text("stripped and policed".into()));
+    let seen = node_app(&scenario(
+        &b,
+        &model,
+        json!({
+            "prompt": "hi",
+            "systemMessage": {"mode": "customize", "sections": {
+                "safety": {"action": "replace", "content": "NO-SAFETY-MARK"},
+            }},
+            "transforms": {"tone": "replace:REPLACED-TONE-MARK"},
+        }),
+    ));
+    assert!(event(&seen, "error").is_none(), "{seen:?}");
+    assert_eq!(
+        event(&seen, "reply").unwrap()["content"],
+        "stripped and policed"
+    );
+    let prompt = last_prompt(&model);
+    assert!(
+        !prompt.contains("NO-SAFETY-MARK"),
+        "the replacement was stripped"
+    );
+    assert!(
+        !prompt.contains("REPLACED-TONE-MARK"),
+        "append-only kept the original"
+    );
+    let decided = records(dir.path(), "sdk_session");
+    assert_eq!(decided[0]["decision"], "stripped");
+    assert_eq!(
+        decided[0]["findings"],
+        json!([{"what": "section safety", "rule": "restricted", "action": "strip"}])
+    );
+    let sections: Vec<Value> = records(dir.path(), "transform")
+        .iter()
+        .flat_map(|r| r["sections"].as_array().unwrap().clone())
+        .collect();
+    let tone = sections.iter().find(|s| s["id"] == "tone").unwrap();
+    assert_eq!(tone["decision"], "refused:append-only", "{tone}");
+
+    // A callback that never answers: the runtime is answered at the
+    // deadline with the original, and the turn goes on.
+    model.push(Reply::Text("answered anyway".into()));
+    let seen = node_app(&scenario(
+        &b,
+        &model,
+        json!({"prompt": "hi", "transforms": {"last_instructions": "hang"}}),
+    ));
+    assert!(event(&seen, "transform").is_some(), "{seen:?}");
+    assert_eq!(event(&seen, "reply").unwrap()["content"], "answered anyway");
+    let last = records(dir.path(), "transform").pop().unwrap();
+    assert_eq!(last["owners"][0]["outcome"], "timeout", "{last}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_python_app_converses_and_its_callback_is_routed() {
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let b = bridge(&model, dir.path(), "", "");
+    model.push(Reply::Text("hello, python".into()));
+    let seen = python_app(&scenario(
+        &b,
+        &model,
+        json!({"prompt": "hi", "transforms": {"tone": "prefix:PY-TONE-MARK "}}),
+    ));
+    assert!(event(&seen, "error").is_none(), "{seen:?}");
+    assert_eq!(event(&seen, "reply").unwrap()["content"], "hello, python");
+    assert!(last_prompt(&model).contains("PY-TONE-MARK "));
+    assert_eq!(records(dir.path(), "sdk_session")[0]["decision"], "allowed");
+}
