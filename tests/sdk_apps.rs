@@ -27,10 +27,11 @@ fn root() -> PathBuf {
 fn bridge(model: &ScriptedModel, dir: &Path, sdk_extra: &str, extra: &str) -> BridgeProcess {
     let config = format!(
         "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\ndrain = \"0s\"\nreload_on_change = false\n\
-         {}{}\
+         {}{}{}\
          [sdk]\nlisten = \"127.0.0.1:0\"\nprincipal = \"sdk-apps\"\ntoken_env = {SDK_TOKEN_ENV:?}\n{sdk_extra}\n\
          {extra}\n[audit]\npath = {:?}\n{}",
         ide_principal(),
+        principal_toml("observer", "observer-token", &["observe"], "session_visibility = \"all\""),
         principal_toml("sdk-apps", "unused-ahp-token", &["observe", "participate", "transform"], ""),
         dir.join("audit.jsonl").display().to_string(),
         offline_runtime_toml(model, dir),
@@ -289,4 +290,90 @@ async fn a_python_app_converses_and_its_callback_is_routed() {
     assert_eq!(event(&seen, "reply").unwrap()["content"], "hello, python");
     assert!(last_prompt(&model).contains("PY-TONE-MARK "));
     assert_eq!(records(dir.path(), "sdk_session")[0]["decision"], "allowed");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_ahp_observer_lists_and_watches_an_sdk_apps_session() {
+    use ahp_types::actions::StateAction;
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    use support::e2e::{wait_action, wait_turn_end};
+
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let b = bridge(&model, dir.path(), "", "");
+    model.push(Reply::Text("streamed to the observer".into()));
+    let sdk = root().join(".sdk-tools/node/node_modules/@github/copilot-sdk/dist/index.js");
+    let mut s = scenario(&b, &model, json!({"prompt": "watch me", "waitForGo": true}));
+    s["sdk"] = json!(sdk.display().to_string());
+    let mut app = Command::new("node")
+        .arg(root().join("tests/sdk/node_app.mjs"))
+        .arg(s.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(app.stdout.take().unwrap()).lines();
+    let created = tokio::task::spawn_blocking(move || {
+        let found = lines
+            .by_ref()
+            .map_while(Result::ok)
+            .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+            .find(|e| e["event"] == "created" || e["event"] == "error");
+        (found, lines)
+    });
+    let (created, lines) = tokio::time::timeout(support::DEADLINE, created)
+        .await
+        .unwrap()
+        .unwrap();
+    let created = created.expect("the app says what became of its session");
+    assert_eq!(created["event"], "created", "{created}");
+    let uri = format!(
+        "ahp-session:/sdk-{}",
+        created["sessionId"].as_str().unwrap()
+    );
+
+    // An observer of any session (visibility "all") lists it, then watches its chat.
+    let observer = connect_as(b.addr, "observer-token", "observer").await;
+    let listed: Value = observer
+        .request("listSessions", json!({"channel": "ahp-root://"}))
+        .await
+        .unwrap();
+    let item = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["resource"] == uri.as_str())
+        .unwrap_or_else(|| panic!("{uri} is listed: {listed}"));
+    assert!(
+        item["title"].as_str().unwrap().starts_with("SDK session"),
+        "{item}"
+    );
+    let chat = ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(&uri);
+    let (_, mut sub) = observer.subscribe(chat).await.unwrap();
+    writeln!(app.stdin.as_mut().unwrap(), "go").unwrap();
+    let (turn_id, text) = wait_action(&mut sub, |a| match a {
+        StateAction::ChatTurnStarted(t) => Some((t.turn_id.clone(), t.message.text.clone())),
+        _ => None,
+    })
+    .await;
+    assert_eq!(text, "watch me");
+    let end = wait_turn_end(&mut sub, &turn_id).await;
+    assert_eq!(
+        (end.kind, end.text.as_str()),
+        ("complete", "streamed to the observer")
+    );
+    let rest: Vec<Value> = tokio::task::spawn_blocking(move || {
+        lines
+            .map_while(Result::ok)
+            .filter_map(|l| serde_json::from_str(&l).ok())
+            .collect()
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        event(&rest, "reply").unwrap()["content"],
+        "streamed to the observer"
+    );
+    let _ = app.wait();
 }

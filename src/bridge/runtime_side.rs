@@ -74,6 +74,7 @@ impl Bridge {
     pub fn sdk_gate(&self, audit: Option<Arc<AuditLog>>) -> Option<Arc<SdkGate>> {
         let owner: Weak<dyn Starts> = self.me.clone();
         let parts = Parts {
+            host: self.host.clone(),
             pool: self.pool.clone(),
             owner,
             router: self.router.clone(),

@@ -117,3 +117,12 @@ pub struct AboutSession {
     #[serde(default)]
     pub session_id: Option<String>,
 }
+
+/// `session.send`: the prompt an app sends a session (the AHP side shows
+/// it as the turn's message).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AppSend {
+    pub session_id: String,
+    pub prompt: String,
+}

@@ -4,6 +4,7 @@
 //
 // scenario: {sdk, uri, token?, model, provider, prompt?, systemMessage?,
 //            transforms?: {SECTION: "prefix:TEXT" | "replace:TEXT" | "hang"},
+//            waitForGo?: a line on stdin before the prompt is sent,
 //            mcpServers?}
 import { pathToFileURL } from "node:url";
 
@@ -43,6 +44,10 @@ try {
     ...(s.mcpServers ? { mcpServers: s.mcpServers } : {}),
   });
   say({ event: "created", sessionId: session.sessionId });
+  if (s.waitForGo) {
+    // The test says when to go on (one line on stdin), once it watches.
+    await new Promise((resolve) => process.stdin.once("data", resolve));
+  }
   if (s.prompt) {
     const reply = await session.sendAndWait({ prompt: s.prompt }, 120000);
     say({ event: "reply", content: reply?.data?.content ?? null });

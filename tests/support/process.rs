@@ -442,6 +442,19 @@ pub async fn connect(addr: SocketAddr, client_id: &str) -> Client {
     connect_as(addr, TOKEN, client_id).await
 }
 
+/// As [`connect_as`], `None` when the upgrade is refused (a 503 from a
+/// draining bridge, say).
+pub async fn try_connect_as(addr: SocketAddr, token: &str, client_id: &str) -> Option<Client> {
+    let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{addr}/?tkn={token}"))
+        .await
+        .ok()?;
+    let c = Client::connect(t, ClientConfig::default()).await.ok()?;
+    c.initialize(client_id.into(), vec!["1.0.0".into()], vec![])
+        .await
+        .ok()?;
+    Some(c)
+}
+
 /// A client with `token`, initialized as `client_id`.
 pub async fn connect_as(addr: SocketAddr, token: &str, client_id: &str) -> Client {
     let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{addr}/?tkn={token}"))

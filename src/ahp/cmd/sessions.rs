@@ -88,7 +88,7 @@ fn own_entry(
 }
 
 /// The state a session starts with: `creating`, idle, one chat (its default).
-fn new_session(
+pub(crate) fn new_session(
     uri: &str,
     principal: &Principal,
     dirs: Vec<String>,

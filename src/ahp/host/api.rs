@@ -236,6 +236,27 @@ impl Host {
         Ok(())
     }
 
+    /// Adds a session something other than a client started (an SDK app's,
+    /// run by the app itself): the root hears of it; the backend is not told
+    /// (there is nothing for it to create).
+    pub fn add_watched_session(&self, new: NewSession) -> Result<(), RpcError> {
+        let (uri, owner) = (new.uri.clone(), new.owner.clone());
+        {
+            let mut st = self.lock();
+            if st.sessions.insert(new).is_err() {
+                return Err(RpcError::new(
+                    AhpError::SessionAlreadyExists,
+                    format!("session {uri} already exists"),
+                ));
+            }
+            if let Some(summary) = st.sessions.summary(&uri) {
+                self.notify_root(&st, &owner, RootNotice::Added(Box::new(summary)));
+            }
+        }
+        self.update_active_sessions();
+        Ok(())
+    }
+
     /// Whether `conn`, of principal `owner`, may add a session now: not
     /// with a revoked credential, nor at its `max_sessions`.
     fn may_add_session(&self, st: &State, conn: ConnId, owner: &str) -> Result<(), RpcError> {

@@ -25,7 +25,7 @@ use tracing::{debug, info, warn};
 
 use super::clients::AppClients;
 use super::SdkGate;
-use crate::runtime::app_wire::{AboutSession, ConnectParams, Envelope};
+use crate::runtime::app_wire::{AboutSession, AppSend, ConnectParams, Envelope};
 use crate::runtime::codec::ContentLengthCodec;
 use crate::runtime::process::Reach;
 use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest};
@@ -341,6 +341,14 @@ where
                     }
                 }
             }
+            (Some("session.send"), Some(_)) => {
+                let send: Option<AppSend> =
+                    env.params.and_then(|p| serde_json::from_str(p.get()).ok());
+                if let Some(send) = send.filter(|s| shared.owns(&s.session_id)) {
+                    gate.mirror().send(&send.session_id, &send.prompt);
+                }
+                text
+            }
             (None, Some(id)) if is_own(id) => {
                 let reply = match (env.result, env.error) {
                     (Some(r), _) => Reply::Result(r.to_owned()),
@@ -427,6 +435,11 @@ where
                 }
             }
             (None, Some(id)) if is_own(id) => continue,
+            (Some("session.event"), None) => {
+                if let Some(p) = env.params {
+                    gate.mirror().event(p);
+                }
+            }
             _ => {}
         }
         if !shared.app(text).await {

@@ -34,6 +34,7 @@ use crate::transform::router::Router;
 
 mod clients;
 mod conn;
+pub mod mirror;
 pub mod vet;
 
 /// What SDK connections share: the settings, who they act as, the way to
@@ -43,6 +44,8 @@ pub struct SdkGate {
     token_sha256: Option<[u8; 32]>,
     principal: Arc<Principal>,
     servers: ClientMcpServers,
+    /// The SDK sessions as the AHP side shows them.
+    mirror: mirror::Mirror,
     router: Arc<Router>,
     policy: PolicyReader,
     audit: Option<Arc<AuditLog>>,
@@ -58,6 +61,7 @@ pub struct SdkGate {
 
 /// The parts of the bridge an SDK gate works with.
 pub(super) struct Parts {
+    pub host: Weak<crate::ahp::host::Host>,
     pub pool: Arc<Pool>,
     pub owner: Weak<dyn Starts>,
     pub router: Arc<Router>,
@@ -77,10 +81,16 @@ impl SdkGate {
         let visibility = p
             .session_visibility
             .unwrap_or(cfg.server.session_visibility);
-        let principal = Principal::new(&p.name, &p.roles, p.sections.as_deref(), visibility);
+        let principal = Arc::new(Principal::new(
+            &p.name,
+            &p.roles,
+            p.sections.as_deref(),
+            visibility,
+        ));
         Some(Arc::new(Self {
+            mirror: mirror::Mirror::new(parts.host, principal.clone()),
             token_sha256: sdk.token().map(|t| Sha256::digest(t.as_bytes()).into()),
-            principal: Arc::new(principal),
+            principal,
             servers: cfg.policy.customizations.client_mcp_servers.clone(),
             router: parts.router,
             policy: parts.policy,
@@ -118,6 +128,10 @@ impl SdkGate {
 
     fn principal(&self) -> Arc<Principal> {
         self.principal.clone()
+    }
+
+    fn mirror(&self) -> &mirror::Mirror {
+        &self.mirror
     }
 
     fn router(&self) -> &Router {
@@ -189,6 +203,7 @@ impl SdkGate {
             ));
         }
         if !session.is_empty() {
+            self.mirror.session(&session);
             shared
                 .sessions
                 .lock()

@@ -1,0 +1,144 @@
+//! SDK sessions on the AHP side: each session an SDK app creates (or
+//! resumes) is an AHP session too, `ahp-session:/sdk-<sessionId>`, owned by
+//! the `[sdk] principal`, with a chat whose turns are the app's: its
+//! `session.send` starts one (the prompt as the message), the runtime's
+//! events stream into it through the same mapping as a bridged session's
+//! ([`crate::bridge::actions::TurnMapper`]). Observers with the `observe`
+//! role list and watch them; the state's `_meta` marks them (`sdk`). The
+//! app drives them; the AHP side only watches (an admin may dispose one,
+//! which removes it from the AHP side only).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+use ahp_types::actions::{ChatTurnStartedAction, SessionReadyAction, StateAction};
+use ahp_types::state::{Message, MessageKind, MessageOrigin};
+use serde_json::value::RawValue;
+use tracing::debug;
+
+use crate::ahp::auth::Principal;
+use crate::ahp::cmd::session_config;
+use crate::ahp::cmd::sessions::new_session;
+use crate::ahp::host::Host;
+use crate::ahp::protocol::uri::chat_uri_of;
+use crate::bridge::actions::TurnMapper;
+use crate::runtime::events::RuntimeEvent;
+
+/// The AHP session an SDK session is shown as.
+pub fn uri_of(session_id: &str) -> String {
+    format!("ahp-session:/sdk-{session_id}")
+}
+
+pub(super) struct Mirror {
+    host: Weak<Host>,
+    principal: Arc<Principal>,
+    /// SDK session id -> its running turn.
+    turns: Mutex<HashMap<String, Turn>>,
+}
+
+struct Turn {
+    mapper: TurnMapper,
+    started: Instant,
+}
+
+impl Mirror {
+    pub fn new(host: Weak<Host>, principal: Arc<Principal>) -> Self {
+        Self {
+            host,
+            principal,
+            turns: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The app created or resumed `session_id`: shown, ready.
+    pub fn session(&self, session_id: &str) {
+        let Some(host) = self.host.upgrade() else {
+            return;
+        };
+        let uri = uri_of(session_id);
+        if host.sessions_owned_by(&self.principal.name).contains(&uri) {
+            return;
+        }
+        let Ok(config) = session_config::initial_state(&host, None) else {
+            return;
+        };
+        let mut new = new_session(&uri, &self.principal, vec![], config);
+        new.state.title = format!("SDK session {session_id}");
+        let mut meta = ahp_types::common::JsonObject::new();
+        meta.insert("sdk".into(), serde_json::Value::Bool(true));
+        new.state.meta = Some(meta);
+        if host.add_watched_session(new).is_ok() {
+            let _ = host.dispatch(&uri, StateAction::SessionReady(SessionReadyAction {}));
+        }
+    }
+
+    /// The app sent `prompt` to `session_id`: a turn starts in its chat.
+    pub fn send(&self, session_id: &str, prompt: &str) {
+        let Some(host) = self.host.upgrade() else {
+            return;
+        };
+        let chat = chat_uri_of(&uri_of(session_id));
+        let turn_id = uuid::Uuid::new_v4().to_string();
+        let started = StateAction::ChatTurnStarted(ChatTurnStartedAction {
+            turn_id: turn_id.clone(),
+            started_at: jiff::Timestamp::now().to_string(),
+            message: Message {
+                text: prompt.to_owned(),
+                origin: MessageOrigin {
+                    kind: MessageKind::User,
+                },
+                attachments: None,
+                model: None,
+                agent: None,
+                meta: None,
+            },
+            queued_message_id: None,
+            meta: None,
+        });
+        if host.dispatch(&chat, started).is_ok() {
+            let turn = Turn {
+                mapper: TurnMapper::new(turn_id),
+                started: Instant::now(),
+            };
+            self.lock().insert(session_id.to_owned(), turn);
+        }
+    }
+
+    /// A `session.event` the runtime sent the app: into the chat's turn.
+    pub fn event(&self, params: &RawValue) {
+        let mut de = serde_json::Deserializer::from_str(params.get());
+        let (session_id, event) = match RuntimeEvent::parse(&mut de) {
+            Ok(e) => e,
+            Err(m) => {
+                m.report();
+                return;
+            }
+        };
+        let Some(host) = self.host.upgrade() else {
+            return;
+        };
+        let chat = chat_uri_of(&uri_of(&session_id));
+        let actions = {
+            let mut turns = self.lock();
+            let Some(turn) = turns.get_mut(&session_id) else {
+                return;
+            };
+            let ms = i64::try_from(turn.started.elapsed().as_millis()).unwrap_or(i64::MAX);
+            let actions = turn.mapper.map(&event, ms);
+            if turn.mapper.ended {
+                turns.remove(&session_id);
+            }
+            actions
+        };
+        for a in actions {
+            if let Err(e) = host.dispatch(&chat, a) {
+                debug!(session = %session_id, "an SDK turn's action was refused: {e}");
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Turn>> {
+        self.turns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
