@@ -377,3 +377,60 @@ async fn an_ahp_observer_lists_and_watches_an_sdk_apps_session() {
     );
     let _ = app.wait();
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sdk_tls_serves_the_runtimes_json_rpc_inside_tls_only() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pki = support::tls::Pki::new();
+    let (cert, key, _) = pki.server("sdk");
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let tls = format!("[sdk.tls]\ncert = {cert:?}\nkey = {key:?}\n");
+    // `[sdk.tls]` must follow `[sdk]`'s own keys: it goes in as the last of them.
+    let b = bridge(&model, dir.path(), &tls, "");
+    let addr = b.sdk.unwrap();
+    let hello =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "connect", "params": {"token": SDK_TOKEN}})
+            .to_string();
+    let frame = format!("Content-Length: {}\r\n\r\n{hello}", hello.len());
+
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let mut s = tokio_rustls::TlsConnector::from(pki.client_config(None))
+        .connect(name, tcp)
+        .await
+        .expect("a TLS handshake");
+    s.write_all(frame.as_bytes()).await.unwrap();
+    let mut got = Vec::new();
+    let answer = tokio::time::timeout(support::DEADLINE, async {
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = s.read(&mut buf).await.unwrap();
+            assert!(n > 0, "closed before an answer");
+            got.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&got);
+            if let Some((_, body)) = text.split_once("\r\n\r\n") {
+                if let Ok(v) = serde_json::from_str::<Value>(body) {
+                    return v;
+                }
+            }
+        }
+    })
+    .await
+    .expect("an answer to connect");
+    assert_eq!(answer["result"]["ok"], true, "{answer}");
+    assert_eq!(answer["result"]["protocolVersion"], 3, "{answer}");
+
+    // The same bytes in clear get no answer: the connection ends.
+    let mut plain = tokio::net::TcpStream::connect(addr).await.unwrap();
+    plain.write_all(frame.as_bytes()).await.unwrap();
+    let mut buf = [0u8; 4096];
+    let read = tokio::time::timeout(support::DEADLINE, plain.read(&mut buf))
+        .await
+        .expect("the bridge ends a connection that does not speak TLS");
+    let n = read.unwrap_or(0);
+    assert!(
+        !String::from_utf8_lossy(&buf[..n]).contains("\"result\""),
+        "no JSON-RPC answer in clear"
+    );
+}

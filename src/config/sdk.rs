@@ -102,3 +102,46 @@ impl Config {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refusal(toml: &str) -> Option<String> {
+        Config::parse(toml)
+            .unwrap()
+            .validate()
+            .err()
+            .map(|e| format!("{}: {}", e.key, e.reason))
+    }
+
+    fn with_principal(sdk: &str) -> String {
+        let sha = "a".repeat(64);
+        format!("[[principals]]\nname = \"apps\"\ntoken_sha256 = \"{sha}\"\nroles = [\"observe\"]\n[sdk]\n{sdk}")
+    }
+
+    #[test]
+    fn sdk_listeners_follow_the_off_loopback_rules_naming_the_key() {
+        let ok = with_principal("listen = \"127.0.0.1:8422\"\nprincipal = \"apps\"\n");
+        assert_eq!(refusal(&ok), None);
+        let nobody = with_principal("listen = \"127.0.0.1:8422\"\nprincipal = \"nobody\"\n");
+        assert!(refusal(&nobody).unwrap().starts_with("sdk.principal:"));
+        let remote = with_principal("listen = \"0.0.0.0:8422\"\nprincipal = \"apps\"\n");
+        assert!(refusal(&remote).unwrap().starts_with("sdk.token_env:"));
+        let unset = with_principal(
+            "listen = \"127.0.0.1:8422\"\nprincipal = \"apps\"\ntoken_env = \"AHP_TEST_SDK_NEVER_SET\"\n",
+        );
+        assert!(refusal(&unset).unwrap().contains("AHP_TEST_SDK_NEVER_SET"));
+        // PATH is set wherever tests run: a token, off loopback, in clear.
+        let clear = with_principal(
+            "listen = \"0.0.0.0:8422\"\nprincipal = \"apps\"\ntoken_env = \"PATH\"\n",
+        );
+        assert!(refusal(&clear).unwrap().starts_with("sdk.tls:"));
+        let terminated = format!("[server]\nallow_plaintext_remote = true\n{clear}");
+        assert_eq!(refusal(&terminated), None);
+        let bad = with_principal(
+            "listen = \"127.0.0.1:8422\"\nprincipal = \"apps\"\non_violation = \"ignore\"\n",
+        );
+        assert!(Config::parse(&bad).is_err());
+    }
+}

@@ -133,7 +133,7 @@ impl Mirror {
         };
         for a in actions {
             if let Err(e) = host.dispatch(&chat, a) {
-                debug!(session = %session_id, "an SDK turn's action was refused: {e}");
+                debug!(session = %crate::telemetry::Escaped(&session_id), "an SDK turn's action was refused: {e}");
             }
         }
     }

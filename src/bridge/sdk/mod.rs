@@ -196,7 +196,7 @@ impl SdkGate {
         self.write(record).await;
         if refused {
             let first = &v.violations[0];
-            info!(client = %shared.client, session = %session, rule = %first.rule, "SDK session refused by policy");
+            info!(client = %shared.client, session = %crate::telemetry::Escaped(&session), rule = %first.rule, "SDK session refused by policy");
             return Err((
                 first.message.clone(),
                 json!({"rule": first.rule, "what": first.what}),
