@@ -33,30 +33,9 @@ use ahp_copilot_bridge::app::{self, Agent};
 use ahp_copilot_bridge::config::Config;
 use ahp_copilot_bridge::demo::model::ScriptedModel;
 use ahp_copilot_bridge::run::offline_runtime;
-use ahp_copilot_bridge::runtime::connection::{ReplyFuture, RuntimeHandler};
-use ahp_copilot_bridge::runtime::events::RuntimeEvent;
 use ahp_copilot_bridge::runtime::process;
-use ahp_copilot_bridge::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
 use common::{ms, pct, us};
 use serde_json::{json, Value};
-
-/// The bench's own connection to the direct CLI: it starts no session, so
-/// nothing reaches it; answers anything all the same.
-struct Idle;
-
-impl RuntimeHandler for Idle {
-    fn event(&self, _: &str, _: RuntimeEvent) {}
-    fn request(&self, request: RuntimeRequest) -> ReplyFuture {
-        let answer = match request {
-            RuntimeRequest::Transform { sections, .. } => RuntimeAnswer::Transformed(sections),
-            RuntimeRequest::UserInput { .. } => {
-                RuntimeAnswer::UserInput(UserInputAnswer::NoResponse)
-            }
-            RuntimeRequest::Hooks => RuntimeAnswer::Hooks,
-        };
-        Box::pin(async move { answer })
-    }
-}
 
 fn config(model: &ScriptedModel, dir: &Path, sdk: bool) -> Config {
     let sha = ahp_copilot_bridge::audit::sha256_hex(b"unused");
@@ -100,7 +79,7 @@ async fn main() {
         .unwrap();
     let bridged = running.sdk.expect("[sdk] listens").to_string();
     let direct_cfg = config(&model, ddir.path(), false);
-    let direct = process::start(&direct_cfg.runtime, 0, Arc::new(Idle), true)
+    let direct = process::start(&direct_cfg.runtime, 0, Arc::new(support::e2e::Silent), true)
         .await
         .unwrap();
     let reach = direct.reach.clone().unwrap();

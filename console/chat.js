@@ -54,7 +54,7 @@ export class ChatPane {
     this.tools = new Map();
     ctx.ahp.on("action", (env) => this.onAction(env));
     // Sessions another client creates or disposes, as the root tells of them.
-    ctx.ahp.on("root/sessionAdded", (p) => this.sessionPick && this.addSessionOption(p.summary?.resource, p.summary?.title));
+    ctx.ahp.on("root/sessionAdded", (p) => this.sessionPick && this.addSessionOption(p.summary?.resource, p.summary?.title, p.summary?._meta?.sdk === true));
     ctx.ahp.on("root/sessionRemoved", (p) => this.sessionGone(p.session));
     // Back after a drop: what was missed came as actions, or as snapshots.
     ctx.ahp.on("$snapshot", (snap) => this.resync(snap));
@@ -131,10 +131,14 @@ export class ChatPane {
     this.updateSend();
   }
 
-  /** Send is offered only when it can work: a ready session, the role, a connection. */
+  /**
+   * Send is offered only when it can work: a ready session, the role, a
+   * connection, and not an SDK app's session (the app drives its turns).
+   */
   updateSend() {
     if (!this.send) return;
-    const may = this.ctx.roles.includes("participate") && this.ctx.ahp.open;
+    const sdk = this.sessionPick?.selectedOptions[0]?.dataset.sdk === "true";
+    const may = this.ctx.roles.includes("participate") && this.ctx.ahp.open && !sdk;
     this.send.disabled = !may || this.state.dataset.lifecycle !== "ready";
     this.cancel.disabled = !may || !this.runningTurn;
   }
@@ -153,16 +157,23 @@ export class ChatPane {
   async listSessions() {
     try {
       const r = await this.ctx.ahp.request("listSessions", { limit: 50 });
-      for (const s of r.items || r.sessions || []) this.addSessionOption(s.resource || s.channel, s.title);
+      for (const s of r.items || r.sessions || []) this.addSessionOption(s.resource || s.channel, s.title, s._meta?.sdk === true);
       if (!this.session && this.sessionPick.value) this.open(this.sessionPick.value);
     } catch (e) {
       refused("listSessions", reason(e));
     }
   }
 
-  addSessionOption(uri, title) {
+  /**
+   * @param {string} uri
+   * @param {string} [title]
+   * @param {boolean} [sdk] an SDK app's session: watched here, driven by the app
+   */
+  addSessionOption(uri, title, sdk = false) {
     if (!uri || [...this.sessionPick.options].some((o) => o.value === uri)) return;
-    this.sessionPick.append(h("option", { value: uri }, title ? `${title} (${uri})` : uri));
+    const label = title ? `${title} (${uri})` : uri;
+    const attrs = sdk ? { value: uri, "data-sdk": "true" } : { value: uri };
+    this.sessionPick.append(h("option", attrs, sdk ? `SDK app · ${label}` : label));
   }
 
   async create() {

@@ -438,29 +438,6 @@ fn without_session_id(prompt: &str) -> String {
     prompt.replace(id, "<session id>")
 }
 
-/// Answers every runtime request as if nobody were there; the direct
-/// session below needs no answers (no transforms, no tools).
-struct Silent;
-impl ahp_copilot_bridge::runtime::connection::RuntimeHandler for Silent {
-    fn event(&self, _: &str, _: ahp_copilot_bridge::runtime::events::RuntimeEvent) {}
-    fn request(
-        &self,
-        request: ahp_copilot_bridge::runtime::requests::RuntimeRequest,
-    ) -> ahp_copilot_bridge::runtime::connection::ReplyFuture {
-        use ahp_copilot_bridge::runtime::requests::{
-            RuntimeAnswer, RuntimeRequest, UserInputAnswer,
-        };
-        let answer = match request {
-            RuntimeRequest::Transform { sections, .. } => RuntimeAnswer::Transformed(sections),
-            RuntimeRequest::UserInput { .. } => {
-                RuntimeAnswer::UserInput(UserInputAnswer::NoResponse)
-            }
-            RuntimeRequest::Hooks => RuntimeAnswer::Hooks,
-        };
-        Box::pin(async move { answer })
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_opt_ins_the_prompt_is_byte_identical_to_a_direct_runtime_session() {
     let st = start_stack(|_| {}).await;
@@ -470,9 +447,14 @@ async fn without_opt_ins_the_prompt_is_byte_identical_to_a_direct_runtime_sessio
     let via_bridge = last_system_prompt(&st);
     // The same runtime, driven directly, with no systemMessage at all.
     let cfg = st.bridge.host.config().clone();
-    let rt = ahp_copilot_bridge::runtime::process::start(&cfg.runtime, 0, Arc::new(Silent), false)
-        .await
-        .unwrap();
+    let rt = ahp_copilot_bridge::runtime::process::start(
+        &cfg.runtime,
+        0,
+        Arc::new(support::e2e::Silent),
+        false,
+    )
+    .await
+    .unwrap();
     let sid = uuid::Uuid::new_v4().to_string();
     let wd = st.dir.path().display().to_string();
     let p = cfg.runtime.provider.as_ref().unwrap();

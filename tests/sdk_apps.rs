@@ -7,20 +7,17 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use ahp_copilot_bridge::audit::verify::verify_text;
 use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
 use serde_json::{json, Value};
 use support::process::*;
+use support::sdk::{event, node_app, python_app, root};
 
 const SDK_TOKEN: &str = "sdk-connection-token";
 const SDK_TOKEN_ENV: &str = "AHP_TEST_SDK_TOKEN";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 /// A bridge with `[sdk]` (the token in its environment), `extra` tables
 /// (policy, ...) and `sdk_extra` keys under `[sdk]`.
@@ -31,7 +28,7 @@ fn bridge(model: &ScriptedModel, dir: &Path, sdk_extra: &str, extra: &str) -> Br
          [sdk]\nlisten = \"127.0.0.1:0\"\nprincipal = \"sdk-apps\"\ntoken_env = {SDK_TOKEN_ENV:?}\n{sdk_extra}\n\
          {extra}\n[audit]\npath = {:?}\n{}",
         ide_principal(),
-        principal_toml("observer", "observer-token", &["observe"], "session_visibility = \"all\""),
+        principal_toml("observer", "observer-token", &["observe", "participate"], "session_visibility = \"all\""),
         principal_toml("sdk-apps", "unused-ahp-token", &["observe", "participate", "transform"], ""),
         dir.join("audit.jsonl").display().to_string(),
         offline_runtime_toml(model, dir),
@@ -39,60 +36,10 @@ fn bridge(model: &ScriptedModel, dir: &Path, sdk_extra: &str, extra: &str) -> Br
     BridgeProcess::start_config_env(dir, &config, &[(SDK_TOKEN_ENV, SDK_TOKEN)])
 }
 
-/// The scenario every app gets: where to connect, the offline provider.
+/// The scenario for an app of `b`'s `[sdk]`, with its token.
 fn scenario(b: &BridgeProcess, model: &ScriptedModel, more: Value) -> Value {
-    let mut s = json!({
-        "uri": b.sdk.expect("the bridge says where SDK apps connect").to_string(),
-        "token": SDK_TOKEN,
-        "model": "gpt-4.1",
-        "provider": {"type": "openai", "baseUrl": model.base_url(), "apiKey": "sk-offline"},
-    });
-    for (k, v) in more.as_object().unwrap() {
-        s[k] = v.clone();
-    }
-    s
-}
-
-/// Runs the Node app on `scenario`; what it printed, one value per line.
-fn node_app(scenario: &Value) -> Vec<Value> {
-    let sdk = root().join(".sdk-tools/node/node_modules/@github/copilot-sdk/dist/index.js");
-    assert!(sdk.is_file(), "run scripts/install-sdks.sh");
-    let mut s = scenario.clone();
-    s["sdk"] = json!(sdk.display().to_string());
-    run_app(
-        Command::new("node")
-            .arg(root().join("tests/sdk/node_app.mjs"))
-            .arg(s.to_string()),
-    )
-}
-
-/// Runs the Python app on `scenario`.
-fn python_app(scenario: &Value) -> Vec<Value> {
-    let python = root().join(".sdk-tools/venv/bin/python");
-    assert!(python.is_file(), "run scripts/install-sdks.sh");
-    run_app(
-        Command::new(python)
-            .arg(root().join("tests/sdk/python_app.py"))
-            .arg(scenario.to_string()),
-    )
-}
-
-fn run_app(cmd: &mut Command) -> Vec<Value> {
-    let out = cmd.output().expect("the app runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the app failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-fn event<'a>(seen: &'a [Value], name: &str) -> Option<&'a Value> {
-    seen.iter().find(|e| e["event"] == name)
+    let at = b.sdk.expect("the bridge says where SDK apps connect");
+    support::sdk::scenario(at, Some(SDK_TOKEN), model, more)
 }
 
 fn records(dir: &Path, kind: &str) -> Vec<Value> {
@@ -299,13 +246,26 @@ async fn an_ahp_observer_lists_and_watches_an_sdk_apps_session() {
     use std::process::Stdio;
     use support::e2e::{wait_action, wait_turn_end};
 
+    /// The rejection echoed to this client's refused action.
+    async fn wait_action_env(sub: &mut ahp::SessionSubscription) -> String {
+        tokio::time::timeout(support::DEADLINE, async {
+            loop {
+                if let Some(ahp::SubscriptionEvent::Action(env)) = sub.recv().await {
+                    if let Some(r) = env.rejection_reason.clone() {
+                        return r;
+                    }
+                }
+            }
+        })
+        .await
+        .expect("a rejection echo")
+    }
+
     let model = ScriptedModel::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let b = bridge(&model, dir.path(), "", "");
     model.push(Reply::Text("streamed to the observer".into()));
-    let sdk = root().join(".sdk-tools/node/node_modules/@github/copilot-sdk/dist/index.js");
-    let mut s = scenario(&b, &model, json!({"prompt": "watch me", "waitForGo": true}));
-    s["sdk"] = json!(sdk.display().to_string());
+    let s = scenario(&b, &model, json!({"prompt": "watch me", "waitForGo": true}));
     let mut app = Command::new("node")
         .arg(root().join("tests/sdk/node_app.mjs"))
         .arg(s.to_string())
@@ -350,7 +310,13 @@ async fn an_ahp_observer_lists_and_watches_an_sdk_apps_session() {
         "{item}"
     );
     let chat = ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(&uri);
-    let (_, mut sub) = observer.subscribe(chat).await.unwrap();
+    let (_, mut sub) = observer.subscribe(chat.clone()).await.unwrap();
+    // The app drives it: a client that may participate still only watches.
+    let turn = json!({"type": "chat/turnStarted", "turnId": "not-mine",
+        "startedAt": "2026-11-26T00:00:00Z", "message": {"text": "me too", "origin": {"kind": "user"}}});
+    support::dispatch_raw(&observer, &chat, 1, turn).await;
+    let refused = wait_action_env(&mut sub).await;
+    assert!(refused.contains("SDK app"), "{refused}");
     writeln!(app.stdin.as_mut().unwrap(), "go").unwrap();
     let (turn_id, text) = wait_action(&mut sub, |a| match a {
         StateAction::ChatTurnStarted(t) => Some((t.turn_id.clone(), t.message.text.clone())),

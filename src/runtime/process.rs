@@ -76,15 +76,7 @@ pub async fn start(
 ) -> anyhow::Result<Runtime> {
     let token = std::env::var("COPILOT_CONNECTION_TOKEN").ok();
     if let Some(addr) = cfg.address_of(slot) {
-        let stream = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| anyhow::anyhow!("cannot connect to the runtime at {addr}: {e}"))?;
-        // A transform answer is one small frame: it must leave at once, not
-        // wait for Nagle and the runtime's delayed ACK.
-        stream.set_nodelay(true)?;
-        let (r, w) = stream.into_split();
-        let conn = RuntimeConn::start(r, w, handler, cfg.call_timeout, cfg.max_frame_bytes);
-        let version = conn.handshake(token.as_deref()).await?;
+        let (conn, version) = connect_tcp(cfg, addr, handler, token.as_deref()).await?;
         info!(%addr, slot, %version, "connected to the runtime over TCP");
         let reach = Reach {
             addr: addr.to_owned(),
@@ -112,14 +104,7 @@ pub async fn start(
         .map_err(|e| anyhow::anyhow!("cannot start the runtime {}: {e} (run scripts/install-runtime.sh, or set [runtime] command)", program.display()))?;
     let stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");
-    if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                debug!(target: "runtime", "{line}");
-            }
-        });
-    }
+    log_stderr(&mut child);
     let conn = RuntimeConn::start(
         stdout,
         stdin,
@@ -170,14 +155,7 @@ async fn spawn_listening(
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot start the runtime {}: {e} (run scripts/install-runtime.sh, or set [runtime] command)", program.display()))?;
-    if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                debug!(target: "runtime", "{line}");
-            }
-        });
-    }
+    log_stderr(&mut child);
     let stdout = child.stdout.take().expect("piped stdout");
     let mut lines = BufReader::new(stdout).lines();
     let port = tokio::time::timeout(cfg.call_timeout, async {
@@ -206,21 +184,48 @@ async fn spawn_listening(
             debug!(target: "runtime", "{line}");
         }
     });
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
-    let stream = tokio::net::TcpStream::connect(addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot connect to the runtime at {addr}: {e}"))?;
-    stream.set_nodelay(true)?;
-    let (r, w) = stream.into_split();
-    let conn = RuntimeConn::start(r, w, handler, cfg.call_timeout, cfg.max_frame_bytes);
-    let version = conn.handshake(Some(&token)).await?;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port)).to_string();
+    let (conn, version) = connect_tcp(cfg, &addr, handler, Some(&token)).await?;
     info!(program = %program.display(), slot, pid = child.id(), %addr, %version, "runtime started, listening for SDK apps");
     Ok(Runtime {
         conn,
         child: Some(child),
         reach: Some(Reach {
-            addr: addr.to_string(),
+            addr,
             token: Some(Secret(token)),
         }),
     })
+}
+
+/// Connects to a runtime at `addr` (`HOST:PORT`) and does its handshake with
+/// `token`: the connection and the runtime's version.
+async fn connect_tcp(
+    cfg: &RuntimeConfig,
+    addr: &str,
+    handler: Arc<dyn RuntimeHandler>,
+    token: Option<&str>,
+) -> anyhow::Result<(Arc<RuntimeConn>, String)> {
+    let stream = tokio::net::TcpStream::connect(addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot connect to the runtime at {addr}: {e}"))?;
+    // A transform answer is one small frame: it must leave at once, not
+    // wait for Nagle and the runtime's delayed ACK.
+    stream.set_nodelay(true)?;
+    let (r, w) = stream.into_split();
+    let conn = RuntimeConn::start(r, w, handler, cfg.call_timeout, cfg.max_frame_bytes);
+    let version = conn.handshake(token).await?;
+    Ok((conn, version))
+}
+
+/// What a spawned runtime says on stderr goes to the log (debug), so its
+/// pipe never fills.
+fn log_stderr(child: &mut Child) {
+    if let Some(stderr) = child.stderr.take() {
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                debug!(target: "runtime", "{line}");
+            }
+        });
+    }
 }

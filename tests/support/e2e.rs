@@ -219,3 +219,28 @@ pub async fn assert_no_input_needed(c: &Client, session: &str) {
         "nothing left in inputNeeded: {snap}"
     );
 }
+
+/// A runtime connection's handler that answers every request as if nobody
+/// were there (the text back, no user answers) and ignores events: for a
+/// connection that starts no session, or one that needs no answers.
+pub struct Silent;
+
+impl ahp_copilot_bridge::runtime::connection::RuntimeHandler for Silent {
+    fn event(&self, _: &str, _: ahp_copilot_bridge::runtime::events::RuntimeEvent) {}
+    fn request(
+        &self,
+        request: ahp_copilot_bridge::runtime::requests::RuntimeRequest,
+    ) -> ahp_copilot_bridge::runtime::connection::ReplyFuture {
+        use ahp_copilot_bridge::runtime::requests::{
+            RuntimeAnswer, RuntimeRequest, UserInputAnswer,
+        };
+        let answer = match request {
+            RuntimeRequest::Transform { sections, .. } => RuntimeAnswer::Transformed(sections),
+            RuntimeRequest::UserInput { .. } => {
+                RuntimeAnswer::UserInput(UserInputAnswer::NoResponse)
+            }
+            RuntimeRequest::Hooks => RuntimeAnswer::Hooks,
+        };
+        Box::pin(async move { answer })
+    }
+}

@@ -15,6 +15,7 @@ pub mod process;
 pub mod prometheus;
 pub mod raw;
 pub mod rsyslog;
+pub mod sdk;
 pub mod tls;
 
 use std::sync::Arc;

@@ -373,6 +373,11 @@ impl Host {
             // Not visible is not there: existence is not leaked.
             return Err(Rejection(format!("no such channel {:?}", d.channel)));
         }
+        if st.sessions.watched_only(&channel) {
+            return Err(Rejection(format!(
+                "{channel:?} is an SDK app's session: the app drives its turns, clients only watch it"
+            )));
+        }
         check_own(&st.sessions, &channel, &origin.client_id, &action.action)?;
         let turn = starts_turn(&action.action);
         if turn {

@@ -26,6 +26,9 @@ use crate::config::Role;
 /// The one agent provider this host serves.
 pub const PROVIDER: &str = "copilot";
 
+/// The `_meta` key that marks a session something else drives (an SDK app's).
+pub const WATCHED_ONLY: &str = "sdk";
+
 /// The one session setting today: the model its turns use.
 pub const MODEL_SETTING: &str = "model";
 
@@ -192,6 +195,15 @@ impl Sessions {
         self.session_of(channel)
             .and_then(|s| self.entries.get(s))
             .is_some_and(|e| p.sees(&e.owner))
+    }
+
+    /// Whether `channel` is of a session something else drives (an SDK
+    /// app's, its state's `_meta.sdk`): clients watch it, they act on it not.
+    pub fn watched_only(&self, channel: &str) -> bool {
+        self.session_of(channel)
+            .and_then(|s| self.entries.get(s))
+            .and_then(|e| e.state.meta.as_ref())
+            .is_some_and(|m| m.get(WATCHED_ONLY) == Some(&serde_json::Value::Bool(true)))
     }
 
     pub fn owner(&self, session: &str) -> Option<&str> {
@@ -372,7 +384,7 @@ impl Sessions {
             created_at: e.created_at.clone(),
             modified_at: e.modified_at.clone(),
             changes: None,
-            meta: None,
+            meta: e.state.meta.clone(),
             chats: None,
             default_chat: Some(e.chat.clone()),
         })

@@ -20,6 +20,7 @@ use tracing::debug;
 use crate::ahp::auth::Principal;
 use crate::ahp::cmd::session_config;
 use crate::ahp::cmd::sessions::new_session;
+use crate::ahp::host::sessions::WATCHED_ONLY;
 use crate::ahp::host::Host;
 use crate::ahp::protocol::uri::chat_uri_of;
 use crate::bridge::actions::TurnMapper;
@@ -66,7 +67,7 @@ impl Mirror {
         let mut new = new_session(&uri, &self.principal, vec![], config);
         new.state.title = format!("SDK session {session_id}");
         let mut meta = ahp_types::common::JsonObject::new();
-        meta.insert("sdk".into(), serde_json::Value::Bool(true));
+        meta.insert(WATCHED_ONLY.into(), serde_json::Value::Bool(true));
         new.state.meta = Some(meta);
         if host.add_watched_session(new).is_ok() {
             let _ = host.dispatch(&uri, StateAction::SessionReady(SessionReadyAction {}));

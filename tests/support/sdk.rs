@@ -1,0 +1,78 @@
+//! The official Copilot SDKs as the tests drive them (installed by
+//! scripts/install-sdks.sh into .sdk-tools/): an app's scenario in, what it
+//! saw out (tests/sdk/node_app.mjs, tests/sdk/python_app.py).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Command;
+
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use serde_json::{json, Value};
+
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The Node SDK's entry, as installed.
+pub fn node_sdk() -> PathBuf {
+    let sdk = root().join(".sdk-tools/node/node_modules/@github/copilot-sdk/dist/index.js");
+    assert!(sdk.is_file(), "run scripts/install-sdks.sh");
+    sdk
+}
+
+/// The scenario every app gets: where to connect (`token`, if any), the
+/// scripted model as its provider, and `more`.
+pub fn scenario(at: SocketAddr, token: Option<&str>, model: &ScriptedModel, more: Value) -> Value {
+    let mut s = json!({
+        "sdk": node_sdk().display().to_string(),
+        "uri": at.to_string(),
+        "model": "gpt-4.1",
+        "provider": {"type": "openai", "baseUrl": model.base_url(), "apiKey": "sk-offline"},
+    });
+    if let Some(t) = token {
+        s["token"] = json!(t);
+    }
+    for (k, v) in more.as_object().unwrap() {
+        s[k] = v.clone();
+    }
+    s
+}
+
+/// The Node app on `scenario`, run to its end: what it printed.
+pub fn node_app(scenario: &Value) -> Vec<Value> {
+    run_app(
+        Command::new("node")
+            .arg(root().join("tests/sdk/node_app.mjs"))
+            .arg(scenario.to_string()),
+    )
+}
+
+/// The Python app on `scenario`, run to its end.
+pub fn python_app(scenario: &Value) -> Vec<Value> {
+    let python = root().join(".sdk-tools/venv/bin/python");
+    assert!(python.is_file(), "run scripts/install-sdks.sh");
+    run_app(
+        Command::new(python)
+            .arg(root().join("tests/sdk/python_app.py"))
+            .arg(scenario.to_string()),
+    )
+}
+
+fn run_app(cmd: &mut Command) -> Vec<Value> {
+    let out = cmd.output().expect("the app runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the app failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// The first event named `name` the app printed.
+pub fn event<'a>(seen: &'a [Value], name: &str) -> Option<&'a Value> {
+    seen.iter().find(|e| e["event"] == name)
+}
