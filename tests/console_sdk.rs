@@ -56,6 +56,9 @@ async fn an_sdk_apps_session_is_marked_and_its_turn_shown() {
         .await;
     assert_eq!(answer, json!("Hello from an app"));
     // Watched, not driven: the page offers no send into it.
-    assert_eq!(b.eval("document.getElementById('send').disabled").await, json!(true));
+    assert_eq!(
+        b.eval("document.getElementById('send').disabled").await,
+        json!(true)
+    );
     b.screenshot(&shot(&st, "console-sdk.png")).await;
 }

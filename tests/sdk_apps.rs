@@ -167,7 +167,8 @@ async fn strip_keeps_the_original_and_append_only_and_the_deadline_hold_against_
     let model = ScriptedModel::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let policy =
-        "[policy]\ntransform_timeout = \"2s\"\n[policy.sections.tone]\nmode = \"append-only\"\n";
+        "[policy]\ntransform_timeout = \"2s\"\n[policy.sections.tone]\nmode = \"append-only\"\n\
+         [policy.overrides.guidelines]\naction = \"append\"\ncontent = \"OPERATOR-MARK\"\n";
     let b = bridge(&model, dir.path(), "on_violation = \"strip\"", policy);
     model.push(Reply::Text("stripped and policed".into()));
     let seen = node_app(&scenario(
@@ -194,6 +195,10 @@ async fn strip_keeps_the_original_and_append_only_and_the_deadline_hold_against_
     assert!(
         !prompt.contains("REPLACED-TONE-MARK"),
         "append-only kept the original"
+    );
+    assert!(
+        prompt.contains("OPERATOR-MARK"),
+        "the operator's override is in the app's system prompt"
     );
     let decided = records(dir.path(), "sdk_session");
     assert_eq!(decided[0]["decision"], "stripped");
