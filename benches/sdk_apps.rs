@@ -10,6 +10,13 @@
 //! - Direct: a CLI started listening (`--port 0`, its own token); the app
 //!   connects to it as to any CLI server.
 //!
+//! The app reaches each target through a tap (`benches/common/sdk_tap.rs`) that
+//! times each callback's leg at the app: from the `systemMessage.transform`
+//! request passing toward the app to its answer passing back. Per callback,
+//! what the runtime waits: directly, that leg; through the bridge, the
+//! bridge's own time from the runtime's request to its answer (the audit's
+//! `latencyUs`), which holds the same leg.
+//!
 //! Each round, on each target (alternating which goes first): a session, its
 //! first turn (the render, with one `systemMessage.transform` to the app's
 //! callback), a second turn (no callback), then disconnect. Timed at the
@@ -83,6 +90,8 @@ async fn main() {
         .await
         .unwrap();
     let reach = direct.reach.clone().unwrap();
+    let (bridged, bridged_legs) = common::sdk_tap::start(bridged).await;
+    let (direct_at, direct_legs) = common::sdk_tap::start(reach.addr.clone()).await;
     let r = &direct_cfg.runtime;
     let p = r.provider.as_ref().unwrap();
     let scenario = json!({
@@ -93,7 +102,7 @@ async fn main() {
         "provider": {"type": p.kind, "baseUrl": p.base_url, "apiKey": "sk-offline"},
         "targets": [
             {"name": "bridged", "uri": bridged},
-            {"name": "direct", "uri": reach.addr, "token": reach.token.as_ref().map(|t| t.0.clone())},
+            {"name": "direct", "uri": direct_at, "token": reach.token.as_ref().map(|t| t.0.clone())},
         ],
     });
     let out = tokio::task::spawn_blocking(move || {
@@ -149,12 +158,31 @@ async fn main() {
         .filter_map(|r| r["latencyUs"].as_u64())
         .map(Duration::from_micros)
         .collect();
-    if !lat.is_empty() {
+    let mut direct_leg = direct_legs.lock().unwrap().clone();
+    let mut bridged_leg = bridged_legs.lock().unwrap().clone();
+    if !lat.is_empty() && !direct_leg.is_empty() && !bridged_leg.is_empty() {
+        let own: Vec<Duration> = lat
+            .iter()
+            .zip(&bridged_leg)
+            .map(|(l, a)| l.saturating_sub(*a))
+            .collect();
+        let (b50, b99) = (pct(&mut lat, 0.5), pct(&mut lat, 0.99));
+        let (d50, d99) = (pct(&mut direct_leg, 0.5), pct(&mut direct_leg, 0.99));
         println!(
-            "bridge's time per callback (runtime's request to its answer, the app's round trip included): p50 {} p99 {} ({} callbacks)",
-            us(pct(&mut lat, 0.5)),
-            us(pct(&mut lat, 0.99)),
-            lat.len()
+            "per callback, what the runtime waits: bridged p50 {} p99 {}; direct p50 {} p99 {}; added at p50 {}",
+            us(b50),
+            us(b99),
+            us(d50),
+            us(d99),
+            us(b50.saturating_sub(d50))
+        );
+        let mut own = own;
+        println!(
+            "the bridge's own part (its time less the app's leg behind it, {} callbacks): p50 {} p99 {}; the app's leg through the bridge p50 {}",
+            own.len(),
+            us(pct(&mut own, 0.5)),
+            us(pct(&mut own, 0.99)),
+            us(pct(&mut bridged_leg, 0.5))
         );
     }
     running.stop(Duration::from_secs(5)).await;

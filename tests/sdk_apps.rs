@@ -8,13 +8,12 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 use ahp_copilot_bridge::audit::verify::verify_text;
 use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
 use serde_json::{json, Value};
 use support::process::*;
-use support::sdk::{event, node_app, python_app, root};
+use support::sdk::{event, node_app, python_app};
 
 const SDK_TOKEN: &str = "sdk-connection-token";
 const SDK_TOKEN_ENV: &str = "AHP_TEST_SDK_TOKEN";
@@ -34,6 +33,14 @@ fn bridge(model: &ScriptedModel, dir: &Path, sdk_extra: &str, extra: &str) -> Br
         offline_runtime_toml(model, dir),
     );
     BridgeProcess::start_config_env(dir, &config, &[(SDK_TOKEN_ENV, SDK_TOKEN)])
+}
+
+/// The scripted model, a directory, and a bridge on them (see [`bridge`]).
+async fn stack(sdk_extra: &str, extra: &str) -> (ScriptedModel, tempfile::TempDir, BridgeProcess) {
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let b = bridge(&model, dir.path(), sdk_extra, extra);
+    (model, dir, b)
 }
 
 /// The scenario for an app of `b`'s `[sdk]`, with its token.
@@ -58,9 +65,7 @@ fn last_prompt(model: &ScriptedModel) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_app_converses_and_its_callbacks_rewrite_is_policed_and_audited() {
-    let model = ScriptedModel::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let b = bridge(&model, dir.path(), "", "");
+    let (model, dir, b) = stack("", "").await;
     model.push(Reply::Text("hello from the model".into()));
     let seen = node_app(&scenario(
         &b,
@@ -164,12 +169,10 @@ async fn a_node_app_converses_and_its_callbacks_rewrite_is_policed_and_audited()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn strip_keeps_the_original_and_append_only_and_the_deadline_hold_against_an_app() {
-    let model = ScriptedModel::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
     let policy =
         "[policy]\ntransform_timeout = \"2s\"\n[policy.sections.tone]\nmode = \"append-only\"\n\
          [policy.overrides.guidelines]\naction = \"append\"\ncontent = \"OPERATOR-MARK\"\n";
-    let b = bridge(&model, dir.path(), "on_violation = \"strip\"", policy);
+    let (model, dir, b) = stack("on_violation = \"strip\"", policy).await;
     model.push(Reply::Text("stripped and policed".into()));
     let seen = node_app(&scenario(
         &b,
@@ -229,9 +232,7 @@ async fn strip_keeps_the_original_and_append_only_and_the_deadline_hold_against_
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_python_app_converses_and_its_callback_is_routed() {
-    let model = ScriptedModel::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let b = bridge(&model, dir.path(), "", "");
+    let (model, dir, b) = stack("", "").await;
     model.push(Reply::Text("hello, python".into()));
     let seen = python_app(&scenario(
         &b,
@@ -247,8 +248,6 @@ async fn a_python_app_converses_and_its_callback_is_routed() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_ahp_observer_lists_and_watches_an_sdk_apps_session() {
     use ahp_types::actions::StateAction;
-    use std::io::{BufRead, BufReader, Write};
-    use std::process::Stdio;
     use support::e2e::{wait_action, wait_turn_end};
 
     /// The rejection echoed to this client's refused action.
@@ -266,32 +265,11 @@ async fn an_ahp_observer_lists_and_watches_an_sdk_apps_session() {
         .expect("a rejection echo")
     }
 
-    let model = ScriptedModel::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let b = bridge(&model, dir.path(), "", "");
+    let (model, _dir, b) = stack("", "").await;
     model.push(Reply::Text("streamed to the observer".into()));
     let s = scenario(&b, &model, json!({"prompt": "watch me", "waitForGo": true}));
-    let mut app = Command::new("node")
-        .arg(root().join("tests/sdk/node_app.mjs"))
-        .arg(s.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(app.stdout.take().unwrap()).lines();
-    let created = tokio::task::spawn_blocking(move || {
-        let found = lines
-            .by_ref()
-            .map_while(Result::ok)
-            .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
-            .find(|e| e["event"] == "created" || e["event"] == "error");
-        (found, lines)
-    });
-    let (created, lines) = tokio::time::timeout(support::DEADLINE, created)
-        .await
-        .unwrap()
-        .unwrap();
-    let created = created.expect("the app says what became of its session");
+    let mut app = support::sdk::NodeApp::spawn(&s);
+    let created = app.until("created").await;
     assert_eq!(created["event"], "created", "{created}");
     let uri = format!(
         "ahp-session:/sdk-{}",
@@ -322,7 +300,7 @@ async fn an_ahp_observer_lists_and_watches_an_sdk_apps_session() {
     support::dispatch_raw(&observer, &chat, 1, turn).await;
     let refused = wait_action_env(&mut sub).await;
     assert!(refused.contains("SDK app"), "{refused}");
-    writeln!(app.stdin.as_mut().unwrap(), "go").unwrap();
+    app.go();
     let (turn_id, text) = wait_action(&mut sub, |a| match a {
         StateAction::ChatTurnStarted(t) => Some((t.turn_id.clone(), t.message.text.clone())),
         _ => None,
@@ -334,19 +312,11 @@ async fn an_ahp_observer_lists_and_watches_an_sdk_apps_session() {
         (end.kind, end.text.as_str()),
         ("complete", "streamed to the observer")
     );
-    let rest: Vec<Value> = tokio::task::spawn_blocking(move || {
-        lines
-            .map_while(Result::ok)
-            .filter_map(|l| serde_json::from_str(&l).ok())
-            .collect()
-    })
-    .await
-    .unwrap();
+    let rest = app.rest().await;
     assert_eq!(
         event(&rest, "reply").unwrap()["content"],
         "streamed to the observer"
     );
-    let _ = app.wait();
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -404,4 +374,49 @@ async fn sdk_tls_serves_the_runtimes_json_rpc_inside_tls_only() {
         !String::from_utf8_lossy(&buf[..n]).contains("\"result\""),
         "no JSON-RPC answer in clear"
     );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_app_gone_mid_turn_ends_its_turn_and_resumes_its_session_later() {
+    use ahp_types::actions::StateAction;
+    use support::e2e::wait_action;
+    use support::sdk::NodeApp;
+
+    let (model, _dir, b) = stack("", "").await;
+    model.push(Reply::Slow {
+        chunks: (0..20).map(|i| format!("part{i} ")).collect(),
+        delay: std::time::Duration::from_millis(200),
+    });
+    let mut app = NodeApp::spawn(&scenario(
+        &b,
+        &model,
+        json!({"abandon": "take your time", "waitForGo": true}),
+    ));
+    let created = app.until("created").await;
+    let session = created["sessionId"].as_str().expect("created").to_owned();
+    let observer = connect_as(b.addr, "observer-token", "observer").await;
+    let chat =
+        ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(&format!("ahp-session:/sdk-{session}"));
+    let (_, mut sub) = observer.subscribe(chat).await.unwrap();
+    app.go();
+    // Gone mid-turn: on the AHP side its turn does not hang, it ends cancelled.
+    wait_action(&mut sub, |a| {
+        matches!(a, StateAction::ChatTurnStarted(_)).then_some(())
+    })
+    .await;
+    assert!(event(&app.rest().await, "abandoned").is_some());
+    wait_action(&mut sub, |a| {
+        matches!(a, StateAction::ChatTurnCancelled(_)).then_some(())
+    })
+    .await;
+    // The app comes back: its session resumes, and a turn completes.
+    model.clear_script();
+    model.push(Reply::Text("back again".into()));
+    let seen = node_app(&scenario(
+        &b,
+        &model,
+        json!({"resume": session, "prompt": "again"}),
+    ));
+    assert!(event(&seen, "error").is_none(), "{seen:?}");
+    assert_eq!(event(&seen, "reply").unwrap()["content"], "back again");
 }

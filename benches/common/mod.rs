@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod pipe;
+pub mod sdk_tap;
 
 use std::time::Duration;
 

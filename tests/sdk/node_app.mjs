@@ -5,6 +5,8 @@
 // scenario: {sdk, uri, token?, model, provider, prompt?, systemMessage?,
 //            transforms?: {SECTION: "prefix:TEXT" | "replace:TEXT" | "hang"},
 //            waitForGo?: a line on stdin before the prompt is sent,
+//            resume?: SESSION_ID (resumed instead of created),
+//            abandon?: PROMPT (sent, then the process exits mid-turn),
 //            mcpServers?}
 import { pathToFileURL } from "node:url";
 
@@ -35,7 +37,8 @@ const client = new CopilotClient({
 try {
   await client.start();
   say({ event: "connected" });
-  const session = await client.createSession({
+  const open = s.resume ? (config) => client.resumeSession(s.resume, config) : (config) => client.createSession(config);
+  const session = await open({
     model: s.model,
     provider: s.provider,
     streaming: true,
@@ -47,6 +50,12 @@ try {
   if (s.waitForGo) {
     // The test says when to go on (one line on stdin), once it watches.
     await new Promise((resolve) => process.stdin.once("data", resolve));
+  }
+  if (s.abandon) {
+    // Gone mid-turn, as a crashed app is: the prompt sent, nothing closed.
+    await session.send({ prompt: s.abandon });
+    say({ event: "abandoned" });
+    process.exit(0);
   }
   if (s.prompt) {
     const reply = await session.sendAndWait({ prompt: s.prompt }, 120000);

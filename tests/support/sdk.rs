@@ -76,3 +76,67 @@ fn run_app(cmd: &mut Command) -> Vec<Value> {
 pub fn event<'a>(seen: &'a [Value], name: &str) -> Option<&'a Value> {
     seen.iter().find(|e| e["event"] == name)
 }
+
+/// The Node app running (with `waitForGo`), read event by event.
+pub struct NodeApp {
+    child: std::process::Child,
+    lines: Option<std::io::Lines<std::io::BufReader<std::process::ChildStdout>>>,
+}
+
+impl NodeApp {
+    pub fn spawn(scenario: &Value) -> Self {
+        let mut child = Command::new("node")
+            .arg(root().join("tests/sdk/node_app.mjs"))
+            .arg(scenario.to_string())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        Self {
+            child,
+            lines: Some(std::io::BufRead::lines(std::io::BufReader::new(out))),
+        }
+    }
+
+    /// The next event named `name` (or an `error`), within the deadline.
+    pub async fn until(&mut self, name: &str) -> Value {
+        let mut lines = self.lines.take().unwrap();
+        let name = name.to_owned();
+        let found = tokio::task::spawn_blocking(move || {
+            let found = lines
+                .by_ref()
+                .map_while(Result::ok)
+                .filter_map(|l| serde_json::from_str::<Value>(&l).ok())
+                .find(|e| e["event"] == name.as_str() || e["event"] == "error");
+            (found, lines)
+        });
+        let (found, lines) = tokio::time::timeout(super::DEADLINE, found)
+            .await
+            .expect("the app says it in time")
+            .unwrap();
+        self.lines = Some(lines);
+        found.expect("the app said it")
+    }
+
+    /// Lets the app go on (`waitForGo`).
+    pub fn go(&mut self) {
+        use std::io::Write;
+        writeln!(self.child.stdin.as_mut().unwrap(), "go").unwrap();
+    }
+
+    /// Everything else it prints, to its end.
+    pub async fn rest(mut self) -> Vec<Value> {
+        let lines = self.lines.take().unwrap();
+        let rest = tokio::task::spawn_blocking(move || {
+            lines
+                .map_while(Result::ok)
+                .filter_map(|l| serde_json::from_str(&l).ok())
+                .collect()
+        })
+        .await
+        .unwrap();
+        let _ = self.child.wait();
+        rest
+    }
+}

@@ -178,6 +178,7 @@ where
         let abort = json!({"jsonrpc": "2.0", "id": format!("{OWN_ID}abort:{s}"), "method": "session.abort", "params": {"sessionId": s}});
         let _ = shared.runtime(abort.to_string()).await;
     }
+    gate.mirror().app_gone(&sessions);
     shared.closed.cancel();
     from_runtime.abort();
     for w in writers {

@@ -12,7 +12,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-use ahp_types::actions::{ChatTurnStartedAction, SessionReadyAction, StateAction};
+use ahp_types::actions::{
+    ChatTurnCancelledAction, ChatTurnStartedAction, SessionReadyAction, StateAction,
+};
 use ahp_types::state::{Message, MessageKind, MessageOrigin};
 use serde_json::value::RawValue;
 use tracing::debug;
@@ -136,6 +138,26 @@ impl Mirror {
             if let Err(e) = host.dispatch(&chat, a) {
                 debug!(session = %crate::telemetry::Escaped(&session_id), "an SDK turn's action was refused: {e}");
             }
+        }
+    }
+
+    /// The app went away: a turn of `sessions` still running is shown
+    /// cancelled (the runtime was told to abort it).
+    pub fn app_gone(&self, sessions: &[String]) {
+        let Some(host) = self.host.upgrade() else {
+            return;
+        };
+        for s in sessions {
+            let Some(turn) = self.lock().remove(s) else {
+                continue;
+            };
+            let duration = i64::try_from(turn.started.elapsed().as_millis()).unwrap_or(i64::MAX);
+            let cancelled = StateAction::ChatTurnCancelled(ChatTurnCancelledAction {
+                turn_id: turn.mapper.turn_id.clone(),
+                duration,
+                meta: None,
+            });
+            let _ = host.dispatch(&chat_uri_of(&uri_of(s)), cancelled);
         }
     }
 
