@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use ahp_copilot_bridge::config::{Config, LogConfig};
+use ahp_copilot_bridge::config::{Config, LogConfig, LogFormat};
 use ahp_copilot_bridge::policy::Policy;
 use ahp_copilot_bridge::telemetry::traces::Traces;
 use clap::{Parser, Subcommand};
@@ -171,8 +171,13 @@ fn main() -> ExitCode {
                     cfg.server.listen = l;
                     cfg.validate()?;
                 }
+                let format = cfg.log.format;
                 let served = runtime().and_then(|rt| {
-                    rt.block_on(ahp_copilot_bridge::run::serve(Arc::new(cfg), config))
+                    rt.block_on(ahp_copilot_bridge::run::serve(
+                        Arc::new(cfg),
+                        config,
+                        |line| say(format, line),
+                    ))
                 });
                 // The async workers are gone: the last spans are sent from here.
                 if let Some(t) = traces {
@@ -186,8 +191,13 @@ fn main() -> ExitCode {
             allow_origin,
         } => {
             init_logs(&LogConfig::default());
-            runtime()
-                .and_then(|rt| rt.block_on(ahp_copilot_bridge::run::demo(listen, &allow_origin)))
+            runtime().and_then(|rt| {
+                rt.block_on(ahp_copilot_bridge::run::demo(
+                    listen,
+                    &allow_origin,
+                    |line| eprintln!("{line}"),
+                ))
+            })
         }
     };
     match result {
@@ -355,4 +365,22 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?)
+}
+
+/// A line for the person starting the bridge (where it listens), whatever
+/// the log's filter: as it is in text, and in JSON one object with the keys
+/// of every other log line, so a shipper reading `[log] format = "json"`
+/// takes it like the rest.
+fn say(format: LogFormat, line: String) {
+    let shown = match format {
+        LogFormat::Text => line,
+        LogFormat::Json => serde_json::json!({
+            "timestamp": jiff::Timestamp::now().to_string(),
+            "level": "INFO",
+            "message": line,
+            "target": "ahp_copilot_bridge::run",
+        })
+        .to_string(),
+    };
+    eprintln!("{shown}");
 }

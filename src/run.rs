@@ -5,16 +5,21 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::app::{self, Agent};
-use crate::config::{Config, LogFormat, ProviderConfig};
+use crate::config::{Config, ProviderConfig};
 use crate::demo::model::ScriptedModel;
 
 /// Runs the host in front of the runtime until SIGTERM or SIGINT, then
 /// shuts down gracefully within `[server] shutdown_timeout`; SIGHUP reloads
 /// the policy, principals and rate limits of `config_path` (the file `cfg`
 /// was read from).
-pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Result<()> {
+/// `say` prints where it listens for the person starting it (main.rs:
+/// plain, or one JSON log line with `[log] format = "json"`).
+pub async fn serve(
+    cfg: Arc<Config>,
+    config_path: Option<PathBuf>,
+    say: impl Fn(String),
+) -> anyhow::Result<()> {
     let (limit, drain) = (cfg.server.shutdown_timeout, cfg.server.drain);
-    let format = cfg.log.format;
     let running = app::start(cfg.clone(), Agent::Copilot).await?;
     if running.bridge.is_some() {
         let targets = crate::reload::Targets {
@@ -31,7 +36,6 @@ pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Re
         };
         crate::reload::start(config_path, cfg, targets, running.shutdown.clone())?;
     }
-    let say = |line: String| say(format, line);
     if let Some(admin) = running.admin_url() {
         say(format!("admin on {admin} (/healthz, /readyz, /metrics)"));
     }
@@ -48,23 +52,6 @@ pub async fn serve(cfg: Arc<Config>, config_path: Option<PathBuf>) -> anyhow::Re
     };
     running.drain_then_stop(drain, limit).await;
     Ok(())
-}
-
-/// A line for the person starting the bridge (where it listens): as it is
-/// in text, and in JSON one object with the keys of every other log line,
-/// so a shipper reading `[log] format = "json"` takes it like the rest.
-fn say(format: LogFormat, line: String) {
-    let shown = match format {
-        LogFormat::Text => line,
-        LogFormat::Json => serde_json::json!({
-            "timestamp": jiff::Timestamp::now().to_string(),
-            "level": "INFO",
-            "message": line,
-            "target": module_path!(),
-        })
-        .to_string(),
-    };
-    eprintln!("{shown}");
 }
 
 /// Waits for SIGTERM (systemd's stop) or SIGINT (Ctrl-C); names which.
@@ -128,7 +115,12 @@ const DEMO_TRANSFORM_TIMEOUT: std::time::Duration = std::time::Duration::from_se
 
 /// Everything offline: the scripted model, the real CLI pointed at it, the
 /// host, which browsers on loopback (and `allow_origins`) may reach.
-pub async fn demo(listen: SocketAddr, allow_origins: &[String]) -> anyhow::Result<()> {
+/// `say` prints its lines for the person who started it.
+pub async fn demo(
+    listen: SocketAddr,
+    allow_origins: &[String],
+    say: impl Fn(String),
+) -> anyhow::Result<()> {
     let model = ScriptedModel::start().await?;
     let state =
         std::env::temp_dir().join(format!("ahp-copilot-bridge-demo-{}", std::process::id()));
@@ -141,10 +133,7 @@ pub async fn demo(listen: SocketAddr, allow_origins: &[String]) -> anyhow::Resul
     offline_runtime(&mut cfg, &model.base_url(), &state);
     // A person answers transforms in the console: five seconds is too short.
     cfg.policy.transform_timeout = DEMO_TRANSFORM_TIMEOUT;
-    let format = cfg.log.format;
     let running = app::start(Arc::new(cfg), Agent::Copilot).await?;
-    // For the person who started it, through the same one line as `serve`'s.
-    let say = |line: String| say(format, line);
     say(format!("scripted model on {}", model.base_url()));
     say(format!("in a turn, {}", crate::demo::model::DEMO_HELP));
     say(format!(
