@@ -43,6 +43,22 @@ async fn stack(sdk_extra: &str, extra: &str) -> (ScriptedModel, tempfile::TempDi
     (model, dir, b)
 }
 
+/// `app` holds a turn on `b` (`more` names the prompt) while the model
+/// answers `reply`: what it saw, once it got that reply and no error.
+fn converse(
+    app: fn(&Value) -> Vec<Value>,
+    b: &BridgeProcess,
+    model: &ScriptedModel,
+    reply: &str,
+    more: Value,
+) -> Vec<Value> {
+    model.push(Reply::Text(reply.into()));
+    let seen = app(&scenario(b, model, more));
+    assert!(event(&seen, "error").is_none(), "{seen:?}");
+    assert_eq!(event(&seen, "reply").unwrap()["content"], reply);
+    seen
+}
+
 /// The scenario for an app of `b`'s `[sdk]`, with its token.
 fn scenario(b: &BridgeProcess, model: &ScriptedModel, more: Value) -> Value {
     let at = b.sdk.expect("the bridge says where SDK apps connect");
@@ -66,17 +82,17 @@ fn last_prompt(model: &ScriptedModel) -> String {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_node_app_converses_and_its_callbacks_rewrite_is_policed_and_audited() {
     let (model, dir, b) = stack("", "").await;
-    model.push(Reply::Text("hello from the model".into()));
-    let seen = node_app(&scenario(
+    let seen = converse(
+        node_app,
         &b,
         &model,
+        "hello from the model",
         json!({
             "prompt": "hi",
             "systemMessage": {"mode": "customize", "sections": {}},
             "transforms": {"tone": "prefix:SDK-TONE-MARK "},
         }),
-    ));
-    assert!(event(&seen, "error").is_none(), "{seen:?}");
+    );
     let session = event(&seen, "created").expect("created")["sessionId"]
         .as_str()
         .unwrap()
@@ -84,10 +100,6 @@ async fn a_node_app_converses_and_its_callbacks_rewrite_is_policed_and_audited()
     assert_eq!(
         event(&seen, "transform").expect("the app's callback ran")["section"],
         "tone"
-    );
-    assert_eq!(
-        event(&seen, "reply").unwrap()["content"],
-        "hello from the model"
     );
     assert!(
         last_prompt(&model).contains("SDK-TONE-MARK "),
@@ -173,10 +185,11 @@ async fn strip_keeps_the_original_and_append_only_and_the_deadline_hold_against_
         "[policy]\ntransform_timeout = \"2s\"\n[policy.sections.tone]\nmode = \"append-only\"\n\
          [policy.overrides.guidelines]\naction = \"append\"\ncontent = \"OPERATOR-MARK\"\n";
     let (model, dir, b) = stack("on_violation = \"strip\"", policy).await;
-    model.push(Reply::Text("stripped and policed".into()));
-    let seen = node_app(&scenario(
+    converse(
+        node_app,
         &b,
         &model,
+        "stripped and policed",
         json!({
             "prompt": "hi",
             "systemMessage": {"mode": "customize", "sections": {
@@ -184,11 +197,6 @@ async fn strip_keeps_the_original_and_append_only_and_the_deadline_hold_against_
             }},
             "transforms": {"tone": "replace:REPLACED-TONE-MARK"},
         }),
-    ));
-    assert!(event(&seen, "error").is_none(), "{seen:?}");
-    assert_eq!(
-        event(&seen, "reply").unwrap()["content"],
-        "stripped and policed"
     );
     let prompt = last_prompt(&model);
     assert!(
@@ -233,14 +241,13 @@ async fn strip_keeps_the_original_and_append_only_and_the_deadline_hold_against_
 #[tokio::test(flavor = "multi_thread")]
 async fn a_python_app_converses_and_its_callback_is_routed() {
     let (model, dir, b) = stack("", "").await;
-    model.push(Reply::Text("hello, python".into()));
-    let seen = python_app(&scenario(
+    converse(
+        python_app,
         &b,
         &model,
+        "hello, python",
         json!({"prompt": "hi", "transforms": {"tone": "prefix:PY-TONE-MARK "}}),
-    ));
-    assert!(event(&seen, "error").is_none(), "{seen:?}");
-    assert_eq!(event(&seen, "reply").unwrap()["content"], "hello, python");
+    );
     assert!(last_prompt(&model).contains("PY-TONE-MARK "));
     assert_eq!(records(dir.path(), "sdk_session")[0]["decision"], "allowed");
 }
@@ -411,12 +418,11 @@ async fn an_app_gone_mid_turn_ends_its_turn_and_resumes_its_session_later() {
     .await;
     // The app comes back: its session resumes, and a turn completes.
     model.clear_script();
-    model.push(Reply::Text("back again".into()));
-    let seen = node_app(&scenario(
+    converse(
+        node_app,
         &b,
         &model,
+        "back again",
         json!({"resume": session, "prompt": "again"}),
-    ));
-    assert!(event(&seen, "error").is_none(), "{seen:?}");
-    assert_eq!(event(&seen, "reply").unwrap()["content"], "back again");
+    );
 }

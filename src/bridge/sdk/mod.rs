@@ -157,7 +157,6 @@ impl SdkGate {
         let rules = Rules {
             policy: &policy,
             servers: &self.servers,
-            strip,
         };
         let v: Vetted = vet(&rules, &typed, &object);
         let session = typed.session_id.clone().unwrap_or_default();
