@@ -101,7 +101,10 @@ async fn side(dir: &std::path::Path, tls: Option<(TlsConfig, Arc<rustls::ClientC
 }
 
 impl Side {
-    async fn round_trip(&self) -> Duration {
+    /// The round trip as the pipe times it, and its two legs: to the
+    /// client's handler, and from there back to the pipe.
+    async fn round_trip(&self) -> (Duration, Duration, Duration) {
+        let asked = Instant::now();
         let (took, answer) = self
             .pipe
             .ask("systemMessage.transform", self.ask.clone())
@@ -111,7 +114,9 @@ impl Side {
             tone.is_some_and(|t| t.ends_with("(house style)")),
             "{answer}"
         );
-        took
+        let done = Instant::now();
+        let handled = common::HANDLED_AT.lock().unwrap().take().unwrap();
+        (took, handled - asked, done - handled)
     }
 }
 
@@ -146,8 +151,24 @@ async fn round_trips(iterations: usize, same: bool) {
         }
     }
     println!("transform round trip at the runtime's pipe, {iterations} iterations, interleaved");
-    let a = line("client over ws", &mut ws);
-    let b = line("client over wss", &mut wss);
+    let a = line(
+        "client over ws",
+        &mut ws.iter().map(|r| r.0).collect::<Vec<_>>(),
+    );
+    let b = line(
+        "client over wss",
+        &mut wss.iter().map(|r| r.0).collect::<Vec<_>>(),
+    );
+    // Each leg carries one WebSocket message: what TLS adds splits about evenly.
+    for (name, v) in [("ws", &ws), ("wss", &wss)] {
+        let mut to = v.iter().map(|r| r.1).collect::<Vec<_>>();
+        let mut back = v.iter().map(|r| r.2).collect::<Vec<_>>();
+        println!(
+            "    {name:<3} legs at p50: to the client {}, back {}",
+            us(pct(&mut to, 0.5)),
+            us(pct(&mut back, 0.5))
+        );
+    }
     for (what, x, y) in [("p50", a.0, b.0), ("p99", a.1, b.1)] {
         println!(
             "  TLS adds at {what}          : {:>9}  (ratio {:.3}x)",

@@ -122,6 +122,10 @@ pub fn house_style(p: &serde_json::Value) -> serde_json::Value {
 /// The official client over `transport`, initialized as "bench", answering
 /// transforms in house style, with the session `ahp-session:/bench` it
 /// opted in to `tone` and `guidelines` for.
+/// When a bench client's handler last ran: splits a round trip (one at a
+/// time) into its two legs, to the client and back from it.
+pub static HANDLED_AT: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
 pub async fn bench_client(transport: ahp_ws::WebSocketTransport) -> ahp::Client {
     use serde_json::{json, Value};
     let c = ahp::Client::connect(transport, ahp::ClientConfig::default())
@@ -130,7 +134,10 @@ pub async fn bench_client(transport: ahp_ws::WebSocketTransport) -> ahp::Client 
     c.initialize("bench".into(), vec!["1.0.0".into()], vec![])
         .await
         .unwrap();
-    c.set_server_request_handler(|_, p: Value| async move { Ok(house_style(&p)) });
+    c.set_server_request_handler(|_, p: Value| async move {
+        *HANDLED_AT.lock().unwrap() = Some(std::time::Instant::now());
+        Ok(house_style(&p))
+    });
     let active = json!({"clientId": "bench", "tools": [],
                         "systemMessageTransform": {"sections": ["tone", "guidelines"]}});
     let _: Value = c
