@@ -53,7 +53,8 @@ enum Command {
         /// The admin listener's address; default: [admin] listen of --config, or 127.0.0.1:8422.
         #[arg(long)]
         admin: Option<std::net::SocketAddr>,
-        /// The config file the bridge runs with (for its [admin] listen).
+        /// The config file the bridge runs with: its [admin] listen, and with
+        /// [admin.tls] the probe asks over https trusting that certificate only.
         #[arg(long)]
         config: Option<PathBuf>,
     },
@@ -130,6 +131,17 @@ fn load(path: Option<&PathBuf>) -> anyhow::Result<Config> {
     }
 }
 
+/// `config check` and `audit` only print what they read from files: piped
+/// into `head`, they end quietly when the reader goes, as Unix tools do,
+/// where Rust's print would panic on the closed pipe. Commands with sockets
+/// keep Rust's default (a peer gone is an error they handle).
+fn quiet_on_closed_pipe() {
+    // SAFETY: called first thing in main, before any thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 fn init_logs(cfg: &LogConfig) {
     ahp_copilot_bridge::telemetry::logs::init(cfg, None);
 }
@@ -148,6 +160,9 @@ fn init_telemetry(cfg: &Config) -> anyhow::Result<Option<Traces>> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if matches!(cli.command, Command::Config { .. } | Command::Audit { .. }) {
+        quiet_on_closed_pipe();
+    }
     let result = match cli.command {
         Command::Config {
             command: ConfigCommand::Check { file },
@@ -210,15 +225,16 @@ fn main() -> ExitCode {
 }
 
 fn health(admin: Option<std::net::SocketAddr>, config: Option<&PathBuf>) -> ExitCode {
-    let addr = match (admin, config) {
+    let cfg = match config.map(|path| Config::load(path)).transpose() {
+        Ok(cfg) => cfg,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    let addr = match (admin, &cfg) {
         (Some(a), _) => Some(a),
-        (None, Some(path)) => match Config::load(path) {
-            Ok(cfg) => cfg.admin.listen,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                return ExitCode::from(2);
-            }
-        },
+        (None, Some(cfg)) => cfg.admin.listen,
         (None, None) => ahp_copilot_bridge::config::DEFAULT_ADMIN_LISTEN
             .parse()
             .ok(),
@@ -227,7 +243,11 @@ fn health(admin: Option<std::net::SocketAddr>, config: Option<&PathBuf>) -> Exit
         eprintln!("not ready: [admin] listen is off in that config; there is nothing to ask");
         return ExitCode::from(1);
     };
-    match ahp_copilot_bridge::admin::probe::readyz(addr) {
+    let tls_cert = cfg
+        .as_ref()
+        .and_then(|c| c.admin.tls.as_ref())
+        .map(|t| t.cert.as_path());
+    match ahp_copilot_bridge::admin::probe::readyz(addr, tls_cert) {
         Ok((true, body)) => {
             println!("ready: {body}");
             ExitCode::SUCCESS

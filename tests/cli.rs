@@ -23,6 +23,29 @@ fn example_configs_are_valid() {
     }
 }
 
+/// `config check | head -1`: the reader gone, the command ends as Unix
+/// tools do (by SIGPIPE), not with a panic about a broken pipe.
+#[test]
+fn config_check_into_a_closed_pipe_ends_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader); // nobody reads: the first print meets a closed pipe
+    let out = bin()
+        .args(["config", "check", "config/bridge.toml"])
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGPIPE),
+        "{:?} {stderr}",
+        out.status
+    );
+}
+
 #[test]
 fn config_check_prints_the_effective_policy_one_row_per_section() {
     let dir = tempfile::tempdir().unwrap();
