@@ -303,7 +303,10 @@ async fn the_admin_listener_serves_https() {
     let mut cfg = test_config();
     cfg.admin.listen = "127.0.0.1:0".parse().ok();
     let (cert, key, _) = pki.server("admin");
-    cfg.admin.tls = Some(ahp_copilot_bridge::config::AdminTlsConfig { cert, key });
+    cfg.admin.tls = Some(ahp_copilot_bridge::config::AdminTlsConfig {
+        cert: cert.clone(),
+        key: key.clone(),
+    });
     let r = start_host(cfg).await;
     let admin = r.admin.expect("the admin listener");
     assert!(r.admin_url().unwrap().starts_with("https://"));
@@ -320,6 +323,44 @@ async fn the_admin_listener_serves_https() {
     let _ = tokio::time::timeout(DEADLINE, s.read_to_string(&mut answer)).await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     assert!(answer.ends_with("ok\n"), "{answer}");
+
+    // `health --config` asks over https, trusting the config's certificate
+    // only: /readyz's checks come back; a config naming another certificate
+    // is told that; without the config it speaks plain HTTP and gets nothing.
+    let (other, other_key, _) = pki.server("other");
+    let served = (&cert, &key, "\"checks\"");
+    let another = (
+        &other,
+        &other_key,
+        "a certificate other than [admin.tls] cert",
+    );
+    for (cert, key, says) in [served, another] {
+        let file = pki.dir.path().join("health.toml");
+        let toml = format!(
+            "[admin]\nlisten = \"{admin}\"\n[admin.tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+            cert.display(),
+            key.display()
+        );
+        std::fs::write(&file, toml).unwrap();
+        let out = health(&["--config", file.to_str().unwrap()]).await;
+        assert!(out.contains(says), "{}: {out}", cert.display());
+    }
+    let out = health(&["--admin", &admin.to_string()]).await;
+    assert!(
+        out.starts_with("not ready:") && !out.contains("checks"),
+        "{out}"
+    );
+}
+
+/// `ahp-copilot-bridge health ARGS`: what it printed (both streams).
+async fn health(args: &[&str]) -> String {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ahp-copilot-bridge"));
+    let out = tokio::time::timeout(DEADLINE, cmd.arg("health").args(args).output())
+        .await
+        .expect("health answers within its own deadline")
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
+    text.into_owned()
 }
 
 /// The TLS handshake counts inside `[server] handshake_timeout`: a socket

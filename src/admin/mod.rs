@@ -4,6 +4,7 @@
 //! token; it binds loopback unless `[admin] expose` says otherwise.
 
 pub mod http;
+mod pinned;
 pub mod probe;
 pub mod ready;
 

@@ -1,0 +1,92 @@
+//! The `health` probe's trust in an `https` admin listener: the certificate
+//! the config names (`[admin.tls] cert`), pinned. The probe runs beside the
+//! bridge with its config, so it knows exactly which certificate to expect;
+//! no CA, host name or system store is involved, and a listener presenting
+//! any other certificate is not the bridge it was asked about.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
+
+use crate::ahp::net::tls::provider;
+
+/// Accepts a server whose certificate is one of the file's (a rotation may
+/// be in flight: the listener still serves the chain's old leaf for a few
+/// seconds, and the probe then says so).
+#[derive(Debug)]
+struct Pinned {
+    certs: Vec<CertificateDer<'static>>,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if self.certs.iter().any(|c| c.as_ref() == end_entity.as_ref()) {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(
+                "the admin listener presented a certificate other than [admin.tls] cert".into(),
+            ))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algs = &self.provider.signature_verification_algorithms;
+        verify_tls12_signature(message, cert, dss, algs)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        let algs = &self.provider.signature_verification_algorithms;
+        verify_tls13_signature(message, cert, dss, algs)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// A client that trusts exactly the certificates in `cert_file`.
+pub fn client_config(cert_file: &Path) -> Result<ClientConfig, String> {
+    let name = cert_file.display();
+    let certs = CertificateDer::pem_file_iter(cert_file)
+        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| format!("[admin.tls] cert {name}: {e}"))?;
+    if certs.is_empty() {
+        return Err(format!("[admin.tls] cert {name}: no certificate in it"));
+    }
+    let provider = provider();
+    let verifier = Pinned {
+        certs,
+        provider: provider.clone(),
+    };
+    Ok(ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth())
+}
