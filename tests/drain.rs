@@ -16,32 +16,12 @@ use support::*;
 
 const DRAIN: Duration = Duration::from_secs(6);
 
-/// `/readyz`'s status, polled until `want` (within the suite's deadline).
-async fn readyz_becomes(admin: std::net::SocketAddr, want: u16) {
-    let started = Instant::now();
-    loop {
-        let got = tokio::task::spawn_blocking(move || http::get(admin, "/readyz", &[]))
-            .await
-            .unwrap()
-            .map(|r| r.status)
-            .ok();
-        if got == Some(want) {
-            return;
-        }
-        assert!(
-            started.elapsed() < DEADLINE,
-            "/readyz never said {want}: {got:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_new_connections_get_503_and_a_running_turn_completes() {
     let model = ScriptedModel::start().await.unwrap();
     let drain = format!("drain = \"{}s\"", DRAIN.as_secs());
     let mut bridge = BridgeProcess::start(&model, &drain, None);
-    readyz_becomes(bridge.admin, 200).await;
+    http::readyz_until(bridge.admin, DEADLINE, "said 200", |s, _| s == 200).await;
     let c = connect(bridge.addr, "ide").await;
     ready_session(&c, "ahp-session:/d1", None).await;
     // A turn of about two seconds: it fits in the drain.
@@ -57,7 +37,7 @@ async fn sigterm_drains_new_connections_get_503_and_a_running_turn_completes() {
 
     bridge.signal("TERM");
     let signalled = Instant::now();
-    readyz_becomes(bridge.admin, 503).await;
+    http::readyz_until(bridge.admin, DEADLINE, "said 503", |s, _| s == 503).await;
     assert_eq!(
         raw::token_status(bridge.addr, TOKEN).await,
         503,

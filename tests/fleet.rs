@@ -140,24 +140,8 @@ async fn haproxy(members: &[Member]) -> Haproxy {
 /// Waits until the bridge's `/readyz` says 200 (its runtime started: three
 /// at once on two cores take a while).
 async fn ready(m: &Member) {
-    let admin = m.process().admin;
-    let started = Instant::now();
-    loop {
-        let status = tokio::task::spawn_blocking(move || http::get(admin, "/readyz", &[]))
-            .await
-            .unwrap()
-            .map(|r| r.status)
-            .ok();
-        if status == Some(200) {
-            return;
-        }
-        assert!(
-            started.elapsed() < DEADLINE,
-            "{} never ready: {status:?}",
-            m.name
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let what = format!("ready ({})", m.name);
+    http::readyz_until(m.process().admin, DEADLINE, &what, |s, _| s == 200).await;
 }
 
 /// Whether a WebSocket upgrade with `token` through `addr` is let in.

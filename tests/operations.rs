@@ -6,7 +6,7 @@
 mod support;
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ahp::Client;
 use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
@@ -36,39 +36,6 @@ fn rewrite_transforms(c: &Client) -> Arc<Mutex<usize>> {
         }
     });
     asked
-}
-
-/// `GET /readyz`: the status and the JSON body.
-async fn readyz(admin: std::net::SocketAddr) -> Option<(u16, Value)> {
-    let a = tokio::task::spawn_blocking(move || http::get(admin, "/readyz", &[]))
-        .await
-        .unwrap()
-        .ok()?;
-    Some((
-        a.status,
-        serde_json::from_str(&a.body).unwrap_or(Value::Null),
-    ))
-}
-
-/// Polls `/readyz` until `want` holds of it.
-async fn readyz_until(
-    admin: std::net::SocketAddr,
-    what: &str,
-    want: impl Fn(u16, &Value) -> bool,
-) -> Value {
-    let started = Instant::now();
-    loop {
-        if let Some((status, body)) = readyz(admin).await {
-            if want(status, &body) {
-                return body;
-            }
-        }
-        assert!(
-            started.elapsed() < GUARD,
-            "timed out waiting for /readyz: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -165,7 +132,7 @@ async fn readyz_follows_the_runtime_and_the_shutdown() {
     let model = ScriptedModel::start().await.unwrap();
     let mut bridge = BridgeProcess::start(&model, "", None);
     let admin = bridge.admin;
-    let body = readyz_until(admin, "ready", |s, _| s == 200).await;
+    let body = http::readyz_until(admin, GUARD, "ready", |s, _| s == 200).await;
     assert_eq!(body["checks"]["runtime"], "ok", "{body}");
     assert_eq!(body["checks"]["audit"], "ok", "{body}");
     assert_eq!(body["checks"]["state"], "ok", "{body}");
@@ -177,7 +144,7 @@ async fn readyz_follows_the_runtime_and_the_shutdown() {
     let runtime = descendants(bridge.child.id());
     assert!(!runtime.is_empty());
     signal_all(&runtime, "STOP");
-    let body = readyz_until(admin, "503 naming the runtime", |s, b| {
+    let body = http::readyz_until(admin, GUARD, "503 naming the runtime", |s, b| {
         s == 503 && b["checks"]["runtime"] != "ok"
     })
     .await;
@@ -188,7 +155,7 @@ async fn readyz_follows_the_runtime_and_the_shutdown() {
     let (ok, out) = run_bin(["health", "--admin", &admin.to_string()]);
     assert!(!ok && out.contains("runtime"), "{out}");
     signal_all(&runtime, "CONT");
-    readyz_until(admin, "ready again", |s, _| s == 200).await;
+    http::readyz_until(admin, GUARD, "ready again", |s, _| s == 200).await;
 
     // A runtime that does not stop at SIGTERM keeps the shutdown going (the
     // bridge waits, then kills it): /readyz says 503 all along.
@@ -199,7 +166,7 @@ async fn readyz_follows_the_runtime_and_the_shutdown() {
         .status()
         .unwrap()
         .success());
-    let body = readyz_until(admin, "503 during shutdown", |s, b| {
+    let body = http::readyz_until(admin, GUARD, "503 during shutdown", |s, b| {
         s == 503 && b["checks"]["shutdown"].is_string()
     })
     .await;

@@ -101,3 +101,34 @@ pub fn free_port() -> u16 {
         .unwrap()
         .port()
 }
+
+/// Asks the admin listener's `/readyz` until `want` holds of its status and
+/// body (JSON; null when it is not), within `deadline`; gives that body back.
+/// An admin listener not up yet is asked again.
+pub async fn readyz_until(
+    admin: SocketAddr,
+    deadline: Duration,
+    what: &str,
+    want: impl Fn(u16, &serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let started = std::time::Instant::now();
+    let mut last = None;
+    loop {
+        let answer = tokio::task::spawn_blocking(move || get(admin, "/readyz", &[]))
+            .await
+            .unwrap()
+            .ok();
+        if let Some(a) = answer {
+            let body = serde_json::from_str(&a.body).unwrap_or(serde_json::Value::Null);
+            if want(a.status, &body) {
+                return body;
+            }
+            last = Some((a.status, body));
+        }
+        assert!(
+            started.elapsed() < deadline,
+            "{admin}: /readyz never {what} within {deadline:?}; last: {last:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
