@@ -69,14 +69,25 @@ impl ServerCertVerifier for Pinned {
     }
 }
 
+/// Why the probe cannot trust anything: the certificate file does not read.
+#[derive(Debug, thiserror::Error)]
+#[error("[admin.tls] cert {file}: {reason}")]
+pub struct BadCertFile {
+    file: String,
+    reason: String,
+}
+
 /// A client that trusts exactly the certificates in `cert_file`.
-pub fn client_config(cert_file: &Path) -> Result<ClientConfig, String> {
-    let name = cert_file.display();
+pub fn client_config(cert_file: &Path) -> Result<ClientConfig, BadCertFile> {
+    let bad = |reason: String| BadCertFile {
+        file: cert_file.display().to_string(),
+        reason,
+    };
     let certs = CertificateDer::pem_file_iter(cert_file)
         .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| format!("[admin.tls] cert {name}: {e}"))?;
+        .map_err(|e| bad(e.to_string()))?;
     if certs.is_empty() {
-        return Err(format!("[admin.tls] cert {name}: no certificate in it"));
+        return Err(bad("no certificate in it".into()));
     }
     let provider = provider();
     let verifier = Pinned {
@@ -85,7 +96,7 @@ pub fn client_config(cert_file: &Path) -> Result<ClientConfig, String> {
     };
     Ok(ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
+        .map_err(|e| bad(e.to_string()))?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(verifier))
         .with_no_client_auth())
