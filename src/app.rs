@@ -317,12 +317,19 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
         stopping.clone(),
         shutdown.clone(),
     ));
-    // SDK apps: stopped with the AHP listener's accepting.
+    // SDK apps: stopped with the AHP listener's accepting, refused while it drains.
     let sdk = match bridge
         .as_ref()
         .and_then(|b| b.sdk_gate(audit.as_ref().map(|a| a.log.clone())))
     {
-        Some(gate) => Some(crate::bridge::sdk::listen(gate, accepting.clone()).await?.0),
+        Some(gate) => {
+            let draining = stopping.clone();
+            Some(
+                crate::bridge::sdk::listen(gate, accepting.clone(), draining)
+                    .await?
+                    .0,
+            )
+        }
         None => None,
     };
     let admin = match cfg.admin.listen {

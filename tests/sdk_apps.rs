@@ -21,8 +21,19 @@ const SDK_TOKEN_ENV: &str = "AHP_TEST_SDK_TOKEN";
 /// A bridge with `[sdk]` (the token in its environment), `extra` tables
 /// (policy, ...) and `sdk_extra` keys under `[sdk]`.
 fn bridge(model: &ScriptedModel, dir: &Path, sdk_extra: &str, extra: &str) -> BridgeProcess {
+    bridge_draining(model, dir, sdk_extra, extra, "0s")
+}
+
+/// [`bridge`] with `[server] drain`.
+fn bridge_draining(
+    model: &ScriptedModel,
+    dir: &Path,
+    sdk_extra: &str,
+    extra: &str,
+    drain: &str,
+) -> BridgeProcess {
     let config = format!(
-        "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\ndrain = \"0s\"\nreload_on_change = false\n\
+        "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\ndrain = {drain:?}\nreload_on_change = false\n\
          {}{}{}\
          [sdk]\nlisten = \"127.0.0.1:0\"\nprincipal = \"sdk-apps\"\ntoken_env = {SDK_TOKEN_ENV:?}\n{sdk_extra}\n\
          {extra}\n[audit]\npath = {:?}\n{}",
@@ -424,5 +435,32 @@ async fn an_app_gone_mid_turn_ends_its_turn_and_resumes_its_session_later() {
         &model,
         "back again",
         json!({"resume": session, "prompt": "again"}),
+    );
+}
+
+/// SIGTERM's drain: an app connecting meanwhile is closed at once (so it,
+/// or a load balancer in front, goes to another bridge) and counted as
+/// refused "draining"; the app's SDK reports the failure.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_app_connecting_while_the_bridge_drains_is_refused() {
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let b = bridge_draining(&model, dir.path(), "", "", "30s");
+    converse(
+        node_app,
+        &b,
+        &model,
+        "before the drain",
+        json!({"prompt": "hi"}),
+    );
+    b.signal("TERM");
+    support::http::readyz_until(b.admin, support::DEADLINE, "said 503", |s, _| s == 503).await;
+    let seen = node_app(&scenario(&b, &model, json!({"prompt": "hi"})));
+    assert!(event(&seen, "error").is_some(), "{seen:?}");
+    assert!(event(&seen, "reply").is_none(), "{seen:?}");
+    let metrics = support::http::get(b.admin, "/metrics", &[]).unwrap().body;
+    assert!(
+        metrics.contains("ahp_bridge_connections_refused_total{reason=\"draining\"} 1"),
+        "{metrics}"
     );
 }

@@ -30,6 +30,7 @@ use crate::config::{ClientMcpServers, Config, OnViolation, SdkConfig};
 use crate::policy::PolicyReader;
 use crate::runtime::app_wire::AppSessionParams;
 use crate::runtime::process::Reach;
+use crate::telemetry::{metrics, Refusal};
 use crate::transform::router::Router;
 
 mod clients;
@@ -224,10 +225,14 @@ impl SdkGate {
     }
 }
 
-/// Listens on `[sdk] listen` until `stop`; returns the address bound.
+/// Listens on `[sdk] listen` until `stop`; once `draining` (SIGTERM's
+/// drain), a new connection is closed at once (an app, or a load balancer
+/// in front, then tries another bridge) while open ones go on. Returns the
+/// address bound.
 pub async fn listen(
     gate: Arc<SdkGate>,
     stop: CancellationToken,
+    draining: CancellationToken,
 ) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
     let listener = TcpListener::bind(gate.cfg.listen)
         .await
@@ -251,6 +256,11 @@ pub async fn listen(
                     Err(e) => { warn!("SDK accept failed: {e}"); continue }
                 },
             };
+            if draining.is_cancelled() {
+                metrics().connection_refused(Refusal::Draining);
+                debug!(%peer, "SDK connection refused: draining");
+                continue;
+            }
             let Ok(permit) = slots.clone().try_acquire_owned() else {
                 warn!(%peer, "SDK connection refused: [server] max_connections reached");
                 continue;
