@@ -161,7 +161,7 @@ async fn main() {
     let mut direct_leg = direct_legs.lock().unwrap().clone();
     let mut bridged_leg = bridged_legs.lock().unwrap().clone();
     if !lat.is_empty() && !direct_leg.is_empty() && !bridged_leg.is_empty() {
-        let own: Vec<Duration> = lat
+        let mut own: Vec<Duration> = lat
             .iter()
             .zip(&bridged_leg)
             .map(|(l, a)| l.saturating_sub(*a))
@@ -176,7 +176,6 @@ async fn main() {
             us(d99),
             us(b50.saturating_sub(d50))
         );
-        let mut own = own;
         println!(
             "the bridge's own part (its time less the app's leg behind it, {} callbacks): p50 {} p99 {}; the app's leg through the bridge p50 {}",
             own.len(),

@@ -323,12 +323,8 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
         .and_then(|b| b.sdk_gate(audit.as_ref().map(|a| a.log.clone())))
     {
         Some(gate) => {
-            let draining = stopping.clone();
-            Some(
-                crate::bridge::sdk::listen(gate, accepting.clone(), draining)
-                    .await?
-                    .0,
-            )
+            let listening = crate::bridge::sdk::listen(gate, accepting.clone(), stopping.clone());
+            Some(listening.await?.0)
         }
         None => None,
     };

@@ -119,13 +119,13 @@ pub fn house_style(p: &serde_json::Value) -> serde_json::Value {
     serde_json::json!({ "sections": out })
 }
 
-/// The official client over `transport`, initialized as "bench", answering
-/// transforms in house style, with the session `ahp-session:/bench` it
-/// opted in to `tone` and `guidelines` for.
 /// When a bench client's handler last ran: splits a round trip (one at a
 /// time) into its two legs, to the client and back from it.
 pub static HANDLED_AT: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
 
+/// The official client over `transport`, initialized as "bench", answering
+/// transforms in house style (noting when in [`HANDLED_AT`]), with the
+/// session `ahp-session:/bench` it opted in to `tone` and `guidelines` for.
 pub async fn bench_client(transport: ahp_ws::WebSocketTransport) -> ahp::Client {
     use serde_json::{json, Value};
     let c = ahp::Client::connect(transport, ahp::ClientConfig::default())

@@ -8,9 +8,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use ahp_copilot_bridge::runtime::codec::ContentLengthCodec;
+use bytes::BytesMut;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+use tokio_util::codec::Decoder;
 
 /// The app's legs measured so far.
 pub type Legs = Arc<Mutex<Vec<Duration>>>;
@@ -46,7 +49,9 @@ async fn pump(
     toward_app: bool,
 ) {
     let mut buf = vec![0u8; 64 * 1024];
-    let mut pending = Vec::new();
+    // The bridge's own framing: frames as the runtime and the apps send them.
+    let mut frames = ContentLengthCodec::new(usize::MAX);
+    let mut pending = BytesMut::new();
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => return,
@@ -57,7 +62,7 @@ async fn pump(
             return;
         }
         pending.extend_from_slice(&buf[..n]);
-        while let Some(frame) = take_frame(&mut pending) {
+        while let Ok(Some(frame)) = frames.decode(&mut pending) {
             let Ok(v) = serde_json::from_slice::<Value>(&frame) else {
                 continue;
             };
@@ -71,22 +76,4 @@ async fn pump(
             }
         }
     }
-}
-
-/// One `Content-Length` frame's body off the front of `b`, if whole.
-fn take_frame(b: &mut Vec<u8>) -> Option<Vec<u8>> {
-    let end = b.windows(4).position(|w| w == b"\r\n\r\n")?;
-    let head = std::str::from_utf8(&b[..end]).ok()?;
-    let len: usize = head
-        .lines()
-        .find_map(|l| l.strip_prefix("Content-Length:"))?
-        .trim()
-        .parse()
-        .ok()?;
-    if b.len() < end + 4 + len {
-        return None;
-    }
-    let body = b[end + 4..end + 4 + len].to_vec();
-    b.drain(..end + 4 + len);
-    Some(body)
 }

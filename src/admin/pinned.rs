@@ -9,11 +9,10 @@ use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
-use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
 
-use crate::ahp::net::tls::provider;
+use crate::ahp::net::tls::{certificates, provider, BadPair};
 
 /// Accepts a server whose certificate is one of the file's (a rotation may
 /// be in flight: the listener still serves the chain's old leaf for a few
@@ -69,34 +68,15 @@ impl ServerCertVerifier for Pinned {
     }
 }
 
-/// Why the probe cannot trust anything: the certificate file does not read.
-#[derive(Debug, thiserror::Error)]
-#[error("[admin.tls] cert {file}: {reason}")]
-pub struct BadCertFile {
-    file: String,
-    reason: String,
-}
-
 /// A client that trusts exactly the certificates in `cert_file`.
-pub fn client_config(cert_file: &Path) -> Result<ClientConfig, BadCertFile> {
-    let bad = |reason: String| BadCertFile {
-        file: cert_file.display().to_string(),
-        reason,
-    };
-    let certs = CertificateDer::pem_file_iter(cert_file)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| bad(e.to_string()))?;
-    if certs.is_empty() {
-        return Err(bad("no certificate in it".into()));
-    }
+pub fn client_config(cert_file: &Path) -> Result<ClientConfig, BadPair> {
     let provider = provider();
     let verifier = Pinned {
-        certs,
+        certs: certificates(cert_file)?,
         provider: provider.clone(),
     };
     Ok(ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| bad(e.to_string()))?
+        .with_safe_default_protocol_versions()?
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(verifier))
         .with_no_client_auth())

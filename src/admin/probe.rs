@@ -32,8 +32,8 @@ pub fn readyz(admin: SocketAddr, tls_cert: Option<&Path>) -> Result<(bool, Strin
     let answer = match tls_cert {
         None => ask(stream, &request).map_err(io)?,
         Some(cert) => {
-            let config =
-                super::pinned::client_config(cert).map_err(|e| Unreachable(e.to_string()))?;
+            let config = super::pinned::client_config(cert)
+                .map_err(|e| Unreachable(format!("[admin.tls] cert {e}")))?;
             // The name is not checked (the certificate is pinned); rustls
             // needs one to start, and the address is what was dialled.
             let name = ServerName::IpAddress(admin.ip().into());

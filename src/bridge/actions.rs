@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use ahp_types::actions::{
     ChatDeltaAction, ChatErrorAction, ChatReasoningAction, ChatResponsePartAction,
     ChatToolCallCompleteAction, ChatToolCallReadyAction, ChatToolCallStartAction,
-    ChatTurnCompleteAction, ChatUsageAction, StateAction,
+    ChatTurnCancelledAction, ChatTurnCompleteAction, ChatUsageAction, StateAction,
 };
 use ahp_types::common::StringOrMarkdown;
 use ahp_types::state::{
@@ -263,6 +263,19 @@ impl TurnMapper {
                 error,
                 resumable: None,
             },
+            meta: None,
+        })]
+    }
+
+    /// Ends the turn cancelled (once): its driver went away and the runtime
+    /// was told to abort it.
+    pub fn cancelled(&mut self, duration_ms: i64) -> Vec<StateAction> {
+        if std::mem::replace(&mut self.ended, true) {
+            return vec![];
+        }
+        vec![StateAction::ChatTurnCancelled(ChatTurnCancelledAction {
+            turn_id: self.turn_id.clone(),
+            duration: duration_ms,
             meta: None,
         })]
     }

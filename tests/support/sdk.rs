@@ -40,11 +40,15 @@ pub fn scenario(at: SocketAddr, token: Option<&str>, model: &ScriptedModel, more
 
 /// The Node app on `scenario`, run to its end: what it printed.
 pub fn node_app(scenario: &Value) -> Vec<Value> {
-    run_app(
-        Command::new("node")
-            .arg(root().join("tests/sdk/node_app.mjs"))
-            .arg(scenario.to_string()),
-    )
+    run_app(&mut node_command(scenario))
+}
+
+/// `node tests/sdk/node_app.mjs SCENARIO`, not started.
+fn node_command(scenario: &Value) -> Command {
+    let mut cmd = Command::new("node");
+    cmd.arg(root().join("tests/sdk/node_app.mjs"))
+        .arg(scenario.to_string());
+    cmd
 }
 
 /// The Python app on `scenario`, run to its end.
@@ -85,9 +89,7 @@ pub struct NodeApp {
 
 impl NodeApp {
     pub fn spawn(scenario: &Value) -> Self {
-        let mut child = Command::new("node")
-            .arg(root().join("tests/sdk/node_app.mjs"))
-            .arg(scenario.to_string())
+        let mut child = node_command(scenario)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()

@@ -43,15 +43,22 @@ pub fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+/// The certificates of a PEM file, in order (a chain, or a CA bundle); at
+/// least one.
+pub fn certificates(path: &Path) -> Result<Vec<CertificateDer<'static>>, BadPair> {
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(|e| file_err(path, e))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| file_err(path, e))?;
+    if certs.is_empty() {
+        return Err(file_err(path, "no CERTIFICATE in the file"));
+    }
+    Ok(certs)
+}
+
 /// Builds the server side of `cfg` from its files as they are now.
 pub fn server_config(cfg: &TlsConfig) -> Result<ServerConfig, BadPair> {
-    let chain = CertificateDer::pem_file_iter(&cfg.cert)
-        .map_err(|e| file_err(&cfg.cert, e))?
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| file_err(&cfg.cert, e))?;
-    if chain.is_empty() {
-        return Err(file_err(&cfg.cert, "no CERTIFICATE in the file"));
-    }
+    let chain = certificates(&cfg.cert)?;
     let key = PrivateKeyDer::from_pem_file(&cfg.key).map_err(|e| file_err(&cfg.key, e))?;
     let provider = provider();
     let builder = ServerConfig::builder_with_provider(provider.clone())
@@ -60,13 +67,8 @@ pub fn server_config(cfg: &TlsConfig) -> Result<ServerConfig, BadPair> {
         None => builder.with_no_client_auth(),
         Some(ca) => {
             let mut roots = RootCertStore::empty();
-            for c in CertificateDer::pem_file_iter(ca).map_err(|e| file_err(ca, e))? {
-                roots
-                    .add(c.map_err(|e| file_err(ca, e))?)
-                    .map_err(|e| file_err(ca, e))?;
-            }
-            if roots.is_empty() {
-                return Err(file_err(ca, "no CERTIFICATE in the file"));
+            for c in certificates(ca)? {
+                roots.add(c).map_err(|e| file_err(ca, e))?;
             }
             let v = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
             let v = match cfg.client_auth {

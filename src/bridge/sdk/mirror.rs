@@ -12,9 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-use ahp_types::actions::{
-    ChatTurnCancelledAction, ChatTurnStartedAction, SessionReadyAction, StateAction,
-};
+use ahp_types::actions::{ChatTurnStartedAction, SessionReadyAction, StateAction};
 use ahp_types::state::{Message, MessageKind, MessageOrigin};
 use serde_json::value::RawValue;
 use tracing::debug;
@@ -43,6 +41,13 @@ pub(super) struct Mirror {
 struct Turn {
     mapper: TurnMapper,
     started: Instant,
+}
+
+impl Turn {
+    /// How long it has run, as the chat's actions state durations.
+    fn elapsed_ms(&self) -> i64 {
+        i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX)
+    }
 }
 
 impl Mirror {
@@ -127,7 +132,7 @@ impl Mirror {
             let Some(turn) = turns.get_mut(&session_id) else {
                 return;
             };
-            let ms = i64::try_from(turn.started.elapsed().as_millis()).unwrap_or(i64::MAX);
+            let ms = turn.elapsed_ms();
             let actions = turn.mapper.map(&event, ms);
             if turn.mapper.ended {
                 turns.remove(&session_id);
@@ -148,16 +153,13 @@ impl Mirror {
             return;
         };
         for s in sessions {
-            let Some(turn) = self.lock().remove(s) else {
+            let Some(mut turn) = self.lock().remove(s) else {
                 continue;
             };
-            let duration = i64::try_from(turn.started.elapsed().as_millis()).unwrap_or(i64::MAX);
-            let cancelled = StateAction::ChatTurnCancelled(ChatTurnCancelledAction {
-                turn_id: turn.mapper.turn_id.clone(),
-                duration,
-                meta: None,
-            });
-            let _ = host.dispatch(&chat_uri_of(&uri_of(s)), cancelled);
+            let ms = turn.elapsed_ms();
+            for a in turn.mapper.cancelled(ms) {
+                let _ = host.dispatch(&chat_uri_of(&uri_of(s)), a);
+            }
         }
     }
 
