@@ -350,32 +350,49 @@ async fn a_fast_writer_that_reads_its_echoes_is_slowed_not_cut() {
 async fn a_reader_that_stops_is_still_cut() {
     let mut cfg = test_config();
     cfg.server.outbound_queue = 64;
-    // No rate limit in the way: refused actions would come back to the
-    // writer as 16 KB echoes, and the official client, which does not read
-    // while its own send waits, could then wedge against the host's
-    // back-pressure (the host stops reading a client whose queue is over
-    // half). What is under test is the reader that stops.
+    // No rate limit in the way: what is under test is the reader that stops.
     cfg.server.actions_per_second = 1_000_000;
     cfg.server.actions_burst = 1_000_000;
     let r = start_host(cfg).await;
-    let c = initialized(&r, "writer").await;
-    create_session(&c, "copilot:/stall", None).await;
+    let mut writer = raw_speaking(&r, "writer", &["1.0.0"]).await;
+    let created = writer
+        .call(
+            json!(1),
+            "createSession",
+            json!({"channel": "copilot:/stall", "provider": "copilot"}),
+        )
+        .await;
+    assert!(created.get("result").is_some(), "{created}");
     // Subscribed, then never reads again.
     let mut stalled = raw_speaking(&r, "stalled", &["1.0.0"]).await;
     stalled
         .call(json!(1), "subscribe", json!({"channel": "copilot:/stall"}))
         .await;
+    // The writer reads its own 16 KB echoes while it sends: the official
+    // client, which does not read while its send waits, could wedge
+    // against the host's back-pressure on it (the host stops reading a
+    // client whose queue is over half), and the test would hang.
+    let (mut sink, mut echoes) = writer.ws.split();
+    let reading = tokio::spawn(async move { while let Some(Ok(_)) = echoes.next().await {} });
     let pad = "s".repeat(16 * 1024);
-    for seq in 1..=2000 {
-        let title = json!({"type": "session/titleChanged", "title": format!("{seq}{pad}")});
-        dispatch_raw(&c, "copilot:/stall", seq, title).await;
-    }
+    let sent = tokio::time::timeout(Duration::from_secs(120), async {
+        for seq in 1..=2000 {
+            let title = json!({"type": "session/titleChanged", "title": format!("{seq}{pad}")});
+            let dispatch = json!({"jsonrpc": "2.0", "method": "dispatchAction",
+                "params": {"channel": "copilot:/stall", "clientSeq": seq, "action": title}});
+            sink.send(Message::text(dispatch.to_string()))
+                .await
+                .unwrap();
+        }
+    });
+    sent.await.expect("every action sent within the hang guard");
     eventually("the stalled reader is disconnected", || {
         !r.host.is_connected("stalled")
     })
     .await;
     // The writer, which reads, is untouched.
     assert!(r.host.is_connected("writer"));
+    reading.abort();
     // The stalled socket was closed by the host: reading it ends.
     let mut tcp = stalled.ws.into_inner();
     let mut sink = vec![0u8; 1 << 20];
