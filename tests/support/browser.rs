@@ -73,6 +73,10 @@ impl Browser {
             .args(extra)
             .arg(format!("--user-data-dir={}", profile.path().display()))
             .arg("about:blank")
+            // Chromium puts its singleton socket in a folder of its own under
+            // TMPDIR and, killed, never removes it: inside the profile it
+            // goes with the profile.
+            .env("TMPDIR", profile.path())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
