@@ -229,14 +229,7 @@ async fn reconnect_names_every_channel_it_cannot_resume() {
 async fn a_1_1_client_reconnects_channel_by_channel() {
     let r = start_host(test_config()).await;
     let mut first = raw_speaking(&r, "v11", &["1.1.0"]).await;
-    let created = first
-        .call(
-            json!(1),
-            "createSession",
-            json!({"channel": "copilot:/c1", "provider": "copilot"}),
-        )
-        .await;
-    assert!(created.get("result").is_some(), "{created}");
+    first.create_session(json!(1), "copilot:/c1").await;
     let seen = first
         .call(json!(2), "subscribe", json!({"channel": "copilot:/c1"}))
         .await;
@@ -355,14 +348,7 @@ async fn a_reader_that_stops_is_still_cut() {
     cfg.server.actions_burst = 1_000_000;
     let r = start_host(cfg).await;
     let mut writer = raw_speaking(&r, "writer", &["1.0.0"]).await;
-    let created = writer
-        .call(
-            json!(1),
-            "createSession",
-            json!({"channel": "copilot:/stall", "provider": "copilot"}),
-        )
-        .await;
-    assert!(created.get("result").is_some(), "{created}");
+    writer.create_session(json!(1), "copilot:/stall").await;
     // Subscribed, then never reads again.
     let mut stalled = raw_speaking(&r, "stalled", &["1.0.0"]).await;
     stalled

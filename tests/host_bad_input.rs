@@ -218,14 +218,7 @@ async fn client_that_stops_reading_is_disconnected() {
 async fn a_malformed_action_is_echoed_with_the_field_it_lacks() {
     let r = start_host(test_config()).await;
     let mut raw = raw_initialized(&format!("ws://{}", r.addr)).await;
-    let created = raw
-        .call(
-            json!(1),
-            "createSession",
-            json!({"channel": "ahp-session:/m", "provider": "copilot"}),
-        )
-        .await;
-    assert!(created.get("result").is_some(), "{created}");
+    raw.create_session(json!(1), "ahp-session:/m").await;
     let chat = chat_of("ahp-session:/m");
     let cases = [
         (

@@ -352,15 +352,20 @@ async fn the_admin_listener_serves_https() {
     );
 }
 
-/// `ahp-copilot-bridge health ARGS`: what it printed (both streams).
+/// `ahp-copilot-bridge health ARGS`: what it printed (both streams), off
+/// the runtime's threads (the bridge it asks runs on them).
 async fn health(args: &[&str]) -> String {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_ahp-copilot-bridge"));
-    let out = tokio::time::timeout(DEADLINE, cmd.arg("health").args(args).output())
+    let args: Vec<String> = ["health"]
+        .iter()
+        .chain(args)
+        .map(|a| a.to_string())
+        .collect();
+    let run = tokio::task::spawn_blocking(move || support::process::run_bin(args));
+    let (_, out) = tokio::time::timeout(DEADLINE, run)
         .await
         .expect("health answers within its own deadline")
         .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
-    text.into_owned()
+    out
 }
 
 /// The TLS handshake counts inside `[server] handshake_timeout`: a socket

@@ -79,6 +79,13 @@ impl Raw {
         self.send_text(msg.to_string()).await;
         self.answer(id).await
     }
+    /// `createSession` of `channel` with the Copilot provider, as request
+    /// `id`; it must succeed.
+    pub async fn create_session(&mut self, id: Value, channel: &str) {
+        let params = json!({"channel": channel, "provider": "copilot"});
+        let created = self.call(id, "createSession", params).await;
+        assert!(created.get("result").is_some(), "{created}");
+    }
     pub async fn ping_ok(&mut self) -> bool {
         let a = self
             .call(
