@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, CryptoProvider};
+use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, WebPkiSupportedAlgorithms};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
 
@@ -20,7 +20,8 @@ use crate::ahp::net::tls::{certificates, provider, BadPair};
 #[derive(Debug)]
 struct Pinned {
     certs: Vec<CertificateDer<'static>>,
-    provider: Arc<CryptoProvider>,
+    /// The provider's, for the handshake's signature.
+    algs: WebPkiSupportedAlgorithms,
 }
 
 impl ServerCertVerifier for Pinned {
@@ -47,8 +48,7 @@ impl ServerCertVerifier for Pinned {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algs = &self.provider.signature_verification_algorithms;
-        verify_tls12_signature(message, cert, dss, algs)
+        verify_tls12_signature(message, cert, dss, &self.algs)
     }
 
     fn verify_tls13_signature(
@@ -57,14 +57,11 @@ impl ServerCertVerifier for Pinned {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algs = &self.provider.signature_verification_algorithms;
-        verify_tls13_signature(message, cert, dss, algs)
+        verify_tls13_signature(message, cert, dss, &self.algs)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.provider
-            .signature_verification_algorithms
-            .supported_schemes()
+        self.algs.supported_schemes()
     }
 }
 
@@ -73,7 +70,7 @@ pub fn client_config(cert_file: &Path) -> Result<ClientConfig, BadPair> {
     let provider = provider();
     let verifier = Pinned {
         certs: certificates(cert_file)?,
-        provider: provider.clone(),
+        algs: provider.signature_verification_algorithms,
     };
     Ok(ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()?
