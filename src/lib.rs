@@ -18,6 +18,7 @@ pub mod customize;
 pub mod demo;
 pub mod jsonrpc;
 pub mod policy;
+pub mod policy_cli;
 pub mod reload;
 pub mod run;
 pub mod runtime;

@@ -63,6 +63,34 @@ enum Command {
         #[command(subcommand)]
         command: ConfigCommand,
     },
+    /// The operator's Rego policy ([policy.rego]) from the command line.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Run every test_* rule of the modules: PASS or FAIL per test; exit 0
+    /// only when all pass.
+    Test {
+        /// .rego files or folders of them (and .json data files).
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+    },
+    /// Decide one input document at one point with the [policy.rego] of a
+    /// config; prints {"deny": [...], "warn": [...]}.
+    Eval {
+        #[arg(long)]
+        config: PathBuf,
+        /// opt_in, session, transform, permission or customization.
+        #[arg(long)]
+        point: String,
+        /// The input document (JSON), as docs/policy.md shows each point's.
+        #[arg(long)]
+        input: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -110,12 +138,16 @@ enum AuditCommand {
         /// Only the records of this bridge of a fleet (`[server] instance`).
         #[arg(long)]
         instance: Option<String>,
+        /// Only Rego decisions with this outcome: denied, would_deny, warned or error.
+        #[arg(long, value_parser = ["denied", "would_deny", "warned", "error"])]
+        outcome: Option<String>,
     },
 }
 
 #[derive(Subcommand)]
 enum ConfigCommand {
-    /// Validate a config file and print its effective policy, one row per section.
+    /// Validate a config file (and compile its [policy.rego] modules) and
+    /// print its effective policy, one row per section.
     Check { file: PathBuf },
 }
 
@@ -160,7 +192,10 @@ fn init_telemetry(cfg: &Config) -> anyhow::Result<Option<Traces>> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if matches!(cli.command, Command::Config { .. } | Command::Audit { .. }) {
+    if matches!(
+        cli.command,
+        Command::Config { .. } | Command::Audit { .. } | Command::Policy { .. }
+    ) {
         quiet_on_closed_pipe();
     }
     let result = match cli.command {
@@ -170,9 +205,35 @@ fn main() -> ExitCode {
             let policy = Policy::from_config(&cfg)?;
             println!("{}: ok", file.display());
             println!("policy sha256 {}", policy.policy_sha256());
+            if let Some(r) = policy.rego() {
+                let points: Vec<&str> = r.points().map(|p| p.as_str()).collect();
+                println!(
+                    "rego revision {} ({}; {} modules; points: {})",
+                    r.revision(),
+                    r.enforcement().as_str(),
+                    r.modules().len(),
+                    points.join(", ")
+                );
+            }
             print!("{}", cfg.policy_table());
             Ok(())
         }),
+        Command::Policy { command } => {
+            let out = &mut std::io::stdout().lock();
+            let ran = match command {
+                PolicyCommand::Test { paths } => ahp_copilot_bridge::policy_cli::test(&paths, out),
+                PolicyCommand::Eval {
+                    config,
+                    point,
+                    input,
+                } => ahp_copilot_bridge::policy_cli::eval(&config, &point, &input, out),
+            };
+            match ran {
+                Ok(true) => return ExitCode::SUCCESS,
+                Ok(false) => return ExitCode::from(1),
+                Err(e) => Err(e),
+            }
+        }
         Command::Health { admin, config } => return health(admin, config.as_ref()),
         Command::Audit { command } => match audit(command) {
             Ok(code) => return code,
@@ -330,6 +391,7 @@ fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
             client,
             since,
             instance,
+            outcome,
         } => {
             let files = rotation::series(&paths)?.files;
             let filter = show::Filter {
@@ -337,6 +399,7 @@ fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
                 client,
                 since,
                 instance,
+                outcome,
             };
             show::show(&files, &filter, &mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)

@@ -130,6 +130,8 @@ pub struct ActiveClientView {
     pub principal: Option<String>,
     /// Whether its principal has the `customize` role.
     pub may_customize: bool,
+    /// Who it is to the operator's Rego policy (principal, roles, claims).
+    pub subject: crate::policy::rego::Subject,
 }
 
 /// A plugin a client publishes, as the host reads it: where, and the

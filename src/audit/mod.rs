@@ -2,10 +2,11 @@
 //! ([`record`]), the hash-chained writer ([`log`], [`writer`], [`scan`],
 //! [`rotation`]), signed checkpoints ([`checkpoint`]), `audit verify`
 //! ([`verify`], [`against`]), shipping to syslog ([`syslog`]) and `audit show`
-//! ([`show`], [`diff`]).
+//! ([`show`], [`diff`]); the operator's Rego decisions ([`decision`]).
 pub mod against;
 pub mod checkpoint;
 pub mod customization;
+pub mod decision;
 pub mod diff;
 pub mod log;
 pub mod record;

@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::decision::DecisionEntry;
 use super::sha256_hex;
 use crate::policy::rules::BrokenRule;
 use crate::policy::Policy;
@@ -24,6 +25,7 @@ pub enum Kind {
     Recovered,
     Rotation,
     SdkSession,
+    Decision,
 }
 
 impl Kind {
@@ -36,6 +38,7 @@ impl Kind {
             Self::Recovered => "recovered",
             Self::Rotation => "rotation",
             Self::SdkSession => "sdk_session",
+            Self::Decision => "decision",
         }
     }
 
@@ -277,6 +280,10 @@ pub struct SectionRecord {
     pub content_before: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub content_after: Option<String>,
+    /// The operator's Rego decision on this section's rewrite, when it
+    /// denied, would have denied, warned or erred.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rego_decision: Option<DecisionEntry>,
 }
 
 impl SectionRecord {
@@ -299,6 +306,7 @@ impl SectionRecord {
             len_after: after.len(),
             content_before: include_content.then(|| before.to_owned()),
             content_after: include_content.then(|| after.to_owned()),
+            rego_decision: None,
         }
     }
 }

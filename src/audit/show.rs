@@ -11,6 +11,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::customization::CustomizationRecord;
+use super::decision::DecisionRecord;
 use super::diff::unified;
 use super::record::{CheckpointRecord, Kind, PolicyRecord, RecoveredRecord, RotationRecord};
 
@@ -23,6 +24,10 @@ pub struct Filter {
     pub since: Option<jiff::Timestamp>,
     /// Only the records of this bridge of a fleet (`[server] instance`).
     pub instance: Option<String>,
+    /// Only Rego decisions with this outcome (`denied`, `would_deny`,
+    /// `warned`, `error`): `decision` records, and transform records with a
+    /// section so decided.
+    pub outcome: Option<String>,
 }
 
 /// A `transform` record as read back (fields an older log lacks default).
@@ -55,6 +60,13 @@ struct Section {
     content_before: Option<String>,
     #[serde(default)]
     content_after: Option<String>,
+    #[serde(default)]
+    rego_decision: Option<RegoDecision>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RegoDecision {
+    outcome: String,
 }
 
 /// `--since`: an RFC 3339 time, or a duration ago ("2h").
@@ -152,9 +164,17 @@ impl Table<'_> {
             return self.transform(v, time, &seq);
         }
         if kind == Some(Kind::Customization) {
+            if self.filter.outcome.is_some() {
+                return Ok(());
+            }
             return self.customization(v, time, &seq);
         }
-        let scoped = self.filter.session.is_some() || self.filter.client.is_some();
+        if kind == Some(Kind::Decision) {
+            return self.decision(v, time, &seq);
+        }
+        let scoped = self.filter.session.is_some()
+            || self.filter.client.is_some()
+            || self.filter.outcome.is_some();
         if scoped {
             return Ok(());
         }
@@ -209,8 +229,39 @@ impl Table<'_> {
                 let r: SdkSessionRecord = serde_json::from_value(v.clone()).map_err(parse)?;
                 r.summary()
             }
-            Some(Kind::Transform) | None => format!("unknown kind {}", v["kind"]),
+            Some(Kind::Transform | Kind::Decision) | None => {
+                format!("unknown kind {}", v["kind"])
+            }
         })
+    }
+
+    /// A Rego decision's row, if the filter lets it through.
+    fn decision(&mut self, v: &Value, time: &str, seq: &str) -> anyhow::Result<()> {
+        let d: DecisionRecord =
+            serde_json::from_value(v.clone()).map_err(|e| anyhow::anyhow!("record {seq}: {e}"))?;
+        let f = self.filter;
+        let other_session = f.session.as_deref().is_some_and(|s| {
+            d.session
+                .as_deref()
+                .is_none_or(|have| !session_matches(s, have))
+        });
+        let other_client = f
+            .client
+            .as_ref()
+            .is_some_and(|w| d.client.as_ref() != Some(w));
+        let other_outcome = f.outcome.as_ref().is_some_and(|o| &d.decision.outcome != o);
+        if other_session || other_client || other_outcome {
+            return Ok(());
+        }
+        let session = d.session.as_deref().map_or("-".into(), clean);
+        let client = d.client.as_deref().map_or("-".into(), clean);
+        writeln!(
+            self.out,
+            "{time:<27} {seq:>6}  {:<10} {session:<24} {client:<20} {}",
+            "decision",
+            clean(&d.summary())
+        )?;
+        Ok(())
     }
 
     /// A customization row, if the filter lets it through.
@@ -257,6 +308,13 @@ impl Table<'_> {
         {
             return Ok(());
         }
+        if f.outcome.as_ref().is_some_and(|o| {
+            !t.sections
+                .iter()
+                .any(|s| s.rego_decision.as_ref().is_some_and(|r| &r.outcome == o))
+        }) {
+            return Ok(());
+        }
         let clients = t
             .owners
             .iter()
@@ -266,9 +324,15 @@ impl Table<'_> {
         let details = t
             .sections
             .iter()
-            .map(|s| match &s.owner {
-                Some(o) => format!("{}={} ({})", s.id, s.decision, clean(o)),
-                None => format!("{}={}", s.id, s.decision),
+            .map(|s| {
+                let rego = s
+                    .rego_decision
+                    .as_ref()
+                    .map_or(String::new(), |r| format!(" [rego:{}]", r.outcome));
+                match &s.owner {
+                    Some(o) => format!("{}={}{rego} ({})", s.id, s.decision, clean(o)),
+                    None => format!("{}={}{rego}", s.id, s.decision),
+                }
             })
             .collect::<Vec<_>>()
             .join(" ");

@@ -30,6 +30,7 @@ impl From<&ActiveClientView> for OptIn {
             principal: c.principal.clone(),
             sections: c.opt_in.clone(),
             allowed: c.transform_sections.clone(),
+            subject: c.subject.clone(),
         }
     }
 }
@@ -177,6 +178,7 @@ mod tests {
             plugins: vec![],
             principal: None,
             may_customize: false,
+            subject: crate::policy::rego::Subject::nobody(),
         }
     }
 

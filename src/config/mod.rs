@@ -16,6 +16,7 @@ mod policy;
 mod policy_rules;
 mod pool;
 mod principals;
+mod rego;
 mod runtime;
 mod sdk;
 mod server;
@@ -36,6 +37,10 @@ pub use policy_rules::{
 };
 pub use pool::{RuntimeAddresses, MAX_PROCESSES};
 pub use principals::{CertIdentity, PrincipalConfig, Role, Visibility, TOKEN_PRINCIPAL};
+pub use rego::{
+    expand, Enforcement, RegoConfig, RegoSources, MAX_REGO_FILES, MAX_REGO_FILE_BYTES,
+    MAX_REGO_TOTAL_BYTES,
+};
 pub use runtime::{ProviderConfig, RuntimeConfig};
 pub use sdk::{OnViolation, SdkConfig};
 pub use server::ServerConfig;
@@ -95,6 +100,7 @@ impl Config {
         let text = std::fs::read_to_string(path)
             .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
         let mut cfg = Self::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        cfg.resolve_paths(path.parent().unwrap_or(Path::new(".")));
         cfg.apply_env();
         cfg.validate()?;
         Ok(cfg)
@@ -103,6 +109,14 @@ impl Config {
     /// Parses TOML; an error is one line naming the key and the position.
     pub fn parse(text: &str) -> Result<Self, SyntaxError> {
         toml::from_str(text).map_err(|e| SyntaxError(e.to_string().trim().replace('\n', " ")))
+    }
+
+    /// The paths a file names relative to its own folder (`[policy.rego]`'s
+    /// modules and data), made relative to `base` instead of the cwd.
+    pub fn resolve_paths(&mut self, base: &Path) {
+        if let Some(r) = &mut self.policy.rego {
+            r.resolve(base);
+        }
     }
 
     pub fn apply_env(&mut self) {

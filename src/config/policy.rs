@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{bad, duration, ConfigError, CustomizationPolicy, SectionRuleConfig};
+use super::{bad, duration, ConfigError, CustomizationPolicy, RegoConfig, SectionRuleConfig};
 use crate::sections::is_catalogued;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -27,6 +27,8 @@ pub struct PolicyConfig {
     pub sections: BTreeMap<String, SectionRuleConfig>,
     /// What clients may publish as customizations.
     pub customizations: CustomizationPolicy,
+    /// `[policy.rego]`: the operator's Rego modules, beside the rules above.
+    pub rego: Option<RegoConfig>,
 }
 
 impl Default for PolicyConfig {
@@ -39,6 +41,7 @@ impl Default for PolicyConfig {
             overrides: BTreeMap::new(),
             sections: BTreeMap::new(),
             customizations: CustomizationPolicy::default(),
+            rego: None,
         }
     }
 }
@@ -87,6 +90,9 @@ impl PolicyConfig {
         }
         for (id, o) in &self.overrides {
             o.validate(id)?;
+        }
+        if let Some(r) = &self.rego {
+            r.validate(self.transform_timeout)?;
         }
         Ok(())
     }

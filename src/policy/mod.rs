@@ -9,18 +9,21 @@
 //! the policy it started with. At the bottom of the crate: pure, no I/O.
 
 pub mod redact;
+pub mod rego;
 pub mod rules;
 mod source;
 
 pub use source::{PolicyReader, PolicySource};
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
 use sha2::{Digest, Sha256};
 
+use self::rego::Rego;
 use self::rules::{SectionRules, NO_RULES};
 use crate::config::{Access, Config, ConfigError, OverrideConfig, PolicyConfig};
 use crate::sections::{is_catalogued, SECTION_CATALOGUE};
@@ -41,12 +44,15 @@ pub struct Policy {
     timeout: Duration,
     max_sections: usize,
     max_response_bytes: usize,
+    /// The operator's Rego modules (`[policy.rego]`), compiled.
+    rego: Option<Arc<Rego>>,
     document: Value,
     sha256: String,
 }
 
 impl Policy {
-    /// The policy of a validated config.
+    /// The policy of a validated config, with the `[policy.rego]` files it
+    /// names read and compiled (the one read of them per load).
     pub fn from_config(cfg: &Config) -> Result<Self, ConfigError> {
         Self::build(&cfg.policy, cfg.transform_principals())
     }
@@ -58,7 +64,21 @@ impl Policy {
         p: &PolicyConfig,
         principals: BTreeMap<String, Option<Vec<String>>>,
     ) -> Result<Self, ConfigError> {
+        let rego = match &p.rego {
+            None => None,
+            Some(r) => {
+                let sources = r.read()?;
+                let compiled = Rego::compile(&sources, r.enforcement, r.timeout).map_err(|e| {
+                    crate::config::ConfigError {
+                        key: "policy.rego.modules".into(),
+                        reason: e.0,
+                    }
+                })?;
+                Some(Arc::new(compiled))
+            }
+        };
         let mut out = Self {
+            rego,
             overrides: p.overrides.clone(),
             timeout: p.transform_timeout,
             max_sections: p.max_sections,
@@ -101,6 +121,16 @@ impl Policy {
             "sections": sections,
             "transformPrincipals": principals,
         });
+        // Only with [policy.rego]: a policy without one hashes as before.
+        if let Some(r) = &out.rego {
+            out.document["rego"] = json!({
+                "revision": r.revision(),
+                "enforcement": r.enforcement().as_str(),
+                "timeoutMs": r.timeout().as_millis() as u64,
+                "modules": r.modules(),
+                "points": r.points().map(|p| p.as_str()).collect::<Vec<_>>(),
+            });
+        }
         // serde_json's Map is sorted (no preserve_order): canonical, as the audit hashes records.
         out.sha256 = hex::encode(Sha256::digest(out.document.to_string().as_bytes()));
         Ok(out)
@@ -116,6 +146,11 @@ impl Policy {
     /// (sorted keys, no whitespace): what every transform record names.
     pub fn policy_sha256(&self) -> String {
         self.sha256.clone()
+    }
+
+    /// The operator's Rego policy, when `[policy.rego]` names one.
+    pub fn rego(&self) -> Option<&Rego> {
+        self.rego.as_deref()
     }
 
     /// Whether the operator hid `id`.
@@ -186,6 +221,8 @@ pub struct OptIn {
     pub principal: Option<String>,
     pub sections: Vec<String>,
     pub allowed: Option<BTreeSet<String>>,
+    /// Who it is, as the operator's Rego policy sees it (`ahp.transform`).
+    pub subject: rego::Subject,
 }
 
 /// Section -> owner: for each section, the FIRST client in active-client order
@@ -224,6 +261,7 @@ mod tests {
             principal: None,
             sections: ids(sections),
             allowed: None,
+            subject: rego::Subject::nobody(),
         }
     }
     fn ids(v: &[&str]) -> Vec<String> {

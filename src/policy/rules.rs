@@ -59,6 +59,8 @@ pub enum BrokenRule {
     MustKeep(usize),
     /// `deny[i]` matches the added text.
     Deny(usize),
+    /// The operator's Rego policy (`ahp.transform`) denied it, or erred.
+    Rego,
 }
 
 /// The rule's name as the config spells it.
@@ -73,6 +75,7 @@ impl std::fmt::Display for BrokenRule {
             Self::MaxShrink => f.write_str("max_shrink_bytes"),
             Self::MustKeep(i) => write!(f, "must_keep[{i}]"),
             Self::Deny(i) => write!(f, "deny[{i}]"),
+            Self::Rego => f.write_str("rego"),
         }
     }
 }

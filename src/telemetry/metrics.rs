@@ -114,6 +114,7 @@ pub struct Metrics {
     transform_sections: Family<Two, Counter>,
     transform_client: Histogram,
     policy_refusals: Family<OwnedTwo, Counter>,
+    policy_decisions: Family<Two, Counter>,
     audit_records: Family<One, Counter>,
     audit_write_failures: Counter,
     audit_shipping_gap: Counter,
@@ -179,6 +180,7 @@ impl Metrics {
             transform_sections: Family::default(),
             transform_client: client_buckets(),
             policy_refusals: Family::default(),
+            policy_decisions: Family::default(),
             audit_records: Family::default(),
             audit_write_failures: Counter::default(),
             audit_shipping_gap: Counter::default(),
@@ -253,6 +255,11 @@ impl Metrics {
             "policy_refusals",
             "Rewrites refused by the policy, by section and rule",
             self.policy_refusals.clone(),
+        );
+        r.register(
+            "policy_decisions",
+            "Decisions of the operator's Rego policy, by point and outcome",
+            self.policy_decisions.clone(),
         );
         r.register(
             "audit_records",
@@ -344,6 +351,8 @@ impl Metrics {
             "checkpoint",
             "recovered",
             "rotation",
+            "sdk_session",
+            "decision",
         ] {
             let _ = self.audit_records.get_or_create(&[("kind", k)]);
         }
@@ -446,6 +455,14 @@ impl Metrics {
         let section = catalogued(section).to_owned();
         self.policy_refusals
             .get_or_create(&[("section", section), ("rule", rule)])
+            .inc();
+    }
+
+    /// One decision of the operator's Rego policy: `point` and `outcome`
+    /// are fixed words (the five points, the five outcomes).
+    pub fn policy_decision(&self, point: &'static str, outcome: &'static str) {
+        self.policy_decisions
+            .get_or_create(&[("point", point), ("outcome", outcome)])
             .inc();
     }
 

@@ -23,11 +23,13 @@ use tracing::{debug, info, warn, Span};
 use super::counted;
 use super::plan::{self, Oversize};
 use super::{AskError, AuditPort, ClientAnswer, Sections, TransformClients};
+use crate::audit::decision::DecisionEntry;
 use crate::audit::record::{
     now_rfc3339, OwnerOutcome, OwnerRecord, SectionDecision, SectionRecord, TransformRecord,
 };
 use crate::config::{AuditConfig, OnFailure};
 use crate::policy::redact::{self, RestoreError};
+use crate::policy::rego::{Body, Decision, Input, Subject};
 use crate::policy::rules::BrokenRule;
 use crate::policy::{owners, Policy, PolicyReader};
 
@@ -63,7 +65,17 @@ struct Judged {
     replaced: Sections,
     /// Sections whose rewrite broke a rule, and the rule.
     refused: BTreeMap<String, BrokenRule>,
+    /// The Rego decisions worth a record (deny, would deny, warn, error).
+    rego: BTreeMap<String, Decision>,
     ignored: Vec<String>,
+}
+
+/// Who the operator's Rego policy sees rewriting, where, and by when it
+/// must have decided (the request's one deadline).
+struct RegoAsk<'a> {
+    subject: Option<&'a Subject>,
+    session: &'a str,
+    deadline: tokio::time::Instant,
 }
 
 /// What one owner is sent: each section as it is shown (redacted), and what
@@ -129,13 +141,19 @@ impl Router {
             let opt_in = opt_ins.iter().find(|o| &o.client_id == owner);
             let allowed = opt_in.and_then(|o| o.allowed.as_ref());
             let principal = opt_in.and_then(|o| o.principal.clone());
+            let subject = opt_in.map(|o| &o.subject);
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let call = clients.ask(owner, ahp_session, &ask.shown, left);
             let policy = &*policy;
             let span = ask_span(parent, owner, ids);
             async move {
                 let answer = call.await;
-                let mut judged = judge(policy, owner, allowed, ids, original, &ask, answer);
+                let rego = RegoAsk {
+                    subject,
+                    session: ahp_session,
+                    deadline,
+                };
+                let mut judged = judge(policy, owner, allowed, ids, original, &ask, answer, &rego);
                 judged.principal = principal;
                 let failed = !judged.outcome.answered();
                 span.record("ahp.transform.outcome", judged.outcome.as_str());
@@ -224,8 +242,15 @@ impl Record<'_> {
                 let after = &merged[id];
                 let owner = self.owner_of(id);
                 let decision = self.decision(id, owner.map(|j| j.outcome), before != after);
+                let rego = owner.and_then(|j| {
+                    let d = j.rego.get(id)?;
+                    Some(DecisionEntry::of(d, j.principal.as_deref()))
+                });
                 let owner = owner.map(|j| j.client_id.as_str());
-                SectionRecord::new(id, decision, owner, before, after, self.include_content)
+                let mut s =
+                    SectionRecord::new(id, decision, owner, before, after, self.include_content);
+                s.rego_decision = rego;
+                s
             })
             .collect();
         TransformRecord {
@@ -282,6 +307,10 @@ fn log_outcomes(ahp_session: &str, plan: &plan::Plan, judged: &[Judged]) {
             info!(session = %ahp_session, client = %Escaped(&j.client_id), section = %id, rule = %rule,
                 "rewrite refused by policy; the original text is kept");
         }
+        for (id, d) in &j.rego {
+            info!(session = %ahp_session, client = %Escaped(&j.client_id), section = %id,
+                outcome = d.outcome.as_str(), messages = %Escaped(&d.reason()), "rego decision on a rewrite");
+        }
     }
 }
 
@@ -305,6 +334,7 @@ fn redacted(policy: &Policy, ids: &BTreeSet<String>, original: &Sections) -> Ask
 
 /// What one owner's answer is worth: the answer as a whole first (missing,
 /// malformed, oversize), then each section restored and checked by its rules.
+#[allow(clippy::too_many_arguments)] // one request's parts, each read once
 fn judge(
     policy: &Policy,
     owner: &str,
@@ -313,6 +343,7 @@ fn judge(
     original: &Sections,
     ask: &Ask,
     answer: Result<ClientAnswer, AskError>,
+    rego: &RegoAsk<'_>,
 ) -> Judged {
     let mut j = Judged {
         client_id: owner.to_owned(),
@@ -320,6 +351,7 @@ fn judge(
         outcome: OwnerOutcome::Disconnected,
         replaced: BTreeMap::new(),
         refused: BTreeMap::new(),
+        rego: BTreeMap::new(),
         ignored: vec![],
     };
     j.outcome = match answer {
@@ -338,25 +370,36 @@ fn judge(
             Err(Oversize) => OwnerOutcome::Oversize,
             Ok(accepted) => {
                 j.ignored = accepted.ignored;
-                apply_rules(policy, allowed, original, ask, accepted.replaced, &mut j)
+                apply_rules(
+                    policy,
+                    allowed,
+                    original,
+                    ask,
+                    accepted.replaced,
+                    rego,
+                    &mut j,
+                )
             }
         },
     };
     if !j.outcome.answered() {
         j.replaced.clear();
         j.refused.clear();
+        j.rego.clear();
     }
     j
 }
 
 /// Restores and checks each answered section; fills `j.replaced` with what
-/// passes and `j.refused` with what breaks a rule.
+/// passes and `j.refused` with what breaks a rule. The built-in rules
+/// first; a rewrite that passes them goes to the operator's Rego policy.
 fn apply_rules(
     policy: &Policy,
     allowed: Option<&BTreeSet<String>>,
     original: &Sections,
     ask: &Ask,
     answered: Sections,
+    rego: &RegoAsk<'_>,
     j: &mut Judged,
 ) -> OwnerOutcome {
     let none = Vec::new();
@@ -372,9 +415,14 @@ fn apply_rules(
             .rules(&id)
             .check(&id, allowed, &original[&id], &restored)
         {
-            Ok(()) => {
-                j.replaced.insert(id, restored);
-            }
+            Ok(()) => match rego_refuses(policy, rego, j, &id, &original[&id], &restored) {
+                true => {
+                    j.refused.insert(id, BrokenRule::Rego);
+                }
+                false => {
+                    j.replaced.insert(id, restored);
+                }
+            },
             Err(broken) => {
                 j.refused.insert(id, broken);
             }
@@ -387,6 +435,42 @@ fn apply_rules(
     } else {
         OwnerOutcome::Unchanged
     }
+}
+
+/// Asks `ahp.transform` about one changed section (within what is left of
+/// the request's deadline); keeps a decision worth recording in `j.rego`.
+/// Whether it refuses the rewrite.
+fn rego_refuses(
+    policy: &Policy,
+    rego: &RegoAsk<'_>,
+    j: &mut Judged,
+    id: &str,
+    before: &str,
+    after: &str,
+) -> bool {
+    let Some(r) = policy.rego() else {
+        return false;
+    };
+    if before == after {
+        return false;
+    }
+    let nobody = Subject::nobody();
+    let body = Body::Transform {
+        section: id,
+        before,
+        after,
+        owner: &j.client_id,
+    };
+    let input = Input::new(rego.subject.unwrap_or(&nobody), Some(rego.session), body);
+    let left = rego
+        .deadline
+        .saturating_duration_since(tokio::time::Instant::now());
+    let d = r.decide(&input, left);
+    let refuses = d.refuses();
+    if d.recorded() {
+        j.rego.insert(id.to_owned(), d);
+    }
+    refuses
 }
 
 #[cfg(test)]

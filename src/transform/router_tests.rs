@@ -13,6 +13,7 @@ use crate::audit::log::AuditLog;
 use crate::audit::verify::verify_text;
 use crate::config::Config;
 use crate::jsonrpc::{classify, CallError, Incoming, Peer, RpcError};
+use crate::policy::rego::{ClientKind, Subject};
 use crate::policy::{OptIn, PolicySource};
 use crate::transform::AskFuture;
 
@@ -75,6 +76,13 @@ impl ScriptedClients {
                 principal: Some(format!("p-{client_id}")),
                 sections: sections.iter().map(|s| s.to_string()).collect(),
                 allowed: None,
+                subject: Subject::new(
+                    Some(format!("p-{client_id}")),
+                    vec!["transform".into()],
+                    None,
+                    Some(client_id.into()),
+                    ClientKind::Ahp,
+                ),
             },
             peer: peer.clone(),
             asked,

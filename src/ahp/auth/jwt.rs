@@ -283,7 +283,8 @@ impl Entry {
         let name = format!("{}:{who}", self.cfg.name);
         tracing::debug!(issuer = %self.cfg.name, principal = %name, "a JWT names a principal");
         Ok(Verified {
-            principal: Principal::new(&name, &roles, None, self.visibility),
+            principal: Principal::new(&name, &roles, None, self.visibility)
+                .with_claims(claims.clone()),
             issuer: self.cfg.name.clone(),
             fingerprint: self.fingerprint,
             expires_at,

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::jwt::{IssuerStanding, Issuers, JwtRefused};
 use crate::config::{CertIdentity, Config, Role, Visibility, TOKEN_PRINCIPAL};
+use crate::policy::rego::{ClientKind, Subject};
 
 /// A principal may not do something; says which role it lacks and for what.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -23,6 +24,9 @@ pub struct Principal {
     sections: Option<BTreeSet<String>>,
     /// Sees every session, not only its own.
     sees_all: bool,
+    /// A JWT principal's verified claims, for the operator's Rego policy
+    /// (`input.claims`); `None` for every other credential.
+    claims: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
 }
 
 impl Principal {
@@ -33,6 +37,7 @@ impl Principal {
             roles: Role::ALL.into_iter().collect(),
             sections: None,
             sees_all: true,
+            claims: None,
         }
     }
 
@@ -48,7 +53,28 @@ impl Principal {
             sees_all: visibility == Visibility::All || roles.contains(&Role::Admin),
             roles,
             sections: sections.map(|s| s.iter().cloned().collect()),
+            claims: None,
         }
+    }
+
+    /// The same principal, carrying the verified claims of its JWT.
+    pub fn with_claims(mut self, claims: serde_json::Map<String, serde_json::Value>) -> Self {
+        self.claims = Some(Arc::new(claims));
+        self
+    }
+
+    /// Who it is to the operator's Rego policy: its name, roles and claims,
+    /// with the client that asks.
+    pub fn subject(&self, client_id: Option<&str>, kind: ClientKind) -> Subject {
+        Subject::new(
+            Some(self.name.clone()),
+            self.roles.iter().map(|r| r.as_str().to_owned()).collect(),
+            self.claims
+                .as_ref()
+                .map(|c| serde_json::Value::Object((**c).clone())),
+            client_id.map(str::to_owned),
+            kind,
+        )
     }
 
     pub fn has(&self, role: Role) -> bool {

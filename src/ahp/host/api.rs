@@ -31,6 +31,7 @@ use crate::ahp::protocol::errors::AhpError;
 use crate::ahp::protocol::uri::{channel_kind, working_directory, ChannelKind, ROOT_URI};
 use crate::config::{Config, Role};
 use crate::jsonrpc::{ErrorCode, Peer, RpcError};
+use crate::policy::rego::{ClientKind, Subject};
 use crate::store::Store;
 use crate::telemetry::metrics;
 
@@ -407,6 +408,18 @@ impl Host {
                     .clients
                     .principal_of_client(&c.client_id)
                     .is_some_and(|p| p.has(Role::Customize)),
+                subject: st.clients.principal_of_client(&c.client_id).map_or_else(
+                    || {
+                        Subject::new(
+                            None,
+                            vec![],
+                            None,
+                            Some(c.client_id.clone()),
+                            ClientKind::Ahp,
+                        )
+                    },
+                    |p| p.subject(Some(&c.client_id), ClientKind::Ahp),
+                ),
                 client_id: c.client_id.clone(),
                 tools: c.tools.clone(),
                 opt_in: st

@@ -12,6 +12,7 @@ use tokio::sync::oneshot;
 
 use super::conn::{Reply, Shared, OWN_ID};
 use crate::ahp::auth::Principal;
+use crate::policy::rego::ClientKind;
 use crate::policy::OptIn;
 use crate::runtime::app_wire::TransformSections;
 use crate::transform::{AskError, AskFuture, ClientAnswer, Sections, TransformClients};
@@ -42,6 +43,9 @@ impl TransformClients for AppClients {
             principal: Some(self.principal.name.clone()),
             sections,
             allowed: self.principal.transform_sections(),
+            subject: self
+                .principal
+                .subject(Some(&self.shared.client), ClientKind::Sdk),
         }]
     }
 

@@ -1,0 +1,149 @@
+//! The `input` document of each decision point. Who asks (the principal,
+//! its roles, a JWT's verified claims, the client) is filled by the bridge
+//! from what it authenticated, never from what a client says of itself;
+//! the rest is what the client or the runtime sent. docs/policy.md shows an
+//! example of each.
+
+use serde::Serialize;
+use serde_json::Value as Json;
+
+use super::Point;
+
+/// Where a requester comes from: an AHP client or an SDK app.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientKind {
+    Ahp,
+    Sdk,
+}
+
+/// Who asks, as the bridge knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Subject {
+    /// The principal's name; `null` where no principal is known (a
+    /// runtime request in a session nobody is attached to).
+    pub principal: Option<String>,
+    pub roles: Vec<String>,
+    /// A JWT principal's verified claims; `{}` for any other credential.
+    pub claims: Json,
+    pub client: ClientRef,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ClientRef {
+    pub id: Option<String>,
+    pub kind: ClientKind,
+}
+
+impl Subject {
+    pub fn new(
+        principal: Option<String>,
+        roles: Vec<String>,
+        claims: Option<Json>,
+        client_id: Option<String>,
+        kind: ClientKind,
+    ) -> Self {
+        Self {
+            principal,
+            roles,
+            claims: claims.unwrap_or_else(|| Json::Object(Default::default())),
+            client: ClientRef {
+                id: client_id,
+                kind,
+            },
+        }
+    }
+
+    /// Nobody known: a runtime request of a session with no client.
+    pub fn nobody() -> Self {
+        Self::new(None, vec![], None, None, ClientKind::Ahp)
+    }
+}
+
+/// A customization as the runtime would get it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Customization {
+    /// `mcp_server`, `plugin`, `skill`, `agent`, `prompt` or `rule`.
+    pub kind: String,
+    pub name: String,
+    /// Where it comes from: `host` (the config) or `client` (published).
+    pub source: String,
+    /// A stdio MCP server's command and arguments.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// A remote MCP server's URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+}
+
+/// What a point decides on, beside who asks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Body<'a> {
+    /// `ahp.opt_in`: the sections a client opts in to.
+    OptIn { sections: &'a [String] },
+    /// `ahp.session`: the session's settings as requested (AHP's
+    /// `createSession` params, or an SDK app's `session.create` params):
+    /// JSON because they are passed on as the requester wrote them.
+    Session { config: &'a Json },
+    /// `ahp.transform`: one section an owner changed.
+    Transform {
+        section: &'a str,
+        before: &'a str,
+        after: &'a str,
+        owner: &'a str,
+    },
+    /// `ahp.permission`: the runtime's request as it sent it.
+    Permission { request: &'a Json },
+    /// `ahp.customization`: one container before the runtime gets it.
+    Customization { customization: &'a Customization },
+}
+
+impl Body<'_> {
+    pub fn point(&self) -> Point {
+        match self {
+            Self::OptIn { .. } => Point::OptIn,
+            Self::Session { .. } => Point::Session,
+            Self::Transform { .. } => Point::Transform,
+            Self::Permission { .. } => Point::Permission,
+            Self::Customization { .. } => Point::Customization,
+        }
+    }
+}
+
+/// One decision's `input`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Input<'a> {
+    pub point: &'static str,
+    #[serde(flatten)]
+    pub subject: &'a Subject,
+    /// The AHP session's URI, where there is one.
+    pub session: Option<&'a str>,
+    #[serde(flatten)]
+    pub body: Body<'a>,
+}
+
+impl<'a> Input<'a> {
+    pub fn new(subject: &'a Subject, session: Option<&'a str>, body: Body<'a>) -> Self {
+        Self {
+            point: body.point().as_str(),
+            subject,
+            session,
+            body,
+        }
+    }
+
+    /// The document as the interpreter takes it. Serialized once: this is
+    /// the edge between the bridge's types and the policy's JSON.
+    pub(super) fn to_value(&self) -> Result<regorus::Value, String> {
+        let text = serde_json::to_string(self).map_err(|e| format!("input: {e}"))?;
+        regorus::Value::from_json_str(&text).map_err(|e| format!("input: {e}"))
+    }
+
+    /// The document as JSON (`policy eval`, tests, docs).
+    pub fn to_json(&self) -> Json {
+        serde_json::to_value(self).unwrap_or(Json::Null)
+    }
+}

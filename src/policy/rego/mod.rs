@@ -1,0 +1,486 @@
+//! The operator's Rego modules (`[policy.rego]`), compiled once per load and
+//! asked at five decision points ([`Point`]). Each point is a package
+//! (`ahp.opt_in`, `ahp.session`, `ahp.transform`, `ahp.permission`,
+//! `ahp.customization`) with a `deny` set (enforced) and a `warn` set
+//! (recorded only) of messages, as conftest reads them; an empty or
+//! undefined set allows. The built-in rules decide first; a Rego deny adds
+//! to them.
+//!
+//! Evaluation is in-process (regorus) and bounded by a deadline the
+//! interpreter checks as it works, so a decision never waits on anything
+//! but the CPU and never outlives its budget. An evaluation that errs, runs
+//! past its deadline or yields a rule of the wrong type is the outcome
+//! `error`, which refuses as a deny does. With `enforcement = "report"`
+//! nothing is refused: a deny is recorded as `would_deny`.
+//!
+//! Pure: the sources come in as text ([`RegoSources`], read by the config).
+
+mod input;
+pub mod testing;
+
+pub use input::{Body, ClientKind, ClientRef, Customization, Input, Subject};
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use regorus::utils::limits::ExecutionTimerConfig;
+use regorus::{Engine, Value};
+use sha2::{Digest, Sha256};
+
+use crate::config::{Enforcement, RegoSources};
+use crate::telemetry::metrics;
+
+/// The most messages one set may carry into a record, and the most bytes
+/// each: a policy's messages are the operator's, but a rule can make many.
+const MAX_MESSAGES: usize = 32;
+const MAX_MESSAGE_BYTES: usize = 1024;
+
+/// How many work units the interpreter does between two looks at the clock:
+/// small enough that a 50 ms budget is kept to well under a millisecond.
+const CHECK_INTERVAL: u32 = 64;
+
+/// A decision point: where the bridge asks, and the package it asks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Point {
+    OptIn,
+    Session,
+    Transform,
+    Permission,
+    Customization,
+}
+
+impl Point {
+    pub const ALL: [Point; 5] = [
+        Self::OptIn,
+        Self::Session,
+        Self::Transform,
+        Self::Permission,
+        Self::Customization,
+    ];
+
+    /// The name in records, metrics and `input.point`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OptIn => "opt_in",
+            Self::Session => "session",
+            Self::Transform => "transform",
+            Self::Permission => "permission",
+            Self::Customization => "customization",
+        }
+    }
+
+    /// The package a policy declares for it.
+    pub fn package(self) -> &'static str {
+        match self {
+            Self::OptIn => "data.ahp.opt_in",
+            Self::Session => "data.ahp.session",
+            Self::Transform => "data.ahp.transform",
+            Self::Permission => "data.ahp.permission",
+            Self::Customization => "data.ahp.customization",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.as_str() == s)
+    }
+}
+
+impl fmt::Display for Point {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a decision came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Outcome {
+    Allowed,
+    Denied,
+    WouldDeny,
+    Warned,
+    Error,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 5] = [
+        Self::Allowed,
+        Self::Denied,
+        Self::WouldDeny,
+        Self::Warned,
+        Self::Error,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allowed => "allowed",
+            Self::Denied => "denied",
+            Self::WouldDeny => "would_deny",
+            Self::Warned => "warned",
+            Self::Error => "error",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|o| o.as_str() == s)
+    }
+}
+
+/// One decision: its outcome, the messages of each set, why it erred, and
+/// whether it refuses the action (a deny or an error, when enforced).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub point: Point,
+    pub outcome: Outcome,
+    pub deny: Vec<String>,
+    pub warn: Vec<String>,
+    pub error: Option<String>,
+    /// The revision that decided (SHA-256 of the modules and data).
+    pub revision: String,
+    refuses: bool,
+}
+
+impl Decision {
+    /// Whether the action is refused.
+    pub fn refuses(&self) -> bool {
+        self.refuses
+    }
+
+    /// Whether it belongs in the audit chain: anything but a plain allow.
+    pub fn recorded(&self) -> bool {
+        self.outcome != Outcome::Allowed
+    }
+
+    /// What a refused requester is told: the deny messages, or the error.
+    pub fn reason(&self) -> String {
+        match (&self.error, self.deny.is_empty()) {
+            (Some(e), _) => format!("policy error: {e}"),
+            (None, false) => self.deny.join("; "),
+            (None, true) => "denied by policy".to_owned(),
+        }
+    }
+}
+
+/// Which of a point's two sets its package declares.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Sets {
+    deny: bool,
+    warn: bool,
+}
+
+/// A policy that does not compile: its file and line are in the message.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CompileError(pub String);
+
+/// The compiled modules and data: one revision, shared by every reader of
+/// the policy in force. Engines are prepared once; an evaluation takes one
+/// from the pool (or a clone of the first) and gives it back.
+pub struct Rego {
+    prototype: Engine,
+    pool: Mutex<Vec<Engine>>,
+    /// Each point a package is declared for, with the sets it declares (an
+    /// undeclared rule is no rule path to the interpreter: never asked).
+    points: BTreeMap<Point, Sets>,
+    revision: String,
+    enforcement: Enforcement,
+    timeout: Duration,
+    modules: Vec<String>,
+}
+
+impl fmt::Debug for Rego {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Rego")
+            .field("revision", &self.revision)
+            .field("enforcement", &self.enforcement)
+            .field("points", &self.points)
+            .finish_non_exhaustive()
+    }
+}
+
+/// An engine with every module and data file loaded (Rego v1), not prepared.
+pub(crate) fn engine(sources: &RegoSources) -> Result<Engine, CompileError> {
+    let mut engine = Engine::new();
+    engine.set_rego_v0(false);
+    for (name, text) in &sources.modules {
+        engine
+            .add_policy(name.clone(), text.clone())
+            .map_err(|e| CompileError(one_error(&e)))?;
+    }
+    for (name, doc) in &sources.data {
+        engine
+            .add_data(Value::from(doc.clone()))
+            .map_err(|e| CompileError(format!("{name}: {}", one_error(&e))))?;
+    }
+    // Analysis (undefined names, unsafe variables, recursion) happens when
+    // an engine is first prepared: do it now, so a load fails here and not
+    // at the first decision.
+    engine
+        .eval_query("true".to_owned(), false)
+        .map_err(|e| CompileError(one_error(&e)))?;
+    Ok(engine)
+}
+
+/// regorus's error with its source excerpt, on one line for the log.
+fn one_error(e: &anyhow::Error) -> String {
+    let text = format!("{e:#}");
+    text.lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// SHA-256 (hex) of the modules (name and text, in order) and the data
+/// (canonical JSON): the revision every decision names.
+pub fn revision(sources: &RegoSources) -> String {
+    let mut h = Sha256::new();
+    for (name, text) in &sources.modules {
+        h.update(b"module\0");
+        h.update(name.as_bytes());
+        h.update(b"\0");
+        h.update(text.as_bytes());
+        h.update(b"\0");
+    }
+    for (name, doc) in &sources.data {
+        h.update(b"data\0");
+        h.update(name.as_bytes());
+        h.update(b"\0");
+        h.update(doc.to_string().as_bytes());
+        h.update(b"\0");
+    }
+    hex::encode(h.finalize())
+}
+
+impl Rego {
+    /// Compiles `sources`; an error names the module's file and line.
+    pub fn compile(
+        sources: &RegoSources,
+        enforcement: Enforcement,
+        timeout: Duration,
+    ) -> Result<Self, CompileError> {
+        let prototype = engine(sources)?;
+        let packages = prototype
+            .get_packages()
+            .map_err(|e| CompileError(one_error(&e)))?;
+        let mut points: BTreeMap<Point, Sets> = BTreeMap::new();
+        // get_packages is in the order the modules were added.
+        for ((name, _), package) in sources.modules.iter().zip(&packages) {
+            let Some(point) = Point::ALL.into_iter().find(|p| p.package() == package) else {
+                continue;
+            };
+            let declares = |rule: &str| {
+                prototype
+                    .has_declared_rule_rooted_at(name, rule)
+                    .map_err(|e| CompileError(format!("{name}: {}", one_error(&e))))
+            };
+            let sets = points.entry(point).or_default();
+            sets.deny |= declares("deny")?;
+            sets.warn |= declares("warn")?;
+        }
+        Ok(Self {
+            prototype,
+            pool: Mutex::new(Vec::new()),
+            points,
+            revision: revision(sources),
+            enforcement,
+            timeout,
+            modules: sources.modules.iter().map(|(n, _)| n.clone()).collect(),
+        })
+    }
+
+    pub fn revision(&self) -> &str {
+        &self.revision
+    }
+
+    pub fn enforcement(&self) -> Enforcement {
+        self.enforcement
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The module files, as named in errors.
+    pub fn modules(&self) -> &[String] {
+        &self.modules
+    }
+
+    /// The points this policy declares a package for (the others allow).
+    pub fn points(&self) -> impl Iterator<Item = Point> + '_ {
+        self.points
+            .iter()
+            .filter(|(_, s)| s.deny || s.warn)
+            .map(|(p, _)| *p)
+    }
+
+    /// Decides `input` at its point within `[policy.rego] timeout` or
+    /// `budget`, whichever is shorter; counted by point and outcome.
+    pub fn decide(&self, input: &Input<'_>, budget: Duration) -> Decision {
+        self.decide_value(input.body.point(), input.to_value(), budget)
+    }
+
+    /// Decides a document given whole (`policy eval`): as [`Self::decide`].
+    pub fn decide_json(
+        &self,
+        point: Point,
+        input: &serde_json::Value,
+        budget: Duration,
+    ) -> Decision {
+        self.decide_value(point, Ok(Value::from(input.clone())), budget)
+    }
+
+    fn decide_value(
+        &self,
+        point: Point,
+        input: Result<Value, String>,
+        budget: Duration,
+    ) -> Decision {
+        let declared = self.points.get(&point).copied().unwrap_or_default();
+        let sets = if declared == Sets::default() {
+            // No package for this point: nothing to deny or warn.
+            Ok((vec![], vec![]))
+        } else {
+            let limit = budget.min(self.timeout);
+            if limit.is_zero() {
+                Err("no time was left to decide".to_owned())
+            } else {
+                input.and_then(|v| self.evaluate(point, declared, v, limit))
+            }
+        };
+        let d = self.conclude(point, sets);
+        metrics().policy_decision(point.as_str(), d.outcome.as_str());
+        d
+    }
+
+    fn conclude(&self, point: Point, sets: Result<(Vec<String>, Vec<String>), String>) -> Decision {
+        let enforced = self.enforcement == Enforcement::Enforce;
+        let (outcome, deny, warn, error) = match sets {
+            Err(e) => (Outcome::Error, vec![], vec![], Some(e)),
+            Ok((deny, warn)) if !deny.is_empty() => {
+                let o = if enforced {
+                    Outcome::Denied
+                } else {
+                    Outcome::WouldDeny
+                };
+                (o, deny, warn, None)
+            }
+            Ok((deny, warn)) if !warn.is_empty() => (Outcome::Warned, deny, warn, None),
+            Ok((deny, warn)) => (Outcome::Allowed, deny, warn, None),
+        };
+        let refuses = enforced && matches!(outcome, Outcome::Denied | Outcome::Error);
+        Decision {
+            point,
+            outcome,
+            deny,
+            warn,
+            error,
+            revision: self.revision.clone(),
+            refuses,
+        }
+    }
+
+    /// The point's `deny` and `warn` sets, or why they could not be had.
+    fn evaluate(
+        &self,
+        point: Point,
+        declared: Sets,
+        value: Value,
+        limit: Duration,
+    ) -> Result<(Vec<String>, Vec<String>), String> {
+        let mut engine = self.take();
+        engine.set_execution_timer_config(ExecutionTimerConfig {
+            limit,
+            check_interval: NonZeroU32::new(CHECK_INTERVAL).expect("non-zero"),
+        });
+        engine.set_input(value);
+        let result = (|| {
+            let deny = match declared.deny {
+                true => messages(&mut engine, point, "deny")?,
+                false => vec![],
+            };
+            let warn = match declared.warn {
+                true => messages(&mut engine, point, "warn")?,
+                false => vec![],
+            };
+            Ok((deny, warn))
+        })();
+        // An engine that erred may be mid-way through anything: not reused.
+        if result.is_ok() {
+            self.give_back(engine);
+        }
+        result
+    }
+
+    fn take(&self) -> Engine {
+        let pooled = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        pooled.unwrap_or_else(|| self.prototype.clone())
+    }
+
+    fn give_back(&self, engine: Engine) {
+        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
+        // As many as have ever been busy at once, up to a few per core.
+        if pool.len() < 16 {
+            pool.push(engine);
+        }
+    }
+}
+
+/// One set of a point's package as messages: undefined is empty; anything
+/// but a set or array of strings is an error naming the rule.
+fn messages(engine: &mut Engine, point: Point, set: &str) -> Result<Vec<String>, String> {
+    let rule = format!("{}.{set}", point.package());
+    let value = engine.eval_rule(rule.clone()).map_err(|e| one_error(&e))?;
+    let items: Vec<&Value> = match &value {
+        Value::Undefined => return Ok(vec![]),
+        Value::Set(s) => s.iter().collect(),
+        Value::Array(a) => a.iter().collect(),
+        other => {
+            return Err(format!(
+                "{rule} is {}, not a set of strings",
+                kind_of(other)
+            ))
+        }
+    };
+    let mut out = Vec::with_capacity(items.len().min(MAX_MESSAGES));
+    for v in items {
+        let Value::String(s) = v else {
+            return Err(format!("{rule} holds {}, not a string", kind_of(v)));
+        };
+        if out.len() < MAX_MESSAGES {
+            out.push(bounded(s));
+        }
+    }
+    Ok(out)
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Set(_) => "a set",
+        Value::Object(_) => "an object",
+        Value::Undefined => "undefined",
+    }
+}
+
+/// A message cut at a character boundary to the most bytes one may hold.
+fn bounded(s: &str) -> String {
+    if s.len() <= MAX_MESSAGE_BYTES {
+        return s.to_owned();
+    }
+    let mut end = MAX_MESSAGE_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+#[cfg(test)]
+#[path = "tests.rs"]
+mod tests;

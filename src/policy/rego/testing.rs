@@ -1,0 +1,68 @@
+//! `policy test`: every `test_*` rule of the modules, as `opa test` runs
+//! them: a test passes when its rule is `true`; false, undefined or an
+//! error fails it.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use regex::Regex;
+use regorus::utils::limits::ExecutionTimerConfig;
+use regorus::Value;
+
+use super::{engine, one_error, CompileError};
+use crate::config::RegoSources;
+
+/// One test's result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestResult {
+    /// `data.PACKAGE.test_NAME`.
+    pub rule: String,
+    /// The module that defines it.
+    pub module: String,
+    pub passed: bool,
+    /// Why it failed: `false`, `undefined` or the error.
+    pub why: Option<String>,
+}
+
+/// Each test's deadline: a test that loops is a failure, not a hang.
+const TEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Runs every test of `sources`, in module order; the modules must compile.
+pub fn run(sources: &RegoSources) -> Result<Vec<TestResult>, CompileError> {
+    let prototype = engine(sources)?;
+    // A rule head at the start of a line, as `opa fmt` writes rules.
+    let head = Regex::new(r"(?m)^(test_[A-Za-z0-9_]*)\b").expect("valid");
+    let package = Regex::new(r"(?m)^package\s+([A-Za-z0-9_.]+)").expect("valid");
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (module, text) in &sources.modules {
+        let Some(pkg) = package.captures(text).map(|c| c[1].to_owned()) else {
+            continue;
+        };
+        for name in head.captures_iter(text).map(|c| c[1].to_owned()) {
+            let rule = format!("data.{pkg}.{name}");
+            // A test defined by several bodies is one test.
+            if !seen.insert(rule.clone()) {
+                continue;
+            }
+            let mut e = prototype.clone();
+            e.set_execution_timer_config(ExecutionTimerConfig {
+                limit: TEST_TIMEOUT,
+                check_interval: std::num::NonZeroU32::new(64).expect("non-zero"),
+            });
+            let why = match e.eval_rule(rule.clone()) {
+                Ok(Value::Bool(true)) => None,
+                Ok(Value::Undefined) => Some("undefined".to_owned()),
+                Ok(v) => Some(format!("{v}")),
+                Err(err) => Some(one_error(&err)),
+            };
+            out.push(TestResult {
+                rule,
+                module: module.clone(),
+                passed: why.is_none(),
+                why,
+            });
+        }
+    }
+    Ok(out)
+}
