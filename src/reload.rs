@@ -2,8 +2,10 @@
 //! the config file and put in force, each at once, its
 //! `[policy]`, its `[[principals]]` and `[server] token` (who may connect,
 //! and what each may do) and the rate limits (`[server]` defaults and each
-//! principal's own). A file that does not load changes nothing, and the
-//! log says why, naming the key. Listeners, the runtime and every other key
+//! principal's own). The `[policy.rego]` modules and data are read again
+//! with it, and their changes are watched as the file's are. A file (or a
+//! module) that does not load changes nothing, and the log says why, naming
+//! the key (and a module's file and line). Listeners, the runtime and every other key
 //! are read at start (a restart applies them).
 //!
 //! The new policy applies to the next render: each session re-binds before
@@ -86,7 +88,10 @@ pub fn start(
     // Without a watcher the sender stays here, so `changes` never ends.
     let mut unwatched = Some(tx);
     if let (true, Some(p)) = (running.server.reload_on_change, &path) {
-        let dirs = crate::ahp::net::tls::folders(std::slice::from_ref(p));
+        // The file's folder, and those of the Rego modules and data it names.
+        let mut files = vec![p.clone()];
+        files.extend(running.policy.rego.iter().flat_map(|r| r.files()));
+        let dirs = crate::ahp::net::tls::folders(&files);
         let tx = unwatched.take();
         watch_folders(dirs, POLL, "config", stop.clone(), move || {
             tx.as_ref().is_some_and(|t| t.send(()).is_ok())
@@ -137,10 +142,34 @@ pub fn start(
 }
 
 /// The file's bytes, hashed (through its links: a ConfigMap's file is a
-/// link into `..data`); `None` when it cannot be read.
+/// link into `..data`), with the bytes of each `[policy.rego]` module and
+/// data file it names: a change of one of those reloads too. `None` when
+/// the file cannot be read.
 fn digest(path: &Path) -> Option<[u8; 32]> {
     use sha2::{Digest, Sha256};
-    std::fs::read(path).ok().map(|b| Sha256::digest(b).into())
+    let bytes = std::fs::read(path).ok()?;
+    let mut h = Sha256::new();
+    h.update(&bytes);
+    for file in rego_files(path, &bytes) {
+        h.update(file.to_string_lossy().as_bytes());
+        if let Ok(b) = std::fs::read(&file) {
+            h.update(Sha256::digest(b));
+        }
+    }
+    Some(h.finalize().into())
+}
+
+/// The Rego files a config's text names (none when it does not parse: the
+/// reload says why).
+fn rego_files(path: &Path, bytes: &[u8]) -> Vec<PathBuf> {
+    let Some(mut cfg) = std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|t| Config::parse(t).ok())
+    else {
+        return vec![];
+    };
+    cfg.resolve_paths(path.parent().unwrap_or(Path::new(".")));
+    cfg.policy.rego.map(|r| r.files()).unwrap_or_default()
 }
 
 /// Puts a loaded file in force: principals and limits first (a revoked

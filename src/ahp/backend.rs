@@ -51,6 +51,8 @@ pub enum ClientPhase {
 pub struct Dispatcher {
     /// The name of the connection's principal (the operator's, from the config).
     pub principal: String,
+    /// The client that dispatched it.
+    pub client_id: String,
     /// The W3C `traceparent` the `dispatchAction` carried in `_meta`.
     pub traceparent: Option<String>,
 }
@@ -112,6 +114,20 @@ pub trait Backend: Send + Sync + 'static {
     fn authenticated(&self, _principal: &str) {}
     /// Something happened in `session` that the agent must act on.
     fn phase(&self, session: &str, phase: ClientPhase);
+    /// The operator's Rego policy decided something worth a record (a
+    /// deny, a would-deny, a warning or an error) on the host's side.
+    fn decided(&self, _decided: Decided) {}
+}
+
+/// A Rego decision the host made, with what the record names.
+#[derive(Debug, Clone)]
+pub struct Decided {
+    pub decision: crate::policy::rego::Decision,
+    pub principal: Option<String>,
+    pub session: Option<String>,
+    pub client: Option<String>,
+    /// What was decided on (the sections of an opt-in, a session's model).
+    pub about: String,
 }
 
 /// An active client as the agent needs it: its tools and its
@@ -170,6 +186,7 @@ mod tests {
             "startedAt": "2026-01-01T00:00:00Z", "message": {"text": "hi", "origin": {"kind": "user"}}}));
         let by = Dispatcher {
             principal: "local".into(),
+            client_id: "c1".into(),
             traceparent: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
         };
         assert_eq!(

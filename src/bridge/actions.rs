@@ -7,14 +7,16 @@ use std::collections::{HashMap, HashSet};
 
 use ahp_types::actions::{
     ChatDeltaAction, ChatErrorAction, ChatReasoningAction, ChatResponsePartAction,
-    ChatToolCallCompleteAction, ChatToolCallReadyAction, ChatToolCallStartAction,
-    ChatTurnCancelledAction, ChatTurnCompleteAction, ChatUsageAction, StateAction,
+    ChatToolCallCompleteAction, ChatToolCallConfirmedAction, ChatToolCallReadyAction,
+    ChatToolCallStartAction, ChatTurnCancelledAction, ChatTurnCompleteAction, ChatUsageAction,
+    StateAction,
 };
 use ahp_types::common::StringOrMarkdown;
 use ahp_types::state::{
     ErrorInfo, ErrorResponsePart, MarkdownResponsePart, ReasoningResponsePart, ResponsePart,
-    ToolCallClientContributor, ToolCallConfirmationReason, ToolCallContributor, ToolCallResult,
-    ToolInput, ToolResultContent, ToolResultTextContent, UsageInfo,
+    ToolCallCancellationReason, ToolCallClientContributor, ToolCallConfirmationReason,
+    ToolCallContributor, ToolCallResult, ToolInput, ToolResultContent, ToolResultTextContent,
+    UsageInfo,
 };
 use serde_json::Value;
 
@@ -183,6 +185,39 @@ impl TurnMapper {
         }
         let ready = self.ready(id, input, message);
         vec![StateAction::ChatToolCallReady(ready)]
+    }
+
+    /// A permission the operator's policy refused: the call shown asked,
+    /// then denied with `reason` (as a client's denial would end it), and
+    /// never completed after.
+    pub fn refuse(
+        &mut self,
+        id: &str,
+        name: &str,
+        input: &Value,
+        message: &str,
+        reason: &str,
+    ) -> Vec<StateAction> {
+        let mut actions = self.ask_confirmation(id, name, input, message);
+        if actions.is_empty() && self.completed.contains(id) {
+            return actions;
+        }
+        actions.push(StateAction::ChatToolCallConfirmed(
+            ChatToolCallConfirmedAction {
+                turn_id: self.turn_id.clone(),
+                tool_call_id: id.to_owned(),
+                meta: None,
+                approved: false,
+                confirmed: None,
+                reason: Some(ToolCallCancellationReason::Denied),
+                edited_tool_input: None,
+                user_suggestion: None,
+                reason_message: Some(StringOrMarkdown::Plain(reason.to_owned())),
+                selected_option_id: None,
+            },
+        ));
+        self.mark_completed(id);
+        actions
     }
 
     /// Ends a tool call unless it already ended.

@@ -6,7 +6,9 @@
 //! on its MCP servers becomes their state. [`Customizing`] is this part of
 //! the join, beside the bridge; the state itself is the [`CustomizationState`]'s.
 
-use std::sync::{Arc, Weak};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
 use ahp_types::actions::{
     SessionCustomizationRemovedAction, SessionCustomizationUpdatedAction,
@@ -18,16 +20,21 @@ use ahp_types::state::{
 };
 use tracing::{info, warn};
 
+use super::custom::rego as rego_custom;
 use super::custom::runtime_map::{Applied, Contribution};
 use super::custom::CustomizationState;
 use super::custom::{agent_named, client_shape, shape, vet, ClientEntry, ClientOutcome};
+use super::decisions;
 use crate::ahp::customizations::{children_of, id_of};
+use crate::ahp::host::rego as host_rego;
 use crate::ahp::host::Host;
 use crate::audit::customization::{CustomizationRecord, Decision, Source};
+use crate::audit::decision::DecisionRecord;
 use crate::audit::log::AuditLog;
 use crate::audit::record::now_rfc3339;
 use crate::config::watch::FolderWatch;
 use crate::customize::read_package;
+use crate::policy::rego::{Body, Input, Subject};
 use crate::policy::PolicyReader;
 use crate::runtime::customizations::RuntimeCustomizations;
 use crate::runtime::events::McpServerStatus;
@@ -49,6 +56,9 @@ pub struct Customizing {
     host: Weak<Host>,
     policy: PolicyReader,
     audit: Option<Arc<AuditLog>>,
+    /// The Rego decisions on containers already recorded (session,
+    /// container, revision, outcome).
+    decided: Mutex<HashSet<String>>,
 }
 
 /// What a message's custom agent asks of the runtime session.
@@ -71,6 +81,7 @@ impl Customizing {
             host,
             policy,
             audit,
+            decided: Mutex::new(HashSet::new()),
         })
     }
 
@@ -86,6 +97,9 @@ impl Customizing {
     /// A disposed session: forgotten, its folders removed.
     pub fn session_gone(&self, uri: &str) {
         self.custom.session_gone(uri);
+        let prefix = format!("{uri}\0");
+        let mut seen = self.decided.lock().unwrap_or_else(|e| e.into_inner());
+        seen.retain(|k| !k.starts_with(&prefix));
     }
 
     fn dispatch_custom(&self, uri: &str, action: StateAction) {
@@ -324,6 +338,7 @@ impl Customizing {
             return ForRuntime::default();
         }
         let contributions = self.custom.contributions(uri, &state);
+        let contributions = self.under_rego(uri, &state, contributions);
         let (me, session) = (self.me.upgrade(), uri.to_owned());
         let given = contributions.clone();
         let mapped = tokio::task::spawn_blocking(move || {
@@ -347,7 +362,71 @@ impl Customizing {
         }
     }
 
-    /// Appends `records` to the audit log, off the async threads.
+    /// `ahp.customization`: each container the operator's Rego policy
+    /// refuses is withheld from the runtime and shown as an error with the
+    /// messages. A decision is recorded once per session, container and
+    /// outcome under one revision: a re-bind does not repeat it.
+    fn under_rego(
+        &self,
+        uri: &str,
+        state: &[Customization],
+        contributions: Vec<Contribution>,
+    ) -> Vec<Contribution> {
+        let policy = self.policy.current();
+        let Some(rego) = policy.rego() else {
+            return contributions;
+        };
+        let host = self.host();
+        let mut kept = Vec::with_capacity(contributions.len());
+        for c in contributions {
+            let subject = match &host {
+                Some(h) => host_rego::subject_of(h, c.client_id.as_deref()),
+                None => Subject::nobody(),
+            };
+            let doc = rego_custom::customization_of(&c);
+            let body = Body::Customization {
+                customization: &doc,
+            };
+            let d = rego.decide(&Input::new(&subject, Some(uri), body), Duration::MAX);
+            let about = format!("{} {}", doc.kind, doc.name);
+            let key = format!("{uri}\0{}\0{}\0{}", c.id, d.revision, d.outcome.as_str());
+            if d.recorded() && self.first_decision(key) {
+                info!(session = %uri, container = %Escaped(&about), outcome = d.outcome.as_str(),
+                    messages = %Escaped(&d.reason()), "rego decision on a customization");
+                let record = DecisionRecord::new(
+                    &d,
+                    subject.principal.as_deref(),
+                    Some(uri),
+                    c.client_id.as_deref(),
+                    about,
+                );
+                decisions::record(self.audit.clone(), record);
+            }
+            if !d.refuses() {
+                kept.push(c);
+                continue;
+            }
+            let why = format!("withheld by policy: {}", d.reason());
+            let shown = state.iter().find(|s| id_of(s) == Some(c.id.as_str()));
+            if let Some(now) = shown.and_then(|s| shape::withheld(s, &why)) {
+                self.updated(uri, now);
+            }
+        }
+        kept
+    }
+
+    /// Whether `key` (session, container, revision, outcome) is decided for
+    /// the first time; forgotten with the session.
+    fn first_decision(&self, key: String) -> bool {
+        let mut seen = self.decided.lock().unwrap_or_else(|e| e.into_inner());
+        seen.insert(key)
+    }
+
+    /// Where the bridge's records go (none without `[audit] path`).
+    pub fn audit_log(&self) -> Option<Arc<AuditLog>> {
+        self.audit.clone()
+    }
+
     pub fn write_records(&self, records: Vec<CustomizationRecord>) {
         let Some(log) = self.audit.clone() else {
             return;

@@ -25,6 +25,7 @@ pub mod binding;
 mod bridged_sessions;
 pub mod custom;
 mod customizing;
+mod decisions;
 mod effects;
 pub mod input;
 mod phases;
@@ -50,7 +51,7 @@ use self::custom::CustomizationState;
 use self::customizing::{AgentChange, Customizing};
 use self::effects::{Effects, Mirror};
 use self::pool::{Pool, Starts};
-use self::session::DRAIN_LIMIT;
+use self::session::{BridgedSession, DRAIN_LIMIT};
 use self::shutdown::{InFlight, SHUTTING_DOWN};
 use self::turn::{mirror_id, TurnRequest};
 use self::turn_trace::TurnSpans;
@@ -287,11 +288,9 @@ impl Bridge {
             .clone()
             .unwrap_or_else(|| self.session_model(&uri));
         let spans = TurnSpans::start(&uri, &turn.turn_id, &asked, turn.by.as_ref());
-        if self
-            .sessions
-            .with(&uri, |s| s.begin(&turn.turn_id, &turn.chat, model, spans))
-            .is_none()
-        {
+        let by = turn.by.as_ref().map(|b| b.client_id.clone());
+        let begun = |s: &mut BridgedSession| s.begin(&turn.turn_id, &turn.chat, model, spans, by);
+        if self.sessions.with(&uri, begun).is_none() {
             return;
         }
         tokio::spawn(Self::end_if_silent(

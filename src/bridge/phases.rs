@@ -2,9 +2,10 @@
 //! sets going (a turn, a cancel, a confirmation, a client joining or
 //! leaving with its plugins), a session's creation, restore and disposal.
 
+use super::decisions;
 use super::turn::TurnRequest;
 use super::Bridge;
-use crate::ahp::backend::{Backend, ClientPhase};
+use crate::ahp::backend::{Backend, ClientPhase, Decided};
 use crate::runtime::calls::{SessionDestroy, SessionRef};
 
 impl Backend for Bridge {
@@ -30,6 +31,10 @@ impl Backend for Bridge {
 
     fn authenticated(&self, principal: &str) {
         self.hand_credentials(principal);
+    }
+
+    fn decided(&self, decided: Decided) {
+        decisions::record(self.customizing.audit_log(), decisions::of_host(&decided));
     }
 
     fn session_disposed(&self, session: &str) {

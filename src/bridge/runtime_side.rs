@@ -12,13 +12,18 @@ use tracing::{debug, info, warn};
 use super::pool::Starts;
 use super::sdk::{Parts, SdkGate};
 use super::transform_clients::HostClients;
-use super::Bridge;
+use super::{decisions, Bridge};
+use crate::ahp::host::rego as host_rego;
+use crate::audit::decision::DecisionRecord;
 use crate::audit::log::AuditLog;
+use crate::policy::rego::{Body, Input, Subject};
 use crate::runtime::calls::{self, GithubCredentials, SessionDestroy, SessionRef};
 use crate::runtime::connection::{ReplyFuture, RuntimeHandler};
 use crate::runtime::events::{PermissionRequest, RuntimeEvent};
 use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
 use crate::runtime::session_config::Secret;
+use crate::telemetry::Escaped;
+use std::time::Duration;
 
 /// How long a runtime tool is shown streaming before running, unless a
 /// permission prompt for it comes first (the runtime sends it right after
@@ -156,7 +161,34 @@ impl Bridge {
     }
 
     fn permission_requested(&self, uri: &str, p: &PermissionRequest) {
-        self.change(uri, |s, fx| s.permission_requested(p, fx));
+        let refused = self.decide_permission(uri, p);
+        self.change(uri, |s, fx| {
+            s.permission_requested(p, refused.as_deref(), fx)
+        });
+    }
+
+    /// `ahp.permission`: the operator's Rego policy over the request as the
+    /// runtime sent it, asked for the client that started the turn; the
+    /// reason when it refuses (then no client is asked).
+    fn decide_permission(&self, uri: &str, p: &PermissionRequest) -> Option<String> {
+        let policy = self.policy.current();
+        let rego = policy.rego()?;
+        let starter = self.sessions.with(uri, |s| s.turn_starter()).flatten();
+        let subject = match self.host.upgrade() {
+            Some(h) => host_rego::subject_of(&h, starter.as_deref()),
+            None => Subject::nobody(),
+        };
+        let body = Body::Permission { request: &p.raw };
+        let d = rego.decide(&Input::new(&subject, Some(uri), body), Duration::MAX);
+        if d.recorded() {
+            info!(session = %uri, kind = %Escaped(&p.kind), outcome = d.outcome.as_str(),
+                messages = %Escaped(&d.reason()), "rego decision on a permission request");
+            let principal = subject.principal.as_deref();
+            let client = subject.client.id.as_deref();
+            let record = DecisionRecord::new(&d, principal, Some(uri), client, p.kind.clone());
+            decisions::record(self.customizing.audit_log(), record);
+        }
+        d.refuses().then(|| d.reason())
     }
 
     /// A client tool call: run by its owner if it is still an active

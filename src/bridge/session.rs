@@ -184,12 +184,19 @@ impl BridgedSession {
 
     /// Starts a turn (the caller waited for `Idle`). Not bound yet: the
     /// message's model is the one to bind with, no switch.
-    pub fn begin(&mut self, turn_id: &str, chat: &str, model: Option<&str>, spans: TurnSpans) {
+    pub fn begin(
+        &mut self,
+        turn_id: &str,
+        chat: &str,
+        model: Option<&str>,
+        spans: TurnSpans,
+        starter: Option<String>,
+    ) {
         let stale_idle = matches!(self.turn, TurnState::Idle { stale_idle: true });
         if let (None, Some(m)) = (&self.bound, model) {
             self.model = Some(m.to_owned());
         }
-        let turn = RunningTurn::new(turn_id, chat, stale_idle, spans);
+        let turn = RunningTurn::new(turn_id, chat, stale_idle, spans, starter);
         self.set_turn(TurnState::Running(Box::new(turn)));
     }
 
@@ -319,14 +326,33 @@ impl BridgedSession {
         );
     }
 
+    /// The client that started the running turn, if any.
+    pub fn turn_starter(&self) -> Option<String> {
+        match &self.turn {
+            TurnState::Running(t) => t.starter().map(str::to_owned),
+            _ => None,
+        }
+    }
+
     /// `permission.requested`: a pending confirmation in the running turn;
-    /// no turn to ask in: denied rather than left waiting.
-    pub fn permission_requested(&mut self, p: &PermissionRequest, fx: &mut Effects) {
+    /// no turn to ask in: denied rather than left waiting. `refused`: the
+    /// operator's policy denied it, with that reason: no client is asked.
+    pub fn permission_requested(
+        &mut self,
+        p: &PermissionRequest,
+        refused: Option<&str>,
+        fx: &mut Effects,
+    ) {
         // A client's own tool: the owning client decides by running it.
         let tool_name = p.tool_name.clone().unwrap_or_else(|| p.kind.clone());
         let own_tool = p.kind == "custom-tool" && self.tool_owner(&tool_name).is_some();
-        match self.running() {
-            Some(t) if !own_tool => t.ask_permission(p, fx),
+        match (self.running(), refused) {
+            (Some(t), Some(reason)) => t.refuse_permission(p, reason, fx),
+            (_, Some(_)) => fx.call(RuntimeCall::Permission {
+                request_id: p.request_id.clone(),
+                approved: false,
+            }),
+            (Some(t), None) if !own_tool => t.ask_permission(p, fx),
             _ => fx.call(RuntimeCall::Permission {
                 request_id: p.request_id.clone(),
                 approved: own_tool,
@@ -442,7 +468,7 @@ mod tests {
     #[tokio::test]
     async fn a_waiter_sees_idle_that_comes_between_its_look_and_its_wait() {
         let mut s = BridgedSession::new("r".into(), 0, false);
-        s.begin("t", "ahp-chat:/x", None, spans());
+        s.begin("t", "ahp-chat:/x", None, spans(), None);
         let mut rx = s.idle_watch();
         assert!(!*rx.borrow_and_update());
         // Idle arrives before the waiter waits: the wait still ends at once.
@@ -457,19 +483,19 @@ mod tests {
     fn a_turn_after_an_error_expects_the_stale_idle() {
         let mut s = BridgedSession::new("r".into(), 0, false);
         let fx = &mut Effects::new("s", 0, "r");
-        s.begin("t1", "c", None, spans());
+        s.begin("t1", "c", None, spans(), None);
         let error = RuntimeEvent::Error {
             error_type: "model".into(),
             message: "500".into(),
         };
         s.on_event(&error, fx);
-        s.begin("t2", "c", None, spans());
+        s.begin("t2", "c", None, spans(), None);
         // The failed turn's late idle does not end t2.
         s.on_event(&RuntimeEvent::Idle, fx);
         assert_eq!(s.running_chat(), Some("c"));
         s.on_event(&RuntimeEvent::Idle, fx);
         assert!(s.is_idle());
-        s.begin("t3", "c", None, spans());
+        s.begin("t3", "c", None, spans(), None);
         s.on_event(&RuntimeEvent::Idle, fx);
         assert!(s.is_idle(), "no stale idle expected after a clean end");
     }

@@ -75,6 +75,9 @@ pub(super) struct RunningTurn {
     inputs: HashMap<String, PendingInput>,
     /// The turn's span and its open children.
     spans: TurnSpans,
+    /// The client that started it (a queued message: none): who the
+    /// operator's Rego policy sees asking for its permissions.
+    starter: Option<String>,
 }
 
 /// The `inputNeeded` id of a tool call's mirror.
@@ -88,7 +91,13 @@ pub(super) fn needed_removed(id: String) -> StateAction {
 }
 
 impl RunningTurn {
-    pub fn new(turn_id: &str, chat: &str, stale_idle: bool, spans: TurnSpans) -> Self {
+    pub fn new(
+        turn_id: &str,
+        chat: &str,
+        stale_idle: bool,
+        spans: TurnSpans,
+        starter: Option<String>,
+    ) -> Self {
         Self {
             mapper: TurnMapper::new(turn_id),
             started: Instant::now(),
@@ -101,7 +110,13 @@ impl RunningTurn {
             client_tools: HashMap::new(),
             inputs: HashMap::new(),
             spans,
+            starter,
         }
+    }
+
+    /// The client that started the turn, if a client did.
+    pub fn starter(&self) -> Option<&str> {
+        self.starter.as_deref()
     }
 
     /// The chat the turn runs in.
@@ -219,26 +234,29 @@ impl RunningTurn {
         self.chat
     }
 
+    /// `permission.requested` the operator's policy refused: shown asked
+    /// and denied at once, with `reason`; the runtime is told "denied" and
+    /// no client is asked.
+    pub fn refuse_permission(&mut self, p: &PermissionRequest, reason: &str, fx: &mut Effects) {
+        self.heard();
+        let (tool_call_id, tool_name, input, message) = shown(p);
+        let actions = self
+            .mapper
+            .refuse(&tool_call_id, &tool_name, &input, &message, reason);
+        fx.act(&self.chat, actions);
+        self.spans.permission_asked(&tool_call_id, &p.kind);
+        self.spans.permission_answered(&tool_call_id, false);
+        self.spans.tool_ended(&tool_call_id, "cancelled");
+        fx.call(RuntimeCall::Permission {
+            request_id: p.request_id.clone(),
+            approved: false,
+        });
+    }
+
     /// `permission.requested`: the call goes (back) to pending confirmation.
     pub fn ask_permission(&mut self, p: &PermissionRequest, fx: &mut Effects) {
         self.heard();
-        let tool_name = p.tool_name.clone().unwrap_or_else(|| p.kind.clone());
-        let tool_call_id = p
-            .tool_call_id
-            .clone()
-            .unwrap_or_else(|| p.request_id.clone());
-        let detail = p
-            .intention
-            .as_deref()
-            .or(p.full_command_text.as_deref())
-            .unwrap_or("");
-        let input = p
-            .full_command_text
-            .as_ref()
-            .map(|c| json!(c))
-            .or_else(|| p.args.clone())
-            .unwrap_or(Value::Null);
-        let message = format!("Allow {}: {detail}", p.kind);
+        let (tool_call_id, tool_name, input, message) = shown(p);
         let actions = self
             .mapper
             .ask_confirmation(&tool_call_id, &tool_name, &input, &message);
@@ -252,7 +270,9 @@ impl RunningTurn {
             executor: None,
         });
     }
+}
 
+impl RunningTurn {
     /// `external_tool.requested`: a client tool call, run by `owner` when
     /// it is still an active client, failed at once otherwise.
     pub fn open_client_tool(
@@ -443,4 +463,27 @@ impl RunningTurn {
             let _ = p.answer.send(answer);
         }
     }
+}
+
+/// A permission request as a tool call shows it: its id, its tool's name,
+/// its input and the prompt's message.
+fn shown(p: &PermissionRequest) -> (String, String, Value, String) {
+    let tool_name = p.tool_name.clone().unwrap_or_else(|| p.kind.clone());
+    let tool_call_id = p
+        .tool_call_id
+        .clone()
+        .unwrap_or_else(|| p.request_id.clone());
+    let detail = p
+        .intention
+        .as_deref()
+        .or(p.full_command_text.as_deref())
+        .unwrap_or("");
+    let input = p
+        .full_command_text
+        .as_ref()
+        .map(|c| json!(c))
+        .or_else(|| p.args.clone())
+        .unwrap_or(Value::Null);
+    let message = format!("Allow {}: {detail}", p.kind);
+    (tool_call_id, tool_name, input, message)
 }

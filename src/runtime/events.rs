@@ -95,6 +95,10 @@ pub struct PermissionRequest {
     pub intention: Option<String>,
     pub full_command_text: Option<String>,
     pub args: Option<Value>,
+    /// The `permissionRequest` object as the runtime sent it, every field
+    /// (the schema types only those above): what the operator's Rego
+    /// policy decides on (`input.request`).
+    pub raw: Value,
 }
 
 /// `session.event`'s params, before the data is typed by its event type.
@@ -198,6 +202,7 @@ impl RuntimeEvent {
                 }
             }
             "permission.requested" => {
+                let raw = d.get("permissionRequest").cloned().unwrap_or(Value::Null);
                 let d: s::PermissionRequestedData = data(t, d)?;
                 let p = d.permission_request;
                 Self::PermissionRequested(PermissionRequest {
@@ -208,6 +213,7 @@ impl RuntimeEvent {
                     intention: p.intention,
                     full_command_text: p.full_command_text,
                     args: p.args,
+                    raw,
                 })
             }
             "external_tool.requested" => {

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use ahp_types::actions::{SessionActiveClientSetAction, StateAction};
+use ahp_types::common::JsonObject;
 use ahp_types::state::{
     ChatState, ChatSummary, SessionConfigState, SessionLifecycle, SessionState, SessionStatus,
 };
@@ -17,12 +18,13 @@ use crate::ahp::auth::access::check_action;
 use crate::ahp::auth::Principal;
 use crate::ahp::host::clients::ConnId;
 use crate::ahp::host::sessions::PROVIDER;
-use crate::ahp::host::{Host, NewSession};
+use crate::ahp::host::{rego, Host, NewSession};
 use crate::ahp::protocol::actions::Action;
 use crate::ahp::protocol::errors::AhpError;
 use crate::ahp::protocol::params::CreateSession;
 use crate::ahp::protocol::uri::{chat_uri_of, check_session_uri, working_directory};
 use crate::jsonrpc::{ErrorCode, RpcError};
+use crate::policy::rego::{Body, ClientKind};
 
 fn invalid(why: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidParams, why)
@@ -51,12 +53,52 @@ pub fn create(
         working_directory(d)
             .map_err(|e| invalid(format!("field `workingDirectories[{i}]`: {e}")))?;
     }
-    let active = own_entry(host, conn, principal, c.active_client, c.opt_in)?;
+    decide_session(
+        host,
+        conn,
+        principal,
+        &c.channel,
+        c.provider.as_deref(),
+        &dirs,
+        c.config.as_ref(),
+    )?;
+    let active = own_entry(host, conn, principal, &c.channel, c.active_client, c.opt_in)?;
     let config = session_config::initial_state(host, c.config.as_ref())?;
     let new = new_session(&c.channel, principal, dirs, config);
     host.add_session(conn, new, active)?;
     info!(session = %c.channel, principal = %principal.name, "session created");
     Ok(json!({}))
+}
+
+/// `ahp.session`: the operator's Rego policy over the session as requested
+/// (its provider, working directories, model and config values).
+fn decide_session(
+    host: &Host,
+    conn: ConnId,
+    principal: &Principal,
+    uri: &str,
+    provider: Option<&str>,
+    dirs: &[String],
+    values: Option<&JsonObject>,
+) -> Result<(), RpcError> {
+    let model = values.and_then(|v| v.get("model")).and_then(Value::as_str);
+    let config = json!({
+        "provider": provider,
+        "workingDirectories": dirs,
+        "model": model,
+        "config": values,
+    });
+    let client = host.client_id_of(conn);
+    let subject = principal.subject(client.as_deref(), ClientKind::Ahp);
+    let about = model.unwrap_or("(default model)").to_owned();
+    rego::decide(
+        host,
+        &subject,
+        Some(uri),
+        Body::Session { config: &config },
+        about,
+    )
+    .map_err(|why| RpcError::new(AhpError::PermissionDenied, why))
 }
 
 /// The creator's own active-client entry (`createSession.activeClient`), as
@@ -65,6 +107,7 @@ fn own_entry(
     host: &Host,
     conn: ConnId,
     principal: &Principal,
+    uri: &str,
     entry: Option<ahp_types::state::SessionActiveClient>,
     opt_in: Option<crate::ahp::extension::TransformOptIn>,
 ) -> Result<Option<Action>, RpcError> {
@@ -84,6 +127,14 @@ fn own_entry(
     };
     check_action(principal, &set)
         .map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))?;
+    if let Some(o) = &set.opt_in {
+        let subject = principal.subject(host.client_id_of(conn).as_deref(), ClientKind::Ahp);
+        let body = Body::OptIn {
+            sections: &o.sections,
+        };
+        rego::decide(host, &subject, Some(uri), body, o.sections.join(","))
+            .map_err(|why| RpcError::new(AhpError::PermissionDenied, why))?;
+    }
     Ok(Some(set))
 }
 

@@ -42,6 +42,7 @@ use super::protocol::uri::{channel_kind, ChannelKind, ROOT_URI};
 use super::protocol::versions::Version;
 use crate::config::Config;
 use crate::jsonrpc::{self, RpcError};
+use crate::policy::rego::{Body, ClientKind};
 use crate::policy::PolicyReader;
 
 pub mod api;
@@ -51,6 +52,7 @@ mod credentials;
 mod durable;
 mod host_channels;
 pub mod outbound;
+pub(crate) mod rego;
 mod replay;
 pub mod sessions;
 pub mod subscriptions;
@@ -311,6 +313,7 @@ impl Host {
                 let channel = self.lock().sessions.resolve(&d.channel).to_owned();
                 let by = Dispatcher {
                     principal: principal.name.clone(),
+                    client_id: client_id.clone(),
                     traceparent: d.traceparent,
                 };
                 self.raise(session, &action, &channel, Some(&by))
@@ -367,6 +370,14 @@ impl Host {
             self.check_model(model).map_err(|e| Rejection(e.message))?;
         }
         check_directories(&action.action)?;
+        if let Some(opt_in) = &action.opt_in {
+            let subject = principal.subject(Some(&origin.client_id), ClientKind::Ahp);
+            let body = Body::OptIn {
+                sections: &opt_in.sections,
+            };
+            let about = opt_in.sections.join(",");
+            rego::decide(self, &subject, Some(&d.channel), body, about).map_err(Rejection)?;
+        }
         let mut st = self.lock();
         let channel = st.sessions.resolve(&d.channel).to_owned();
         if kind != ChannelKind::Root && !st.sessions.visible(principal, &channel) {

@@ -7,6 +7,7 @@
 
 pub mod catalog;
 pub mod client_source;
+pub mod rego;
 pub mod runtime_map;
 pub mod shape;
 pub mod vet;

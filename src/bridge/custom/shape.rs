@@ -6,8 +6,8 @@
 use ahp_types::state::{
     AgentCustomization, ChildCustomization, Customization, CustomizationDegradedState,
     CustomizationErrorState, CustomizationLoadState, CustomizationLoadedState,
-    CustomizationLoadingState, HookCustomization, PromptCustomization, RuleCustomization,
-    SkillCustomization,
+    CustomizationLoadingState, ErrorInfo, HookCustomization, McpServerErrorState, McpServerState,
+    PromptCustomization, RuleCustomization, SkillCustomization,
 };
 
 use crate::ahp::customizations::stopped_mcp_server;
@@ -218,6 +218,39 @@ fn set_child_enabled(c: &mut ChildCustomization, enabled: Option<bool>) {
         ChildCustomization::Hook(h) => h.enabled = enabled,
         ChildCustomization::McpServer(_) | ChildCustomization::Unknown(_) => {}
     }
+}
+
+/// `c` shown withheld by the operator's policy, with `why`: a package's
+/// load state, an MCP server's state, an error; `None` when it already is.
+pub fn withheld(c: &Customization, why: &str) -> Option<Customization> {
+    let mut out = c.clone();
+    match &mut out {
+        Customization::Plugin(p) => set_error(&mut p.load, why)?,
+        Customization::Directory(d) => set_error(&mut d.load, why)?,
+        Customization::McpServer(m) => {
+            if matches!(&m.state, McpServerState::Error(e) if e.error.message == why) {
+                return None;
+            }
+            m.state = McpServerState::Error(McpServerErrorState {
+                error: ErrorInfo {
+                    error_type: "policy".into(),
+                    message: why.to_owned(),
+                    stack: None,
+                    meta: None,
+                },
+            });
+        }
+        Customization::Unknown(_) => return None,
+    }
+    Some(out)
+}
+
+fn set_error(load: &mut Option<CustomizationLoadState>, why: &str) -> Option<()> {
+    if matches!(load, Some(CustomizationLoadState::Error(e)) if e.message == why) {
+        return None;
+    }
+    *load = Some(error(why));
+    Some(())
 }
 
 #[cfg(test)]

@@ -19,14 +19,16 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, error, info, warn};
 
 use self::conn::Shared;
-use self::vet::{vet, Rules, Vetted};
+use self::vet::{vet, Rules, Vetted, Violation};
 use super::pool::{Pool, Starts};
 use crate::ahp::auth::Principal;
 use crate::ahp::net::tls::Tls;
+use crate::audit::decision::DecisionRecord;
 use crate::audit::log::AuditLog;
 use crate::audit::sdk_session::{SdkDecision, SdkFinding, SdkSessionRecord};
 use crate::audit::sha256_hex;
 use crate::config::{ClientMcpServers, Config, OnViolation, SdkConfig};
+use crate::policy::rego::{Body, ClientKind, Input};
 use crate::policy::PolicyReader;
 use crate::runtime::app_wire::AppSessionParams;
 use crate::runtime::process::Reach;
@@ -159,9 +161,24 @@ impl SdkGate {
             policy: &policy,
             servers: &self.servers,
         };
-        let v: Vetted = vet(&rules, &typed, &object);
+        let mut v: Vetted = vet(&rules, &typed, &object);
         let session = typed.session_id.clone().unwrap_or_default();
-        let refused = !v.violations.is_empty() && !strip;
+        // The built-in rules first; a Rego deny refuses whatever on_violation says.
+        let mut refused = !v.violations.is_empty() && !strip;
+        if method == "session.create" && !refused {
+            if let Some(why) = self.decide_session(shared, &session, &object) {
+                v.violations.insert(
+                    0,
+                    Violation {
+                        what: "session".into(),
+                        rule: "rego".into(),
+                        message: why,
+                    },
+                );
+                refused = true;
+            }
+        }
+        let on_violation = self.cfg.on_violation.as_str();
         let decision = match (refused, v.violations.is_empty()) {
             (true, _) => SdkDecision::Refused,
             (false, true) => SdkDecision::Allowed,
@@ -181,7 +198,13 @@ impl SdkGate {
                 .map(|f| SdkFinding {
                     what: f.what.clone(),
                     rule: f.rule.clone(),
-                    action: self.cfg.on_violation.as_str().into(),
+                    // A Rego deny is always a refusal.
+                    action: if f.rule == "rego" {
+                        "refuse"
+                    } else {
+                        on_violation
+                    }
+                    .into(),
                 })
                 .collect(),
             redacted: v.redacted.clone(),
@@ -211,6 +234,51 @@ impl SdkGate {
                 .insert(session, v.transform_sections);
         }
         Ok(v.rewritten)
+    }
+
+    /// `ahp.session`: the operator's Rego policy over the app's
+    /// `session.create` as it sent it (with `workingDirectories` added, as
+    /// an AHP client's has them); the reason when it refuses.
+    fn decide_session(
+        &self,
+        shared: &Shared,
+        session: &str,
+        params: &Map<String, Value>,
+    ) -> Option<String> {
+        let policy = self.policy.current();
+        let rego = policy.rego()?;
+        let mut config = params.clone();
+        let dirs: Vec<Value> = params
+            .get("workingDirectory")
+            .into_iter()
+            .cloned()
+            .collect();
+        config.insert("workingDirectories".into(), Value::Array(dirs));
+        config.entry("model").or_insert(Value::Null);
+        let config = Value::Object(config);
+        let subject = self
+            .principal
+            .subject(Some(&shared.client), ClientKind::Sdk);
+        let at = (!session.is_empty()).then_some(session);
+        let body = Body::Session { config: &config };
+        let d = rego.decide(&Input::new(&subject, at, body), Duration::MAX);
+        if d.recorded() {
+            info!(client = %shared.client, session = %crate::telemetry::Escaped(session),
+                outcome = d.outcome.as_str(), "rego decision on an SDK session");
+            let about = config["model"]
+                .as_str()
+                .unwrap_or("(default model)")
+                .to_owned();
+            let record = DecisionRecord::new(
+                &d,
+                Some(&self.principal.name),
+                at,
+                Some(&shared.client),
+                about,
+            );
+            super::decisions::record(self.audit.clone(), record);
+        }
+        d.refuses().then(|| d.reason())
     }
 
     /// Appends a record before the request goes on (audit before effect).

@@ -76,6 +76,17 @@ pub struct Customization {
     /// A remote MCP server's URL.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// A plugin's own MCP servers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<Server>,
+}
+
+/// One MCP server a plugin brings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Server {
+    pub name: String,
+    pub command: String,
+    pub args: Vec<String>,
 }
 
 /// What a point decides on, beside who asks.

@@ -107,6 +107,7 @@ fn each_point_has_its_own_fields() {
         command: Some("python3".into()),
         args: vec!["echo.py".into()],
         url: None,
+        servers: vec![],
     };
     let custom = Input::new(&s, Some("u"), Body::Customization { customization: &c }).to_json();
     assert_eq!(custom["point"], "customization");
@@ -250,6 +251,7 @@ fn data_is_merged_under_data() {
         command: Some("python3".into()),
         args: vec![],
         url: None,
+        servers: vec![],
     };
     let d = rego.decide(
         &Input::new(&subject, None, Body::Customization { customization: &c }),

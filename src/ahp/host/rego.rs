@@ -1,0 +1,62 @@
+//! The operator's Rego policy asked from the host's side: a client's
+//! opt-in (`ahp.opt_in`) and `createSession` (`ahp.session`). The host
+//! knows who asks (the principal it authenticated, its roles and claims);
+//! what the decision was worth recording goes to the backend, which keeps
+//! the audit log (the host has none). Asked outside the host's lock: an
+//! evaluation takes up to `[policy.rego] timeout` of CPU, never a wait.
+
+use std::time::Duration;
+
+use tracing::info;
+
+use super::Host;
+use crate::ahp::backend::Decided;
+use crate::policy::rego::{Body, ClientKind, Input, Subject};
+use crate::telemetry::Escaped;
+
+/// Asks the policy in force, if it has Rego modules; the reason when the
+/// decision refuses (its messages, or the error).
+pub(crate) fn decide(
+    host: &Host,
+    subject: &Subject,
+    session: Option<&str>,
+    body: Body<'_>,
+    about: String,
+) -> Result<(), String> {
+    let policy = host.policy.current();
+    let Some(rego) = policy.rego() else {
+        return Ok(());
+    };
+    // The host's decisions have no deadline of their own but the policy's.
+    let d = rego.decide(&Input::new(subject, session, body), Duration::MAX);
+    if !d.recorded() {
+        return Ok(());
+    }
+    let principal = subject.principal.clone();
+    info!(point = d.point.as_str(), outcome = d.outcome.as_str(), principal = ?principal,
+        about = %Escaped(&about), messages = %Escaped(&d.reason()), "rego decision");
+    let refused = d.refuses().then(|| d.reason());
+    if let Some(backend) = host.backend() {
+        backend.decided(Decided {
+            decision: d,
+            principal,
+            session: session.map(str::to_owned),
+            client: subject.client.id.clone(),
+            about,
+        });
+    }
+    refused.map_or(Ok(()), Err)
+}
+
+/// Who `client_id` is to the policy (its principal while it is connected
+/// or in its grace); nobody when no client is known.
+pub(crate) fn subject_of(host: &Host, client_id: Option<&str>) -> Subject {
+    let Some(id) = client_id else {
+        return Subject::nobody();
+    };
+    let st = host.lock();
+    match st.clients.principal_of_client(id) {
+        Some(p) => p.subject(Some(id), ClientKind::Ahp),
+        None => Subject::new(None, vec![], None, Some(id.to_owned()), ClientKind::Ahp),
+    }
+}
