@@ -408,8 +408,18 @@ impl Customizing {
             }
             let why = format!("withheld by policy: {}", d.reason());
             let shown = state.iter().find(|s| id_of(s) == Some(c.id.as_str()));
-            if let Some(now) = shown.and_then(|s| shape::withheld(s, &why)) {
-                self.updated(uri, now);
+            match shown.and_then(|s| shape::withheld(s, &why)) {
+                Some(shape::Withheld::Container(now)) => self.updated(uri, now),
+                Some(shape::Withheld::Server(id, state)) => {
+                    let action = SessionMcpServerStateChangedAction {
+                        id,
+                        state,
+                        channel: None,
+                    };
+                    let action = StateAction::SessionMcpServerStateChanged(Box::new(action));
+                    self.dispatch_custom(uri, action);
+                }
+                None => {}
             }
         }
         kept

@@ -220,9 +220,17 @@ fn set_child_enabled(c: &mut ChildCustomization, enabled: Option<bool>) {
     }
 }
 
-/// `c` shown withheld by the operator's policy, with `why`: a package's
-/// load state, an MCP server's state, an error; `None` when it already is.
-pub fn withheld(c: &Customization, why: &str) -> Option<Customization> {
+/// How a container the operator's policy withholds is shown.
+pub enum Withheld {
+    /// A package with an error load state.
+    Container(Customization),
+    /// An MCP server in the error state.
+    Server(String, McpServerState),
+}
+
+/// `c` shown withheld by the operator's policy, with `why`; `None` when it
+/// already is.
+pub fn withheld(c: &Customization, why: &str) -> Option<Withheld> {
     let mut out = c.clone();
     match &mut out {
         Customization::Plugin(p) => set_error(&mut p.load, why)?,
@@ -231,7 +239,7 @@ pub fn withheld(c: &Customization, why: &str) -> Option<Customization> {
             if matches!(&m.state, McpServerState::Error(e) if e.error.message == why) {
                 return None;
             }
-            m.state = McpServerState::Error(McpServerErrorState {
+            let state = McpServerState::Error(McpServerErrorState {
                 error: ErrorInfo {
                     error_type: "policy".into(),
                     message: why.to_owned(),
@@ -239,10 +247,11 @@ pub fn withheld(c: &Customization, why: &str) -> Option<Customization> {
                     meta: None,
                 },
             });
+            return Some(Withheld::Server(m.id.clone(), state));
         }
         Customization::Unknown(_) => return None,
     }
-    Some(out)
+    Some(Withheld::Container(out))
 }
 
 fn set_error(load: &mut Option<CustomizationLoadState>, why: &str) -> Option<()> {
