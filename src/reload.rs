@@ -97,9 +97,10 @@ pub fn start(
             tx.as_ref().is_some_and(|t| t.send(()).is_ok())
         });
     }
+    // What was loaded, taken now: a change right after start is a change.
+    let mut last = path.as_deref().and_then(digest);
     tokio::spawn(async move {
         let _unwatched = unwatched;
-        let mut last = path.as_deref().and_then(digest);
         loop {
             let cause = tokio::select! {
                 _ = stop.cancelled() => return,

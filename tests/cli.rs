@@ -301,3 +301,101 @@ fn serve_off_loopback_needs_tls_or_allow_plaintext_remote() {
     let line = listening.unwrap_or_default();
     assert!(line.starts_with("listening on ws://0.0.0.0:"), "{line}");
 }
+
+/// `policy test`: every `test_*` rule, PASS or FAIL; exit 0 only when all pass.
+#[test]
+fn policy_test_runs_each_test_rule_and_fails_on_a_failing_one() {
+    for example in [
+        "group-gated-rewrites",
+        "link-allowlist",
+        "shell-mcp-registry",
+    ] {
+        let out = bin()
+            .args(["policy", "test"])
+            .arg(format!("examples/policy/{example}"))
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{example}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("PASS data."), "{text}");
+        assert!(text.contains(" 0 failed"), "{text}");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("p.rego"),
+        "package ahp.opt_in\n\ndeny contains \"no tone\" if \"tone\" in input.sections\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("p_test.rego"),
+        "package ahp.opt_in_test\n\nimport data.ahp.opt_in\n\n\
+         test_tone_denied if \"no tone\" in opt_in.deny with input as {\"sections\": [\"tone\"]}\n\n\
+         test_wrongly_expects_a_deny if \"no tone\" in opt_in.deny with input as {\"sections\": []}\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["policy", "test"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("PASS data.ahp.opt_in_test.test_tone_denied"),
+        "{text}"
+    );
+    assert!(
+        text.contains("FAIL data.ahp.opt_in_test.test_wrongly_expects_a_deny"),
+        "{text}"
+    );
+    assert!(text.contains("1 passed, 1 failed"), "{text}");
+
+    // `policy eval`: the sets of one input at one point, with a config's [policy.rego].
+    let config = dir.path().join("bridge.toml");
+    std::fs::write(&config, "[policy.rego]\nmodules = [\"p.rego\"]\n").unwrap();
+    let input = dir.path().join("input.json");
+    std::fs::write(&input, r#"{"sections": ["tone", "preamble"]}"#).unwrap();
+    let out = bin()
+        .args(["policy", "eval", "--point", "opt_in", "--config"])
+        .arg(&config)
+        .arg("--input")
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sets: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(sets, serde_json::json!({"deny": ["no tone"], "warn": []}));
+    let out = bin()
+        .args(["policy", "eval", "--point", "nowhere", "--config"])
+        .arg(&config)
+        .arg("--input")
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("opt_in, session, transform"));
+
+    // `config check` compiles the modules: a syntax error names the file and line.
+    std::fs::write(
+        dir.path().join("p.rego"),
+        "package ahp.opt_in\n\ndeny contains msg if {\n    msg := \n}\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["config", "check"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("config policy.rego.modules"), "{err}");
+    assert!(err.contains("p.rego:"), "the module's file and line: {err}");
+}

@@ -153,3 +153,54 @@ async fn customizations_change_with_the_file_for_the_sessions_after_it() {
         "a session created after the reload lists the new directory"
     );
 }
+
+/// The `rego.revision` of each `policy` record in the log, in order.
+fn rego_revisions(dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
+    text.lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|r| r["kind"] == "policy")
+        .map(|r| r["policy"]["rego"]["revision"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_rego_module_applies_and_a_broken_one_keeps_the_running_policy() {
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let modules = dir.path().join("policy");
+    std::fs::create_dir(&modules).unwrap();
+    let module = modules.join("tone.rego");
+    let deny = |msg: &str| {
+        format!("package ahp.opt_in\n\ndeny contains {msg:?} if \"tone\" in input.sections\n")
+    };
+    std::fs::write(&module, deny("tone is fixed")).unwrap();
+    // Relative to the config file's folder, as an operator writes it.
+    let server = "reload_on_change = true\n[policy.rego]\nmodules = [\"policy/*.rego\"]\n";
+    let bridge = BridgeProcess::start_in(&model, dir.path(), server, None);
+    let first = rego_revisions(dir.path());
+    assert_eq!(first.len(), 1, "the startup policy names its revision");
+
+    // The module edited in place: no SIGHUP, no change of the config file.
+    let mark = bridge.log_mark();
+    std::fs::write(&module, deny("tone is fixed by the governance team")).unwrap();
+    let line = bridge.wait_log(mark, "policy reloaded").await;
+    assert!(line.contains("changed=true"), "{line}");
+    let second = rego_revisions(dir.path());
+    assert_eq!(second.len(), 2);
+    assert_ne!(second[1], second[0], "the new revision is in force");
+
+    // A module that does not compile: refused naming its file and line,
+    // counted, and the revision in force stays.
+    let mark = bridge.log_mark();
+    std::fs::write(
+        &module,
+        "package ahp.opt_in\n\ndeny contains msg if {\n    msg := \n}\n",
+    )
+    .unwrap();
+    let line = bridge.wait_log(mark, "reload refused").await;
+    assert!(line.contains("policy.rego.modules"), "{line}");
+    assert!(line.contains("tone.rego:"), "the file and line: {line}");
+    assert_eq!(config_reload_failures(&bridge), 1.0);
+    assert_eq!(rego_revisions(dir.path()), second, "no half-loaded policy");
+}
