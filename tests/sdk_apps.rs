@@ -464,3 +464,43 @@ async fn an_app_connecting_while_the_bridge_drains_is_refused() {
         "{metrics}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rego_deny_refuses_an_apps_session_whatever_on_violation_says() {
+    let modules = tempfile::tempdir().unwrap();
+    let module = modules.path().join("session.rego");
+    std::fs::write(
+        &module,
+        "package ahp.session\n\n\
+         deny contains sprintf(\"%s is not for SDK apps\", [input.config.model]) if {\n\
+         \tinput.client.kind == \"sdk\"\n\tinput.config.model == \"gpt-4.1\"\n}\n",
+    )
+    .unwrap();
+    let rego = format!(
+        "[policy.rego]\nmodules = [{:?}]\n",
+        module.display().to_string()
+    );
+    let (model, dir, b) = stack("on_violation = \"strip\"", &rego).await;
+    let seen = node_app(&scenario(&b, &model, json!({"prompt": "hi"})));
+    let error = event(&seen, "error").unwrap_or_else(|| panic!("refused: {seen:?}"));
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("gpt-4.1 is not for SDK apps"),
+        "{error}"
+    );
+    assert!(model.requests().is_empty(), "nothing reached the model");
+    let refused = records(dir.path(), "sdk_session");
+    assert_eq!(refused[0]["decision"], "refused");
+    assert_eq!(
+        refused[0]["findings"],
+        json!([{"what": "session", "rule": "rego", "action": "refuse"}])
+    );
+    let decision = records(dir.path(), "decision");
+    assert_eq!(decision.len(), 1, "{decision:?}");
+    assert_eq!(decision[0]["point"], "session");
+    assert_eq!(decision[0]["outcome"], "denied");
+    assert_eq!(decision[0]["principal"], "sdk-apps");
+    assert!(decision[0]["client"].as_str().unwrap().starts_with("sdk:"));
+}
