@@ -24,7 +24,7 @@ use crate::ahp::protocol::errors::AhpError;
 use crate::ahp::protocol::params::CreateSession;
 use crate::ahp::protocol::uri::{chat_uri_of, check_session_uri, working_directory};
 use crate::jsonrpc::{ErrorCode, RpcError};
-use crate::policy::rego::{Body, ClientKind};
+use crate::policy::rego::{lexical, Body, ClientKind};
 
 fn invalid(why: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidParams, why)
@@ -82,9 +82,17 @@ fn decide_session(
     values: Option<&JsonObject>,
 ) -> Result<(), RpcError> {
     let model = values.and_then(|v| v.get("model")).and_then(Value::as_str);
+    // As the runtime gets them: local paths, `..` resolved (the URIs as
+    // sent could hide `/etc` behind `/srv/work/%2E%2E/etc`).
+    let paths: Vec<String> = dirs
+        .iter()
+        .filter_map(|d| working_directory(d).ok())
+        .map(|p| lexical(&p.to_string_lossy()))
+        .collect();
     let config = json!({
         "provider": provider,
-        "workingDirectories": dirs,
+        "workingDirectories": paths,
+        "workingDirectoryUris": dirs,
         "model": model,
         "config": values,
     });

@@ -28,7 +28,7 @@ use crate::audit::log::AuditLog;
 use crate::audit::sdk_session::{SdkDecision, SdkFinding, SdkSessionRecord};
 use crate::audit::sha256_hex;
 use crate::config::{ClientMcpServers, Config, OnViolation, SdkConfig};
-use crate::policy::rego::{Body, ClientKind, Input};
+use crate::policy::rego::{lexical, Body, ClientKind, Input};
 use crate::policy::PolicyReader;
 use crate::runtime::app_wire::AppSessionParams;
 use crate::runtime::process::Reach;
@@ -248,10 +248,16 @@ impl SdkGate {
         let policy = self.policy.current();
         let rego = policy.rego()?;
         let mut config = params.clone();
+        // Every folder the session may work in, as paths with `..` resolved.
+        let extra = params
+            .get("additionalDirectories")
+            .and_then(Value::as_array);
         let dirs: Vec<Value> = params
             .get("workingDirectory")
             .into_iter()
-            .cloned()
+            .chain(extra.into_iter().flatten())
+            .filter_map(Value::as_str)
+            .map(|d| Value::String(lexical(d)))
             .collect();
         config.insert("workingDirectories".into(), Value::Array(dirs));
         config.entry("model").or_insert(Value::Null);

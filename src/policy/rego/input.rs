@@ -124,6 +124,33 @@ impl Body<'_> {
     }
 }
 
+/// A path as a policy should compare it: `.` and `..` resolved and
+/// repeated `/` folded, without asking the file system (the path may not
+/// exist yet): `/srv/work/../etc` is `/etc`. A relative path stays relative.
+pub fn lexical(path: &str) -> String {
+    let absolute = path.starts_with('/');
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if parts.last().is_some_and(|p| *p != "..") {
+                    parts.pop();
+                } else if !absolute {
+                    parts.push("..");
+                }
+            }
+            p => parts.push(p),
+        }
+    }
+    let joined = parts.join("/");
+    if absolute {
+        format!("/{joined}")
+    } else {
+        joined
+    }
+}
+
 /// One decision's `input`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Input<'a> {

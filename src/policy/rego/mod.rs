@@ -18,7 +18,7 @@
 mod input;
 pub mod testing;
 
-pub use input::{Body, ClientKind, ClientRef, Customization, Input, Server, Subject};
+pub use input::{lexical, Body, ClientKind, ClientRef, Customization, Input, Server, Subject};
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -308,3 +308,11 @@ fn messages_are_bounded() {
     assert!(d.warn[0].len() <= MAX_MESSAGE_BYTES + '…'.len_utf8());
     assert!(d.warn[0].ends_with('…'));
 }
+
+#[test]
+fn paths_are_compared_lexically() {
+    assert_eq!(lexical("/srv/work/../../etc"), "/etc");
+    assert_eq!(lexical("/srv//work/./a/"), "/srv/work/a");
+    assert_eq!(lexical("/.."), "/");
+    assert_eq!(lexical("a/../../b"), "../b");
+}
