@@ -21,6 +21,12 @@
 //!    limits, must_keep, deny, and redaction of a token and an address that
 //!    are in the text), so the difference is what evaluating the rules costs.
 //!
+//! 4. With Rego: at the pipe again, through a second bridge whose
+//!    `[policy.rego]` is the examples' transform policy (group-gated
+//!    rewrites and the link allow-list, in report mode so the rewrite still
+//!    applies and every section is decided), interleaved with the bridge
+//!    without it; and one `ahp.transform` decision alone, timed in process.
+//!
 //! Run: cargo bench --bench transform_roundtrip [-- ITERATIONS]
 
 mod common;
@@ -157,25 +163,61 @@ async fn main() {
     tokio::spawn(run(iterations)).await.unwrap();
 }
 
-async fn run(iterations: usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut fake = PipeRuntime::start().await;
+/// The examples' `ahp.transform` policy (examples/policy/), in report mode.
+fn examples_rego() -> Config {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/policy");
+    let file = |f: &str| format!("{:?}", root.join(f).display().to_string());
+    let toml = format!(
+        "[policy.rego]\nmodules = [{}, {}, {}]\ndata = [{}]\nenforcement = \"report\"\n",
+        file("group-gated-rewrites/writers.rego"),
+        file("group-gated-rewrites/transform.rego"),
+        file("link-allowlist/links.rego"),
+        file("link-allowlist/allowed_hosts.json"),
+    );
+    Config::parse(&toml).unwrap()
+}
+
+/// A bridge on `fake` (with an audit log in `dir`, as an operator runs it)
+/// and its client answering transforms; the runtime id it bound.
+async fn bridge_on(
+    fake: &mut PipeRuntime,
+    dir: &std::path::Path,
+    tune: impl FnOnce(&mut Config),
+) -> (
+    app::Running,
+    ahp::Client,
+    common::pipe::PipeConn,
+    String,
+    Arc<Config>,
+) {
     let mut cfg = Config::default();
     cfg.server.listen = "127.0.0.1:0".parse().unwrap();
     cfg.runtime.connect = Some(fake.addr.to_string().into());
-    // As an operator runs it: an audit log, and the state store next to it.
-    cfg.audit.path = Some(dir.path().join("audit.jsonl"));
+    cfg.audit.path = Some(dir.join("audit.jsonl"));
+    // Two bridges in one process: no admin listener (its port is fixed).
+    cfg.admin.listen = None;
+    tune(&mut cfg);
     let cfg = Arc::new(cfg);
     let r = app::start(cfg.clone(), Agent::Copilot).await.unwrap();
     let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{}", r.addr))
         .await
         .unwrap();
-    // Kept to the end: it answers the transforms.
-    let _client = common::bench_client(t).await;
-    // The bridge created the runtime session on the fake; a direct answerer
-    // connects to the same fake the same way.
-    let mut bridge_pipe = fake.next_conn().await;
-    let runtime_id = bridge_pipe.created().await;
+    let client = common::bench_client(t).await;
+    let mut pipe = fake.next_conn().await;
+    let runtime_id = pipe.created().await;
+    (r, client, pipe, runtime_id, cfg)
+}
+
+async fn run(iterations: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let rego_dir = tempfile::tempdir().unwrap();
+    let mut fake = PipeRuntime::start().await;
+    // The clients are kept to the end: they answer the transforms.
+    let (r, _client, bridge_pipe, runtime_id, cfg) = bridge_on(&mut fake, dir.path(), |_| {}).await;
+    let rego = examples_rego().policy.rego;
+    let (rr, _rego_client, rego_pipe, rego_runtime_id, rego_cfg) =
+        bridge_on(&mut fake, rego_dir.path(), |c| c.policy.rego = rego).await;
+    // A direct answerer connects to the same fake the same way.
     tokio::spawn(answer_directly(fake.addr));
     let direct_pipe = fake.next_conn().await;
     let unaudited = |cfg: &Config| {
@@ -212,6 +254,7 @@ async fn run(iterations: usize) {
         .map(|(k, v)| (k.clone(), json!({"content": v})))
         .collect();
     let bridged_ask = json!({"sessionId": runtime_id, "sections": pipe_sections});
+    let rego_ask = json!({"sessionId": rego_runtime_id, "sections": pipe_sections});
     let direct_ask = json!({"sessionId": "direct", "sections": pipe_sections});
     let peer = r.host.client_peer("bench").unwrap();
     // One round: the direct call, then the same request through the router;
@@ -222,6 +265,7 @@ async fn run(iterations: usize) {
         let (direct_params, sections) = (&direct_params, &sections);
         let (bridge_pipe, direct_pipe) = (&bridge_pipe, &direct_pipe);
         let (bridged_ask, direct_ask) = (&bridged_ask, &direct_ask);
+        let (rego_pipe, rego_ask) = (&rego_pipe, &rego_ask);
         async move {
             let t0 = Instant::now();
             peer.call(
@@ -254,6 +298,7 @@ async fn run(iterations: usize) {
             let pipe = |conn: &'static str| async move {
                 let (t, answer) = match conn {
                     "bridge" => bridge_pipe.ask("systemMessage.transform", bridged_ask.clone()),
+                    "rego" => rego_pipe.ask("systemMessage.transform", rego_ask.clone()),
                     _ => direct_pipe.ask("systemMessage.transform", direct_ask.clone()),
                 }
                 .await;
@@ -271,19 +316,35 @@ async fn run(iterations: usize) {
                 let b = pipe("bridge").await;
                 (pipe("direct").await, b)
             };
-            [direct, routed, with_rules, pipe_direct, pipe_bridged]
+            // The bridge with Rego beside the one without, in turn first.
+            let (plain, with_rego) = if i.is_multiple_of(2) {
+                let p = pipe("bridge").await;
+                (p, pipe("rego").await)
+            } else {
+                let g = pipe("rego").await;
+                (pipe("bridge").await, g)
+            };
+            [
+                direct,
+                routed,
+                with_rules,
+                pipe_direct,
+                pipe_bridged,
+                plain,
+                with_rego,
+            ]
         }
     };
     for i in 0..200 {
         round(i).await; // warm-up
     }
-    let mut samples: [Vec<Duration>; 5] = Default::default();
+    let mut samples: [Vec<Duration>; 7] = Default::default();
     for i in 0..iterations {
         for (v, d) in samples.iter_mut().zip(round(i).await) {
             v.push(d);
         }
     }
-    let [base, bridged, policed, pipe_direct, pipe_bridged] = &mut samples;
+    let [base, bridged, policed, pipe_direct, pipe_bridged, plain, with_rego] = &mut samples;
     println!(
         "transform round trip, {iterations} iterations, 3 sections (2 owned), loopback WebSocket"
     );
@@ -301,7 +362,51 @@ async fn run(iterations: usize) {
     let b = line("a client answering directly", pipe_direct);
     let r2 = line("through the bridge", pipe_bridged);
     added(b, r2);
+    println!("at the runtime's pipe, the examples' Rego policy (report mode) against none:");
+    let b = line("the bridge without Rego", plain);
+    let r2 = line("the bridge with Rego", with_rego);
+    added(b, r2);
+    one_decision(&rego_cfg, &sections, iterations);
+    let records = std::fs::read_to_string(rego_dir.path().join("audit.jsonl")).unwrap();
+    assert!(records.contains("regoDecision"), "the policy decided");
+    rr.shutdown.cancel();
     r.shutdown.cancel();
+}
+
+/// One `ahp.transform` decision of the examples' policy on the guidelines
+/// section's rewrite (1.2 KB, a link added), timed alone.
+fn one_decision(cfg: &Config, sections: &BTreeMap<String, String>, iterations: usize) {
+    use ahp_copilot_bridge::policy::rego::{Body, ClientKind, Input, Subject};
+    let policy = Policy::from_config(cfg).unwrap();
+    let rego = policy.rego().unwrap();
+    let claims = json!({"groups": ["copilot-writers"]});
+    let subject = Subject::new(
+        Some("corp:alice".into()),
+        vec!["transform".into()],
+        Some(claims),
+        Some("bench".into()),
+        ClientKind::Ahp,
+    );
+    let before = &sections["guidelines"];
+    let after = format!("{before}\nSee https://docs.example.com/style and https://evil.test/x.");
+    let body = || Body::Transform {
+        section: "guidelines",
+        before,
+        after: &after,
+        owner: "bench",
+    };
+    let mut v = Vec::with_capacity(iterations);
+    for i in 0..iterations + 200 {
+        let input = Input::new(&subject, Some("ahp-session:/bench"), body());
+        let t0 = Instant::now();
+        let d = rego.decide(&input, Duration::from_secs(1));
+        if i >= 200 {
+            v.push(t0.elapsed());
+        }
+        assert_eq!(d.outcome.as_str(), "would_deny", "{d:?}");
+    }
+    println!("one ahp.transform decision of the examples' policy (1.2 KB section, 2 links added):");
+    line("decide", &mut v);
 }
 
 /// A realistic rule set on the two owned sections.

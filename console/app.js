@@ -198,7 +198,13 @@ function start(c) {
     policy.setSession(uri);
   });
   const audit = new AuditPane(c, $("pane-audit"));
-  audit.onRecord((record) => sections.recordSeen(record));
+  audit.onRecord((record) => {
+    sections.recordSeen(record);
+    policy.recordSeen(record);
+  });
+  // The tail a snapshot brings is no answer to a request of this page:
+  // only the policy pane's latest decisions take it.
+  audit.onRecent((record) => policy.recordSeen(record));
   chat.render();
   sections.render();
   audit.render();

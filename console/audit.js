@@ -22,6 +22,8 @@ export class AuditPane {
     this.records = [];
     /** @type {Array<(record: any) => void>} */
     this.watchers = [];
+    /** @type {Array<(record: any) => void>} */
+    this.tailWatchers = [];
     this.state = {};
     ctx.ahp.on("action", (env) => {
       if (env.channel === AUDIT_LOG && env.action?.type === "x-audit/recordAppended") this.appended(env.action);
@@ -32,12 +34,28 @@ export class AuditPane {
       this.state = snap.state;
       this.records = [...(snap.state.recent || [])];
       this.draw();
+      this.replay();
     });
   }
 
   /** @param {(record: any) => void} fn called with each record appended from now on */
   onRecord(fn) {
     this.watchers.push(fn);
+  }
+
+  /**
+   * @param {(record: any) => void} fn called with each record of a
+   * snapshot's tail (the newest records, oldest first): at the subscription
+   * and again after a drop, so the same record may come more than once.
+   * Apart from onRecord, whose watchers take each record as new.
+   */
+  onRecent(fn) {
+    this.tailWatchers.push(fn);
+  }
+
+  /** The snapshot's tail, to each onRecent watcher. */
+  replay() {
+    for (const record of this.records) for (const fn of this.tailWatchers) fn(record);
   }
 
   async render() {
@@ -59,6 +77,7 @@ export class AuditPane {
       this.state = r.snapshot.state;
       this.records = [...(this.state.recent || [])];
       this.draw();
+      this.replay();
     } catch (e) {
       replace(this.status, h("p", { class: "refused" }, `The audit log is not shown: ${reason(e)}`));
     }

@@ -1,11 +1,16 @@
 // The policy pane: the effective policy from `x-policy://effective` (each
 // section's access, mode, limits and rules, who may transform, the limits
-// of a request), its hash and when it was loaded; a reload redraws it.
+// of a request, the operator's Rego policy in force), its hash and when it
+// was loaded; a reload redraws it. Below, the latest Rego decisions, from
+// the audit log's records as they come.
 
 import { h, replace } from "./dom.js";
 import { reason } from "./notice.js";
 
 export const POLICY = "x-policy://effective";
+
+/** The most Rego decisions the pane lists. */
+const MAX_DECISIONS = 50;
 
 export class PolicyPane {
   /**
@@ -18,6 +23,12 @@ export class PolicyPane {
     /** @type {string|null} */
     this.session = null;
     this.customizations = h("section", { id: "customizations", "aria-label": "Customizations of the open session" });
+    /** @type {Decision[]} the latest Rego decisions, newest first */
+    this.decisions = [];
+    this.decisionList = h("ol", { id: "policy-decisions", "aria-label": "Rego decisions, newest first", "aria-live": "polite" });
+    this.decisionNone = h("p", { id: "policy-decisions-none", class: "hint" }, "No Rego decision among the audit records seen so far");
+    this.latest = h("section", { "aria-label": "Latest Rego decisions" },
+      h("h3", {}, "Latest decisions"), this.decisionNone, this.decisionList);
     ctx.ahp.on("action", (env) => {
       if (env.channel === POLICY && env.action?.type === "x-policy/loaded") this.draw(env.action);
       if (env.channel === this.session && String(env.action?.type).startsWith("session/customization")) this.setSession(this.session);
@@ -45,13 +56,31 @@ export class PolicyPane {
     }
   }
 
+  /**
+   * An audit record: its Rego decisions (a `decision` record's, each
+   * transform section's `regoDecision`) join the latest, newest first. A
+   * record seen before (a snapshot repeats the log's tail) is not added twice.
+   * @param {any} record
+   */
+  recordSeen(record) {
+    const fresh = regoDecisions(record).filter((d) => !this.decisions.some((k) => k.key === d.key));
+    if (!fresh.length) return;
+    this.decisions = [...fresh, ...this.decisions].sort((a, b) => b.seq - a.seq).slice(0, MAX_DECISIONS);
+    this.drawDecisions();
+  }
+
+  drawDecisions() {
+    this.decisionNone.hidden = this.decisions.length > 0;
+    replace(this.decisionList, this.decisions.map(decisionItem));
+  }
+
   async render() {
-    replace(this.el, h("h2", {}, "Policy"), h("p", {}, "loading"), this.customizations);
+    replace(this.el, h("h2", {}, "Policy"), h("p", {}, "loading"), this.latest, this.customizations);
     try {
       const r = await this.ctx.ahp.request("subscribe", { channel: POLICY });
       this.draw(r.snapshot.state);
     } catch (e) {
-      replace(this.el, h("h2", {}, "Policy"), h("p", { class: "refused", id: "policy-refused" }, `The policy is not shown: ${reason(e)}`), this.customizations);
+      replace(this.el, h("h2", {}, "Policy"), h("p", { class: "refused", id: "policy-refused" }, `The policy is not shown: ${reason(e)}`), this.latest, this.customizations);
     }
   }
 
@@ -67,11 +96,105 @@ export class PolicyPane {
         h("dt", {}, "Transform deadline"), h("dd", {}, `${p.transformTimeoutMs} ms`),
         h("dt", {}, "Sections per answer"), h("dd", {}, String(p.maxSections)),
         h("dt", {}, "Bytes per answer"), h("dd", {}, String(p.maxResponseBytes))),
+      regoFacts(p.rego),
+      this.latest,
       sectionTable(p.sections || {}),
       principalList(p.transformPrincipals || {}),
       this.customizations,
     );
   }
+}
+
+/**
+ * The Rego policy in force: its revision (SHA-256 of its modules and
+ * data), whether a deny refuses or is only reported, its deadline, its
+ * modules and the points it decides; or that there is none.
+ * @param {any} rego
+ */
+function regoFacts(rego) {
+  if (!rego) {
+    return h("section", { "aria-label": "Rego policy" },
+      h("h3", {}, "Rego policy"),
+      h("p", { id: "policy-rego-none" }, "No Rego policy ([policy.rego] is not set)"));
+  }
+  const revision = String(rego.revision ?? "");
+  const list = (/** @type {any} */ items, /** @type {string} */ id) =>
+    Array.isArray(items) && items.length
+      ? h("ul", { id, class: "plain" }, items.map((i) => h("li", {}, h("code", {}, String(i)))))
+      : "none";
+  return h("section", { "aria-label": "Rego policy" },
+    h("h3", {}, "Rego policy"),
+    h("dl", { class: "facts", id: "policy-rego" },
+      h("dt", {}, "Revision"), h("dd", { id: "policy-rego-revision" }, revision),
+      h("dt", {}, "Enforcement"),
+      h("dd", { id: "policy-rego-enforcement", class: rego.enforcement === "report" ? "note" : "" }, String(rego.enforcement ?? "")),
+      h("dt", {}, "Deadline"), h("dd", {}, `${rego.timeoutMs} ms`),
+      h("dt", {}, "Points"), h("dd", {}, list(rego.points, "policy-rego-points")),
+      h("dt", {}, "Modules"), h("dd", {}, list(rego.modules, "policy-rego-modules"))));
+}
+
+/**
+ * One Rego decision as the pane keeps it.
+ * @typedef {{key: string, seq: number, time: string, session: string, about: string, d: any}} Decision
+ */
+
+/**
+ * The Rego decisions an audit record holds: a `decision` record is one;
+ * a transform record (kind `transform`, or none in older logs) holds one
+ * in each section Rego denied, would have denied, warned on or erred on.
+ * @param {any} r
+ * @returns {Decision[]}
+ */
+function regoDecisions(r) {
+  if (!r || typeof r !== "object") return [];
+  const seq = Number(r.seq) || 0;
+  if (r.kind === "decision") {
+    return [{ key: `${seq}`, seq, time: r.time || "", session: r.session || "", about: r.about || "", d: r }];
+  }
+  if (r.kind && r.kind !== "transform") return [];
+  return (Array.isArray(r.sections) ? r.sections : [])
+    .filter((s) => s && s.regoDecision)
+    .map((s) => ({ key: `${seq}:${s.id}`, seq, time: r.time || "", session: r.session || "", about: String(s.id), d: s.regoDecision }));
+}
+
+/** What each outcome means, said in the list. */
+const OUTCOMES = {
+  denied: "denied",
+  would_deny: "would deny (report only)",
+  warned: "warned",
+  error: "error (refuses when enforced)",
+};
+
+/**
+ * One decision: when, at which point, on what, its outcome, who asked,
+ * its messages; a deny or an error in red. Every string goes in as text.
+ * @param {Decision} x
+ */
+function decisionItem(x) {
+  const d = x.d;
+  const outcome = String(d.outcome || "");
+  const refused = outcome === "denied" || outcome === "error";
+  const messages = [
+    ...(Array.isArray(d.deny) ? d.deny : []).map((m) => ["deny", m]),
+    ...(Array.isArray(d.warn) ? d.warn : []).map((m) => ["warn", m]),
+    ...(d.error ? [["error", d.error]] : []),
+  ];
+  const revision = String(d.revision || "");
+  return h("li", { class: refused ? "decision refused" : "decision", "data-outcome": outcome, "data-point": d.point, "data-seq": x.seq },
+    h("p", {},
+      h("strong", {}, OUTCOMES[outcome] || outcome), " ",
+      h("code", {}, String(d.point || "")), " on ", h("code", {}, x.about),
+      ` by ${d.principal ?? "nobody known"}`),
+    h("p", { class: "hint" },
+      h("time", { datetime: x.time || undefined }, x.time),
+      x.session ? ` in ${x.session}` : "",
+      ` (audit record #${x.seq}`,
+      revision ? [", revision ", h("code", { title: revision }, revision.slice(0, 12))] : "",
+      ")"),
+    messages.length
+      ? h("ul", { class: "messages" }, messages.map(([kind, m]) =>
+          h("li", { "data-kind": kind }, `${kind}: ${m}`)))
+      : null);
 }
 
 const count = (/** @type {any} */ list) => String((list || []).length);

@@ -14,6 +14,10 @@ scripts/install-sdks.sh
 .console-tools/node_modules/.bin/tsc -p console/tsconfig.json
 cargo fmt --check
 cargo clippy --all-targets --locked -- -D warnings
+# The example Rego policies' own tests (docs/policy.md), as an operator runs them.
+for example in examples/policy/*/; do
+  cargo run --locked --quiet -- policy test "$example"
+done
 cargo test --locked "$@"
 # The whole suite ran against the pinned CLI; the transform e2e test runs
 # also against the oldest supported and the newest published releases.

@@ -89,7 +89,7 @@ fn read_paths(paths: &[PathBuf]) -> anyhow::Result<RegoSources> {
             sources.data.push((p.display().to_string(), doc));
             continue;
         }
-        for file in expand(p, "rego").map_err(|e| anyhow!(e))? {
+        for file in expand(p, "rego")? {
             let text = std::fs::read_to_string(&file)
                 .with_context(|| format!("cannot read {}", file.display()))?;
             sources.modules.push((file.display().to_string(), text));

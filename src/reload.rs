@@ -26,7 +26,7 @@ use crate::ahp::auth::Principals;
 use crate::ahp::host::Host;
 use crate::ahp::net::tls::{Tls, POLL};
 use crate::audit::log::AuditLog;
-use crate::config::watch::watch_folders;
+use crate::config::watch::{watch_files, Watched};
 use crate::config::Config;
 use crate::policy::{Policy, PolicySource};
 use crate::telemetry::metrics;
@@ -71,12 +71,13 @@ enum Cause {
 
 /// Installs the SIGHUP handler now (so a signal that arrives once this
 /// returns is never the default "terminate"), and, with `[server]
-/// reload_on_change`, watches the file's folder; reloads on each: the new
-/// principals and limits are put in force in the host, the new policy for
-/// every reader of the policy source at once, written to the audit log as a
-/// `policy` record. A change reloads only when the file's bytes differ from
-/// the last ones read (the folder's other files, the 5 s look); SIGHUP
-/// always reloads. Until `stop`.
+/// reload_on_change`, watches the file and its Rego files ([`watched`]);
+/// reloads on each: the new principals and limits are put in force in the
+/// host, the new policy for every reader of the policy source at once,
+/// written to the audit log as a `policy` record. A change reloads only
+/// when the bytes differ from the last ones read (a mount's `..data` swap
+/// that changed another file, the 5 s look); SIGHUP always reloads. Until
+/// `stop`.
 pub fn start(
     path: Option<PathBuf>,
     running: Arc<Config>,
@@ -88,12 +89,9 @@ pub fn start(
     // Without a watcher the sender stays here, so `changes` never ends.
     let mut unwatched = Some(tx);
     if let (true, Some(p)) = (running.server.reload_on_change, &path) {
-        // The file's folder, and those of the Rego modules and data it names.
-        let mut files = vec![p.clone()];
-        files.extend(running.policy.rego.iter().flat_map(|r| r.files()));
-        let dirs = crate::ahp::net::tls::folders(&files);
+        let watched = watched(p, &running);
         let tx = unwatched.take();
-        watch_folders(dirs, POLL, "config", stop.clone(), move || {
+        watch_files(watched, POLL, "config", stop.clone(), move || {
             tx.as_ref().is_some_and(|t| t.send(()).is_ok())
         });
     }
@@ -140,6 +138,33 @@ pub fn start(
         }
     });
     Ok(())
+}
+
+/// What a change is: the file, the Rego modules and data files it names,
+/// and any `.rego` or `.json` file in a folder of modules it names by the
+/// folder or a glob (a module added there is read at the next reload).
+/// Nothing else in their folders: a log written beside the file would
+/// otherwise keep the watcher from ever settling.
+fn watched(path: &Path, running: &Config) -> Watched {
+    let mut watched = Watched::files(&[path.to_owned()]);
+    let Some(rego) = &running.policy.rego else {
+        return watched;
+    };
+    for file in rego.files() {
+        watched.file(&file);
+    }
+    for module in &rego.modules {
+        let globbed = module
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().contains(['*', '?']));
+        if globbed {
+            let folder = module.parent().filter(|p| !p.as_os_str().is_empty());
+            watched.any_in(folder.unwrap_or(Path::new(".")), &["rego", "json"]);
+        } else if module.is_dir() {
+            watched.any_in(module, &["rego", "json"]);
+        }
+    }
+    watched
 }
 
 /// The file's bytes, hashed (through its links: a ConfigMap's file is a

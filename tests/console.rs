@@ -200,44 +200,6 @@ async fn model_markup_is_shown_as_text_and_never_runs() {
     assert_eq!(b.csp_violations().await, Vec::<String>::new());
 }
 
-/// Opts the console in to `tone`, sends a turn, and waits for the request.
-async fn transform_request(b: &Browser) {
-    b.click("#tab-sections").await;
-    b.click("#section-tone").await;
-    b.click("#opt-in").await;
-    b.wait(
-        "the opt-in taken",
-        "document.getElementById('opt-in-state').textContent.endsWith('opted in to tone')",
-    )
-    .await;
-    b.fill("#prompt", "hello").await;
-    b.click("#send").await;
-    b.wait(
-        "a transform request",
-        "document.querySelector('.request .section-text[data-section=tone]')",
-    )
-    .await;
-    let timer = b
-        .eval("document.querySelector('.request .countdown').textContent")
-        .await;
-    assert!(timer.as_str().unwrap().ends_with(" s left"), "{timer}");
-}
-
-/// The system prompt of the model's last request.
-fn last_system_prompt(st: &Stack) -> String {
-    let reqs = st.model.requests();
-    let last = reqs.last().expect("the model was asked");
-    last["messages"][0]["content"].to_string()
-}
-
-async fn wait_all_turns_ended(b: &Browser) {
-    b.wait(
-        "every turn ended",
-        "[...document.querySelectorAll('.turn')].every(t => t.dataset.end)",
-    )
-    .await;
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rewrite_in_the_editor_reaches_the_model() {
     let st = stack().await;
@@ -530,4 +492,87 @@ async fn a_request_left_unanswered_runs_out_and_the_original_is_kept() {
         )
         .await;
     assert!(kept.as_str().unwrap().contains("timeout"), "{kept}");
+}
+
+/// The operator's Rego policy: nobody rewrites `tone`.
+const TONE_IS_FIXED: &str = r#"package ahp.transform
+
+deny contains msg if {
+    input.section == "tone"
+    msg := "tone is fixed by the governance team"
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rego_deny_shows_in_the_policy_pane_with_its_message() {
+    let rules = tempfile::tempdir().unwrap();
+    let st = stack_with_rego(rules.path(), TONE_IS_FIXED).await;
+    let b = open_console(&st).await;
+    new_session(&b).await;
+    b.click("#tab-policy").await;
+    let revision = b
+        .wait(
+            "the Rego revision",
+            "(e => e && e.textContent)(document.getElementById('policy-rego-revision'))",
+        )
+        .await;
+    let revision = revision.as_str().unwrap().to_owned();
+    assert!(
+        revision.len() >= 12 && revision.chars().take(12).all(|c| c.is_ascii_hexdigit()),
+        "{revision}"
+    );
+    let facts = b
+        .eval("[document.getElementById('policy-rego-enforcement').textContent, document.getElementById('policy-rego-points').textContent, document.getElementById('policy-rego-none') === null]")
+        .await;
+    assert_eq!(facts[0], "enforce", "{facts}");
+    assert!(facts[1].as_str().unwrap().contains("transform"), "{facts}");
+    assert_eq!(facts[2], true, "{facts}");
+    // The console opts in to tone and rewrites it: Rego refuses the rewrite.
+    transform_request(&b).await;
+    b.fill(".request .append-line", "Answer like a pirate.")
+        .await;
+    b.click(".request .do-append").await;
+    b.click(".request .send-rewrite").await;
+    wait_all_turns_ended(&b).await;
+    let said = b
+        .wait(
+            "the refusal, from the audit record",
+            "(o => o.dataset.outcome === 'refused' && o.textContent)(document.querySelector('.request .outcome'))",
+        )
+        .await;
+    assert!(
+        said.as_str().unwrap().contains("tone: refused:rego"),
+        "{said}"
+    );
+    let prompt = last_system_prompt(&st);
+    assert!(!prompt.contains("Answer like a pirate."), "{prompt}");
+    // The policy pane lists the decision live, with its message, in red.
+    let denied = "[...document.querySelectorAll('#policy-decisions li[data-outcome=denied][data-point=transform]')]\
+        .find(l => l.textContent.includes('tone is fixed by the governance team'))";
+    b.click("#tab-policy").await;
+    let item = b
+        .wait(
+            "the Rego deny in the policy pane",
+            &format!("(l => l && l.textContent)({denied})"),
+        )
+        .await;
+    let item = item.as_str().unwrap();
+    assert!(item.contains("tone"), "{item}");
+    assert!(item.contains(&revision[..12]), "{item}");
+    assert_eq!(
+        b.eval(&format!("{denied}.classList.contains('refused')"))
+            .await,
+        true,
+        "a deny is shown in red"
+    );
+    b.screenshot(&shot(&st, "console-policy-rego.png")).await;
+    assert_eq!(b.csp_violations().await, Vec::<String>::new());
+    // A console opened later finds it in the audit log's tail.
+    let later = open_console(&st).await;
+    later
+        .wait(
+            "the Rego deny from the audit log's tail",
+            &format!("(l => l && l.textContent)({denied})"),
+        )
+        .await;
 }

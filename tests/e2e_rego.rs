@@ -12,7 +12,7 @@ use std::path::Path;
 use ahp::Client;
 use ahp_copilot_bridge::audit::verify::verify_text;
 use ahp_copilot_bridge::config::{Config, McpServerConfig};
-use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 use support::e2e::*;
@@ -42,7 +42,7 @@ package ahp.session
 
 deny contains "no sessions in /etc" if {
 	some d in input.config.workingDirectories
-	startswith(d, "file:///etc")
+	startswith(d, "/etc")
 }
 
 warn contains "a session on the default model" if input.config.model == null
@@ -55,6 +55,8 @@ deny contains "no writes to ran.txt" if {
 	input.request.kind == "shell"
 	contains(input.request.fullCommandText, "ran.txt")
 }
+
+warn contains "a write to warned.txt" if contains(input.request.fullCommandText, "warned.txt")
 "#;
 
 const CUSTOMIZATION: &str = r#"
@@ -63,6 +65,10 @@ package ahp.customization
 deny contains sprintf("%s is not in the MCP registry", [input.customization.command]) if {
 	input.customization.kind == "mcp_server"
 	not input.customization.command in data.registry.commands
+}
+
+warn contains sprintf("skills of %s are reviewed", [input.customization.name]) if {
+	input.customization.kind == "skill"
 }
 "#;
 
@@ -156,8 +162,24 @@ async fn each_point_denies_and_warns_on_the_real_cli() {
     ];
     let data = json!({"registry": {"commands": ["node"]}});
     let rego_cfg = rego(policy.path(), &modules, Some(data), "");
+    // A host skill directory: allowed, warned.
+    let skills = policy.path().join("skills");
+    std::fs::create_dir_all(skills.join("alpha")).unwrap();
+    std::fs::write(
+        skills.join("alpha/SKILL.md"),
+        "---\nname: alpha\ndescription: Use when the user says alpha.\n---\n# Alpha\n",
+    )
+    .unwrap();
+    let dirs = Config::parse(&format!(
+        "[[customizations.directories]]\npath = {:?}\ncontents = \"skill\"\nname = \"team-skills\"\n",
+        skills.display().to_string()
+    ))
+    .unwrap()
+    .customizations
+    .directories;
     let st = start_stack(|c| {
         c.policy.rego = rego_cfg.policy.rego;
+        c.customizations.directories = dirs;
         // A host MCP server whose command the registry does not list.
         c.customizations.mcp_servers.insert(
             "echo".into(),
@@ -174,11 +196,12 @@ async fn each_point_denies_and_warns_on_the_real_cli() {
     let c = initialized(&st.bridge, "ide").await;
     append_to_all(&c);
 
-    // ahp.session: a deny fails createSession with the messages.
+    // ahp.session: a deny fails createSession with the messages; the
+    // policy sees the path the runtime would get, `..` resolved.
     let refused = c
         .request::<Value, Value>(
             "createSession",
-            json!({"channel": "ahp-session:/etc", "provider": "copilot", "workingDirectories": ["file:///etc"]}),
+            json!({"channel": "ahp-session:/etc", "provider": "copilot", "workingDirectories": ["file:///tmp/%2E%2E/etc"]}),
         )
         .await
         .expect_err("no sessions in /etc");
@@ -216,9 +239,29 @@ async fn each_point_denies_and_warns_on_the_real_cli() {
         "a warning does not refuse"
     );
 
+    // ahp.permission: a warning asks the client as usual, and the command runs.
+    st.model.push(Reply::ToolCall {
+        name: "bash".into(),
+        arguments: json!({"command": "echo ok > warned.txt", "description": "Write a file"}),
+    });
+    st.model.push(Reply::Text("Done.".into()));
+    let mut sub = start_turn(&c, "rego", "t2", "run it").await;
+    let ready = wait_action(&mut sub, |a| match a {
+        StateAction::ChatToolCallReady(r) if r.confirmed.is_none() => Some(r.clone()),
+        _ => None,
+    })
+    .await;
+    let chat = chat_of("ahp-session:/rego");
+    dispatch_raw(&c, &chat, 2, json!({"type": "chat/toolCallConfirmed", "turnId": "t2", "toolCallId": ready.tool_call_id, "approved": true})).await;
+    assert_eq!(wait_turn_end(&mut sub, "t2").await.kind, "complete");
+    assert!(
+        st.dir.path().join("warned.txt").exists(),
+        "a warned command runs"
+    );
+
     // ahp.permission: denied without asking any client; the command never runs.
     fixtures::script(&st.model, "shell-permission");
-    let mut sub = start_turn(&c, "rego", "t2", "run it").await;
+    let mut sub = start_turn(&c, "rego", "t3", "run it").await;
     let denied = wait_action(&mut sub, |a| match a {
         StateAction::ChatToolCallConfirmed(x) if !x.approved => Some(x.clone()),
         _ => None,
@@ -226,7 +269,7 @@ async fn each_point_denies_and_warns_on_the_real_cli() {
     .await;
     let message = serde_json::to_value(&denied.reason_message).unwrap();
     assert_eq!(message, json!("no writes to ran.txt"));
-    assert_eq!(wait_turn_end(&mut sub, "t2").await.kind, "complete");
+    assert_eq!(wait_turn_end(&mut sub, "t3").await.kind, "complete");
     assert!(
         !st.dir.path().join("ran.txt").exists(),
         "the denied command did not run"
@@ -289,19 +332,30 @@ async fn each_point_denies_and_warns_on_the_real_cli() {
         "custom_instructions was rewritten by ide"
     );
     let permission = decisions(&records, "permission");
-    assert_eq!(permission.len(), 1, "{permission:?}");
-    assert_eq!(permission[0]["about"], "shell");
+    assert_eq!(permission.len(), 2, "{permission:?}");
+    assert_eq!(permission[0]["outcome"], "warned");
+    assert_eq!(permission[0]["warn"][0], "a write to warned.txt");
+    assert_eq!(permission[1]["outcome"], "denied");
+    assert_eq!(permission[1]["about"], "shell");
     assert_eq!(
-        permission[0]["client"], "ide",
+        permission[1]["client"], "ide",
         "the turn's starter is who asks"
     );
     let custom = decisions(&records, "customization");
     assert_eq!(
         custom.len(),
-        1,
-        "recorded once, however often the session binds"
+        2,
+        "each recorded once, however often the session binds: {custom:?}"
     );
-    assert_eq!(custom[0]["about"], "mcp_server echo");
+    let withheld = custom.iter().find(|d| d["outcome"] == "denied").unwrap();
+    assert_eq!(withheld["about"], "mcp_server echo");
+    let skill = custom.iter().find(|d| d["outcome"] == "warned").unwrap();
+    assert_eq!(skill["about"], "skill team-skills");
+    assert_eq!(skill["warn"][0], "skills of team-skills are reviewed");
+    assert!(
+        last_system_prompt(&st.model).contains("Use when the user says alpha."),
+        "a warned skill reaches the runtime"
+    );
     for d in session
         .iter()
         .chain(&opt_in)
@@ -450,7 +504,7 @@ async fn a_jwts_groups_decide_and_an_evaluation_past_its_deadline_keeps_the_orig
     assert_eq!(slow["decision"], "refused:rego");
     assert_eq!(slow["regoDecision"]["outcome"], "error");
     assert!(
-        slow["regoDecision"]["error"].as_str().unwrap().len() > 0,
+        !slow["regoDecision"]["error"].as_str().unwrap().is_empty(),
         "{slow}"
     );
 }

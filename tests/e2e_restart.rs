@@ -283,3 +283,41 @@ async fn sigkill_never_loses_a_completed_turn() {
     assert_eq!(turns.len(), 1, "{turns:?}");
     assert!(turns[0].to_string().contains("Done."), "{turns:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_bridge_leaves_no_runtime_behind() {
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // With `[sdk]` the runtime listens on a port: unlike one on stdio, it
+    // does not end when the bridge's end of its pipes closes.
+    let sdk = format!(
+        "{}[sdk]\nlisten = \"127.0.0.1:0\"\nprincipal = \"sdk-apps\"\n",
+        principal_toml("sdk-apps", "sdk-token", &["participate"], "")
+    );
+    let mut bridge = BridgeProcess::start_with_tables(&model, dir.path(), &sdk);
+    // A readiness probe starts the runtime, as a session would.
+    http::readyz_until(bridge.admin, EXIT_GUARD, "ready", |s, _| s == 200).await;
+    let runtime = descendants(bridge.child.id());
+    assert!(!runtime.is_empty(), "the runtime runs under the bridge");
+
+    // No shutdown and no drop: nothing of the bridge's own runs.
+    bridge.signal_and_wait("KILL", EXIT_GUARD);
+    // A process's end has no event to wait on here: /proc is looked at.
+    let killed = std::time::Instant::now();
+    loop {
+        let left: Vec<u32> = runtime.iter().copied().filter(|p| alive(*p)).collect();
+        if left.is_empty() {
+            break;
+        }
+        if killed.elapsed() > DEADLINE {
+            // Not left running after the test either.
+            for p in &left {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &p.to_string()])
+                    .status();
+            }
+            panic!("runtime processes {left:?} outlived the bridge by {DEADLINE:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -2,11 +2,15 @@
 //! without SIGHUP, written in place or swapped in as a Kubernetes ConfigMap
 //! does (`bridge.toml -> ..data/bridge.toml`, `..data` re-pointed); an
 //! invalid file keeps the running config, names the key and is counted in
-//! `ahp_bridge_config_reload_failures_total`. The real binary.
+//! `ahp_bridge_config_reload_failures_total`; a file written several times a
+//! second beside it does not hold the reload back. The real binary.
 
 mod support;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use ahp_copilot_bridge::demo::model::ScriptedModel;
 use serde_json::{json, Value};
@@ -107,6 +111,77 @@ async fn a_changed_file_applies_without_sighup_in_place_or_as_a_configmap_swap()
         restricted(&bridge, "guidelines").await,
         "the running policy"
     );
+}
+
+/// A file beside the config written every 50 ms (as the bridge's own log
+/// or audit log may be) until dropped.
+struct BusyNeighbour {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl BusyNeighbour {
+    /// Starts writing `path`; returns once it has been written ten times,
+    /// so the folder is already busy.
+    async fn start(path: PathBuf) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, mut written) = tokio::sync::mpsc::unbounded_channel();
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            use std::io::Write;
+            let mut f = std::fs::File::create(&path).unwrap();
+            while !s.load(Ordering::Relaxed) {
+                writeln!(f, "a line of a busy log").unwrap();
+                let _ = tx.send(());
+                // The pace of a busy log, not a wait for anything.
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        tokio::time::timeout(DEADLINE, async {
+            for _ in 0..10 {
+                written.recv().await.expect("the neighbour writes");
+            }
+        })
+        .await
+        .expect("ten writes within the deadline");
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for BusyNeighbour {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_neighbour_of_the_file_does_not_delay_its_reload() {
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let bridge = BridgeProcess::start_in(&model, dir.path(), "reload_on_change = true", None);
+    let config = dir.path().join("bridge.toml");
+    let base = std::fs::read_to_string(&config).unwrap();
+    let _busy = BusyNeighbour::start(dir.path().join("bridge.log")).await;
+
+    let mark = bridge.log_mark();
+    let edited = Instant::now();
+    std::fs::write(&config, with_policy(&base, r#""safety", "tone""#)).unwrap();
+    bridge.wait_log(mark, "config reloaded").await;
+    let delay = edited.elapsed();
+    eprintln!("reloaded {delay:?} after the edit");
+    // Generous: what it rules out is the 5 s fallback look deciding, the
+    // folder never quiet for the watcher's 300 ms.
+    assert!(
+        delay < Duration::from_secs(1),
+        "reloaded {delay:?} after the edit"
+    );
+    assert!(restricted(&bridge, "tone").await, "the new policy");
 }
 
 /// A ConfigMap update: `text` in a new folder `name`, `..data` re-pointed.

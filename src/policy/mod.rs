@@ -1,12 +1,15 @@
 //! The operator's policy as one immutable value: which sections are hidden
 //! or fixed, the rules a rewrite of each must keep ([`rules`], [`redact`]),
-//! the limits of an answer, and its canonical document and hash. Who owns a
+//! the operator's Rego modules, compiled ([`rego`]), the limits of an
+//! answer, and its canonical document and hash. Who owns a
 //! section in a render follows from it ([`owners`]).
 //!
 //! One policy is in force at a time, shared through a [`PolicySource`]: a
 //! reload replaces it whole, and every reader (the router, the host, the
 //! bridge's bindings) takes a snapshot per use, so a request in flight keeps
-//! the policy it started with. At the bottom of the crate: pure, no I/O.
+//! the policy it started with. At the bottom of the crate and pure, but for
+//! one read: [`Policy::from_config`] reads the `[policy.rego]` files it names
+//! (through the config, within its bounds), so every load compiles them.
 
 pub mod redact;
 pub mod rego;
@@ -129,6 +132,7 @@ impl Policy {
                 "timeoutMs": r.timeout().as_millis() as u64,
                 "modules": r.modules(),
                 "points": r.points().map(|p| p.as_str()).collect::<Vec<_>>(),
+                "evaluator": if r.on_vm() { "vm" } else { "interpreter" },
             });
         }
         // serde_json's Map is sorted (no preserve_order): canonical, as the audit hashes records.

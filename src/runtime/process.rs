@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::connection::{RuntimeConn, RuntimeHandler};
 use super::session_config::Secret;
@@ -99,8 +99,8 @@ pub async fn start(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = cmd
-        .spawn()
+    let mut child = spawn_tied(cmd)
+        .await
         .map_err(|e| anyhow::anyhow!("cannot start the runtime {}: {e} (run scripts/install-runtime.sh, or set [runtime] command)", program.display()))?;
     let stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");
@@ -145,15 +145,16 @@ async fn spawn_listening(
     let mut bytes = [0u8; 24];
     getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness for a token: {e}"))?;
     let token = hex::encode(bytes);
-    let mut child = Command::new(&program)
-        .args(&args)
+    let mut cmd = Command::new(&program);
+    cmd.args(&args)
         .envs(&cfg.env)
         .env("COPILOT_CONNECTION_TOKEN", &token)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
+        .kill_on_drop(true);
+    let mut child = spawn_tied(cmd)
+        .await
         .map_err(|e| anyhow::anyhow!("cannot start the runtime {}: {e} (run scripts/install-runtime.sh, or set [runtime] command)", program.display()))?;
     log_stderr(&mut child);
     let stdout = child.stdout.take().expect("piped stdout");
@@ -196,6 +197,73 @@ async fn spawn_listening(
         }),
     })
 }
+
+/// A job for the spawner thread.
+type Spawn = Box<dyn FnOnce() + Send>;
+
+/// Spawns `cmd` so that the runtime dies with the bridge, however the
+/// bridge ends (`kill_on_drop` runs only on a drop: a SIGKILL, a panic that
+/// aborts, the OOM killer leave the runtime running, holding its port and
+/// its sessions). On Linux the child asks for SIGKILL when its parent
+/// dies (PR_SET_PDEATHSIG). The kernel's "parent" there is the thread that
+/// forked, not the process (prctl(2)), and a tokio worker thread may end
+/// while the bridge runs on, so every runtime is forked by one thread that
+/// lives as long as the process.
+async fn spawn_tied(mut cmd: Command) -> std::io::Result<Child> {
+    static SPAWNER: OnceLock<std::sync::mpsc::Sender<Spawn>> = OnceLock::new();
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = std::sync::mpsc::channel::<Spawn>();
+        // The sender is in a static, never dropped: the loop never ends,
+        // and neither does the thread.
+        let started = std::thread::Builder::new()
+            .name("runtime-spawner".into())
+            .spawn(move || rx.iter().for_each(|job| job()));
+        if let Err(e) = started {
+            // Each start then fails naming the thread (its `send` fails).
+            warn!("the runtime spawner thread did not start: {e}");
+        }
+        tx
+    });
+    die_with_parent(&mut cmd);
+    let handle = tokio::runtime::Handle::current();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let job: Spawn = Box::new(move || {
+        // The child is registered with the runtime's reaper, as if spawned
+        // on one of its threads.
+        let _in_runtime = handle.enter();
+        let _ = tx.send(cmd.spawn());
+    });
+    let gone = || std::io::Error::other("the runtime spawner thread is gone");
+    spawner.send(job).map_err(|_| gone())?;
+    rx.await.map_err(|_| gone())?
+}
+
+/// Asks, in the child before it execs, for SIGKILL when the thread that
+/// forked it ends (see [`spawn_tied`]).
+#[cfg(target_os = "linux")]
+fn die_with_parent(cmd: &mut Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: the closure runs in the forked child before exec, where only
+    // async-signal-safe calls are allowed: prctl and getppid are system
+    // calls, and an io::Error from an errno allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            let sig = libc::SIGKILL as libc::c_ulong;
+            if libc::prctl(libc::PR_SET_PDEATHSIG, sig, 0, 0, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The bridge died between the fork and the prctl: no signal
+            // will come, so the runtime must not start at all.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_cmd: &mut Command) {}
 
 /// Connects to a runtime at `addr` (`HOST:PORT`) and does its handshake with
 /// `token`: the connection and the runtime's version.

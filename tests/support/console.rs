@@ -1,7 +1,7 @@
 //! The web console's tests' common steps: the stack with a token, the
 //! console opened in Chromium, a session, a turn; where screenshots go.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ahp_copilot_bridge::config::Config;
@@ -20,6 +20,22 @@ pub async fn stack() -> Stack {
 pub async fn stack_with_policy(rules: &str) -> Stack {
     let sections = Config::parse(rules).unwrap().policy.sections;
     stack_tuned(|cfg| cfg.policy.sections = sections).await
+}
+
+/// The stack with the token, a deadline a person can meet, and the
+/// operator's Rego policy (`[policy.rego]`): `module`'s text, written to
+/// `policy.rego` in `dir` (which outlives the stack), enforced, with a
+/// deadline a loaded machine meets.
+pub async fn stack_with_rego(dir: &Path, module: &str) -> Stack {
+    let path = dir.join("policy.rego");
+    std::fs::write(&path, module).unwrap();
+    let table = format!(
+        "[policy.rego]\nmodules = [{:?}]\nenforcement = \"enforce\"\ntimeout = \"5s\"\n",
+        path.display().to_string()
+    );
+    let rego = Config::parse(&table).unwrap().policy.rego;
+    assert!(rego.is_some(), "{table}");
+    stack_tuned(|cfg| cfg.policy.rego = rego).await
 }
 
 /// The stack with the token, a deadline a person can meet, the audit
@@ -95,4 +111,43 @@ pub async fn send_and_wait(b: &Browser, text: &str) -> String {
     .as_str()
     .unwrap()
     .to_owned()
+}
+
+/// Opts the console in to `tone`, sends a turn, and waits for the request.
+pub async fn transform_request(b: &Browser) {
+    b.click("#tab-sections").await;
+    b.click("#section-tone").await;
+    b.click("#opt-in").await;
+    b.wait(
+        "the opt-in taken",
+        "document.getElementById('opt-in-state').textContent.endsWith('opted in to tone')",
+    )
+    .await;
+    b.fill("#prompt", "hello").await;
+    b.click("#send").await;
+    b.wait(
+        "a transform request",
+        "document.querySelector('.request .section-text[data-section=tone]')",
+    )
+    .await;
+    let timer = b
+        .eval("document.querySelector('.request .countdown').textContent")
+        .await;
+    assert!(timer.as_str().unwrap().ends_with(" s left"), "{timer}");
+}
+
+/// The system prompt of the model's last request.
+pub fn last_system_prompt(st: &Stack) -> String {
+    let reqs = st.model.requests();
+    let last = reqs.last().expect("the model was asked");
+    last["messages"][0]["content"].to_string()
+}
+
+/// Waits until every turn the chat shows has ended.
+pub async fn wait_all_turns_ended(b: &Browser) {
+    b.wait(
+        "every turn ended",
+        "[...document.querySelectorAll('.turn')].every(t => t.dataset.end)",
+    )
+    .await;
 }

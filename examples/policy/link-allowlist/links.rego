@@ -16,14 +16,32 @@ links(text) := {[trim_right(m[0], ".,;:!?"), lower(trim_right(m[1], ".,;:!?"))] 
 	some m in regex.find_all_string_submatch_n(link, text, -1)
 }
 
-# Each text is searched once: a rule's value is kept, a function's is not.
-links_before := links(input.before)
+# What a rewrite could have added. An append (the common case, and what
+# append-only sections allow) added only its tail: only the tail is searched,
+# and a link in it that the original already had does not count. Any other
+# rewrite is searched whole, against the original's links. (regorus builds
+# a regex's matcher afresh at each call: its cost grows with the text.)
+appended := trim_prefix(input.after, input.before) if startswith(input.after, input.before)
 
-links_after := links(input.after)
-
-# Hosts linked by the rewrite and not by the original.
+# Hosts linked by the rewrite and not by the original. A tail without
+# "http" in it links nothing: most rewrites are decided without a search.
 added_hosts contains host if {
-	some [_, host] in links_after - links_before
+	contains(lower(appended), "http")
+	some found in links(appended)
+	not linked_before(found)
+	host := found[1]
+}
+
+# Whether the original has this link; its text is searched only when the
+# link's text occurs in it at all.
+linked_before(found) if {
+	contains(input.before, found[0])
+	found in links(input.before)
+}
+
+added_hosts contains host if {
+	not startswith(input.after, input.before)
+	some [_, host] in links(input.after) - links(input.before)
 }
 
 # Entries are host names; "*.example.com" is any name under example.com,

@@ -106,7 +106,7 @@ fn decide_session(
         Body::Session { config: &config },
         about,
     )
-    .map_err(|why| RpcError::new(AhpError::PermissionDenied, why))
+    .map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))
 }
 
 /// The creator's own active-client entry (`createSession.activeClient`), as
@@ -141,7 +141,7 @@ fn own_entry(
             sections: &o.sections,
         };
         rego::decide(host, &subject, Some(uri), body, o.sections.join(","))
-            .map_err(|why| RpcError::new(AhpError::PermissionDenied, why))?;
+            .map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))?;
     }
     Ok(Some(set))
 }

@@ -376,7 +376,8 @@ impl Host {
                 sections: &opt_in.sections,
             };
             let about = opt_in.sections.join(",");
-            rego::decide(self, &subject, Some(&d.channel), body, about).map_err(Rejection)?;
+            rego::decide(self, &subject, Some(&d.channel), body, about)
+                .map_err(|r| Rejection(r.0))?;
         }
         let mut st = self.lock();
         let channel = st.sessions.resolve(&d.channel).to_owned();

@@ -14,15 +14,20 @@ use crate::ahp::backend::Decided;
 use crate::policy::rego::{Body, ClientKind, Input, Subject};
 use crate::telemetry::Escaped;
 
-/// Asks the policy in force, if it has Rego modules; the reason when the
-/// decision refuses (its messages, or the error).
+/// A decision that refuses: its messages, or the error, for the requester.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Refused(pub String);
+
+/// Asks the policy in force, if it has Rego modules; refused when the
+/// decision refuses.
 pub(crate) fn decide(
     host: &Host,
     subject: &Subject,
     session: Option<&str>,
     body: Body<'_>,
     about: String,
-) -> Result<(), String> {
+) -> Result<(), Refused> {
     let policy = host.policy.current();
     let Some(rego) = policy.rego() else {
         return Ok(());
@@ -35,7 +40,7 @@ pub(crate) fn decide(
     let principal = subject.principal.clone();
     info!(point = d.point.as_str(), outcome = d.outcome.as_str(), principal = ?principal,
         about = %Escaped(&about), messages = %Escaped(&d.reason()), "rego decision");
-    let refused = d.refuses().then(|| d.reason());
+    let refused = d.refuses().then(|| Refused(d.reason()));
     if let Some(backend) = host.backend() {
         backend.decided(Decided {
             decision: d,

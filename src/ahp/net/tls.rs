@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
-use crate::config::watch::watch_folders;
+use crate::config::watch::{watch_files, Watched};
 use crate::config::{CertIdentity, ClientAuth, TlsConfig};
 use crate::telemetry::metrics;
 
@@ -167,12 +167,13 @@ impl Tls {
     }
 
     /// Reloads when a file changes (written in place, replaced by a rename,
-    /// or a Kubernetes `..data` symlink swap: the folders are watched), and
-    /// every [`POLL`] in case the folder's events are lost, until `stop`.
+    /// or a Kubernetes `..data` symlink swap: the folders are watched, for
+    /// these entries only), and every [`POLL`] in case the folder's events
+    /// are lost, until `stop`.
     pub fn watch(self: &Arc<Self>, stop: CancellationToken) {
         let this = Arc::downgrade(self);
-        let dirs = folders(&self.cfg.files());
-        watch_folders(dirs, POLL, "certificate", stop, move || {
+        let watched = Watched::files(&self.cfg.files());
+        watch_files(watched, POLL, "certificate", stop, move || {
             match this.upgrade() {
                 Some(tls) => {
                     tls.reload();
@@ -186,20 +187,6 @@ impl Tls {
 
 /// The fallback look at the files when no change was seen.
 pub const POLL: Duration = Duration::from_secs(5);
-
-/// The folders holding `files`, each once.
-pub fn folders(files: &[PathBuf]) -> Vec<PathBuf> {
-    let mut dirs: Vec<PathBuf> = files
-        .iter()
-        .map(|f| match f.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-            _ => PathBuf::from("."),
-        })
-        .collect();
-    dirs.sort();
-    dirs.dedup();
-    dirs
-}
 
 /// The identities a verified client certificate carries: its subject's
 /// common names and its URI and DNS alternative names. Only called on a

@@ -14,6 +14,8 @@
 //! nothing is refused: a deny is recorded as `would_deny`.
 //!
 //! Pure: the sources come in as text ([`RegoSources`], read by the config).
+//! Each point's `input` is built in [`input`]; `policy test`'s runner of
+//! `test_*` rules is [`testing`].
 
 mod input;
 pub mod testing;
@@ -26,6 +28,11 @@ use std::num::NonZeroU32;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use regorus::languages::rego::compiler::Compiler;
+use regorus::rvm::program::Program;
+use regorus::rvm::RegoVM;
 use regorus::utils::limits::ExecutionTimerConfig;
 use regorus::{Engine, Value};
 use sha2::{Digest, Sha256};
@@ -176,11 +183,17 @@ struct Sets {
 pub struct CompileError(pub String);
 
 /// The compiled modules and data: one revision, shared by every reader of
-/// the policy in force. Engines are prepared once; an evaluation takes one
-/// from the pool (or a clone of the first) and gives it back.
+/// the policy in force. The points' sets are compiled once more to
+/// regorus's VM, which decides in a fraction of the interpreter's time;
+/// where the VM cannot run a policy (a construct it lacks), the prepared
+/// interpreter decides instead. Either kind of evaluator is taken from a
+/// pool and given back.
 pub struct Rego {
     prototype: Engine,
     pool: Mutex<Vec<Engine>>,
+    /// The VM's program of every declared set, and the data it reads.
+    program: Option<(Arc<Program>, Value)>,
+    vms: Mutex<Vec<RegoVM>>,
     /// Each point a package is declared for, with the sets it declares (an
     /// undeclared rule is no rule path to the interpreter: never asked).
     points: BTreeMap<Point, Sets>,
@@ -280,9 +293,12 @@ impl Rego {
             sets.deny |= declares("deny")?;
             sets.warn |= declares("warn")?;
         }
+        let program = vm_program(&prototype, &points);
         Ok(Self {
             prototype,
             pool: Mutex::new(Vec::new()),
+            program,
+            vms: Mutex::new(Vec::new()),
             points,
             revision: revision(sources),
             enforcement,
@@ -303,6 +319,12 @@ impl Rego {
         self.timeout
     }
 
+    /// Whether regorus's VM decides (else the interpreter: the VM could not
+    /// compile the policy).
+    pub fn on_vm(&self) -> bool {
+        self.program.is_some()
+    }
+
     /// The module files, as named in errors.
     pub fn modules(&self) -> &[String] {
         &self.modules
@@ -319,7 +341,7 @@ impl Rego {
     /// Decides `input` at its point within `[policy.rego] timeout` or
     /// `budget`, whichever is shorter; counted by point and outcome.
     pub fn decide(&self, input: &Input<'_>, budget: Duration) -> Decision {
-        self.decide_value(input.body.point(), input.to_value(), budget)
+        self.decide_value(input.body.point(), Ok(input.to_value()), budget)
     }
 
     /// Decides a document given whole (`policy eval`): as [`Self::decide`].
@@ -390,11 +412,53 @@ impl Rego {
         value: Value,
         limit: Duration,
     ) -> Result<(Vec<String>, Vec<String>), String> {
+        let Some((program, data)) = &self.program else {
+            return self.interpret(point, declared, value, limit);
+        };
+        let pooled = self.vms.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut vm = match pooled {
+            Some(vm) => vm,
+            None => {
+                let mut vm = RegoVM::new();
+                vm.load_program(program.clone());
+                vm.set_data(data.clone())
+                    .map_err(|e| format!("data: {e}"))?;
+                vm
+            }
+        };
+        vm.set_execution_timer_config(Some(timer(limit)));
+        vm.set_input(value);
+        let mut run = |set: &str, wanted: bool| -> Result<Vec<String>, String> {
+            if !wanted {
+                return Ok(vec![]);
+            }
+            let rule = format!("{}.{set}", point.package());
+            let v = vm
+                .execute_entry_point_by_name(&rule)
+                .map_err(|e| e.to_string())?;
+            strings(&rule, &v)
+        };
+        let result = (|| Ok((run("deny", declared.deny)?, run("warn", declared.warn)?)))();
+        // A VM that erred may be mid-way through anything: not reused.
+        if result.is_ok() {
+            let mut vms = self.vms.lock().unwrap_or_else(|p| p.into_inner());
+            if vms.len() < 16 {
+                vms.push(vm);
+            }
+        }
+        result
+    }
+
+    /// As [`Self::evaluate`], with the interpreter.
+    fn interpret(
+        &self,
+        point: Point,
+        declared: Sets,
+        value: Value,
+        limit: Duration,
+    ) -> Result<(Vec<String>, Vec<String>), String> {
         let mut engine = self.take();
-        engine.set_execution_timer_config(ExecutionTimerConfig {
-            limit,
-            check_interval: NonZeroU32::new(CHECK_INTERVAL).expect("non-zero"),
-        });
+        engine.set_execution_timer_config(timer(limit));
         engine.set_input(value);
         let result = (|| {
             let deny = match declared.deny {
@@ -428,12 +492,56 @@ impl Rego {
     }
 }
 
+/// The interpreter's deadline of one evaluation.
+fn timer(limit: Duration) -> ExecutionTimerConfig {
+    ExecutionTimerConfig {
+        limit,
+        check_interval: NonZeroU32::new(CHECK_INTERVAL).expect("non-zero"),
+    }
+}
+
+/// The VM's program of every declared set, or `None` (logged) where the VM
+/// cannot run the policy: the interpreter decides then.
+fn vm_program(engine: &Engine, points: &BTreeMap<Point, Sets>) -> Option<(Arc<Program>, Value)> {
+    let rules: Vec<String> = points
+        .iter()
+        .flat_map(|(p, s)| {
+            let deny = s.deny.then(|| format!("{}.deny", p.package()));
+            let warn = s.warn.then(|| format!("{}.warn", p.package()));
+            deny.into_iter().chain(warn)
+        })
+        .collect();
+    let first = rules.first()?;
+    let mut e = engine.clone();
+    let compiled = (|| -> Result<Arc<Program>, String> {
+        let policy = e
+            .compile_with_entrypoint(&regorus::Rc::from(first.as_str()))
+            .map_err(|e| one_error(&e))?;
+        let entries: Vec<&str> = rules.iter().map(String::as_str).collect();
+        Compiler::compile_from_policy(&policy, &entries).map_err(|e| e.to_string())
+    })();
+    match compiled {
+        Ok(program) => Some((program, engine.get_data())),
+        Err(why) => {
+            tracing::warn!(
+                "the Rego VM cannot run this policy ({why}); the interpreter decides, more slowly"
+            );
+            None
+        }
+    }
+}
+
 /// One set of a point's package as messages: undefined is empty; anything
 /// but a set or array of strings is an error naming the rule.
 fn messages(engine: &mut Engine, point: Point, set: &str) -> Result<Vec<String>, String> {
     let rule = format!("{}.{set}", point.package());
     let value = engine.eval_rule(rule.clone()).map_err(|e| one_error(&e))?;
-    let items: Vec<&Value> = match &value {
+    strings(&rule, &value)
+}
+
+/// A set's value as its messages, bounded.
+fn strings(rule: &str, value: &Value) -> Result<Vec<String>, String> {
+    let items: Vec<&Value> = match value {
         Value::Undefined => return Ok(vec![]),
         Value::Set(s) => s.iter().collect(),
         Value::Array(a) => a.iter().collect(),

@@ -316,3 +316,61 @@ fn paths_are_compared_lexically() {
     assert_eq!(lexical("/.."), "/");
     assert_eq!(lexical("a/../../b"), "../b");
 }
+
+#[test]
+fn the_value_built_directly_is_the_json_document() {
+    let s = subject(&["copilot-writers"]);
+    let request = json!({"kind": "shell", "fullCommandText": "ls", "n": 3});
+    let config = json!({"model": null, "workingDirectories": ["/srv"]});
+    let sections = vec!["tone".to_owned()];
+    let c = Customization {
+        kind: "plugin".into(),
+        name: "p".into(),
+        source: "client".into(),
+        command: None,
+        args: vec![],
+        url: None,
+        servers: vec![Server {
+            name: "s".into(),
+            command: "node".into(),
+            args: vec!["a".into()],
+        }],
+    };
+    for body in [
+        Body::OptIn {
+            sections: &sections,
+        },
+        Body::Session { config: &config },
+        Body::Transform {
+            section: "tone",
+            before: "a",
+            after: "b",
+            owner: "c1",
+        },
+        Body::Permission { request: &request },
+        Body::Customization { customization: &c },
+    ] {
+        let input = Input::new(&s, Some("ahp-session:/x"), body);
+        assert_eq!(
+            input.to_value(),
+            Value::from(input.to_json()),
+            "{:?}",
+            input.point
+        );
+    }
+    let nobody = Subject::nobody();
+    let input = Input::new(
+        &nobody,
+        None,
+        Body::OptIn {
+            sections: &sections,
+        },
+    );
+    assert_eq!(input.to_value(), Value::from(input.to_json()));
+}
+
+#[test]
+fn a_policy_the_vm_runs_is_decided_by_it() {
+    let rego = compiled(&[("t.rego", TRANSFORM)], Enforcement::Enforce);
+    assert!(rego.on_vm(), "the examples' constructs compile to the VM");
+}
