@@ -374,11 +374,13 @@ async fn run(iterations: usize) {
 }
 
 /// One `ahp.transform` decision of the examples' policy on the guidelines
-/// section's rewrite (1.2 KB, a link added), timed alone.
+/// section's rewrite (1.2 KB), timed alone: an append as the bench's client
+/// makes it (no link), and one that adds two links (one not allowed).
 fn one_decision(cfg: &Config, sections: &BTreeMap<String, String>, iterations: usize) {
     use ahp_copilot_bridge::policy::rego::{Body, ClientKind, Input, Subject};
     let policy = Policy::from_config(cfg).unwrap();
     let rego = policy.rego().unwrap();
+    assert!(rego.on_vm(), "the examples' policy runs on the VM");
     let claims = json!({"groups": ["copilot-writers"]});
     let subject = Subject::new(
         Some("corp:alice".into()),
@@ -388,25 +390,38 @@ fn one_decision(cfg: &Config, sections: &BTreeMap<String, String>, iterations: u
         ClientKind::Ahp,
     );
     let before = &sections["guidelines"];
-    let after = format!("{before}\nSee https://docs.example.com/style and https://evil.test/x.");
-    let body = || Body::Transform {
-        section: "guidelines",
-        before,
-        after: &after,
-        owner: "bench",
-    };
-    let mut v = Vec::with_capacity(iterations);
-    for i in 0..iterations + 200 {
-        let input = Input::new(&subject, Some("ahp-session:/bench"), body());
-        let t0 = Instant::now();
-        let d = rego.decide(&input, Duration::from_secs(1));
-        if i >= 200 {
-            v.push(t0.elapsed());
+    let cases = [
+        (
+            "an append, no link",
+            format!("{before} (house style)"),
+            "allowed",
+        ),
+        (
+            "an append adding 2 links",
+            format!("{before}\nSee https://docs.example.com/style and https://evil.test/x."),
+            "would_deny",
+        ),
+    ];
+    println!("one ahp.transform decision of the examples' policy (1.2 KB section):");
+    for (what, after, outcome) in &cases {
+        let mut v = Vec::with_capacity(iterations);
+        for i in 0..iterations + 200 {
+            let body = Body::Transform {
+                section: "guidelines",
+                before,
+                after,
+                owner: "bench",
+            };
+            let input = Input::new(&subject, Some("ahp-session:/bench"), body);
+            let t0 = Instant::now();
+            let d = rego.decide(&input, Duration::from_secs(1));
+            if i >= 200 {
+                v.push(t0.elapsed());
+            }
+            assert_eq!(d.outcome.as_str(), *outcome, "{d:?}");
         }
-        assert_eq!(d.outcome.as_str(), "would_deny", "{d:?}");
+        line(what, &mut v);
     }
-    println!("one ahp.transform decision of the examples' policy (1.2 KB section, 2 links added):");
-    line("decide", &mut v);
 }
 
 /// A realistic rule set on the two owned sections.
