@@ -441,10 +441,7 @@ impl Rego {
         let result = (|| Ok((run("deny", declared.deny)?, run("warn", declared.warn)?)))();
         // A VM that erred may be mid-way through anything: not reused.
         if result.is_ok() {
-            let mut vms = self.vms.lock().unwrap_or_else(|p| p.into_inner());
-            if vms.len() < 16 {
-                vms.push(vm);
-            }
+            give_back(&self.vms, vm);
         }
         result
     }
@@ -473,7 +470,7 @@ impl Rego {
         })();
         // An engine that erred may be mid-way through anything: not reused.
         if result.is_ok() {
-            self.give_back(engine);
+            give_back(&self.pool, engine);
         }
         result
     }
@@ -482,13 +479,14 @@ impl Rego {
         let pooled = self.pool.lock().unwrap_or_else(|p| p.into_inner()).pop();
         pooled.unwrap_or_else(|| self.prototype.clone())
     }
+}
 
-    fn give_back(&self, engine: Engine) {
-        let mut pool = self.pool.lock().unwrap_or_else(|p| p.into_inner());
-        // As many as have ever been busy at once, up to a few per core.
-        if pool.len() < 16 {
-            pool.push(engine);
-        }
+/// An evaluator back to its pool: as many as have ever been busy at once,
+/// up to a few per core.
+fn give_back<T>(pool: &Mutex<Vec<T>>, evaluator: T) {
+    let mut pool = pool.lock().unwrap_or_else(|p| p.into_inner());
+    if pool.len() < 16 {
+        pool.push(evaluator);
     }
 }
 
