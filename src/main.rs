@@ -208,9 +208,10 @@ fn main() -> ExitCode {
             if let Some(r) = policy.rego() {
                 let points: Vec<&str> = r.points().map(|p| p.as_str()).collect();
                 println!(
-                    "rego revision {} ({}; modules: {}; points: {})",
+                    "rego revision {} ({}; {}; modules: {}; points: {})",
                     r.revision(),
                     r.enforcement().as_str(),
+                    if r.on_vm() { "vm" } else { "interpreter" },
                     r.modules().len(),
                     points.join(", ")
                 );

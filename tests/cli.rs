@@ -323,6 +323,30 @@ fn policy_test_runs_each_test_rule_and_fails_on_a_failing_one() {
         );
         assert!(text.contains("PASS data."), "{text}");
         assert!(text.contains(" 0 failed"), "{text}");
+        // Its worked input, decided as the bridge decides it (on the VM,
+        // where the tests ran on the interpreter): one deny.
+        let dir = format!("examples/policy/{example}");
+        let input: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(format!("{dir}/input.json")).unwrap())
+                .unwrap();
+        let out = bin()
+            .args(["policy", "eval", "--config"])
+            .arg(format!("{dir}/example.toml"))
+            .args(["--point", input["point"].as_str().unwrap(), "--input"])
+            .arg(format!("{dir}/input.json"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let sets: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            sets["deny"].as_array().unwrap().len(),
+            1,
+            "{example}: {sets}"
+        );
     }
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
