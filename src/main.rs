@@ -215,6 +215,9 @@ fn main() -> ExitCode {
                     r.modules().len(),
                     points.join(", ")
                 );
+                for w in r.warnings() {
+                    println!("warning: {w}");
+                }
             }
             print!("{}", cfg.policy_table());
             Ok(())

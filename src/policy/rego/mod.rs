@@ -201,6 +201,8 @@ pub struct Rego {
     enforcement: Enforcement,
     timeout: Duration,
     modules: Vec<String>,
+    /// What in the modules regorus may get wrong (see [`split_imports`]).
+    warnings: Vec<String>,
 }
 
 impl fmt::Debug for Rego {
@@ -294,7 +296,12 @@ impl Rego {
             sets.warn |= declares("warn")?;
         }
         let program = vm_program(&prototype, &points);
+        let warnings = split_imports(sources, &packages);
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
         Ok(Self {
+            warnings,
             prototype,
             pool: Mutex::new(Vec::new()),
             program,
@@ -317,6 +324,11 @@ impl Rego {
 
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// What in the modules regorus may get wrong, said at every load.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Whether regorus's VM decides (else the interpreter: the VM could not
@@ -488,6 +500,27 @@ fn give_back<T>(pool: &Mutex<Vec<T>>, evaluator: T) {
     if pool.len() < 16 {
         pool.push(evaluator);
     }
+}
+
+/// Each `import` of a package that spans several modules: regorus 0.14
+/// evaluates a rule reached through such an alias wrongly when it is not in
+/// the package's first module (it can come out undefined, and a `deny` be
+/// lost). docs/policy.md says to write the full path instead.
+fn split_imports(sources: &RegoSources, packages: &[String]) -> Vec<String> {
+    let import = regex::Regex::new(r"(?m)^\s*import\s+(data\.[A-Za-z0-9_.]+)").expect("valid");
+    let mut out = Vec::new();
+    for (name, text) in &sources.modules {
+        for c in import.captures_iter(text) {
+            let imported = &c[1];
+            let modules = packages.iter().filter(|p| p.as_str() == imported).count();
+            if modules > 1 {
+                out.push(format!(
+                    "{name}: `import {imported}`, a package of {modules} modules: regorus can evaluate its rules wrongly through the import; write `{imported}.RULE` in full (docs/policy.md)"
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// The interpreter's deadline of one evaluation.

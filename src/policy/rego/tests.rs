@@ -374,3 +374,21 @@ fn a_policy_the_vm_runs_is_decided_by_it() {
     let rego = compiled(&[("t.rego", TRANSFORM)], Enforcement::Enforce);
     assert!(rego.on_vm(), "the examples' constructs compile to the VM");
 }
+
+#[test]
+fn an_import_of_a_split_package_is_warned_of() {
+    let lib1 = "package lib\n\nzz := 1\n";
+    let lib2 = "package lib\n\nflag if input.m\n";
+    let t = "package ahp.transform\n\nimport data.lib\n\ndeny contains \"d\" if lib.flag\n";
+    let rego = compiled(
+        &[("lib1.rego", lib1), ("lib2.rego", lib2), ("t.rego", t)],
+        Enforcement::Enforce,
+    );
+    assert_eq!(rego.warnings().len(), 1, "{:?}", rego.warnings());
+    assert!(rego.warnings()[0].starts_with("t.rego: `import data.lib`, a package of 2 modules"));
+    let whole = compiled(&[("lib1.rego", lib1), ("t.rego", t)], Enforcement::Enforce);
+    assert!(
+        whole.warnings().is_empty(),
+        "one module: nothing to warn of"
+    );
+}
