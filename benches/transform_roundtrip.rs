@@ -384,8 +384,8 @@ fn one_decision(cfg: &Config, sections: &BTreeMap<String, String>, iterations: u
     let claims = json!({"groups": ["copilot-writers"]});
     let subject = Subject::new(
         Some("corp:alice".into()),
-        vec!["transform".into()],
-        Some(claims),
+        vec!["transform"],
+        Some(std::sync::Arc::new(claims)),
         Some("bench".into()),
         ClientKind::Ahp,
     );

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 
-use crate::config::{expand, Config, RegoSources};
+use crate::config::{Config, Enforcement, RegoConfig, RegoSources};
 use crate::policy::rego::{testing, Point};
 use crate::policy::Policy;
 
@@ -75,27 +75,21 @@ pub fn eval(
     Ok(d.error.is_none())
 }
 
-/// The modules and data under `paths`: each `.rego` file and folder's
-/// `.rego` files are modules, each `.json` file is data.
+/// The modules and data under `paths`, read as `[policy.rego]` reads them
+/// (within its bounds): each `.json` file is data, every other path a
+/// module, a folder of them or a glob.
 fn read_paths(paths: &[PathBuf]) -> anyhow::Result<RegoSources> {
-    let mut sources = RegoSources::default();
-    for p in paths {
-        let is_json = p.extension().is_some_and(|e| e == "json");
-        if is_json {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read {}", p.display()))?;
-            let doc = serde_json::from_str(&text)
-                .with_context(|| format!("{}: not JSON", p.display()))?;
-            sources.data.push((p.display().to_string(), doc));
-            continue;
-        }
-        for file in expand(p, "rego")? {
-            let text = std::fs::read_to_string(&file)
-                .with_context(|| format!("cannot read {}", file.display()))?;
-            sources.modules.push((file.display().to_string(), text));
-        }
-    }
-    Ok(sources)
+    let (data, modules) = paths
+        .iter()
+        .cloned()
+        .partition(|p| p.extension().is_some_and(|e| e == "json"));
+    let files = RegoConfig {
+        modules,
+        data,
+        enforcement: Enforcement::Enforce,
+        timeout: Duration::MAX,
+    };
+    Ok(files.read()?)
 }
 
 fn shown(paths: &[PathBuf]) -> String {

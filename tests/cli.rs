@@ -302,6 +302,21 @@ fn serve_off_loopback_needs_tls_or_allow_plaintext_remote() {
     assert!(line.starts_with("listening on ws://0.0.0.0:"), "{line}");
 }
 
+/// `policy eval --config CONFIG --point POINT --input INPUT`, run to its end.
+fn policy_eval(
+    config: impl AsRef<std::ffi::OsStr>,
+    point: &str,
+    input: impl AsRef<std::ffi::OsStr>,
+) -> std::process::Output {
+    bin()
+        .args(["policy", "eval", "--point", point, "--config"])
+        .arg(config)
+        .arg("--input")
+        .arg(input)
+        .output()
+        .unwrap()
+}
+
 /// `policy test`: every `test_*` rule, PASS or FAIL; exit 0 only when all pass.
 #[test]
 fn policy_test_runs_each_test_rule_and_fails_on_a_failing_one() {
@@ -329,13 +344,11 @@ fn policy_test_runs_each_test_rule_and_fails_on_a_failing_one() {
         let input: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(format!("{dir}/input.json")).unwrap())
                 .unwrap();
-        let out = bin()
-            .args(["policy", "eval", "--config"])
-            .arg(format!("{dir}/example.toml"))
-            .args(["--point", input["point"].as_str().unwrap(), "--input"])
-            .arg(format!("{dir}/input.json"))
-            .output()
-            .unwrap();
+        let out = policy_eval(
+            format!("{dir}/example.toml"),
+            input["point"].as_str().unwrap(),
+            format!("{dir}/input.json"),
+        );
         assert!(
             out.status.success(),
             "{}",
@@ -383,13 +396,7 @@ fn policy_test_runs_each_test_rule_and_fails_on_a_failing_one() {
     std::fs::write(&config, "[policy.rego]\nmodules = [\"p.rego\"]\n").unwrap();
     let input = dir.path().join("input.json");
     std::fs::write(&input, r#"{"sections": ["tone", "preamble"]}"#).unwrap();
-    let out = bin()
-        .args(["policy", "eval", "--point", "opt_in", "--config"])
-        .arg(&config)
-        .arg("--input")
-        .arg(&input)
-        .output()
-        .unwrap();
+    let out = policy_eval(&config, "opt_in", &input);
     assert!(
         out.status.success(),
         "{}",
@@ -397,13 +404,7 @@ fn policy_test_runs_each_test_rule_and_fails_on_a_failing_one() {
     );
     let sets: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(sets, serde_json::json!({"deny": ["no tone"], "warn": []}));
-    let out = bin()
-        .args(["policy", "eval", "--point", "nowhere", "--config"])
-        .arg(&config)
-        .arg("--input")
-        .arg(&input)
-        .output()
-        .unwrap();
+    let out = policy_eval(&config, "nowhere", &input);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("opt_in, session, transform"));
 

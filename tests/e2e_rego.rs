@@ -137,19 +137,6 @@ fn last_system_prompt(model: &ScriptedModel) -> String {
     ScriptedModel::system_prompt(model.requests().last().unwrap()).unwrap()
 }
 
-/// Dispatches `action` on `channel`; the rejection reason it comes back with.
-async fn rejected(c: &Client, channel: &str, action: Value) -> String {
-    let mut events = c.events();
-    dispatch_raw(c, channel, 77, action).await;
-    wait_event(&mut events, |e| match e {
-        ahp::SubscriptionEvent::Action(env) if env.rejection_reason.is_some() => {
-            env.rejection_reason.clone()
-        }
-        _ => None,
-    })
-    .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_point_denies_and_warns_on_the_real_cli() {
     let policy = tempfile::tempdir().unwrap();
@@ -219,7 +206,7 @@ async fn each_point_denies_and_warns_on_the_real_cli() {
         Some(entry(&["tone", "custom_instructions"])),
     )
     .await;
-    let why = rejected(
+    let why = reject_reason(
         &c,
         "ahp-session:/rego",
         json!({"type": "session/activeClientSet", "activeClient": entry(&["tone", "guidelines"])}),

@@ -157,19 +157,6 @@ async fn a_session_config_chooses_the_model_and_a_message_switches_it() {
     assert!(reason.contains("model-z"), "{reason}");
 }
 
-/// Dispatches `action` and returns the rejection reason it comes back with.
-async fn reject_reason(c: &Client, chat: &str, action: Value) -> String {
-    let mut events = c.events();
-    dispatch_raw(c, chat, 99, action).await;
-    wait_event(&mut events, |e| match e {
-        ahp::SubscriptionEvent::Action(env) if env.rejection_reason.is_some() => {
-            env.rejection_reason.clone()
-        }
-        _ => None,
-    })
-    .await
-}
-
 fn queued(id: &str, text: &str) -> Value {
     json!({"type": "chat/pendingMessageSet", "kind": "queued", "id": id,
         "message": {"text": text, "origin": {"kind": "user"}}})

@@ -123,9 +123,9 @@ pub trait Backend: Send + Sync + 'static {
 #[derive(Debug, Clone)]
 pub struct Decided {
     pub decision: crate::policy::rego::Decision,
-    pub principal: Option<String>,
+    /// Who asked (its principal and client are named).
+    pub subject: crate::policy::rego::Subject,
     pub session: Option<String>,
-    pub client: Option<String>,
     /// What was decided on (the sections of an opt-in, a session's model).
     pub about: String,
 }
@@ -142,11 +142,10 @@ pub struct ActiveClientView {
     pub transform_sections: Option<BTreeSet<String>>,
     /// The plugins it publishes (`customizations` of its entry).
     pub plugins: Vec<ClientPlugin>,
-    /// Its principal, while it has one (connected or in its grace).
-    pub principal: Option<String>,
     /// Whether its principal has the `customize` role.
     pub may_customize: bool,
-    /// Who it is to the operator's Rego policy (principal, roles, claims).
+    /// Who it is: its principal while it has one (connected or in its
+    /// grace), with its roles and claims (the operator's Rego policy reads them).
     pub subject: crate::policy::rego::Subject,
 }
 

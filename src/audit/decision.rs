@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::record::{now_rfc3339, Kind, Record};
-use crate::policy::rego::Decision;
+use crate::policy::rego::{Decision, Subject};
 
 /// The decision itself, as it stands alone or inside a section.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,19 +72,20 @@ impl Record for DecisionRecord {
 }
 
 impl DecisionRecord {
+    /// The record of `d`, decided for `subject` (its principal and client
+    /// are named).
     pub fn new(
         d: &Decision,
-        principal: Option<&str>,
+        subject: &Subject,
         session: Option<&str>,
-        client: Option<&str>,
         about: impl Into<String>,
     ) -> Self {
         Self {
             time: now_rfc3339(),
             session: session.map(str::to_owned),
-            client: client.map(str::to_owned),
+            client: subject.client.id.clone(),
             about: about.into(),
-            decision: DecisionEntry::of(d, principal),
+            decision: DecisionEntry::of(d, subject.principal.as_deref()),
         }
     }
 

@@ -27,7 +27,6 @@ impl From<&ActiveClientView> for OptIn {
     fn from(c: &ActiveClientView) -> Self {
         OptIn {
             client_id: c.client_id.clone(),
-            principal: c.principal.clone(),
             sections: c.opt_in.clone(),
             allowed: c.transform_sections.clone(),
             subject: c.subject.clone(),
@@ -176,7 +175,6 @@ mod tests {
                 .collect(),
             opt_in: opt.iter().map(|s| s.to_string()).collect(),
             plugins: vec![],
-            principal: None,
             may_customize: false,
             subject: crate::policy::rego::Subject::nobody(),
         }

@@ -391,15 +391,7 @@ impl Customizing {
             let about = format!("{} {}", doc.kind, doc.name);
             let key = format!("{uri}\0{}\0{}\0{}", c.id, d.revision, d.outcome.as_str());
             if d.recorded() && self.first_decision(key) {
-                info!(session = %uri, container = %Escaped(&about), outcome = d.outcome.as_str(),
-                    messages = %Escaped(&d.reason()), "rego decision on a customization");
-                let record = DecisionRecord::new(
-                    &d,
-                    subject.principal.as_deref(),
-                    Some(uri),
-                    c.client_id.as_deref(),
-                    about,
-                );
+                let record = DecisionRecord::new(&d, &subject, Some(uri), about);
                 decisions::record(self.audit.clone(), record);
             }
             if !d.refuses() {

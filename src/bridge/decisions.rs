@@ -6,12 +6,18 @@
 
 use std::sync::Arc;
 
-use crate::ahp::backend::Decided;
 use crate::audit::decision::DecisionRecord;
 use crate::audit::log::AuditLog;
+use crate::telemetry::Escaped;
+use tracing::info;
 
-/// Appends `record` to the audit log, if there is one.
+/// Logs a decision worth a record and appends the record to the audit
+/// log, if there is one.
 pub fn record(log: Option<Arc<AuditLog>>, record: DecisionRecord) {
+    let d = &record.decision;
+    info!(point = %d.point, outcome = %d.outcome, principal = ?d.principal,
+        session = ?record.session, client = ?record.client,
+        about = %Escaped(&record.about), messages = %Escaped(&d.messages()), "rego decision");
     let Some(log) = log else {
         return;
     };
@@ -20,15 +26,4 @@ pub fn record(log: Option<Arc<AuditLog>>, record: DecisionRecord) {
             tracing::error!("decision record not written: {e:#}");
         }
     });
-}
-
-/// The record of a decision the host made.
-pub fn of_host(d: &Decided) -> DecisionRecord {
-    DecisionRecord::new(
-        &d.decision,
-        d.principal.as_deref(),
-        d.session.as_deref(),
-        d.client.as_deref(),
-        d.about.clone(),
-    )
 }

@@ -6,6 +6,7 @@ use super::decisions;
 use super::turn::TurnRequest;
 use super::Bridge;
 use crate::ahp::backend::{Backend, ClientPhase, Decided};
+use crate::audit::decision::DecisionRecord;
 use crate::runtime::calls::{SessionDestroy, SessionRef};
 
 impl Backend for Bridge {
@@ -34,7 +35,9 @@ impl Backend for Bridge {
     }
 
     fn decided(&self, decided: Decided) {
-        decisions::record(self.customizing.audit_log(), decisions::of_host(&decided));
+        let d = &decided;
+        let record = DecisionRecord::new(&d.decision, &d.subject, d.session.as_deref(), &*d.about);
+        decisions::record(self.customizing.audit_log(), record);
     }
 
     fn session_disposed(&self, session: &str) {

@@ -22,7 +22,6 @@ use crate::runtime::connection::{ReplyFuture, RuntimeHandler};
 use crate::runtime::events::{PermissionRequest, RuntimeEvent};
 use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
 use crate::runtime::session_config::Secret;
-use crate::telemetry::Escaped;
 use std::time::Duration;
 
 /// How long a runtime tool is shown streaming before running, unless a
@@ -181,11 +180,7 @@ impl Bridge {
         let body = Body::Permission { request: &p.raw };
         let d = rego.decide(&Input::new(&subject, Some(uri), body), Duration::MAX);
         if d.recorded() {
-            info!(session = %uri, kind = %Escaped(&p.kind), outcome = d.outcome.as_str(),
-                messages = %Escaped(&d.reason()), "rego decision on a permission request");
-            let principal = subject.principal.as_deref();
-            let client = subject.client.id.as_deref();
-            let record = DecisionRecord::new(&d, principal, Some(uri), client, p.kind.clone());
+            let record = DecisionRecord::new(&d, &subject, Some(uri), p.kind.clone());
             decisions::record(self.customizing.audit_log(), record);
         }
         d.refuses().then(|| d.reason())

@@ -38,8 +38,7 @@ pub use policy_rules::{
 pub use pool::{RuntimeAddresses, MAX_PROCESSES};
 pub use principals::{CertIdentity, PrincipalConfig, Role, Visibility, TOKEN_PRINCIPAL};
 pub use rego::{
-    expand, Enforcement, RegoConfig, RegoSources, MAX_REGO_FILES, MAX_REGO_FILE_BYTES,
-    MAX_REGO_TOTAL_BYTES,
+    Enforcement, RegoConfig, RegoSources, MAX_REGO_FILES, MAX_REGO_FILE_BYTES, MAX_REGO_TOTAL_BYTES,
 };
 pub use runtime::{ProviderConfig, RuntimeConfig};
 pub use sdk::{OnViolation, SdkConfig};

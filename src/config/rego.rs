@@ -96,7 +96,7 @@ impl RegoConfig {
     pub fn module_files(&self) -> Result<Vec<PathBuf>, ConfigError> {
         let mut out = Vec::new();
         for p in &self.modules {
-            let found = expand(p, "rego").map_err(|r| bad("policy.rego.modules", r.0))?;
+            let found = expand(p, "rego").map_err(|r| bad("policy.rego.modules", r))?;
             if found.is_empty() {
                 return Err(bad(
                     "policy.rego.modules",
@@ -172,18 +172,9 @@ fn read_bounded(path: &Path, total: &mut u64) -> Result<String, String> {
     std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-/// A path that names no file to read, and why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct BadPath(pub String);
-
 /// A file, a folder's files ending in `.ext`, or a glob in the last
 /// component (`*`, `?`), sorted by name.
-pub fn expand(path: &Path, ext: &str) -> Result<Vec<PathBuf>, BadPath> {
-    expand_inner(path, ext).map_err(BadPath)
-}
-
-fn expand_inner(path: &Path, ext: &str) -> Result<Vec<PathBuf>, String> {
+fn expand(path: &Path, ext: &str) -> Result<Vec<PathBuf>, String> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -285,7 +276,7 @@ mod tests {
             names(expand(&dir.path().join("b.rego"), "rego").unwrap()),
             ["b.rego"]
         );
-        let missing = expand(&dir.path().join("c.rego"), "rego").unwrap_err().0;
+        let missing = expand(&dir.path().join("c.rego"), "rego").unwrap_err();
         assert!(missing.contains("c.rego: no such file"), "{missing}");
     }
 

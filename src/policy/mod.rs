@@ -221,11 +221,10 @@ impl Policy {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OptIn {
     pub client_id: String,
-    /// Its principal (the audit names it), while it has one.
-    pub principal: Option<String>,
     pub sections: Vec<String>,
     pub allowed: Option<BTreeSet<String>>,
-    /// Who it is, as the operator's Rego policy sees it (`ahp.transform`).
+    /// Who it is: its principal while it has one (the audit names it), as
+    /// the operator's Rego policy sees it too (`ahp.transform`).
     pub subject: rego::Subject,
 }
 
@@ -262,7 +261,6 @@ mod tests {
     fn opt_in(client_id: &str, sections: &[&str]) -> OptIn {
         OptIn {
             client_id: client_id.into(),
-            principal: None,
             sections: ids(sections),
             allowed: None,
             subject: rego::Subject::nobody(),

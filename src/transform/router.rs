@@ -31,7 +31,7 @@ use crate::config::{AuditConfig, OnFailure};
 use crate::policy::redact::{self, RestoreError};
 use crate::policy::rego::{Body, Decision, Input, Subject};
 use crate::policy::rules::BrokenRule;
-use crate::policy::{owners, Policy, PolicyReader};
+use crate::policy::{owners, OptIn, Policy, PolicyReader};
 
 /// What the router does with records besides writing them.
 #[derive(Debug, Clone, Copy)]
@@ -70,12 +70,20 @@ struct Judged {
     ignored: Vec<String>,
 }
 
-/// Who the operator's Rego policy sees rewriting, where, and by when it
-/// must have decided (the request's one deadline).
-struct RegoAsk<'a> {
-    subject: Option<&'a Subject>,
+/// What one owner's answer is judged against beyond the policy: the owner
+/// as the session's opt-ins have it (its allow-list, who it is to the Rego
+/// policy), the session, and the request's one deadline.
+struct OwnerContext<'a> {
+    opt_in: Option<&'a OptIn>,
     session: &'a str,
     deadline: tokio::time::Instant,
+}
+
+impl OwnerContext<'_> {
+    /// The sections its principal may transform (`None`: any).
+    fn allowed(&self) -> Option<&BTreeSet<String>> {
+        self.opt_in.and_then(|o| o.allowed.as_ref())
+    }
 }
 
 /// What one owner is sent: each section as it is shown (redacted), and what
@@ -138,23 +146,18 @@ impl Router {
 
         let asks = plan.asks.iter().map(|(owner, ids)| {
             let ask = redacted(&policy, ids, original);
-            let opt_in = opt_ins.iter().find(|o| &o.client_id == owner);
-            let allowed = opt_in.and_then(|o| o.allowed.as_ref());
-            let principal = opt_in.and_then(|o| o.principal.clone());
-            let subject = opt_in.map(|o| &o.subject);
+            let context = OwnerContext {
+                opt_in: opt_ins.iter().find(|o| &o.client_id == owner),
+                session: ahp_session,
+                deadline,
+            };
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             let call = clients.ask(owner, ahp_session, &ask.shown, left);
             let policy = &*policy;
             let span = ask_span(parent, owner, ids);
             async move {
                 let answer = call.await;
-                let rego = RegoAsk {
-                    subject,
-                    session: ahp_session,
-                    deadline,
-                };
-                let mut judged = judge(policy, owner, allowed, ids, original, &ask, answer, &rego);
-                judged.principal = principal;
+                let judged = judge(policy, owner, ids, original, &ask, answer, &context);
                 let failed = !judged.outcome.answered();
                 span.record("ahp.transform.outcome", judged.outcome.as_str());
                 span.record("otel.status_code", if failed { "ERROR" } else { "OK" });
@@ -334,20 +337,18 @@ fn redacted(policy: &Policy, ids: &BTreeSet<String>, original: &Sections) -> Ask
 
 /// What one owner's answer is worth: the answer as a whole first (missing,
 /// malformed, oversize), then each section restored and checked by its rules.
-#[allow(clippy::too_many_arguments)] // one request's parts, each read once
 fn judge(
     policy: &Policy,
     owner: &str,
-    allowed: Option<&BTreeSet<String>>,
     asked: &BTreeSet<String>,
     original: &Sections,
     ask: &Ask,
     answer: Result<ClientAnswer, AskError>,
-    rego: &RegoAsk<'_>,
+    context: &OwnerContext<'_>,
 ) -> Judged {
     let mut j = Judged {
         client_id: owner.to_owned(),
-        principal: None,
+        principal: context.opt_in.and_then(|o| o.subject.principal.clone()),
         outcome: OwnerOutcome::Disconnected,
         replaced: BTreeMap::new(),
         refused: BTreeMap::new(),
@@ -370,15 +371,7 @@ fn judge(
             Err(Oversize) => OwnerOutcome::Oversize,
             Ok(accepted) => {
                 j.ignored = accepted.ignored;
-                apply_rules(
-                    policy,
-                    allowed,
-                    original,
-                    ask,
-                    accepted.replaced,
-                    rego,
-                    &mut j,
-                )
+                apply_rules(policy, original, ask, accepted.replaced, context, &mut j)
             }
         },
     };
@@ -395,11 +388,10 @@ fn judge(
 /// first; a rewrite that passes them goes to the operator's Rego policy.
 fn apply_rules(
     policy: &Policy,
-    allowed: Option<&BTreeSet<String>>,
     original: &Sections,
     ask: &Ask,
     answered: Sections,
-    rego: &RegoAsk<'_>,
+    context: &OwnerContext<'_>,
     j: &mut Judged,
 ) -> OwnerOutcome {
     let none = Vec::new();
@@ -411,18 +403,19 @@ fn apply_rules(
             Err(RestoreError::UnknownPlaceholder) => return OwnerOutcome::Malformed,
             Err(RestoreError::TooLarge) => return OwnerOutcome::Oversize,
         };
-        match policy
+        let checked = policy
             .rules(&id)
-            .check(&id, allowed, &original[&id], &restored)
-        {
-            Ok(()) => match rego_refuses(policy, rego, j, &id, &original[&id], &restored) {
-                true => {
-                    j.refused.insert(id, BrokenRule::Rego);
+            .check(&id, context.allowed(), &original[&id], &restored)
+            .and_then(|()| {
+                match rego_refuses(policy, context, j, &id, &original[&id], &restored) {
+                    true => Err(BrokenRule::Rego),
+                    false => Ok(()),
                 }
-                false => {
-                    j.replaced.insert(id, restored);
-                }
-            },
+            });
+        match checked {
+            Ok(()) => {
+                j.replaced.insert(id, restored);
+            }
             Err(broken) => {
                 j.refused.insert(id, broken);
             }
@@ -442,7 +435,7 @@ fn apply_rules(
 /// Whether it refuses the rewrite.
 fn rego_refuses(
     policy: &Policy,
-    rego: &RegoAsk<'_>,
+    context: &OwnerContext<'_>,
     j: &mut Judged,
     id: &str,
     before: &str,
@@ -455,14 +448,15 @@ fn rego_refuses(
         return false;
     }
     let nobody = Subject::nobody();
+    let subject = context.opt_in.map_or(&nobody, |o| &o.subject);
     let body = Body::Transform {
         section: id,
         before,
         after,
         owner: &j.client_id,
     };
-    let input = Input::new(rego.subject.unwrap_or(&nobody), Some(rego.session), body);
-    let left = rego
+    let input = Input::new(subject, Some(context.session), body);
+    let left = context
         .deadline
         .saturating_duration_since(tokio::time::Instant::now());
     let d = r.decide(&input, left);

@@ -73,12 +73,11 @@ impl ScriptedClients {
         self.clients.push(Client {
             opt_in: OptIn {
                 client_id: client_id.into(),
-                principal: Some(format!("p-{client_id}")),
                 sections: sections.iter().map(|s| s.to_string()).collect(),
                 allowed: None,
                 subject: Subject::new(
                     Some(format!("p-{client_id}")),
-                    vec!["transform".into()],
+                    vec!["transform"],
                     None,
                     Some(client_id.into()),
                     ClientKind::Ahp,

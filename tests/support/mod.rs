@@ -108,6 +108,20 @@ pub async fn dispatch_raw(c: &Client, channel: &str, seq: i64, action: Value) {
     .expect("dispatch");
 }
 
+/// Dispatches `action` on `channel` and returns the rejection reason it
+/// comes back with.
+pub async fn reject_reason(c: &Client, channel: &str, action: Value) -> String {
+    let mut events = c.events();
+    dispatch_raw(c, channel, 99, action).await;
+    wait_event(&mut events, |e| match e {
+        SubscriptionEvent::Action(env) if env.rejection_reason.is_some() => {
+            env.rejection_reason.clone()
+        }
+        _ => None,
+    })
+    .await
+}
+
 /// As [`dispatch_raw`], with a `_meta` (e.g. a W3C `traceparent`).
 pub async fn dispatch_raw_with_meta(
     c: &Client,

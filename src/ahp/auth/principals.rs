@@ -26,7 +26,7 @@ pub struct Principal {
     sees_all: bool,
     /// A JWT principal's verified claims, for the operator's Rego policy
     /// (`input.claims`); `None` for every other credential.
-    claims: Option<Arc<serde_json::Map<String, serde_json::Value>>>,
+    claims: Option<Arc<serde_json::Value>>,
 }
 
 impl Principal {
@@ -59,7 +59,7 @@ impl Principal {
 
     /// The same principal, carrying the verified claims of its JWT.
     pub fn with_claims(mut self, claims: serde_json::Map<String, serde_json::Value>) -> Self {
-        self.claims = Some(Arc::new(claims));
+        self.claims = Some(Arc::new(serde_json::Value::Object(claims)));
         self
     }
 
@@ -68,10 +68,8 @@ impl Principal {
     pub fn subject(&self, client_id: Option<&str>, kind: ClientKind) -> Subject {
         Subject::new(
             Some(self.name.clone()),
-            self.roles.iter().map(|r| r.as_str().to_owned()).collect(),
-            self.claims
-                .as_ref()
-                .map(|c| serde_json::Value::Object((**c).clone())),
+            self.roles.iter().map(|r| r.as_str()).collect(),
+            self.claims.clone(),
             client_id.map(str::to_owned),
             kind,
         )

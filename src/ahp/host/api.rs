@@ -394,39 +394,25 @@ impl Host {
         state
             .active_clients
             .iter()
-            .map(|c| ActiveClientView {
-                transform_sections: st
-                    .clients
-                    .principal_of_client(&c.client_id)
-                    .map_or(Some(Default::default()), |p| p.transform_sections()),
-                plugins: client_plugins(c),
-                principal: st
-                    .clients
-                    .principal_of_client(&c.client_id)
-                    .map(|p| p.name.clone()),
-                may_customize: st
-                    .clients
-                    .principal_of_client(&c.client_id)
-                    .is_some_and(|p| p.has(Role::Customize)),
-                subject: st.clients.principal_of_client(&c.client_id).map_or_else(
-                    || {
-                        Subject::new(
-                            None,
-                            vec![],
-                            None,
-                            Some(c.client_id.clone()),
-                            ClientKind::Ahp,
-                        )
-                    },
-                    |p| p.subject(Some(&c.client_id), ClientKind::Ahp),
-                ),
-                client_id: c.client_id.clone(),
-                tools: c.tools.clone(),
-                opt_in: st
-                    .sessions
-                    .opt_in(session, &c.client_id)
-                    .map(|o| o.sections.clone())
-                    .unwrap_or_default(),
+            .map(|c| {
+                let p = st.clients.principal_of_client(&c.client_id);
+                ActiveClientView {
+                    transform_sections: p
+                        .map_or(Some(Default::default()), |p| p.transform_sections()),
+                    plugins: client_plugins(c),
+                    may_customize: p.is_some_and(|p| p.has(Role::Customize)),
+                    subject: p.map_or_else(
+                        || Subject::client(&c.client_id, ClientKind::Ahp),
+                        |p| p.subject(Some(&c.client_id), ClientKind::Ahp),
+                    ),
+                    client_id: c.client_id.clone(),
+                    tools: c.tools.clone(),
+                    opt_in: st
+                        .sessions
+                        .opt_in(session, &c.client_id)
+                        .map(|o| o.sections.clone())
+                        .unwrap_or_default(),
+                }
             })
             .collect()
     }

@@ -2,17 +2,14 @@
 //! opt-in (`ahp.opt_in`) and `createSession` (`ahp.session`). The host
 //! knows who asks (the principal it authenticated, its roles and claims);
 //! what the decision was worth recording goes to the backend, which keeps
-//! the audit log (the host has none). Asked outside the host's lock: an
+//! the audit log (the host has none) and logs it. Asked outside the host's lock: an
 //! evaluation takes up to `[policy.rego] timeout` of CPU, never a wait.
 
 use std::time::Duration;
 
-use tracing::info;
-
 use super::Host;
 use crate::ahp::backend::Decided;
 use crate::policy::rego::{Body, ClientKind, Input, Subject};
-use crate::telemetry::Escaped;
 
 /// A decision that refuses: its messages, or the error, for the requester.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -37,16 +34,12 @@ pub(crate) fn decide(
     if !d.recorded() {
         return Ok(());
     }
-    let principal = subject.principal.clone();
-    info!(point = d.point.as_str(), outcome = d.outcome.as_str(), principal = ?principal,
-        about = %Escaped(&about), messages = %Escaped(&d.reason()), "rego decision");
     let refused = d.refuses().then(|| Refused(d.reason()));
     if let Some(backend) = host.backend() {
         backend.decided(Decided {
             decision: d,
-            principal,
+            subject: subject.clone(),
             session: session.map(str::to_owned),
-            client: subject.client.id.clone(),
             about,
         });
     }
@@ -62,6 +55,6 @@ pub(crate) fn subject_of(host: &Host, client_id: Option<&str>) -> Subject {
     let st = host.lock();
     match st.clients.principal_of_client(id) {
         Some(p) => p.subject(Some(id), ClientKind::Ahp),
-        None => Subject::new(None, vec![], None, Some(id.to_owned()), ClientKind::Ahp),
+        None => Subject::client(id, ClientKind::Ahp),
     }
 }

@@ -257,7 +257,7 @@ impl CustomizationState {
             }
             let entry = ClientEntry {
                 client_id: view.client_id.clone(),
-                principal: view.principal.clone(),
+                principal: view.subject.principal.clone(),
                 plugin: p.clone(),
                 outcome: ClientOutcome::Reading,
             };

@@ -40,7 +40,6 @@ impl TransformClients for AppClients {
             .unwrap_or_default();
         vec![OptIn {
             client_id: self.shared.client.clone(),
-            principal: Some(self.principal.name.clone()),
             sections,
             allowed: self.principal.transform_sections(),
             subject: self

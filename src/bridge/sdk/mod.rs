@@ -269,19 +269,8 @@ impl SdkGate {
         let body = Body::Session { config: &config };
         let d = rego.decide(&Input::new(&subject, at, body), Duration::MAX);
         if d.recorded() {
-            info!(client = %shared.client, session = %crate::telemetry::Escaped(session),
-                outcome = d.outcome.as_str(), "rego decision on an SDK session");
-            let about = config["model"]
-                .as_str()
-                .unwrap_or("(default model)")
-                .to_owned();
-            let record = DecisionRecord::new(
-                &d,
-                Some(&self.principal.name),
-                at,
-                Some(&shared.client),
-                about,
-            );
+            let about = config["model"].as_str().unwrap_or("(default model)");
+            let record = DecisionRecord::new(&d, &subject, at, about);
             super::decisions::record(self.audit.clone(), record);
         }
         d.refuses().then(|| d.reason())

@@ -5,6 +5,7 @@
 //! example of each.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock};
 
 use regorus::Value;
 use serde::Serialize;
@@ -29,17 +30,27 @@ impl ClientKind {
     }
 }
 
-/// Who asks, as the bridge knows it.
+/// Who asks, as the bridge knows it. Made for every active client at each
+/// transform and bind, Rego or not: the claims are shared, not copied.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Subject {
     /// The principal's name; `null` where no principal is known (a
     /// runtime request in a session nobody is attached to).
     pub principal: Option<String>,
-    pub roles: Vec<String>,
+    pub roles: Vec<&'static str>,
     /// A JWT principal's verified claims; `{}` for any other credential.
-    pub claims: Json,
+    #[serde(serialize_with = "shared")]
+    pub claims: Arc<Json>,
     pub client: ClientRef,
 }
+
+fn shared<S: serde::Serializer>(v: &Arc<Json>, s: S) -> Result<S::Ok, S::Error> {
+    v.serialize(s)
+}
+
+/// `{}`: the claims of every principal that is not a JWT's.
+static NO_CLAIMS: LazyLock<Arc<Json>> =
+    LazyLock::new(|| Arc::new(Json::Object(Default::default())));
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ClientRef {
@@ -50,15 +61,15 @@ pub struct ClientRef {
 impl Subject {
     pub fn new(
         principal: Option<String>,
-        roles: Vec<String>,
-        claims: Option<Json>,
+        roles: Vec<&'static str>,
+        claims: Option<Arc<Json>>,
         client_id: Option<String>,
         kind: ClientKind,
     ) -> Self {
         Self {
             principal,
             roles,
-            claims: claims.unwrap_or_else(|| Json::Object(Default::default())),
+            claims: claims.unwrap_or_else(|| NO_CLAIMS.clone()),
             client: ClientRef {
                 id: client_id,
                 kind,
@@ -69,6 +80,11 @@ impl Subject {
     /// Nobody known: a runtime request of a session with no client.
     pub fn nobody() -> Self {
         Self::new(None, vec![], None, None, ClientKind::Ahp)
+    }
+
+    /// A client whose principal is not known (gone, or never attached).
+    pub fn client(id: &str, kind: ClientKind) -> Self {
+        Self::new(None, vec![], None, Some(id.to_owned()), kind)
     }
 }
 
@@ -207,14 +223,9 @@ impl<'a> Input<'a> {
             ("principal", opt(s.principal.as_deref())),
             (
                 "roles",
-                Value::from(
-                    s.roles
-                        .iter()
-                        .map(|r| Value::from(r.as_str()))
-                        .collect::<Vec<_>>(),
-                ),
+                Value::from(s.roles.iter().map(|r| Value::from(*r)).collect::<Vec<_>>()),
             ),
-            ("claims", Value::from(s.claims.clone())),
+            ("claims", Value::from((*s.claims).clone())),
             (
                 "client",
                 object(vec![

@@ -388,17 +388,10 @@ impl Rego {
         };
         vm.set_execution_timer_config(Some(timer(limit)));
         vm.set_input(value);
-        let mut run = |set: &str, wanted: bool| -> Result<Vec<String>, String> {
-            if !wanted {
-                return Ok(vec![]);
-            }
-            let rule = format!("{}.{set}", point.package());
-            let v = vm
-                .execute_entry_point_by_name(&rule)
-                .map_err(|e| e.to_string())?;
-            strings(&rule, &v)
-        };
-        let result = (|| Ok((run("deny", declared.deny)?, run("warn", declared.warn)?)))();
+        let result = sets(point, declared, |rule| {
+            vm.execute_entry_point_by_name(rule)
+                .map_err(|e| e.to_string())
+        });
         // A VM that erred may be mid-way through anything: not reused.
         if result.is_ok() {
             give_back(&self.vms, vm);
@@ -417,17 +410,9 @@ impl Rego {
         let mut engine = self.take();
         engine.set_execution_timer_config(timer(limit));
         engine.set_input(value);
-        let result = (|| {
-            let deny = match declared.deny {
-                true => messages(&mut engine, point, "deny")?,
-                false => vec![],
-            };
-            let warn = match declared.warn {
-                true => messages(&mut engine, point, "warn")?,
-                false => vec![],
-            };
-            Ok((deny, warn))
-        })();
+        let result = sets(point, declared, |rule| {
+            engine.eval_rule(rule.to_owned()).map_err(|e| one_error(&e))
+        });
         // An engine that erred may be mid-way through anything: not reused.
         if result.is_ok() {
             give_back(&self.pool, engine);
@@ -450,23 +435,33 @@ fn give_back<T>(pool: &Mutex<Vec<T>>, evaluator: T) {
     }
 }
 
-/// The interpreter's deadline of one evaluation.
-fn timer(limit: Duration) -> ExecutionTimerConfig {
+/// An evaluator's deadline of one evaluation.
+pub(crate) fn timer(limit: Duration) -> ExecutionTimerConfig {
     ExecutionTimerConfig {
         limit,
         check_interval: NonZeroU32::new(CHECK_INTERVAL).expect("non-zero"),
     }
 }
 
-/// One set of a point's package as messages: undefined is empty; anything
-/// but a set or array of strings is an error naming the rule.
-fn messages(engine: &mut Engine, point: Point, set: &str) -> Result<Vec<String>, String> {
-    let rule = format!("{}.{set}", point.package());
-    let value = engine.eval_rule(rule.clone()).map_err(|e| one_error(&e))?;
-    strings(&rule, &value)
+/// The point's `deny` and `warn` sets, each that its package declares,
+/// asked of an evaluator by rule path.
+fn sets(
+    point: Point,
+    declared: Sets,
+    mut eval: impl FnMut(&str) -> Result<Value, String>,
+) -> Result<(Vec<String>, Vec<String>), String> {
+    let mut set = |name: &str, wanted: bool| -> Result<Vec<String>, String> {
+        if !wanted {
+            return Ok(vec![]);
+        }
+        let rule = format!("{}.{name}", point.package());
+        strings(&rule, &eval(&rule)?)
+    };
+    Ok((set("deny", declared.deny)?, set("warn", declared.warn)?))
 }
 
-/// A set's value as its messages, bounded.
+/// One set's value as its messages, bounded: undefined is empty; anything
+/// but a set or array of strings is an error naming the rule.
 fn strings(rule: &str, value: &Value) -> Result<Vec<String>, String> {
     let items: Vec<&Value> = match value {
         Value::Undefined => return Ok(vec![]),

@@ -6,10 +6,9 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use regex::Regex;
-use regorus::utils::limits::ExecutionTimerConfig;
 use regorus::Value;
 
-use super::{engine, one_error, CompileError};
+use super::{engine, one_error, timer, CompileError};
 use crate::config::RegoSources;
 
 /// One test's result.
@@ -30,26 +29,23 @@ const TEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// Runs every test of `sources`, in module order; the modules must compile.
 pub fn run(sources: &RegoSources) -> Result<Vec<TestResult>, CompileError> {
     let prototype = engine(sources)?;
+    // Each module's package (`data.PKG`), in the order they were added.
+    let packages = prototype
+        .get_packages()
+        .map_err(|e| CompileError(one_error(&e)))?;
     // A rule head at the start of a line, as `opa fmt` writes rules.
     let head = Regex::new(r"(?m)^(test_[A-Za-z0-9_]*)\b").expect("valid");
-    let package = Regex::new(r"(?m)^package\s+([A-Za-z0-9_.]+)").expect("valid");
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
-    for (module, text) in &sources.modules {
-        let Some(pkg) = package.captures(text).map(|c| c[1].to_owned()) else {
-            continue;
-        };
+    for ((module, text), pkg) in sources.modules.iter().zip(&packages) {
         for name in head.captures_iter(text).map(|c| c[1].to_owned()) {
-            let rule = format!("data.{pkg}.{name}");
+            let rule = format!("{pkg}.{name}");
             // A test defined by several bodies is one test.
             if !seen.insert(rule.clone()) {
                 continue;
             }
             let mut e = prototype.clone();
-            e.set_execution_timer_config(ExecutionTimerConfig {
-                limit: TEST_TIMEOUT,
-                check_interval: std::num::NonZeroU32::new(64).expect("non-zero"),
-            });
+            e.set_execution_timer_config(timer(TEST_TIMEOUT));
             let why = match e.eval_rule(rule.clone()) {
                 Ok(Value::Bool(true)) => None,
                 Ok(Value::Undefined) => Some("undefined".to_owned()),

@@ -35,8 +35,8 @@ warn contains "rewrite is long" if count(input.after) > 100
 fn subject(groups: &[&str]) -> Subject {
     Subject::new(
         Some("alice".into()),
-        vec!["transform".into()],
-        Some(json!({"groups": groups})),
+        vec!["transform"],
+        Some(std::sync::Arc::new(json!({"groups": groups}))),
         Some("c1".into()),
         ClientKind::Ahp,
     )
