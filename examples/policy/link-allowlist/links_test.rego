@@ -110,3 +110,23 @@ test_no_list_allows_no_link if {
 	count(data.ahp.transform.deny) == 1 with input as appending("https://github.com/")
 		with data.links.allowed_hosts as []
 }
+
+# A browser takes the host after the last "@": an allowed name before it
+# is user info, not the place.
+test_the_last_user_info_counts if {
+	deny_of("https://docs.example.com@github.com@evil.example/x") == {"custom_instructions: adds a link to evil.example, not an allowed host"}
+}
+
+# A link carried in another's query is a place the model may send people.
+test_a_link_inside_a_link_counts if {
+	deny_of("https://github.com/login?return_to=https://evil.example/x") == {"custom_instructions: adds a link to evil.example, not an allowed host"}
+	count(deny_of("https://github.com/login?return_to=https://github.com/x")) == 0
+}
+
+test_a_scheme_inside_a_word_starts_a_link if {
+	deny_of("seehttps://evil.example/") == {"custom_instructions: adds a link to evil.example, not an allowed host"}
+}
+
+test_a_scheme_without_a_slash_is_no_link if {
+	count(deny_of("The http: prefix and httpd are words.")) == 0
+}
