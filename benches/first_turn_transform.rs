@@ -65,7 +65,7 @@ struct Direct {
 }
 
 impl RuntimeHandler for Direct {
-    fn event(&self, session_id: &str, event: RuntimeEvent) {
+    fn event(&self, session_id: &str, _id: Option<&str>, event: RuntimeEvent) {
         if matches!(event, RuntimeEvent::Idle) {
             let _ = self.idle.send(session_id.to_owned());
         }

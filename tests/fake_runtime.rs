@@ -403,6 +403,104 @@ async fn a_streaming_burst_reaches_a_slow_reader_whole_and_cuts_off_a_stalled_on
     );
 }
 
+/// A runtime event that comes again with its id (the runtime telling of a
+/// session on two connections while it moves between them, or sending one
+/// twice) reaches no client twice: over several turns of many deltas, a
+/// fast reader and a slow one each get the model's text whole, character
+/// for character, in order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_event_reaches_no_client_twice_over_many_turns() {
+    use support::raw::{Next, Raw};
+    const TURNS: usize = 4;
+    const DELTAS: usize = 1000;
+    let mut f = fixture(|_| {}).await;
+    // Each reader's text per turn, a turn ending at its turnComplete.
+    let read = |mut raw: Raw, pause: Duration| {
+        tokio::spawn(async move {
+            let mut texts = vec![String::new()];
+            while texts.len() <= TURNS {
+                match raw.next().await {
+                    Next::Json(v) if v["method"] == "action" => {
+                        let a = &v["params"]["action"];
+                        if a["type"] == "chat/delta" {
+                            let t = texts.last_mut().unwrap();
+                            t.push_str(a["content"].as_str().unwrap());
+                        } else if a["type"] == "chat/turnComplete" {
+                            texts.push(String::new());
+                        }
+                        // Load: the slow reader lets its queue fill.
+                        tokio::time::sleep(pause).await;
+                    }
+                    Next::Json(_) => {}
+                    Next::Closed(c) => panic!("a reader was disconnected: {c:?}"),
+                }
+            }
+            texts.pop();
+            texts
+        })
+    };
+    let fast = read(raw_chat_subscriber(&f, "fast").await, Duration::ZERO);
+    let slow = read(
+        raw_chat_subscriber(&f, "slow").await,
+        Duration::from_micros(200),
+    );
+    let mut expected = Vec::new();
+    for t in 0..TURNS {
+        let turn = format!("t{t}");
+        let mut sub = f.start_turn(&turn, "go").await;
+        f.conn.call_of("session.send").await;
+        let mut want = String::new();
+        let delta = |i: usize| {
+            let text = format!("{t}:{i:04}:{}", "x".repeat(993));
+            (format!("t{t}-d{i}"), text)
+        };
+        for i in 0..DELTAS {
+            let (id, text) = delta(i);
+            let data = json!({"messageId": format!("m-{t}"), "deltaContent": text});
+            f.conn
+                .event_with_id(&f.runtime_id, &id, "assistant.message_delta", data.clone());
+            // Some come again at once, some a hundred events later.
+            if i % 97 == 0 {
+                f.conn
+                    .event_with_id(&f.runtime_id, &id, "assistant.message_delta", data);
+            }
+            if i >= 100 && i % 211 == 0 {
+                let (id, text) = delta(i - 100);
+                let data = json!({"messageId": format!("m-{t}"), "deltaContent": text});
+                f.conn
+                    .event_with_id(&f.runtime_id, &id, "assistant.message_delta", data);
+            }
+            want.push_str(&text);
+        }
+        f.conn.event_with_id(
+            &f.runtime_id,
+            &format!("t{t}-idle"),
+            "session.idle",
+            json!({}),
+        );
+        let end = wait_turn_end(&mut sub, &turn).await;
+        assert_eq!(end.kind, "complete");
+        assert!(
+            end.text == want,
+            "turn {t}: the chat's text is the model's, once"
+        );
+        expected.push(want);
+    }
+    for (who, reader) in [("fast", fast), ("slow", slow)] {
+        let texts = tokio::time::timeout(DEADLINE, reader)
+            .await
+            .unwrap_or_else(|_| panic!("the {who} reader did not see every turn end"))
+            .unwrap();
+        for (t, (got, want)) in texts.iter().zip(&expected).enumerate() {
+            assert_eq!(got.len(), want.len(), "{who} reader, turn {t}: length");
+            assert!(
+                got == want,
+                "{who} reader, turn {t}: character for character"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn authenticate_hands_the_token_to_the_runtime_sessions_of_its_principal() {
     let mut f = fixture(|_| {}).await;

@@ -7,7 +7,7 @@ use super::*;
 fn event(ty: &str, data: Value) -> RuntimeEvent {
     RuntimeEvent::parse(json!({"sessionId": "s", "event": {"type": ty, "data": data}}))
         .unwrap_or_else(|m| panic!("{ty}: {m:?}"))
-        .1
+        .event
 }
 
 fn types(v: &[StateAction]) -> Vec<String> {

@@ -19,7 +19,8 @@ use crate::audit::log::AuditLog;
 use crate::policy::rego::{Body, Input, Subject};
 use crate::runtime::calls::{self, GithubCredentials, SessionDestroy, SessionRef};
 use crate::runtime::connection::{ReplyFuture, RuntimeHandler};
-use crate::runtime::events::{PermissionRequest, RuntimeEvent};
+use crate::runtime::events::{PermissionRequest, RuntimeEvent, SESSION_EVENT};
+use crate::runtime::mismatch::Mismatch;
 use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
 use crate::runtime::session_config::Secret;
 use std::time::Duration;
@@ -36,7 +37,7 @@ pub(super) struct RuntimeEvents {
 }
 
 impl RuntimeHandler for RuntimeEvents {
-    fn event(&self, runtime_id: &str, event: RuntimeEvent) {
+    fn event(&self, runtime_id: &str, id: Option<&str>, event: RuntimeEvent) {
         let Some(b) = self.bridge.upgrade() else {
             return;
         };
@@ -44,6 +45,10 @@ impl RuntimeHandler for RuntimeEvents {
             debug!(runtime_id, "event for an unknown runtime session");
             return;
         };
+        if b.sessions.with(&uri, |s| s.first_arrival(id)) == Some(false) {
+            Mismatch::repeated(SESSION_EVENT, id).report();
+            return;
+        }
         b.event(&uri, &event);
     }
 

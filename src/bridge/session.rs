@@ -17,6 +17,7 @@ use super::turn::RunningTurn;
 use super::turn_trace::TurnSpans;
 use crate::runtime::calls::ToolOutcome;
 use crate::runtime::events::{PermissionRequest, RuntimeEvent};
+use crate::runtime::repeats::Repeats;
 use crate::runtime::requests::UserInputAnswer;
 use crate::telemetry::TurnOutcome;
 
@@ -60,6 +61,9 @@ pub(super) struct BridgedSession {
     idle: watch::Sender<bool>,
     /// Serializes turn starts and re-binds of this session.
     gate: Arc<tokio::sync::Mutex<()>>,
+    /// The latest runtime events' ids: while the session moves to another
+    /// connection both may tell of it, and a repeat must not be shown.
+    seen: Repeats,
 }
 
 impl BridgedSession {
@@ -74,7 +78,14 @@ impl BridgedSession {
             turn: TurnState::Idle { stale_idle: false },
             idle: watch::Sender::new(true),
             gate: Arc::new(tokio::sync::Mutex::new(())),
+            seen: Repeats::default(),
         }
+    }
+
+    /// Whether the runtime event `id` is new for this session (else a
+    /// repeat, to drop); remembers it.
+    pub fn first_arrival(&mut self, id: Option<&str>) -> bool {
+        self.seen.first_arrival(id)
     }
 
     pub fn runtime_id(&self) -> &str {

@@ -29,8 +29,9 @@ pub type ReplyFuture = Pin<Box<dyn Future<Output = RuntimeAnswer> + Send>>;
 
 /// What the bridge does with what the runtime sends on its own.
 pub trait RuntimeHandler: Send + Sync + 'static {
-    /// An event of a runtime session, in arrival order.
-    fn event(&self, session_id: &str, event: RuntimeEvent);
+    /// An event of a runtime session, in arrival order, with its id (to
+    /// drop a repeat: [`super::repeats`]).
+    fn event(&self, session_id: &str, id: Option<&str>, event: RuntimeEvent);
     /// A request from the runtime; the answer goes back whatever it is.
     fn request(&self, request: RuntimeRequest) -> ReplyFuture;
 }
@@ -67,7 +68,7 @@ impl InboundHandler for TypedInbound {
             // Events carry prompt text: their data only at trace.
             trace!(event = %params, "runtime event");
             match RuntimeEvent::parse(params) {
-                Ok((session, event)) => self.0.event(&session, event),
+                Ok(a) => self.0.event(&a.session_id, a.id.as_deref(), a.event),
                 Err(m) => m.report(),
             }
         } else {

@@ -101,6 +101,16 @@ pub struct PermissionRequest {
     pub raw: Value,
 }
 
+/// A `session.event` as it arrived: the runtime session it is of, the
+/// event's id (absent from some test fakes' events; then every one is new)
+/// and the event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Arrived {
+    pub session_id: String,
+    pub id: Option<String>,
+    pub event: RuntimeEvent,
+}
+
 /// `session.event`'s params, before the data is typed by its event type.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -111,6 +121,9 @@ struct Envelope {
 
 #[derive(Deserialize)]
 struct Raw {
+    /// Unique to the event: how a repeat is known ([`super::repeats`]).
+    #[serde(default)]
+    id: Option<String>,
     #[serde(rename = "type")]
     ty: String,
     #[serde(default)]
@@ -134,15 +147,15 @@ fn known(ty: &str) -> bool {
 }
 
 impl RuntimeEvent {
-    /// Types `session.event` params: `(sessionId, event)`. The socket
-    /// boundary: only the connection (and tests) hand it JSON.
-    pub(crate) fn parse<'de, P>(params: P) -> Result<(String, Self), Mismatch>
+    /// Types `session.event` params. The socket boundary: only the
+    /// connection (and tests) hand it JSON.
+    pub(crate) fn parse<'de, P>(params: P) -> Result<Arrived, Mismatch>
     where
         P: serde::Deserializer<'de, Error = serde_json::Error>,
     {
         let Envelope { session_id, event } = serde_path_to_error::deserialize(params)
             .map_err(|e| Mismatch::parse(SESSION_EVENT, e))?;
-        let Raw { ty, data: d } = event;
+        let Raw { id, ty, data: d } = event;
         let t = ty.as_str();
         let event = match t {
             "user.message" => Self::UserMessage,
@@ -268,7 +281,11 @@ impl RuntimeEvent {
                 ))
             }
         };
-        Ok((session_id, event))
+        Ok(Arrived {
+            session_id,
+            id,
+            event,
+        })
     }
 }
 

@@ -4,9 +4,10 @@ use super::*;
 
 fn event(ty: &str, data: Value) -> Result<RuntimeEvent, Mismatch> {
     RuntimeEvent::parse(json!({"sessionId": "s1", "event": {"id": "e", "type": ty, "data": data}}))
-        .map(|(s, e)| {
-            assert_eq!(s, "s1");
-            e
+        .map(|a| {
+            assert_eq!(a.session_id, "s1");
+            assert_eq!(a.id.as_deref(), Some("e"), "the event's id is kept");
+            a.event
         })
 }
 

@@ -24,6 +24,8 @@ pub enum MismatchKind {
     WrongType,
     /// Our call was refused as unknown (-32601): the runtime dropped a method.
     UnknownMethod,
+    /// An event whose id came before: dropped, not shown twice.
+    RepeatedEvent,
 }
 
 impl MismatchKind {
@@ -34,6 +36,7 @@ impl MismatchKind {
             Self::MissingField => "missing_field",
             Self::WrongType => "wrong_type",
             Self::UnknownMethod => "unknown_method",
+            Self::RepeatedEvent => "repeated_event",
         }
     }
 
@@ -65,6 +68,13 @@ impl Mismatch {
             place: place.to_owned(),
             detail: detail.into(),
         }
+    }
+
+    /// An event that came again (its id seen before in its session).
+    pub fn repeated(place: &str, id: Option<&str>) -> Self {
+        let id = id.unwrap_or("");
+        let detail = format!("event {id} came again; dropped");
+        Self::new(MismatchKind::RepeatedEvent, place, detail)
     }
 
     /// From a typed parse's error, with the field's path.

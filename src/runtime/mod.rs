@@ -10,6 +10,7 @@ pub mod customizations;
 pub mod events;
 pub mod mismatch;
 pub mod process;
+pub mod repeats;
 pub mod requests;
 pub mod schema;
 pub mod session_config;

@@ -92,12 +92,13 @@ pub const TRANSFORM_OUTCOMES: [&str; 9] = [
 ];
 
 /// The kinds of `ahp_bridge_runtime_protocol_mismatches_total`.
-pub const MISMATCH_KINDS: [&str; 5] = [
+pub const MISMATCH_KINDS: [&str; 6] = [
     "unknown_event",
     "unknown_request",
     "missing_field",
     "wrong_type",
     "unknown_method",
+    "repeated_event",
 ];
 
 /// Every metric of the bridge, registered once.

@@ -226,7 +226,13 @@ pub async fn assert_no_input_needed(c: &Client, session: &str) {
 pub struct Silent;
 
 impl ahp_copilot_bridge::runtime::connection::RuntimeHandler for Silent {
-    fn event(&self, _: &str, _: ahp_copilot_bridge::runtime::events::RuntimeEvent) {}
+    fn event(
+        &self,
+        _: &str,
+        _: Option<&str>,
+        _: ahp_copilot_bridge::runtime::events::RuntimeEvent,
+    ) {
+    }
     fn request(
         &self,
         request: ahp_copilot_bridge::runtime::requests::RuntimeRequest,

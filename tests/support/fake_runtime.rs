@@ -203,6 +203,12 @@ impl FakeConn {
         let _ = self.out.send(event_frame(&json!(session_id), ty, data));
     }
 
+    /// A `session.event` with the event id given: sent twice, a repeat.
+    pub fn event_with_id(&self, session_id: &str, id: &str, ty: &str, data: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": "session.event",
+            "params": {"sessionId": session_id, "event": {"id": id, "type": ty, "data": data}}}));
+    }
+
     /// Waits for the next message `pick` accepts; others are skipped.
     pub async fn wait(&mut self, what: &str, mut pick: impl FnMut(&Value) -> bool) -> Value {
         tokio::time::timeout(DEADLINE, async {

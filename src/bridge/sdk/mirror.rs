@@ -5,8 +5,8 @@
 //! events stream into it through the same mapping as a bridged session's
 //! ([`crate::bridge::actions::TurnMapper`]). Observers with the `observe`
 //! role list and watch them; the state's `_meta` marks them (`sdk`). The
-//! app drives them; the AHP side only watches (an admin may dispose one,
-//! which removes it from the AHP side only).
+//! app drives them; the AHP side only watches (an admin may dispose one:
+//! the app is told, see [`super::SdkGate::disposed`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -24,11 +24,18 @@ use crate::ahp::host::sessions::WATCHED_ONLY;
 use crate::ahp::host::Host;
 use crate::ahp::protocol::uri::chat_uri_of;
 use crate::bridge::actions::TurnMapper;
-use crate::runtime::events::RuntimeEvent;
+use crate::runtime::events::{Arrived, RuntimeEvent, SESSION_EVENT};
+use crate::runtime::mismatch::Mismatch;
+use crate::runtime::repeats::Repeats;
 
 /// The AHP session an SDK session is shown as.
 pub fn uri_of(session_id: &str) -> String {
     format!("ahp-session:/sdk-{session_id}")
+}
+
+/// The SDK session an AHP session shows, if it shows one.
+pub fn session_of(uri: &str) -> Option<&str> {
+    uri.strip_prefix("ahp-session:/sdk-")
 }
 
 pub(super) struct Mirror {
@@ -41,6 +48,8 @@ pub(super) struct Mirror {
 struct Turn {
     mapper: TurnMapper,
     started: Instant,
+    /// The turn's events so far, by id: a repeat is dropped.
+    seen: Repeats,
 }
 
 impl Turn {
@@ -108,6 +117,7 @@ impl Mirror {
             let turn = Turn {
                 mapper: TurnMapper::new(turn_id),
                 started: Instant::now(),
+                seen: Repeats::default(),
             };
             self.lock().insert(session_id.to_owned(), turn);
         }
@@ -116,8 +126,12 @@ impl Mirror {
     /// A `session.event` the runtime sent the app: into the chat's turn.
     pub fn event(&self, params: &RawValue) {
         let mut de = serde_json::Deserializer::from_str(params.get());
-        let (session_id, event) = match RuntimeEvent::parse(&mut de) {
-            Ok(e) => e,
+        let Arrived {
+            session_id,
+            id,
+            event,
+        } = match RuntimeEvent::parse(&mut de) {
+            Ok(a) => a,
             Err(m) => {
                 m.report();
                 return;
@@ -132,6 +146,10 @@ impl Mirror {
             let Some(turn) = turns.get_mut(&session_id) else {
                 return;
             };
+            if !turn.seen.first_arrival(id.as_deref()) {
+                Mismatch::repeated(SESSION_EVENT, id.as_deref()).report();
+                return;
+            }
             let ms = turn.elapsed_ms();
             let actions = turn.mapper.map(&event, ms);
             if turn.mapper.ended {
@@ -144,6 +162,21 @@ impl Mirror {
                 debug!(session = %crate::telemetry::Escaped(&session_id), "an SDK turn's action was refused: {e}");
             }
         }
+    }
+
+    /// Ends `session_id`'s running turn with an error (the bridge stops, or
+    /// an admin disposed the session); whether one was running.
+    pub fn end(&self, session_id: &str, error_type: &str, message: &str) -> bool {
+        let Some(mut turn) = self.lock().remove(session_id) else {
+            return false;
+        };
+        if let Some(host) = self.host.upgrade() {
+            let ms = turn.elapsed_ms();
+            for a in turn.mapper.error(error_type, message, ms) {
+                let _ = host.dispatch(&chat_uri_of(&uri_of(session_id)), a);
+            }
+        }
+        true
     }
 
     /// The app went away: a turn of `sessions` still running is shown
