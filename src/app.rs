@@ -195,9 +195,10 @@ impl Running {
     }
 
     /// A graceful shutdown, bounded by `limit`: stop accepting; end every
-    /// running turn with "the host is shutting down" and answer what the
-    /// runtime waits on; close every client with 1001 once its queue is
-    /// flushed; stop the runtime; flush the audit log. Returns false when
+    /// running turn with "the host is shutting down" (an SDK app's too, the
+    /// app told) and answer what the runtime waits on; close every client
+    /// with 1001 once its queue is flushed, and every SDK app's connection
+    /// once its queues are written; stop the runtime; flush the audit log. Returns false when
     /// `limit` ran out first (what was left is abandoned).
     pub async fn stop(&self, limit: Duration) -> bool {
         self.stopping.cancel();
@@ -209,6 +210,7 @@ impl Running {
             self.shutdown.cancel();
             self.host.all_disconnected().await;
             if let Some(b) = &self.bridge {
+                b.sdk_closed().await;
                 // Clients are gone: transforms still asked of them fail at
                 // once, and the runtime gets its original text back.
                 b.runtime_requests_answered().await;
@@ -317,7 +319,8 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
         stopping.clone(),
         shutdown.clone(),
     ));
-    // SDK apps: stopped with the AHP listener's accepting, refused while it drains.
+    // SDK apps: accepted until the AHP listener stops accepting, refused
+    // while it drains; open connections end at the bridge's stop.
     let sdk = match bridge
         .as_ref()
         .and_then(|b| b.sdk_gate(audit.as_ref().map(|a| a.log.clone())))

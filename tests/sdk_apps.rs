@@ -465,6 +465,145 @@ async fn an_app_connecting_while_the_bridge_drains_is_refused() {
     );
 }
 
+/// SIGTERM with a drain: open SDK apps go on through it (a turn that fits
+/// completes whole); at the stop that follows, a turn still running ends
+/// "shutting down" for its app (its waiting send fails with that) and for
+/// AHP observers, as a bridged session's does, and the bridge exits whole,
+/// not cut off at its shutdown limit.
+#[tokio::test(flavor = "multi_thread")]
+async fn open_sdk_apps_drain_with_the_rest_and_hear_of_the_stop() {
+    use ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of;
+    use ahp_types::actions::StateAction;
+    use support::e2e::{wait_action, wait_turn_end};
+    use support::sdk::NodeApp;
+
+    let model = ScriptedModel::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = bridge_draining(&model, dir.path(), "", "", "4s");
+    let slow = |n: usize, tag: &str| Reply::Slow {
+        chunks: (0..n).map(|i| format!("{tag}{i} ")).collect(),
+        delay: std::time::Duration::from_millis(200),
+    };
+    // A's answer takes 1 s, within the drain; B's 30 s, past it.
+    model.push(slow(5, "short"));
+    model.push(slow(150, "long"));
+    let observer = connect_as(b.addr, "observer-token", "observer").await;
+    let mut apps = Vec::new();
+    for prompt in ["short one", "long one"] {
+        let mut app = NodeApp::spawn(&scenario(
+            &b,
+            &model,
+            json!({"prompt": prompt, "waitForGo": true}),
+        ));
+        let created = app.until("created").await;
+        let uri = format!(
+            "ahp-session:/sdk-{}",
+            created["sessionId"].as_str().unwrap()
+        );
+        let (_, mut sub) = observer.subscribe(chat_uri_of(&uri)).await.unwrap();
+        app.go();
+        // Its first words streamed: it took its answer (A the short one).
+        let turn = wait_action(&mut sub, |a| match a {
+            StateAction::ChatDelta(d) => Some(d.turn_id.clone()),
+            _ => None,
+        })
+        .await;
+        apps.push((app, sub, turn));
+    }
+    b.signal("TERM");
+    let (b_app, mut b_sub, b_turn) = apps.pop().unwrap();
+    let (a_app, _, _) = apps.pop().unwrap();
+    let a_seen = a_app.rest().await;
+    let a_reply = event(&a_seen, "reply").unwrap_or_else(|| panic!("{a_seen:?}"));
+    assert_eq!(a_reply["content"], "short0 short1 short2 short3 short4 ");
+    let end = wait_turn_end(&mut b_sub, &b_turn).await;
+    assert_eq!(end.kind, "error", "the observer sees the long turn end");
+    assert_eq!(end.error.as_deref(), Some("the host is shutting down"));
+    let b_seen = b_app.rest().await;
+    let error = event(&b_seen, "error").unwrap_or_else(|| panic!("{b_seen:?}"));
+    assert!(
+        error["message"].as_str().unwrap().contains("shutting down"),
+        "the app's waiting send ends with the stop: {b_seen:?}"
+    );
+    assert!(event(&b_seen, "reply").is_none(), "{b_seen:?}");
+    let status = b.wait_exit("TERM", support::DEADLINE);
+    assert!(status.success(), "{status:?}");
+    assert!(
+        b.log_lines("did not finish within").is_empty(),
+        "the stop finished whole"
+    );
+    assert_eq!(b.log_lines("SDK app disconnected").len(), 2);
+}
+
+/// An admin disposes an SDK app's session mid-turn: the app hears of it
+/// (its waiting send ends with the error, and `session.deleted`, as the
+/// runtime tells of a delete), the session leaves the list, and its files
+/// stay: the app resumes it later.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_admin_disposing_an_sdk_session_tells_its_app() {
+    use ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of;
+    use ahp_types::actions::StateAction;
+    use support::e2e::wait_action;
+    use support::sdk::NodeApp;
+
+    let admin = principal_toml(
+        "admin",
+        "admin-token",
+        &["observe", "participate", "admin"],
+        "session_visibility = \"all\"",
+    );
+    let (model, _dir, b) = stack("", &admin).await;
+    model.push(Reply::Slow {
+        chunks: (0..150).map(|i| format!("part{i} ")).collect(),
+        delay: std::time::Duration::from_millis(200),
+    });
+    let mut app = NodeApp::spawn(&scenario(
+        &b,
+        &model,
+        json!({"prompt": "a long one", "waitForGo": true, "lifecycle": true}),
+    ));
+    let created = app.until("created").await;
+    let session = created["sessionId"].as_str().unwrap().to_owned();
+    let uri = format!("ahp-session:/sdk-{session}");
+    let admin = connect_as(b.addr, "admin-token", "admin").await;
+    let (_, mut sub) = admin.subscribe(chat_uri_of(&uri)).await.unwrap();
+    app.go();
+    wait_action(&mut sub, |a| {
+        matches!(a, StateAction::ChatDelta(_)).then_some(())
+    })
+    .await;
+    admin
+        .request::<_, Value>("disposeSession", json!({"channel": uri}))
+        .await
+        .unwrap();
+    let seen = app.rest().await;
+    let error = event(&seen, "error").unwrap_or_else(|| panic!("{seen:?}"));
+    assert!(
+        error["message"].as_str().unwrap().contains("disposed"),
+        "{seen:?}"
+    );
+    assert!(event(&seen, "reply").is_none(), "{seen:?}");
+    let deleted = seen
+        .iter()
+        .find(|e| e["event"] == "lifecycle" && e["type"] == "session.deleted")
+        .unwrap_or_else(|| panic!("the app is told of the delete: {seen:?}"));
+    assert_eq!(deleted["sessionId"], session.as_str());
+    let listed: Value = admin
+        .request("listSessions", json!({"channel": "ahp-root://"}))
+        .await
+        .unwrap();
+    assert!(!listed.to_string().contains(&uri), "{listed}");
+    // Its files stay: the app resumes it, and a turn completes.
+    model.clear_script();
+    converse(
+        node_app,
+        &b,
+        &model,
+        "back again",
+        json!({"resume": session, "prompt": "again"}),
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_rego_deny_refuses_an_apps_session_whatever_on_violation_says() {
     let modules = tempfile::tempdir().unwrap();

@@ -80,6 +80,9 @@ pub struct Bridge {
     customizing: Arc<Customizing>,
     /// Told when a reload changed the customization folders to watch.
     rewatch: Arc<tokio::sync::Notify>,
+    /// The gate of SDK apps (`[sdk]`), once made: a dispose and the stop
+    /// reach its connections.
+    sdk: std::sync::OnceLock<Arc<sdk::SdkGate>>,
 }
 
 impl Bridge {
@@ -109,6 +112,7 @@ impl Bridge {
             in_flight: InFlight::new(),
             customizing,
             rewatch: Arc::new(tokio::sync::Notify::new()),
+            sdk: std::sync::OnceLock::new(),
         });
         bridge.watch_host_folders();
         bridge
@@ -554,6 +558,11 @@ impl Bridge {
     /// started. The clients are still connected: they see the end.
     pub async fn end_turns_for_shutdown(&self) {
         self.pool.stop_starting();
+        // SDK apps' turns end too, each app told, while observers still
+        // watch; [`Self::sdk_closed`] waits for their connections.
+        if let Some(gate) = self.sdk.get() {
+            gate.stop();
+        }
         let ended = self
             .sessions
             .change_all(|s, fx| s.shut_down(SHUTTING_DOWN, fx));
@@ -575,6 +584,14 @@ impl Bridge {
                     warn!(method = c.method(), "runtime call at shutdown failed: {e}");
                 }
             }
+        }
+    }
+
+    /// Waits until every SDK app's connection has closed (at once without
+    /// `[sdk]`).
+    pub async fn sdk_closed(&self) {
+        if let Some(gate) = self.sdk.get() {
+            gate.all_closed().await;
         }
     }
 

@@ -2,9 +2,9 @@
 //! sets going (a turn, a cancel, a confirmation, a client joining or
 //! leaving with its plugins), a session's creation, restore and disposal.
 
-use super::decisions;
 use super::turn::TurnRequest;
 use super::Bridge;
+use super::{decisions, sdk};
 use crate::ahp::backend::{Backend, ClientPhase, Decided};
 use crate::audit::decision::DecisionRecord;
 use crate::runtime::calls::{SessionDestroy, SessionRef};
@@ -42,6 +42,12 @@ impl Backend for Bridge {
 
     fn session_disposed(&self, session: &str) {
         self.customizing.session_gone(session);
+        if let (Some(gate), Some(_)) = (self.sdk.get(), sdk::mirror::session_of(session)) {
+            // An SDK app's session: the app is told (its queue may wait).
+            let (gate, uri) = (gate.clone(), session.to_owned());
+            tokio::spawn(async move { gate.disposed(&uri).await });
+            return;
+        }
         let Some(s) = self.sessions.remove(session) else {
             return;
         };

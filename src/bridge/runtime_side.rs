@@ -89,7 +89,8 @@ impl Bridge {
             router: self.router.clone(),
             policy: self.policy.clone(),
         };
-        SdkGate::new(&self.cfg, parts, audit)
+        let gate = SdkGate::new(&self.cfg, parts, audit)?;
+        Some(self.sdk.get_or_init(|| gate).clone())
     }
 }
 

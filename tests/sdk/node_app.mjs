@@ -7,6 +7,8 @@
 //            waitForGo?: a line on stdin before the prompt is sent,
 //            resume?: SESSION_ID (resumed instead of created),
 //            abandon?: PROMPT (sent, then the process exits mid-turn),
+//            lifecycle?: each session.lifecycle notice printed; the app
+//                        waits (bounded) for session.deleted before it ends,
 //            mcpServers?}
 import { pathToFileURL } from "node:url";
 
@@ -34,9 +36,18 @@ for (const [section, how] of Object.entries(s.transforms ?? {})) {
 const client = new CopilotClient({
   connection: RuntimeConnection.forUri(s.uri, s.token ? { connectionToken: s.token } : {}),
 });
+// Told of a delete (the bridge's, when an admin disposed the session).
+let deleted;
+const gone = new Promise((resolve) => (deleted = resolve));
 try {
   await client.start();
   say({ event: "connected" });
+  if (s.lifecycle) {
+    client.onLifecycle((e) => {
+      say({ event: "lifecycle", type: e.type, sessionId: e.sessionId });
+      if (e.type === "session.deleted") deleted();
+    });
+  }
   const open = s.resume ? (config) => client.resumeSession(s.resume, config) : (config) => client.createSession(config);
   const session = await open({
     model: s.model,
@@ -65,6 +76,7 @@ try {
   say({ event: "done" });
 } catch (e) {
   say({ event: "error", message: String(e?.message ?? e), code: e?.code ?? null });
+  if (s.lifecycle) await Promise.race([gone, new Promise((r) => setTimeout(r, 10000))]);
 } finally {
   try { await client.stop(); } catch {}
   process.exit(0);

@@ -25,6 +25,7 @@ use tracing::{debug, info, warn};
 
 use super::clients::AppClients;
 use super::SdkGate;
+use crate::bridge::shutdown::SHUTTING_DOWN;
 use crate::runtime::app_wire::{AboutSession, AppSend, ConnectParams, Envelope};
 use crate::runtime::codec::ContentLengthCodec;
 use crate::runtime::process::Reach;
@@ -50,7 +51,12 @@ pub(super) struct Shared {
     /// The bridge's requests to the app not answered yet.
     pub asks: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
     pub next_ask: AtomicU64,
+    /// Cut off: the writers stop at once (a peer that does not read, a
+    /// broken side).
     pub closed: CancellationToken,
+    /// Asked to end (the bridge's stop): the app's side stops being read,
+    /// what is queued to either side is written, then both close.
+    pub finish: CancellationToken,
     pub send_timeout: Duration,
 }
 
@@ -72,10 +78,43 @@ impl Shared {
         send(&self.to_runtime, text, self.send_timeout, &self.closed).await
     }
 
-    fn owns(&self, session: &str) -> bool {
+    pub(super) fn owns(&self, session: &str) -> bool {
         lock(&self.sessions).contains_key(session)
     }
+
+    /// Tells the app its session's running turn ended without an answer
+    /// (`session.error`: the SDKs end a waiting send with it).
+    pub(super) async fn turn_failed(&self, session: &str, error_type: &str, message: &str) {
+        let event = json!({"jsonrpc": "2.0", "method": "session.event", "params": {"sessionId": session, "event": {
+            "id": uuid::Uuid::new_v4().to_string(), "timestamp": jiff::Timestamp::now().to_string(),
+            "parentId": null, "ephemeral": true, "type": "session.error",
+            "data": {"errorType": error_type, "message": message}}}});
+        let _ = self.app(event.to_string()).await;
+    }
+
+    /// An admin disposed `session` on the AHP side: this connection no
+    /// longer owns it; the app hears of it (`session.lifecycle`
+    /// `session.deleted`, as the runtime tells of a delete, after a
+    /// `session.error` if a turn was running), and the runtime drops it
+    /// (aborted, destroyed: its files stay, resumable, as a bridged
+    /// session's do).
+    pub(super) async fn disposed(&self, session: &str, running: bool) {
+        lock(&self.sessions).remove(session);
+        if running {
+            self.turn_failed(session, "disposed", DISPOSED).await;
+        }
+        let deleted = json!({"jsonrpc": "2.0", "method": "session.lifecycle",
+            "params": {"type": "session.deleted", "sessionId": session}});
+        let _ = self.app(deleted.to_string()).await;
+        for method in ["session.abort", "session.destroy"] {
+            let call = json!({"jsonrpc": "2.0", "id": format!("{OWN_ID}{method}:{session}"), "method": method, "params": {"sessionId": session}});
+            let _ = self.runtime(call.to_string()).await;
+        }
+    }
 }
+
+/// What an app whose session an admin disposed is told.
+pub(super) const DISPOSED: &str = "an administrator disposed this session on the bridge";
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -161,30 +200,53 @@ where
         asks: Mutex::new(HashMap::new()),
         next_ask: AtomicU64::new(1),
         closed: CancellationToken::new(),
+        finish: CancellationToken::new(),
         send_timeout: gate.call_timeout,
     });
+    if !gate.conns().add(conn, shared.clone()) {
+        return;
+    }
     let (app_sink, app_stream) = app.split();
     let (rt_sink, rt_stream) = runtime.split();
     let writers = [
-        tokio::spawn(write_all(app_sink, app_rx, shared.closed.clone())),
-        tokio::spawn(write_all(rt_sink, runtime_rx, shared.closed.clone())),
+        tokio::spawn(write_all(app_sink, app_rx, shared.clone())),
+        tokio::spawn(write_all(rt_sink, runtime_rx, shared.clone())),
     ];
     let from_runtime = tokio::spawn(from_runtime(gate.clone(), shared.clone(), rt_stream));
     from_app(&gate, &shared, app_stream, &connected).await;
     // The app is gone: what it started stops (its sessions stay on disk,
     // resumable), and the runtime connection closes.
     let sessions: Vec<String> = lock(&shared.sessions).keys().cloned().collect();
+    if gate.conns().stopping() {
+        // The bridge stops: a running turn ends as an AHP client's does,
+        // and the app is told (it may still be reading).
+        for s in &sessions {
+            if gate.mirror().end(s, "shutdown", SHUTTING_DOWN) {
+                shared.turn_failed(s, "shutdown", SHUTTING_DOWN).await;
+            }
+        }
+    }
     for s in &sessions {
         let abort = json!({"jsonrpc": "2.0", "id": format!("{OWN_ID}abort:{s}"), "method": "session.abort", "params": {"sessionId": s}});
         let _ = shared.runtime(abort.to_string()).await;
     }
     gate.mirror().app_gone(&sessions);
+    // What is queued is written (each write within the send timeout), then
+    // both sides close.
+    shared.finish.cancel();
+    let flushed = tokio::time::timeout(shared.send_timeout, async {
+        for w in writers {
+            let _ = w.await;
+        }
+    })
+    .await;
     shared.closed.cancel();
     from_runtime.abort();
-    for w in writers {
-        let _ = w.await;
+    if flushed.is_err() {
+        debug!(%client, "an SDK connection's queue was not flushed in time");
     }
     lock(&shared.asks).clear();
+    gate.conns().remove(conn);
     info!(%client, sessions = sessions.len(), "SDK app disconnected");
 }
 
@@ -266,17 +328,22 @@ async fn open_runtime(
     Ok((rt, answer))
 }
 
-async fn write_all<K>(mut sink: K, mut rx: mpsc::Receiver<String>, closed: CancellationToken)
+/// Writes one side's queue until the connection is cut off, or, once it
+/// is asked to finish, until the queue is empty.
+async fn write_all<K>(mut sink: K, mut rx: mpsc::Receiver<String>, shared: Arc<Shared>)
 where
     K: futures_util::Sink<String> + Unpin,
 {
+    let (closed, finish) = (&shared.closed, &shared.finish);
     loop {
         tokio::select! {
+            biased;
             _ = closed.cancelled() => break,
             next = rx.recv() => match next {
                 Some(text) => if sink.send(text).await.is_err() { closed.cancel(); break },
                 None => break,
             },
+            _ = finish.cancelled() => break,
         }
     }
     let _ = sink.close().await;
@@ -291,6 +358,7 @@ where
     loop {
         let frame = tokio::select! {
             _ = shared.closed.cancelled() => return,
+            _ = shared.finish.cancelled() => return,
             f = stream.next() => f,
         };
         let frame = match frame {

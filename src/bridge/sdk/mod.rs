@@ -32,11 +32,12 @@ use crate::policy::rego::{lexical, Body, ClientKind, Input};
 use crate::policy::PolicyReader;
 use crate::runtime::app_wire::AppSessionParams;
 use crate::runtime::process::Reach;
-use crate::telemetry::{metrics, Refusal};
+use crate::telemetry::{metrics, Escaped, Refusal};
 use crate::transform::router::Router;
 
 mod clients;
 mod conn;
+mod conns;
 pub mod mirror;
 pub mod vet;
 
@@ -49,6 +50,8 @@ pub struct SdkGate {
     servers: ClientMcpServers,
     /// The SDK sessions as the AHP side shows them.
     mirror: mirror::Mirror,
+    /// The open connections, by number.
+    conns: conns::Conns,
     router: Arc<Router>,
     policy: PolicyReader,
     audit: Option<Arc<AuditLog>>,
@@ -92,6 +95,7 @@ impl SdkGate {
         ));
         Some(Arc::new(Self {
             mirror: mirror::Mirror::new(parts.host, principal.clone()),
+            conns: conns::Conns::default(),
             token_sha256: sdk.token().map(|t| Sha256::digest(t.as_bytes()).into()),
             principal,
             servers: cfg.policy.customizations.client_mcp_servers.clone(),
@@ -121,6 +125,37 @@ impl SdkGate {
             }
             (Some(_), None) => false,
         }
+    }
+
+    fn conns(&self) -> &conns::Conns {
+        &self.conns
+    }
+
+    /// The bridge stops: every open connection ends (its running turns
+    /// ended "shutting down" on both sides, its queues written, then
+    /// closed), no new one is served. See [`Self::all_closed`].
+    pub fn stop(&self) {
+        self.conns.stop();
+    }
+
+    /// Waits until every SDK connection has closed.
+    pub async fn all_closed(&self) {
+        self.conns.all_closed().await;
+    }
+
+    /// An admin disposed the AHP session `uri`: when it shows an SDK
+    /// session, its running turn ends, and the app that owns it is told and
+    /// no longer owns it (see `Shared::disposed`). Whether `uri` was one.
+    pub async fn disposed(&self, uri: &str) -> bool {
+        let Some(id) = mirror::session_of(uri) else {
+            return false;
+        };
+        let running = self.mirror.end(id, "disposed", conn::DISPOSED);
+        match self.conns.owner_of(id) {
+            Some(c) => c.disposed(id, running).await,
+            None => debug!(session = %Escaped(id), "a disposed SDK session's app is gone"),
+        }
+        true
     }
 
     /// A runtime for connection `conn`: the pool's, in turn.
@@ -290,8 +325,8 @@ impl SdkGate {
 
 /// Listens on `[sdk] listen` until `stop`; once `draining` (SIGTERM's
 /// drain), a new connection is closed at once (an app, or a load balancer
-/// in front, then tries another bridge) while open ones go on. Returns the
-/// address bound.
+/// in front, then tries another bridge) while open ones go on, until the
+/// bridge's stop ends them ([`SdkGate::stop`]). Returns the address bound.
 pub async fn listen(
     gate: Arc<SdkGate>,
     stop: CancellationToken,
@@ -330,30 +365,24 @@ pub async fn listen(
             };
             let _ = stream.set_nodelay(true);
             let conn = gate.next_conn.fetch_add(1, Ordering::Relaxed);
-            let (gate, tls, stop) = (gate.clone(), tls.clone(), stop.clone());
+            let (gate, tls) = (gate.clone(), tls.clone());
             tokio::spawn(async move {
                 let _permit = permit;
                 let peer = peer.to_string();
-                let serve = async {
-                    match tls {
-                        None => conn::serve(gate, stream, conn, peer).await,
-                        Some(tls) => {
-                            let handshake = tokio::time::timeout(
-                                gate.handshake_timeout,
-                                tls.acceptor().accept(stream),
-                            )
-                            .await;
-                            match handshake {
-                                Ok(Ok(s)) => conn::serve(gate, s, conn, peer).await,
-                                Ok(Err(e)) => debug!(%peer, "SDK TLS handshake failed: {e}"),
-                                Err(_) => debug!(%peer, "SDK TLS handshake timed out"),
-                            }
+                match tls {
+                    None => conn::serve(gate, stream, conn, peer).await,
+                    Some(tls) => {
+                        let handshake = tokio::time::timeout(
+                            gate.handshake_timeout,
+                            tls.acceptor().accept(stream),
+                        )
+                        .await;
+                        match handshake {
+                            Ok(Ok(s)) => conn::serve(gate, s, conn, peer).await,
+                            Ok(Err(e)) => debug!(%peer, "SDK TLS handshake failed: {e}"),
+                            Err(_) => debug!(%peer, "SDK TLS handshake timed out"),
                         }
                     }
-                };
-                tokio::select! {
-                    _ = serve => {}
-                    _ = stop.cancelled() => {}
                 }
             });
         }

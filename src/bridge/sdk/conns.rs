@@ -1,0 +1,74 @@
+//! The open SDK connections, so that what happens on the AHP side reaches
+//! the app that owns a session: an admin's dispose of one of its sessions,
+//! and the bridge's stop (each connection's running turns ended and told,
+//! its queues flushed, then closed; the stop waits for that within its
+//! limit, as it waits for AHP clients).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::conn::Shared;
+
+#[derive(Default)]
+pub(super) struct Conns {
+    open: Mutex<HashMap<u64, Arc<Shared>>>,
+    /// How many are open: a stop waits for 0 without losing a wake-up.
+    count: watch::Sender<usize>,
+    /// Cancelled at the stop: connections end as a stop ends them (their
+    /// running turns told "shutting down"), and no new one is served.
+    stopping: CancellationToken,
+}
+
+impl Conns {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Shared>>> {
+        self.open.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A connection is served; false (not kept) once the stop began.
+    pub fn add(&self, id: u64, conn: Arc<Shared>) -> bool {
+        let mut open = self.lock();
+        if self.stopping.is_cancelled() {
+            return false;
+        }
+        open.insert(id, conn);
+        self.count.send_replace(open.len());
+        true
+    }
+
+    pub fn remove(&self, id: u64) {
+        let mut open = self.lock();
+        open.remove(&id);
+        self.count.send_replace(open.len());
+    }
+
+    /// The connection that created or resumed `session`, if one is open.
+    pub fn owner_of(&self, session: &str) -> Option<Arc<Shared>> {
+        self.lock().values().find(|c| c.owns(session)).cloned()
+    }
+
+    /// Every open connection is asked to end (gracefully: see
+    /// [`Shared::finish`]); new ones are not served.
+    pub fn stop(&self) {
+        let open: Vec<Arc<Shared>> = {
+            let open = self.lock();
+            self.stopping.cancel();
+            open.values().cloned().collect()
+        };
+        for c in open {
+            c.finish.cancel();
+        }
+    }
+
+    pub fn stopping(&self) -> bool {
+        self.stopping.is_cancelled()
+    }
+
+    /// Waits until no connection is open.
+    pub async fn all_closed(&self) {
+        let mut count = self.count.subscribe();
+        let _ = count.wait_for(|n| *n == 0).await;
+    }
+}
