@@ -28,6 +28,8 @@
 //!    without it; and one `ahp.transform` decision alone, timed in process.
 //!
 //! Run: cargo bench --bench transform_roundtrip [-- ITERATIONS]
+//! (`-- ITERATIONS --profile-pipe`: only the bridge at the pipe, for a
+//! profiler; see docs/performance.md).
 
 mod common;
 
@@ -257,6 +259,21 @@ async fn run(iterations: usize) {
     let rego_ask = json!({"sessionId": rego_runtime_id, "sections": pipe_sections});
     let direct_ask = json!({"sessionId": "direct", "sections": pipe_sections});
     let peer = r.host.client_peer("bench").unwrap();
+    if std::env::args().any(|a| a == "--profile-pipe") {
+        // Only the bridge at the pipe, one request after another: what a
+        // profiler records is the bridge's side of a transform (beside the
+        // fake runtime and the client, which are told apart by their frames).
+        let t0 = Instant::now();
+        for _ in 0..iterations {
+            bridge_pipe
+                .ask("systemMessage.transform", bridged_ask.clone())
+                .await;
+        }
+        println!("{iterations} transforms at the pipe in {:?}", t0.elapsed());
+        r.shutdown.cancel();
+        rr.shutdown.cancel();
+        return;
+    }
     // One round: the direct call, then the same request through the router;
     // then at the pipe, the direct answerer and the bridge, in turn first.
     let round = |i: usize| {

@@ -5,6 +5,7 @@
 
 mod support;
 
+use ahp_copilot_bridge::ahp::channels::WrittenRecord;
 use ahp_copilot_bridge::config::Config;
 use serde_json::{json, Value};
 use support::process::principal_toml;
@@ -41,8 +42,10 @@ async fn initialized_raw(
     (raw, init)
 }
 
-fn record(seq: u64) -> Value {
-    json!({"kind": "transform", "seq": seq, "hash": format!("h{seq}"), "session": "ahp-session:/s"})
+/// A record's line as the audit log wrote it.
+fn record(seq: u64) -> WrittenRecord {
+    let line = json!({"kind": "transform", "seq": seq, "hash": format!("h{seq}"), "session": "ahp-session:/s"});
+    WrittenRecord::parse(&line.to_string()).unwrap()
 }
 
 /// The next `action` notification on `channel`.

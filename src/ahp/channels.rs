@@ -8,7 +8,8 @@
 
 use std::collections::VecDeque;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::config::Role;
@@ -113,8 +114,55 @@ pub struct Checkpoint {
     pub signed: bool,
 }
 
+/// One record as the audit log wrote it: its place in the chain, and its
+/// line as written (passed on as text, never made a tree again).
+#[derive(Debug, Clone)]
+pub struct WrittenRecord {
+    pub seq: u64,
+    pub hash: String,
+    /// A checkpoint's: whether it is signed.
+    pub checkpoint: Option<bool>,
+    pub line: Box<RawValue>,
+}
+
+/// What [`WrittenRecord`] reads of a line.
+#[derive(Deserialize)]
+struct Head {
+    seq: Option<u64>,
+    #[serde(default)]
+    hash: String,
+    #[serde(default)]
+    kind: String,
+    signature: Option<serde::de::IgnoredAny>,
+}
+
+impl WrittenRecord {
+    /// From a record as the log just wrote it and its line (read once,
+    /// to keep it as JSON text; the record's fields read from the tree).
+    pub fn new(record: &Value, line: &str) -> Option<Self> {
+        Some(Self {
+            seq: record["seq"].as_u64().unwrap_or_default(),
+            hash: record["hash"].as_str().unwrap_or_default().to_owned(),
+            checkpoint: (record["kind"] == "checkpoint").then(|| record.get("signature").is_some()),
+            line: RawValue::from_string(line.to_owned()).ok()?,
+        })
+    }
+
+    /// From a line of the log (read back from the file at startup);
+    /// `None` when it is not a JSON object.
+    pub fn parse(line: &str) -> Option<Self> {
+        let head: Head = serde_json::from_str(line).ok()?;
+        Some(Self {
+            seq: head.seq.unwrap_or_default(),
+            hash: head.hash,
+            checkpoint: (head.kind == "checkpoint").then_some(head.signature.is_some()),
+            line: RawValue::from_string(line.to_owned()).ok()?,
+        })
+    }
+}
+
 /// `x-audit://log`'s state.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditLogState {
     /// `SEQ:HASH` of the newest record, once one was seen.
@@ -125,7 +173,7 @@ pub struct AuditLogState {
     /// Records the syslog shipper could not queue so far.
     pub shipping_gap: u64,
     /// The newest records (the log file's end at startup, then this run's), oldest first.
-    pub recent: VecDeque<Value>,
+    pub recent: VecDeque<Box<RawValue>>,
     /// The serialized size of each of `recent`, and their sum.
     #[serde(skip)]
     sizes: VecDeque<usize>,
@@ -135,19 +183,19 @@ pub struct AuditLogState {
 
 impl AuditLogState {
     /// Takes in one written record; the action that says so.
-    pub fn append(&mut self, record: Value, shipping_gap: u64) -> AuditRecordAppended {
-        let seq = record["seq"].as_u64().unwrap_or(self.records + 1);
-        let hash = record["hash"].as_str().unwrap_or_default();
-        self.head = Some(format!("{seq}:{hash}"));
+    pub fn append(&mut self, record: WrittenRecord, shipping_gap: u64) -> AuditRecordAppended {
+        let seq = match record.seq {
+            0 => self.records + 1,
+            n => n,
+        };
+        self.head = Some(format!("{seq}:{}", record.hash));
         self.records = seq;
         self.shipping_gap = shipping_gap;
-        if record["kind"] == "checkpoint" {
-            self.last_checkpoint = Some(Checkpoint {
-                seq,
-                signed: record.get("signature").is_some(),
-            });
+        if let Some(signed) = record.checkpoint {
+            self.last_checkpoint = Some(Checkpoint { seq, signed });
         }
-        let size = record.to_string().len();
+        let size = record.line.get().len();
+        let record = record.line;
         self.recent.push_back(record.clone());
         self.sizes.push_back(size);
         self.recent_bytes += size;
@@ -165,12 +213,12 @@ impl AuditLogState {
 }
 
 /// `x-audit/recordAppended`: one record written to the audit log.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditRecordAppended {
     #[serde(rename = "type")]
     pub kind: &'static str,
-    pub record: Value,
+    pub record: Box<RawValue>,
     pub head: String,
     pub shipping_gap: u64,
 }
@@ -183,21 +231,29 @@ impl AuditRecordAppended {
 mod tests {
     use super::*;
 
+    fn written(record: Value) -> WrittenRecord {
+        WrittenRecord::parse(&record.to_string()).unwrap()
+    }
+
+    fn seq_of(line: &RawValue) -> Value {
+        serde_json::from_str::<Value>(line.get()).unwrap()["seq"].clone()
+    }
+
     #[test]
     fn the_tail_keeps_the_newest_and_the_head() {
         let mut s = AuditLogState::default();
         for seq in 1..=(AUDIT_RECENT as u64 + 5) {
             s.append(
-                json!({"seq": seq, "hash": format!("h{seq}"), "kind": "transform"}),
+                written(json!({"seq": seq, "hash": format!("h{seq}"), "kind": "transform"})),
                 0,
             );
         }
         let a = s.append(
-            json!({"seq": 206, "hash": "h206", "kind": "checkpoint", "signature": "s"}),
+            written(json!({"seq": 206, "hash": "h206", "kind": "checkpoint", "signature": "s"})),
             3,
         );
         assert_eq!(s.recent.len(), AUDIT_RECENT);
-        assert_eq!(s.recent[0]["seq"], 7);
+        assert_eq!(seq_of(&s.recent[0]), 7);
         assert_eq!(a.head, "206:h206");
         assert_eq!(s.records, 206);
         assert_eq!(s.shipping_gap, 3);
@@ -210,6 +266,16 @@ mod tests {
         );
         let wire = serde_json::to_value(&a).unwrap();
         assert_eq!(wire["type"], "x-audit/recordAppended");
+        assert_eq!(
+            wire["record"]["signature"], "s",
+            "the record whole, as JSON"
+        );
+    }
+
+    #[test]
+    fn a_line_that_is_not_a_json_object_is_no_record() {
+        assert!(WrittenRecord::parse("{\"seq\": 1").is_none());
+        assert!(WrittenRecord::parse("[1]").is_none());
     }
 
     #[test]
@@ -217,10 +283,13 @@ mod tests {
         let mut s = AuditLogState::default();
         let big = "x".repeat(AUDIT_RECENT_BYTES / 4);
         for seq in 1..=6u64 {
-            s.append(json!({"seq": seq, "hash": "h", "contentAfter": big}), 0);
+            s.append(
+                written(json!({"seq": seq, "hash": "h", "contentAfter": big})),
+                0,
+            );
         }
         assert_eq!(s.recent.len(), 3, "the oldest went first");
-        assert_eq!(s.recent.back().unwrap()["seq"], 6);
+        assert_eq!(seq_of(s.recent.back().unwrap()), 6);
         assert!(serde_json::to_string(&s).unwrap().len() <= AUDIT_RECENT_BYTES + 1024);
     }
 }

@@ -13,9 +13,9 @@ use std::time::Duration;
 use serde_json::Value;
 use tracing::{error, warn};
 
+use super::chain_hash;
 use super::checkpoint::{Signer, HASH_PREFIX};
 use super::record::{now_rfc3339, CheckpointRecord, Kind, Record};
-use super::record_hash;
 use super::scan::scan;
 use super::writer::Writer;
 use crate::config::{AuditConfig, FsyncPolicy};
@@ -302,9 +302,13 @@ impl AuditLog {
                 record["signature"] = Value::from(s.sign(&record));
             }
         }
-        let hash = record_hash(w.prev(), &record);
+        // Serialized once: the hash is over the canonical JSON, and the line
+        // is that JSON with the hash as its last field (a line is read by
+        // parsing it, so where `hash` stands does not matter).
+        let canonical = record.to_string();
+        let hash = chain_hash(w.prev(), &canonical);
+        let line = with_hash(&canonical, &hash);
         record["hash"] = Value::from(hash.clone());
-        let line = record.to_string();
         w.write_line(&line)?;
         w.advance(&record, &hash, kind == Kind::Checkpoint);
         metrics().audit_record(kind.as_str());
@@ -355,6 +359,13 @@ impl Drop for AuditLog {
             }
         }
     }
+}
+
+/// A record's line: its canonical JSON (an object: at least `kind`) with
+/// `"hash"` added as the last field.
+fn with_hash(canonical: &str, hash: &str) -> String {
+    let body = canonical.strip_suffix('}').unwrap_or(canonical);
+    format!("{body},\"hash\":\"{hash}\"}}")
 }
 
 #[cfg(test)]

@@ -36,9 +36,14 @@ pub fn sha256_hex(data: &[u8]) -> String {
 /// A record's hash: SHA-256 over the previous hash and the record's canonical
 /// JSON (sorted keys, no whitespace), the `hash` field left out.
 pub fn record_hash(prev: &str, record_without_hash: &serde_json::Value) -> String {
+    // serde_json's Map is a BTreeMap here (no preserve_order): keys come out sorted.
+    chain_hash(prev, &record_without_hash.to_string())
+}
+
+/// [`record_hash`] of a record already in its canonical JSON.
+pub fn chain_hash(prev: &str, canonical: &str) -> String {
     let mut h = Sha256::new();
     h.update(prev.as_bytes());
-    // serde_json's Map is a BTreeMap here (no preserve_order): keys come out sorted.
-    h.update(record_without_hash.to_string().as_bytes());
+    h.update(canonical.as_bytes());
     hex::encode(h.finalize())
 }

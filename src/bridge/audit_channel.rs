@@ -10,13 +10,14 @@ use std::sync::{Arc, Weak};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::ahp::channels::WrittenRecord;
 use crate::ahp::host::Host;
 use crate::audit::log::Ship;
 use crate::audit::syslog::Shipper;
 
 /// Every written record to the channel and to `shipper`.
 pub struct AuditChannel {
-    records: mpsc::UnboundedSender<Value>,
+    records: mpsc::UnboundedSender<WrittenRecord>,
     shipper: Option<Arc<Shipper>>,
 }
 
@@ -24,7 +25,7 @@ impl AuditChannel {
     /// Starts the publishing task on the current runtime; it ends when the
     /// log (and so this) is dropped, or the host is gone.
     pub fn start(host: Weak<Host>, shipper: Option<Arc<Shipper>>) -> Arc<Self> {
-        let (records, mut rx) = mpsc::unbounded_channel::<Value>();
+        let (records, mut rx) = mpsc::unbounded_channel::<WrittenRecord>();
         let gap_of = shipper.clone();
         tokio::spawn(async move {
             while let Some(record) = rx.recv().await {
@@ -43,7 +44,7 @@ const TAIL_BYTES: u64 = 2 * 1024 * 1024;
 /// The records at the end of the log file at `path` (its last
 /// [`TAIL_BYTES`] at most, whole lines only), oldest first: what the
 /// channel shows before this run writes anything. Unreadable: none.
-pub fn tail_of(path: &Path) -> Vec<Value> {
+pub fn tail_of(path: &Path) -> Vec<WrittenRecord> {
     let read = || -> std::io::Result<String> {
         let mut f = std::fs::File::open(path)?;
         let len = f.metadata()?.len();
@@ -57,7 +58,7 @@ pub fn tail_of(path: &Path) -> Vec<Value> {
     text.lines()
         // Cut into the middle of the file: the first line is a part.
         .skip(usize::from(whole))
-        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter_map(WrittenRecord::parse)
         .collect()
 }
 
@@ -66,7 +67,10 @@ impl Ship for AuditChannel {
         if let Some(s) = &self.shipper {
             s.ship(record, line);
         }
-        let _ = self.records.send(record.clone());
+        // The line as written: no tree cloned, no second serialization.
+        if let Some(r) = WrittenRecord::new(record, line) {
+            let _ = self.records.send(r);
+        }
     }
 }
 
@@ -80,7 +84,7 @@ mod tests {
         let path = dir.path().join("audit.jsonl");
         assert!(tail_of(&path).is_empty(), "no file: no tail");
         std::fs::write(&path, "{\"seq\":1}\n{\"seq\":2}\n").unwrap();
-        let seqs: Vec<_> = tail_of(&path).iter().map(|r| r["seq"].clone()).collect();
+        let seqs: Vec<_> = tail_of(&path).iter().map(|r| r.seq).collect();
         assert_eq!(seqs, [1, 2]);
         // Longer than the window: the first line read is a part, and dropped.
         let line = format!("{{\"seq\":0,\"pad\":\"{}\"}}\n", "x".repeat(1000));
@@ -88,7 +92,10 @@ mod tests {
         big.push_str("{\"seq\":9}\n");
         std::fs::write(&path, big).unwrap();
         let tail = tail_of(&path);
-        assert_eq!(tail.last().unwrap()["seq"], 9);
-        assert!(tail.iter().all(|r| r.get("seq").is_some()));
+        assert_eq!(tail.last().unwrap().seq, 9);
+        assert!(
+            tail.iter().all(|r| r.line.get().starts_with("{\"seq\":")),
+            "whole lines only"
+        );
     }
 }

@@ -8,8 +8,8 @@ use serde_json::Value;
 
 use crate::ahp::auth::Principal;
 use crate::ahp::channels::{
-    required_role, AuditLogState, HostStatus, PolicyLoaded, RuntimeStatus, AUDIT_LOG, HOST_STATUS,
-    POLICY,
+    required_role, AuditLogState, HostStatus, PolicyLoaded, RuntimeStatus, WrittenRecord,
+    AUDIT_LOG, HOST_STATUS, POLICY,
 };
 use crate::ahp::protocol::errors::AhpError;
 use crate::jsonrpc::RpcError;
@@ -90,31 +90,31 @@ impl HostChannels {
 
     /// The `x-host://status` action when the status differs from the one
     /// last sent (what it reports changes in many places, so it is compared).
-    pub fn status_changed(&mut self, now: &StatusInputs) -> Option<Value> {
+    pub fn status_changed(&mut self, now: &StatusInputs) -> Option<String> {
         let status = self.status(HostStatus::TYPE, now);
         if self.status_sent.as_ref() == Some(&status) {
             return None;
         }
         self.status_sent = Some(status.clone());
-        Some(serde_json::to_value(&status).unwrap_or(Value::Null))
+        Some(serde_json::to_string(&status).unwrap_or_else(|_| "null".into()))
     }
 
     /// A new policy in force: the `x-policy://effective` action.
-    pub fn policy_reloaded(&mut self, policy: &Policy) -> Value {
+    pub fn policy_reloaded(&mut self, policy: &Policy) -> String {
         self.policy_loaded_at = jiff::Timestamp::now().to_string();
         let action = self.policy_loaded(PolicyLoaded::TYPE, policy);
-        serde_json::to_value(&action).unwrap_or(Value::Null)
+        serde_json::to_string(&action).unwrap_or_else(|_| "null".into())
     }
 
     /// A record written to the audit log: kept in the tail; its
     /// `x-audit://log` action.
-    pub fn audit_appended(&mut self, record: Value, shipping_gap: u64) -> Value {
+    pub fn audit_appended(&mut self, record: WrittenRecord, shipping_gap: u64) -> String {
         let action = self.audit.append(record, shipping_gap);
-        serde_json::to_value(&action).unwrap_or(Value::Null)
+        serde_json::to_string(&action).unwrap_or_else(|_| "null".into())
     }
 
     /// The records the log held before this run, as the tail (nothing sent).
-    pub fn seed_audit_tail(&mut self, records: Vec<Value>) {
+    pub fn seed_audit_tail(&mut self, records: Vec<WrittenRecord>) {
         for record in records {
             self.audit.append(record, 0);
         }

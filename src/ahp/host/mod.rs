@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use ahp_types::actions::{ActionEnvelope, ActionOrigin, StateAction};
 use ahp_types::notifications::{SessionAddedParams, SessionRemovedParams};
 use ahp_types::state::{AgentInfo, RootState, SessionModelInfo, SessionSummary};
-use serde_json::{json, Value};
+use serde_json::Value;
 use tracing::debug;
 
 use self::checks::{check_directories, check_own, chosen_model, starts_turn};
@@ -35,7 +35,7 @@ use super::auth::access::check_action;
 use super::auth::tokens::Tokens;
 use super::auth::{Principal, Principals};
 use super::backend::{Backend, ClientPhase, Dispatcher};
-use super::channels;
+use super::channels::{self, WrittenRecord};
 use super::protocol::actions::{parse_client_action, Action, Rejection};
 use super::protocol::params::DispatchAction;
 use super::protocol::uri::{channel_kind, ChannelKind, ROOT_URI};
@@ -176,32 +176,36 @@ impl Host {
 
     /// One record written to the audit log: into `x-audit://log`'s state
     /// and out to its subscribers.
-    pub fn publish_audit_record(&self, record: Value, shipping_gap: u64) {
+    pub fn publish_audit_record(&self, record: WrittenRecord, shipping_gap: u64) {
         let mut st = self.lock();
         let action = st.host_channels.audit_appended(record, shipping_gap);
         self.publish_host_channel(&mut st, channels::AUDIT_LOG, action);
     }
 
     /// The records the log held before this run, as `x-audit://log`'s tail.
-    pub fn seed_audit_tail(&self, records: Vec<Value>) {
+    pub fn seed_audit_tail(&self, records: Vec<WrittenRecord>) {
         self.lock().host_channels.seed_audit_tail(records);
     }
 
-    /// A host channel's action: sequenced, sent to its subscribers,
-    /// kept for replay, as every action.
-    fn publish_host_channel(&self, st: &mut State, channel: &str, action: Value) {
+    /// A host channel's action (its JSON): sequenced, sent to its
+    /// subscribers, kept for replay, as every action. The envelope is
+    /// written around the action's text, not built as a tree and
+    /// serialized again: an audit record is published for every record
+    /// written.
+    fn publish_host_channel(&self, st: &mut State, channel: &str, action: String) {
         let seq = self.durable.next_seq(&mut st.replay);
-        let env = json!({"channel": channel, "action": action, "serverSeq": seq});
-        let notification = jsonrpc::notification("action", &env);
-        let text = notification.to_string();
+        let channel_json = serde_json::to_string(channel).unwrap_or_default();
+        let env = format!(r#"{{"action":{action},"channel":{channel_json},"serverSeq":{seq}}}"#);
+        let text = format!(r#"{{"jsonrpc":"2.0","method":"action","params":{env}}}"#);
         for sub in st.clients.subscribers(channel) {
-            sub.out.send_action(&notification, &text, None);
+            // Not a delta: the queue only ever reads the text.
+            sub.out.send_action(&Value::Null, &text, None);
         }
         let server = &self.cfg.server;
         st.replay.keep(
             seq,
             channel,
-            env.to_string(),
+            env,
             server.replay_buffer,
             server.replay_buffer_bytes,
         );
