@@ -26,11 +26,18 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// The example private enterprise number of RFC 5612, for our SD-ID.
 const SD_ID: &str = "ahp@32473";
 
+/// A record waiting to be shipped: its line as the log wrote it (so the
+/// message is the file's bytes, not a second serialization), and what the
+/// message's header says of it.
+struct Queued {
+    kind: String,
+    time: String,
+    line: String,
+}
+
 #[derive(Default)]
 struct Queue {
-    /// Each record with the length of its line, so the byte bound is kept
-    /// without serializing it again.
-    items: VecDeque<(Value, usize)>,
+    items: VecDeque<Queued>,
     bytes: usize,
     /// Records not queued since the last gap message went out.
     dropped: u64,
@@ -60,9 +67,9 @@ struct Format {
 }
 
 impl Format {
-    /// One RFC 5424 message: `<PRI>1 TIME HOST APP PROCID MSGID SD MSG`.
-    fn message(&self, v: &Value, sd: &str) -> String {
-        let kind = v["kind"].as_str().unwrap_or("transform");
+    /// One RFC 5424 message: `<PRI>1 TIME HOST APP PROCID MSGID SD MSG`,
+    /// MSG being the record's line.
+    fn message(&self, kind: &str, time: &str, sd: &str, line: &str) -> String {
         // recovered and shipping_gap are warnings; the rest is information.
         let severity = if matches!(kind, "recovered" | "shipping_gap") {
             4
@@ -70,13 +77,12 @@ impl Format {
             6
         };
         // RFC 5424 allows at most 6 fractional digits; records carry 9.
-        let time = v["time"]
-            .as_str()
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            .unwrap_or_else(jiff::Timestamp::now)
+        let time = time
+            .parse::<jiff::Timestamp>()
+            .unwrap_or_else(|_| jiff::Timestamp::now())
             .strftime("%Y-%m-%dT%H:%M:%S%.6fZ");
         format!(
-            "<{}>1 {time} {} {} {} {kind} {sd} {v}",
+            "<{}>1 {time} {} {} {} {kind} {sd} {line}",
             u32::from(self.facility) * 8 + severity,
             self.host,
             self.app,
@@ -159,7 +165,11 @@ impl Ship for Shipper {
             return;
         }
         q.bytes += size;
-        q.items.push_back((record.clone(), size));
+        q.items.push_back(Queued {
+            kind: record["kind"].as_str().unwrap_or("transform").to_owned(),
+            time: record["time"].as_str().unwrap_or_default().to_owned(),
+            line: line.to_owned(),
+        });
         drop(q);
         self.shared.wake.notify_one();
     }
@@ -195,11 +205,15 @@ fn next(shared: &Shared, format: &Format) -> Option<(String, bool)> {
             "[{SD_ID} dropped=\"{}\" firstSeq=\"{first}\" lastSeq=\"{last}\"]",
             q.dropped
         );
-        return Some((format.message(&gap, &sd), true));
+        let time = gap["time"].as_str().unwrap_or_default();
+        return Some((
+            format.message("shipping_gap", time, &sd, &gap.to_string()),
+            true,
+        ));
     }
     q.items
         .front()
-        .map(|(v, _)| (format.message(v, "-"), false))
+        .map(|r| (format.message(&r.kind, &r.time, "-", &r.line), false))
 }
 
 async fn run(shared: Arc<Shared>, target: SyslogTarget, format: Format) {
@@ -244,8 +258,8 @@ async fn run(shared: Arc<Shared>, target: SyslogTarget, format: Format) {
                 if is_gap {
                     q.dropped = 0;
                     q.dropped_seqs = None;
-                } else if let Some((_, size)) = q.items.pop_front() {
-                    q.bytes -= size;
+                } else if let Some(r) = q.items.pop_front() {
+                    q.bytes -= r.line.len();
                     shared.sent.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -273,13 +287,14 @@ mod tests {
             app: "bridge".into(),
             pid: 7,
         };
-        let v = json!({"kind": "checkpoint", "seq": 3, "time": "2026-01-01T00:00:00.123456789Z"});
+        let line = r#"{"kind":"checkpoint","seq":3,"hash":"h"}"#;
         assert_eq!(
-            f.message(&v, "-"),
-            format!("<134>1 2026-01-01T00:00:00.123456Z h bridge 7 checkpoint - {v}")
+            f.message("checkpoint", "2026-01-01T00:00:00.123456789Z", "-", line),
+            format!("<134>1 2026-01-01T00:00:00.123456Z h bridge 7 checkpoint - {line}")
         );
-        let r = json!({"kind": "recovered", "time": "t"});
-        assert!(f.message(&r, "-").starts_with("<132>1 "));
+        assert!(f
+            .message("recovered", "t", "-", "{}")
+            .starts_with("<132>1 "));
     }
 
     #[tokio::test]
