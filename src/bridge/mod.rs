@@ -52,7 +52,7 @@ use self::customizing::{AgentChange, Customizing};
 use self::effects::{Effects, Mirror};
 use self::pool::{Pool, Starts};
 use self::session::{BridgedSession, DRAIN_LIMIT};
-use self::shutdown::{InFlight, SHUTTING_DOWN};
+use self::shutdown::InFlight;
 use self::turn::{mirror_id, TurnRequest};
 use self::turn_trace::TurnSpans;
 use crate::ahp::host::Host;
@@ -548,61 +548,5 @@ impl Bridge {
         if let Some(fx) = self.sessions.change(uri, f) {
             self.carry_out(fx);
         }
-    }
-
-    // ── shutdown ─────────────────────────────────────────────────────────
-
-    /// Ends every running turn with [`SHUTTING_DOWN`] and answers what the
-    /// runtime waits on for it (permissions denied, client tools failed,
-    /// questions unanswered, the message aborted). From now on no runtime is
-    /// started. The clients are still connected: they see the end.
-    pub async fn end_turns_for_shutdown(&self) {
-        self.pool.stop_starting();
-        // SDK apps' turns end too, each app told, while observers still
-        // watch; [`Self::sdk_closed`] waits for their connections.
-        if let Some(gate) = self.sdk.get() {
-            gate.stop();
-        }
-        let ended = self
-            .sessions
-            .change_all(|s, fx| s.shut_down(SHUTTING_DOWN, fx));
-        info!(
-            turns = ended.len(),
-            "shutting down: ending the running turns"
-        );
-        for fx in ended {
-            let conn = self.pool.live(fx.slot).await;
-            let (calls, runtime_id) = (fx.calls.clone(), fx.runtime_id.clone());
-            self.carry_out(Effects {
-                calls: vec![],
-                ended: None,
-                ..fx
-            });
-            let Some(conn) = &conn else { continue };
-            for c in calls {
-                if let Err(e) = c.make(conn, &runtime_id).await {
-                    warn!(method = c.method(), "runtime call at shutdown failed: {e}");
-                }
-            }
-        }
-    }
-
-    /// Waits until every SDK app's connection has closed (at once without
-    /// `[sdk]`).
-    pub async fn sdk_closed(&self) {
-        if let Some(gate) = self.sdk.get() {
-            gate.all_closed().await;
-        }
-    }
-
-    /// Waits until the runtime's requests are all answered (transforms whose
-    /// clients are gone are answered with the original text at once).
-    pub async fn runtime_requests_answered(&self) {
-        self.in_flight.all_answered().await;
-    }
-
-    /// Stops every runtime of the pool, at once.
-    pub async fn stop_runtime(&self) {
-        self.pool.stop_all().await;
     }
 }

@@ -57,6 +57,8 @@ pub(super) struct Shared {
     /// Asked to end (the bridge's stop): the app's side stops being read,
     /// what is queued to either side is written, then both close.
     pub finish: CancellationToken,
+    /// The sessions whose running turn the stop ended: their app is told.
+    pub ended_by_stop: Mutex<Vec<String>>,
     pub send_timeout: Duration,
 }
 
@@ -80,6 +82,17 @@ impl Shared {
 
     pub(super) fn owns(&self, session: &str) -> bool {
         lock(&self.sessions).contains_key(session)
+    }
+
+    pub(super) fn session_ids(&self) -> Vec<String> {
+        lock(&self.sessions).keys().cloned().collect()
+    }
+
+    /// The bridge stops: `running` are the sessions whose turn it ended;
+    /// the connection's task tells the app, then closes.
+    pub(super) fn stopped(&self, running: Vec<String>) {
+        *lock(&self.ended_by_stop) = running;
+        self.finish.cancel();
     }
 
     /// Tells the app its session's running turn ended without an answer
@@ -201,6 +214,7 @@ where
         next_ask: AtomicU64::new(1),
         closed: CancellationToken::new(),
         finish: CancellationToken::new(),
+        ended_by_stop: Mutex::new(Vec::new()),
         send_timeout: gate.call_timeout,
     });
     if !gate.conns().add(conn, shared.clone()) {
@@ -217,14 +231,11 @@ where
     // The app is gone: what it started stops (its sessions stay on disk,
     // resumable), and the runtime connection closes.
     let sessions: Vec<String> = lock(&shared.sessions).keys().cloned().collect();
-    if gate.conns().stopping() {
-        // The bridge stops: a running turn ends as an AHP client's does,
-        // and the app is told (it may still be reading).
-        for s in &sessions {
-            if gate.mirror().end(s, "shutdown", SHUTTING_DOWN) {
-                shared.turn_failed(s, "shutdown", SHUTTING_DOWN).await;
-            }
-        }
+    // The bridge stops: a turn it ended is ended for the app too (it may
+    // still be reading).
+    let ended = std::mem::take(&mut *lock(&shared.ended_by_stop));
+    for s in &ended {
+        shared.turn_failed(s, "shutdown", SHUTTING_DOWN).await;
     }
     for s in &sessions {
         let abort = json!({"jsonrpc": "2.0", "id": format!("{OWN_ID}abort:{s}"), "method": "session.abort", "params": {"sessionId": s}});

@@ -49,21 +49,12 @@ impl Conns {
         self.lock().values().find(|c| c.owns(session)).cloned()
     }
 
-    /// Every open connection is asked to end (gracefully: see
-    /// [`Shared::finish`]); new ones are not served.
-    pub fn stop(&self) {
-        let open: Vec<Arc<Shared>> = {
-            let open = self.lock();
-            self.stopping.cancel();
-            open.values().cloned().collect()
-        };
-        for c in open {
-            c.finish.cancel();
-        }
-    }
-
-    pub fn stopping(&self) -> bool {
-        self.stopping.is_cancelled()
+    /// The stop began: new connections are not served. The open ones, for
+    /// the gate to end (see `SdkGate::stop`).
+    pub fn stop(&self) -> Vec<Arc<Shared>> {
+        let open = self.lock();
+        self.stopping.cancel();
+        open.values().cloned().collect()
     }
 
     /// Waits until no connection is open.

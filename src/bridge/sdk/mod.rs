@@ -27,6 +27,7 @@ use crate::audit::decision::DecisionRecord;
 use crate::audit::log::AuditLog;
 use crate::audit::sdk_session::{SdkDecision, SdkFinding, SdkSessionRecord};
 use crate::audit::sha256_hex;
+use crate::bridge::shutdown::SHUTTING_DOWN;
 use crate::config::{ClientMcpServers, Config, OnViolation, SdkConfig};
 use crate::policy::rego::{lexical, Body, ClientKind, Input};
 use crate::policy::PolicyReader;
@@ -135,7 +136,17 @@ impl SdkGate {
     /// ended "shutting down" on both sides, its queues written, then
     /// closed), no new one is served. See [`Self::all_closed`].
     pub fn stop(&self) {
-        self.conns.stop();
+        for c in self.conns.stop() {
+            // The mirrored turns end now, before the stop closes the AHP
+            // side's connections, so observers see the end; the app is told
+            // by its connection's task, which then closes (see `Shared::finish`).
+            let running = c
+                .session_ids()
+                .into_iter()
+                .filter(|s| self.mirror.end(s, "shutdown", SHUTTING_DOWN))
+                .collect();
+            c.stopped(running);
+        }
     }
 
     /// Waits until every SDK connection has closed.
