@@ -16,6 +16,7 @@ pub mod prometheus;
 pub mod raw;
 pub mod rsyslog;
 pub mod sdk;
+pub mod sdk_stack;
 pub mod tls;
 
 use std::sync::Arc;
