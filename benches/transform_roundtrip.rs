@@ -28,8 +28,9 @@
 //!    without it; and one `ahp.transform` decision alone, timed in process.
 //!
 //! Run: cargo bench --bench transform_roundtrip [-- ITERATIONS]
-//! (`-- ITERATIONS --profile-pipe`: only the bridge at the pipe, for a
-//! profiler; see docs/performance.md).
+//! (`-- ITERATIONS --profile-pipe [--rego]`: only the bridge at the pipe,
+//! or the one with the Rego policy, for a profiler; see
+//! docs/performance.md).
 
 mod common;
 
@@ -263,11 +264,14 @@ async fn run(iterations: usize) {
         // Only the bridge at the pipe, one request after another: what a
         // profiler records is the bridge's side of a transform (beside the
         // fake runtime and the client, which are told apart by their frames).
+        // `--rego`: the bridge with the examples' Rego policy instead.
+        let (pipe, ask) = match std::env::args().any(|a| a == "--rego") {
+            true => (&rego_pipe, &rego_ask),
+            false => (&bridge_pipe, &bridged_ask),
+        };
         let t0 = Instant::now();
         for _ in 0..iterations {
-            bridge_pipe
-                .ask("systemMessage.transform", bridged_ask.clone())
-                .await;
+            pipe.ask("systemMessage.transform", ask.clone()).await;
         }
         println!("{iterations} transforms at the pipe in {:?}", t0.elapsed());
         r.shutdown.cancel();
