@@ -324,10 +324,7 @@ async fn an_app_gone_mid_turn_ends_its_turn_and_resumes_its_session_later() {
     use support::sdk::NodeApp;
 
     let (model, _dir, b) = stack("", "").await;
-    model.push(Reply::Slow {
-        chunks: (0..20).map(|i| format!("part{i} ")).collect(),
-        delay: std::time::Duration::from_millis(200),
-    });
+    model.push(slow_reply(20, "part"));
     let mut app = NodeApp::spawn(&scenario(
         &b,
         &model,
@@ -351,14 +348,7 @@ async fn an_app_gone_mid_turn_ends_its_turn_and_resumes_its_session_later() {
     })
     .await;
     // The app comes back: its session resumes, and a turn completes.
-    model.clear_script();
-    converse(
-        node_app,
-        &b,
-        &model,
-        "back again",
-        json!({"resume": session, "prompt": "again"}),
-    );
+    resumes_later(&b, &model, &session);
 }
 
 /// SIGTERM's drain: an app connecting meanwhile is closed at once (so it,
@@ -403,13 +393,9 @@ async fn open_sdk_apps_drain_with_the_rest_and_hear_of_the_stop() {
     let model = ScriptedModel::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut b = bridge_draining(&model, dir.path(), "", "", "4s");
-    let slow = |n: usize, tag: &str| Reply::Slow {
-        chunks: (0..n).map(|i| format!("{tag}{i} ")).collect(),
-        delay: std::time::Duration::from_millis(200),
-    };
     // A's answer takes 1 s, within the drain; B's 30 s, past it.
-    model.push(slow(5, "short"));
-    model.push(slow(150, "long"));
+    model.push(slow_reply(5, "short"));
+    model.push(slow_reply(150, "long"));
     let observer = connect_as(b.addr, "observer-token", "observer").await;
     let mut apps = Vec::new();
     for prompt in ["short one", "long one"] {
@@ -442,13 +428,8 @@ async fn open_sdk_apps_drain_with_the_rest_and_hear_of_the_stop() {
     let end = wait_turn_end(&mut b_sub, &b_turn).await;
     assert_eq!(end.kind, "error", "the observer sees the long turn end");
     assert_eq!(end.error.as_deref(), Some("the host is shutting down"));
-    let b_seen = b_app.rest().await;
-    let error = event(&b_seen, "error").unwrap_or_else(|| panic!("{b_seen:?}"));
-    assert!(
-        error["message"].as_str().unwrap().contains("shutting down"),
-        "the app's waiting send ends with the stop: {b_seen:?}"
-    );
-    assert!(event(&b_seen, "reply").is_none(), "{b_seen:?}");
+    // The app's waiting send ends with the stop.
+    failed_with(&b_app.rest().await, "shutting down");
     let status = b.wait_exit("TERM", support::DEADLINE);
     assert!(status.success(), "{status:?}");
     assert!(
@@ -476,10 +457,7 @@ async fn an_admin_disposing_an_sdk_session_tells_its_app() {
         "session_visibility = \"all\"",
     );
     let (model, _dir, b) = stack("", &admin).await;
-    model.push(Reply::Slow {
-        chunks: (0..150).map(|i| format!("part{i} ")).collect(),
-        delay: std::time::Duration::from_millis(200),
-    });
+    model.push(slow_reply(150, "part"));
     let mut app = NodeApp::spawn(&scenario(
         &b,
         &model,
@@ -500,12 +478,7 @@ async fn an_admin_disposing_an_sdk_session_tells_its_app() {
         .await
         .unwrap();
     let seen = app.rest().await;
-    let error = event(&seen, "error").unwrap_or_else(|| panic!("{seen:?}"));
-    assert!(
-        error["message"].as_str().unwrap().contains("disposed"),
-        "{seen:?}"
-    );
-    assert!(event(&seen, "reply").is_none(), "{seen:?}");
+    failed_with(&seen, "disposed");
     let deleted = seen
         .iter()
         .find(|e| e["event"] == "lifecycle" && e["type"] == "session.deleted")
@@ -517,14 +490,7 @@ async fn an_admin_disposing_an_sdk_session_tells_its_app() {
         .unwrap();
     assert!(!listed.to_string().contains(&uri), "{listed}");
     // Its files stay: the app resumes it, and a turn completes.
-    model.clear_script();
-    converse(
-        node_app,
-        &b,
-        &model,
-        "back again",
-        json!({"resume": session, "prompt": "again"}),
-    );
+    resumes_later(&b, &model, &session);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -78,6 +78,7 @@ try {
   say({ event: "error", message: String(e?.message ?? e), code: e?.code ?? null });
   if (s.lifecycle) await Promise.race([gone, new Promise((r) => setTimeout(r, 10000))]);
 } finally {
-  try { await client.stop(); } catch {}
+  // Bounded: the SDK's stop can wait on a connection the bridge closed.
+  try { await Promise.race([client.stop(), new Promise((r) => setTimeout(r, 5000))]); } catch {}
   process.exit(0);
 }

@@ -81,6 +81,9 @@ pub fn event<'a>(seen: &'a [Value], name: &str) -> Option<&'a Value> {
     seen.iter().find(|e| e["event"] == name)
 }
 
+/// How long an app may run on after the test read what it waited for.
+pub const APP_LIMIT: std::time::Duration = std::time::Duration::from_secs(150);
+
 /// The Node app running (with `waitForGo`), read event by event.
 pub struct NodeApp {
     child: std::process::Child,
@@ -127,17 +130,25 @@ impl NodeApp {
         writeln!(self.child.stdin.as_mut().unwrap(), "go").unwrap();
     }
 
-    /// Everything else it prints, to its end.
+    /// Everything else it prints, to its end; an app still running after
+    /// [`APP_LIMIT`] (the SDK's own waits are 120 s) is killed, and what it
+    /// printed by then is returned, for the caller's assertions to judge.
     pub async fn rest(mut self) -> Vec<Value> {
         let lines = self.lines.take().unwrap();
-        let rest = tokio::task::spawn_blocking(move || {
+        let mut reading = tokio::task::spawn_blocking(move || {
             lines
                 .map_while(Result::ok)
                 .filter_map(|l| serde_json::from_str(&l).ok())
-                .collect()
-        })
-        .await
-        .unwrap();
+                .collect::<Vec<Value>>()
+        });
+        let rest = match tokio::time::timeout(APP_LIMIT, &mut reading).await {
+            Ok(r) => r.unwrap(),
+            Err(_) => {
+                // Its output ends with it.
+                let _ = self.child.kill();
+                reading.await.unwrap()
+            }
+        };
         let _ = self.child.wait();
         rest
     }

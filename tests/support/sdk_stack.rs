@@ -88,3 +88,33 @@ pub fn records(dir: &Path, kind: &str) -> Vec<Value> {
 pub fn last_prompt(model: &ScriptedModel) -> String {
     ScriptedModel::system_prompt(model.requests().last().expect("the model was asked")).unwrap()
 }
+
+/// What an app saw ends in an error that says `words`, with no reply.
+pub fn failed_with(seen: &[Value], words: &str) {
+    let error = event(seen, "error").unwrap_or_else(|| panic!("no error: {seen:?}"));
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(words),
+        "the error says {words:?}: {seen:?}"
+    );
+    assert!(event(seen, "reply").is_none(), "{seen:?}");
+}
+
+/// A reply the model streams in `n` words (`TAG0 TAG1 ...`), one every
+/// 200 ms: a turn still running while the test acts.
+pub fn slow_reply(n: usize, tag: &str) -> Reply {
+    Reply::Slow {
+        chunks: (0..n).map(|i| format!("{tag}{i} ")).collect(),
+        delay: std::time::Duration::from_millis(200),
+    }
+}
+
+/// The Node app comes back to `session` (resumed, vetted again), and a
+/// turn completes on it.
+pub fn resumes_later(b: &BridgeProcess, model: &ScriptedModel, session: &str) {
+    model.clear_script();
+    let more = serde_json::json!({"resume": session, "prompt": "again"});
+    converse(super::sdk::node_app, b, model, "back again", more);
+}

@@ -57,6 +57,9 @@ pub(super) struct Shared {
     /// Asked to end (the bridge's stop): the app's side stops being read,
     /// what is queued to either side is written, then both close.
     pub finish: CancellationToken,
+    /// The last frames are queued: the writers write what is left, then
+    /// close (set by the connection's task as it ends, after `finish`).
+    pub flush: CancellationToken,
     /// The sessions whose running turn the stop ended: their app is told.
     pub ended_by_stop: Mutex<Vec<String>>,
     pub send_timeout: Duration,
@@ -214,6 +217,7 @@ where
         next_ask: AtomicU64::new(1),
         closed: CancellationToken::new(),
         finish: CancellationToken::new(),
+        flush: CancellationToken::new(),
         ended_by_stop: Mutex::new(Vec::new()),
         send_timeout: gate.call_timeout,
     });
@@ -244,7 +248,7 @@ where
     gate.mirror().app_gone(&sessions);
     // What is queued is written (each write within the send timeout), then
     // both sides close.
-    shared.finish.cancel();
+    shared.flush.cancel();
     let flushed = tokio::time::timeout(shared.send_timeout, async {
         for w in writers {
             let _ = w.await;
@@ -340,12 +344,12 @@ async fn open_runtime(
 }
 
 /// Writes one side's queue until the connection is cut off, or, once it
-/// is asked to finish, until the queue is empty.
+/// is told its last frames are queued (`flush`), until the queue is empty.
 async fn write_all<K>(mut sink: K, mut rx: mpsc::Receiver<String>, shared: Arc<Shared>)
 where
     K: futures_util::Sink<String> + Unpin,
 {
-    let (closed, finish) = (&shared.closed, &shared.finish);
+    let (closed, flush) = (&shared.closed, &shared.flush);
     loop {
         tokio::select! {
             biased;
@@ -354,7 +358,7 @@ where
                 Some(text) => if sink.send(text).await.is_err() { closed.cancel(); break },
                 None => break,
             },
-            _ = finish.cancelled() => break,
+            _ = flush.cancelled() => break,
         }
     }
     let _ = sink.close().await;
