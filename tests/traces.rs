@@ -40,9 +40,7 @@ impl Collector {
         std::thread::spawn(move || {
             for conn in listener.incoming() {
                 let Ok(conn) = conn else { return };
-                for rs in receive(conn) {
-                    let _ = tx.send(rs);
-                }
+                receive(conn, &tx);
             }
         });
         Self { url, received }
@@ -69,14 +67,17 @@ impl Collector {
     }
 }
 
-/// One export request: checked to be OTLP/HTTP protobuf, decoded, answered.
-fn receive(conn: TcpStream) -> Vec<ResourceSpans> {
+/// One export request: checked to be OTLP/HTTP protobuf, decoded, handed
+/// to the test, then answered: the exporter's flush returns on the answer,
+/// so the spans must be in the channel before it (answering first let the
+/// test read an empty channel).
+fn receive(conn: TcpStream, tx: &mpsc::Sender<ResourceSpans>) {
     let mut reader = BufReader::new(conn.try_clone().unwrap());
     let mut head = Vec::new();
     loop {
         let mut line = String::new();
         if reader.read_line(&mut line).unwrap_or(0) == 0 {
-            return vec![];
+            return;
         }
         if line == "\r\n" {
             break;
@@ -97,9 +98,11 @@ fn receive(conn: TcpStream) -> Vec<ResourceSpans> {
     let mut body = vec![0; length];
     reader.read_exact(&mut body).unwrap();
     let request = ExportTraceServiceRequest::decode(&body[..]).expect("OTLP protobuf");
+    for rs in request.resource_spans {
+        let _ = tx.send(rs);
+    }
     let mut conn = conn;
     let _ = conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
-    request.resource_spans
 }
 
 fn string(v: &Any) -> Option<String> {
