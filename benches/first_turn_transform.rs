@@ -13,9 +13,13 @@
 //!   answers `systemMessage.transform` itself, and is timed from
 //!   `session.send` to `session.idle`.
 //!
-//! Each round makes a fresh session on each side (not timed; the transform
-//! fires on a session's first turn), runs its first turn, and disposes it;
-//! rounds alternate which side goes first.
+//! Each round makes a fresh session on each side (the transform fires on a
+//! session's first turn), runs its first turn, and disposes it; rounds
+//! alternate which side goes first. The session's creation is timed apart:
+//! direct, the `session.create` call; through the bridge, from sending
+//! `createSession` to the client's receiving `session/ready` (the moment a
+//! user can start a turn; the bridge answers `createSession` at once and
+//! creates the runtime session after).
 //!
 //! Run: cargo bench --bench first_turn_transform [-- ROUNDS]
 
@@ -42,9 +46,11 @@ use ahp_copilot_bridge::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserI
 use ahp_copilot_bridge::runtime::session_config::{
     ModelProvider, SectionAction, SectionOverride, SessionConfig, SystemMessage,
 };
+use ahp_types::actions::StateAction;
 use common::{ms, pct};
 use serde_json::{json, Value};
-use support::e2e::{ready_session, wait_turn_end};
+use support::create_session;
+use support::e2e::{wait_action, wait_turn_end};
 use tokio::sync::mpsc;
 
 const SECTION: &str = "tone";
@@ -142,13 +148,16 @@ impl DirectSide {
         }
     }
 
-    async fn first_turn(&mut self) -> Duration {
+    /// The session's creation and its first turn, each timed.
+    async fn first_turn(&mut self) -> Timed {
         let id = uuid::Uuid::new_v4().to_string();
         let before = self.transforms.load(Ordering::Relaxed);
+        let created = Instant::now();
         self.conn
             .call::<SessionCreate>(&self.create_params(&id))
             .await
             .unwrap();
+        let create = created.elapsed();
         let t0 = Instant::now();
         self.conn
             .call::<SessionSend>(&calls::send(&id, PROMPT))
@@ -163,20 +172,38 @@ impl DirectSide {
                 break;
             }
         }
-        let took = t0.elapsed();
+        let turn = t0.elapsed();
         assert_eq!(self.transforms.load(Ordering::Relaxed), before + 1);
         self.conn
             .call::<SessionDestroy>(&calls::SessionRef::new(&id))
             .await
             .unwrap();
-        took
+        Timed { create, turn }
     }
 }
 
-async fn bridged_first_turn(c: &Client, transforms: &AtomicUsize, i: usize) -> Duration {
+/// One round's two timings on one side.
+struct Timed {
+    create: Duration,
+    turn: Duration,
+}
+
+async fn bridged_first_turn(c: &Client, transforms: &AtomicUsize, i: usize) -> Timed {
     let id = format!("b{i}");
     let active = json!({"clientId": "bench", "tools": [], "systemMessageTransform": {"sections": [SECTION]}});
-    ready_session(c, &format!("ahp-session:/{id}"), Some(active)).await;
+    let uri = format!("ahp-session:/{id}");
+    // The host subscribes the creator to its session: attached before the
+    // request (no `subscribe` round trip), the client sees `session/ready`.
+    let mut session = c.attach_subscription(&uri).await;
+    let created = Instant::now();
+    create_session(c, &uri, Some(active)).await;
+    wait_action(&mut session, |a| match a {
+        StateAction::SessionReady(_) => Some(()),
+        StateAction::SessionCreationFailed(f) => panic!("creation failed: {:?}", f.error),
+        _ => None,
+    })
+    .await;
+    let create = created.elapsed();
     let chat = ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(&format!("ahp-session:/{id}"));
     let (_, mut sub) = c.subscribe(chat.clone()).await.unwrap();
     let before = transforms.load(Ordering::Relaxed);
@@ -191,7 +218,7 @@ async fn bridged_first_turn(c: &Client, transforms: &AtomicUsize, i: usize) -> D
     )
     .await;
     let end = wait_turn_end(&mut sub, "t1").await;
-    let took = t0.elapsed();
+    let turn = t0.elapsed();
     assert_eq!((end.kind, end.text.as_str()), ("complete", DEFAULT_REPLY));
     assert_eq!(transforms.load(Ordering::Relaxed), before + 1);
     for ch in [chat, format!("ahp-session:/{id}")] {
@@ -204,7 +231,7 @@ async fn bridged_first_turn(c: &Client, transforms: &AtomicUsize, i: usize) -> D
         )
         .await
         .unwrap();
-    took
+    Timed { create, turn }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -271,6 +298,14 @@ async fn run(rounds: usize) {
         "{transformed} of {}",
         requests.len()
     );
+    let (mut create_bridge, mut create_direct): (Vec<Duration>, Vec<Duration>) = (
+        via_bridge.iter().map(|t| t.create).collect(),
+        via_direct.iter().map(|t| t.create).collect(),
+    );
+    let (mut via_bridge, mut via_direct): (Vec<Duration>, Vec<Duration>) = (
+        via_bridge.iter().map(|t| t.turn).collect(),
+        via_direct.iter().map(|t| t.turn).collect(),
+    );
     println!("first turn with one transform ({SECTION}), {rounds} rounds, real Copilot CLI, scripted model on loopback");
     let row = |name: &str, v: &mut Vec<Duration>| {
         let (p50, p90, min) = (pct(v, 0.5), pct(v, 0.9), pct(v, 0.0));
@@ -299,6 +334,29 @@ async fn run(rounds: usize) {
     println!(
         "  median of the per-round differences (bridge - direct): {:+.1} ms",
         diffs[diffs.len() / 2] * 1e3
+    );
+    println!(
+        "creating the session (direct: session.create; bridged: createSession to session/ready)"
+    );
+    let mut create_diffs: Vec<f64> = create_bridge
+        .iter()
+        .zip(&create_direct)
+        .map(|(b, d)| b.as_secs_f64() - d.as_secs_f64())
+        .collect();
+    create_diffs.sort_by(f64::total_cmp);
+    let d = row("direct runtime", &mut create_direct);
+    let b = row("through the bridge", &mut create_bridge);
+    let p99 = |v: &mut Vec<Duration>| pct(v, 0.99);
+    println!(
+        "  p99: direct {}  bridged {}",
+        ms(p99(&mut create_direct)),
+        ms(p99(&mut create_bridge))
+    );
+    println!(
+        "  ratio at p50      : {:.3}x ({:+.2} ms); median of the per-round differences {:+.2} ms",
+        b.as_secs_f64() / d.as_secs_f64(),
+        (b.as_secs_f64() - d.as_secs_f64()) * 1e3,
+        create_diffs[create_diffs.len() / 2] * 1e3
     );
     bridge.stop(Duration::from_secs(10)).await;
 }
