@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use ahp_copilot_bridge::demo::model::Reply;
+use ahp_copilot_bridge::demo::reply::Reply;
 use serde_json::json;
 use support::console::*;
 

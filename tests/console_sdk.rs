@@ -6,7 +6,7 @@ mod support;
 
 use ahp_copilot_bridge::audit::sha256_hex;
 use ahp_copilot_bridge::config::Config;
-use ahp_copilot_bridge::demo::model::Reply;
+use ahp_copilot_bridge::demo::reply::Reply;
 use serde_json::json;
 use support::console::*;
 use support::sdk::{event, node_app, scenario};

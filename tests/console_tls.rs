@@ -8,7 +8,8 @@
 mod support;
 
 use ahp_copilot_bridge::config::{Config, TlsConfig};
-use ahp_copilot_bridge::demo::model::{Reply, DEFAULT_REPLY};
+use ahp_copilot_bridge::demo::model::DEFAULT_REPLY;
+use ahp_copilot_bridge::demo::reply::Reply;
 use serde_json::{json, Value};
 use support::browser::Browser;
 use support::console::*;

@@ -12,7 +12,8 @@ use ahp_copilot_bridge::audit::sha256_hex;
 use ahp_copilot_bridge::config::{
     Config, Contents, DirectoryConfig, McpServerConfig, PluginConfig,
 };
-use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_copilot_bridge::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 use support::e2e::*;

@@ -8,7 +8,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_copilot_bridge::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use support::e2e::{ready_session, start_turn, wait_action, wait_turn_end};
 use support::process::*;

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use ahp_copilot_bridge::demo::model::Reply;
+use ahp_copilot_bridge::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use support::e2e::*;
 

@@ -7,7 +7,8 @@ mod support;
 use std::time::Duration;
 
 use ahp_copilot_bridge::audit::verify::verify_file;
-use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_copilot_bridge::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 use support::e2e::*;

@@ -8,7 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ahp::Client;
-use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_copilot_bridge::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 use support::e2e::*;

@@ -3,7 +3,7 @@
 
 mod support;
 
-use ahp_copilot_bridge::demo::model::Reply;
+use ahp_copilot_bridge::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::json;
 use support::e2e::*;

@@ -5,7 +5,8 @@
 
 mod support;
 
-use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_copilot_bridge::demo::reply::Reply;
 use serde_json::{json, Value};
 use support::e2e::*;
 use support::*;

@@ -8,7 +8,8 @@ mod support;
 
 use std::time::{Duration, Instant};
 
-use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_copilot_bridge::demo::reply::Reply;
 use serde_json::json;
 use support::e2e::*;
 use support::process::*;

@@ -1,5 +1,10 @@
-//! The dependency rule and the file-size rule of ARCHITECTURE.md, checked on
-//! the source tree: a forbidden import or a file over 600 lines fails here.
+//! The dependency rule, the no-circle rule and the file-size rule of
+//! ARCHITECTURE.md, checked on the source tree: a forbidden import, two files
+//! that import each other (directly or in a circle) or a file over 600 lines
+//! fails here.
+
+#[path = "layout/imports.rs"]
+mod imports;
 
 use std::path::{Path, PathBuf};
 
@@ -464,4 +469,99 @@ fn the_checker_catches_what_it_must() {
     for (rel, line) in good {
         assert_eq!(violations(rel, line), Vec::<String>::new(), "{rel}: {line}");
     }
+}
+
+/// Every source file under `src/`, by its path there, with its text.
+fn sources() -> imports::Files {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .iter()
+        .map(|f| {
+            let rel = f
+                .strip_prefix(&src)
+                .unwrap()
+                .to_string_lossy()
+                .replace('\\', "/");
+            (rel, std::fs::read_to_string(f).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn no_two_files_import_each_other_directly_or_in_a_circle() {
+    let files = sources();
+    let graph = imports::graph(&files);
+    let edges: usize = graph.values().map(|to| to.len()).sum();
+    assert!(edges > 300, "the graph was read: {edges} imports");
+    let circles = imports::circles(&graph);
+    let shown: Vec<String> = circles
+        .iter()
+        .map(|c| {
+            let inner: Vec<String> = c
+                .iter()
+                .flat_map(|a| {
+                    graph[a]
+                        .iter()
+                        .filter(|b| c.contains(b))
+                        .map(move |b| format!("{a} -> {b}"))
+                })
+                .collect();
+            inner.join(", ")
+        })
+        .collect();
+    assert!(
+        circles.is_empty(),
+        "files in a circle:\n{}",
+        shown.join("\n")
+    );
+}
+
+#[test]
+fn the_import_graph_sees_what_it_must() {
+    let files = |pairs: &[(&str, &str)]| -> imports::Files {
+        pairs
+            .iter()
+            .map(|(p, t)| (p.to_string(), t.to_string()))
+            .collect()
+    };
+    let circled = |f: &imports::Files| imports::circles(&imports::graph(f));
+    // Siblings through `super::`, one of them in a group.
+    let siblings = files(&[
+        ("a/mod.rs", "mod b;\nmod c;"),
+        ("a/b.rs", "use super::c::X;"),
+        ("a/c.rs", "use super::{b::Y, d};"),
+    ]);
+    assert_eq!(
+        circled(&siblings),
+        vec![vec!["a/b.rs".to_owned(), "a/c.rs".to_owned()]]
+    );
+    // A child naming its parent's type, the parent calling the child inline.
+    let parent = files(&[
+        (
+            "h/mod.rs",
+            "mod api;\npub struct Host;\nfn f() { api::go() }",
+        ),
+        ("h/api.rs", "impl super::Host { }\npub fn go() {}"),
+    ]);
+    assert_eq!(circled(&parent).len(), 1);
+    // Through crate:: paths, three files round.
+    let round = files(&[
+        ("x.rs", "use crate::y::A;"),
+        ("y.rs", "fn f() { crate::z::g() }"),
+        ("z/mod.rs", "use crate::x;\nfn g() { x::h() }"),
+    ]);
+    assert_eq!(circled(&round)[0].len(), 3);
+    // Not circles: a facade re-export, a unit test, a comment, one way.
+    let fine = files(&[
+        ("p/mod.rs", "mod q;\npub use q::Q;\npub struct P;"),
+        ("p/q.rs", "use super::P;\npub struct Q;"),
+        (
+            "r.rs",
+            "// crate::s::S\n#[cfg(test)]\nmod tests { use crate::s::S; }",
+        ),
+        ("s.rs", "use crate::r;\nfn f() { r::g() }"),
+    ]);
+    assert!(circled(&fine).is_empty(), "{:?}", imports::graph(&fine));
 }

@@ -10,7 +10,8 @@ mod support;
 use std::time::Duration;
 
 use ahp::{Client, SubscriptionEvent};
-use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_copilot_bridge::demo::reply::Reply;
 use serde_json::{json, Value};
 use support::e2e::*;
 use support::process::*;

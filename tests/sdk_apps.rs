@@ -7,7 +7,8 @@
 
 mod support;
 
-use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_copilot_bridge::demo::reply::Reply;
 use serde_json::{json, Value};
 use support::process::*;
 use support::sdk::{event, node_app, python_app};

@@ -7,6 +7,7 @@ pub mod against;
 pub mod checkpoint;
 pub mod customization;
 pub mod decision;
+pub mod decision_entry;
 pub mod diff;
 pub mod log;
 pub mod record;

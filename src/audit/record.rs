@@ -9,7 +9,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::decision::DecisionEntry;
+use super::decision_entry::DecisionEntry;
 use super::sha256_hex;
 use crate::policy::rules::BrokenRule;
 use crate::policy::Policy;

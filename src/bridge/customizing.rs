@@ -26,7 +26,6 @@ use super::custom::CustomizationState;
 use super::custom::{agent_named, client_shape, shape, vet, ClientEntry, ClientOutcome};
 use super::decisions;
 use crate::ahp::customizations::{children_of, id_of};
-use crate::ahp::host::rego as host_rego;
 use crate::ahp::host::Host;
 use crate::audit::customization::{CustomizationRecord, Decision, Source};
 use crate::audit::decision::DecisionRecord;
@@ -380,7 +379,7 @@ impl Customizing {
         let mut kept = Vec::with_capacity(contributions.len());
         for c in contributions {
             let subject = match &host {
-                Some(h) => host_rego::subject_of(h, c.client_id.as_deref()),
+                Some(h) => h.subject_of(c.client_id.as_deref()),
                 None => Subject::nobody(),
             };
             let doc = rego_custom::customization_of(&c);

@@ -13,7 +13,6 @@ use super::pool::Starts;
 use super::sdk::{Parts, SdkGate};
 use super::transform_clients::HostClients;
 use super::{decisions, Bridge};
-use crate::ahp::host::rego as host_rego;
 use crate::audit::decision::DecisionRecord;
 use crate::audit::log::AuditLog;
 use crate::policy::rego::{Body, Input, Subject};
@@ -180,7 +179,7 @@ impl Bridge {
         let rego = policy.rego()?;
         let starter = self.sessions.with(uri, |s| s.turn_starter()).flatten();
         let subject = match self.host.upgrade() {
-            Some(h) => host_rego::subject_of(&h, starter.as_deref()),
+            Some(h) => h.subject_of(starter.as_deref()),
             None => Subject::nobody(),
         };
         let body = Body::Permission { request: &p.raw };

@@ -1,48 +1,15 @@
 //! The bridge's part of a graceful shutdown: its running turns ended (an SDK
 //! app's too), what the runtime waits on answered and counted until every
 //! request the runtime made of the bridge is answered, then the runtimes
-//! stopped. (The order of a shutdown is in `app`.)
+//! stopped. (The order of a shutdown is in `app`.) What the rest of the
+//! bridge shares with it is in `shutting_down.rs`: nothing imports this
+//! file, so its naming the bridge makes no circle.
 
-use std::sync::Arc;
-
-use tokio::sync::watch;
 use tracing::{info, warn};
 
 use super::effects::Effects;
+use super::shutting_down::SHUTTING_DOWN;
 use super::Bridge;
-
-/// What a turn ended by a shutdown tells the client (and the runtime).
-pub const SHUTTING_DOWN: &str = "the host is shutting down";
-
-/// Counts the runtime's requests the bridge has not answered yet, so a
-/// shutdown can wait until every one is.
-#[derive(Clone)]
-pub(super) struct InFlight(Arc<watch::Sender<usize>>);
-
-/// One unanswered request; dropping it (the answer sent) counts it out.
-pub(super) struct InFlightGuard(Arc<watch::Sender<usize>>);
-
-impl InFlight {
-    pub fn new() -> Self {
-        Self(Arc::new(watch::Sender::new(0)))
-    }
-
-    pub fn enter(&self) -> InFlightGuard {
-        self.0.send_modify(|n| *n += 1);
-        InFlightGuard(self.0.clone())
-    }
-
-    pub async fn all_answered(&self) {
-        let mut rx = self.0.subscribe();
-        let _ = rx.wait_for(|n| *n == 0).await;
-    }
-}
-
-impl Drop for InFlightGuard {
-    fn drop(&mut self) {
-        self.0.send_modify(|n| *n -= 1);
-    }
-}
 
 impl Bridge {
     /// Ends every running turn with [`SHUTTING_DOWN`] and answers what the

@@ -3,66 +3,11 @@
 //! parsed into the [`Reply`]s the scripted model queues.
 
 use std::path::Path;
-use std::time::Duration;
 
-use serde::{Deserialize, Deserializer};
-use serde_json::{json, Value};
+use serde::Deserialize;
+use serde_json::Value;
 
-use super::model::Reply;
-
-/// [`Reply`] as written in a file.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(super) enum ReplyData {
-    Text(String),
-    Slow {
-        chunks: Vec<String>,
-        /// The chunks are streamed this many times over (default once).
-        #[serde(default = "once")]
-        repeat: usize,
-        #[serde(deserialize_with = "duration")]
-        delay: Duration,
-    },
-    ToolCall {
-        name: String,
-        #[serde(default = "no_arguments")]
-        arguments: Value,
-    },
-    Status(u16),
-}
-
-fn once() -> usize {
-    1
-}
-
-fn no_arguments() -> Value {
-    json!({})
-}
-
-fn duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let s = String::deserialize(d)?;
-    humantime::parse_duration(&s).map_err(|e| {
-        serde::de::Error::custom(format!("{s:?} is not a duration like \"50ms\": {e}"))
-    })
-}
-
-impl From<ReplyData> for Reply {
-    fn from(d: ReplyData) -> Self {
-        match d {
-            ReplyData::Text(t) => Reply::Text(t),
-            ReplyData::Slow {
-                chunks,
-                repeat,
-                delay,
-            } => Reply::Slow {
-                chunks: (0..repeat).flat_map(|_| chunks.iter().cloned()).collect(),
-                delay,
-            },
-            ReplyData::ToolCall { name, arguments } => Reply::ToolCall { name, arguments },
-            ReplyData::Status(code) => Reply::Status(code),
-        }
-    }
-}
+use super::reply::Reply;
 
 /// A scripted conversation: the model's replies to successive requests, as
 /// a file in `fixtures/model/` holds them:
@@ -165,6 +110,8 @@ fn brief(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+    use std::time::Duration;
 
     #[test]
     fn a_conversation_file_parses() {

@@ -1,3 +1,4 @@
 //! The offline demo's pieces; the scripted model also serves the tests.
 pub mod conversation;
 pub mod model;
+pub mod reply;

@@ -13,33 +13,13 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tracing::debug;
 
-/// One scripted answer to one chat-completions request.
-///
-/// In a conversation file, one key names the kind: `{"text": "..."}`,
-/// `{"slow": {"chunks": [...], "repeat": 600, "delay": "50ms"}}`,
-/// `{"toolCall": {"name": "...", "arguments": {...}}}`, `{"status": 500}`.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(from = "super::conversation::ReplyData")]
-pub enum Reply {
-    /// Streamed text, split into chunks of a few characters.
-    Text(String),
-    /// Text streamed slowly: one chunk per `delay` (for cancellation).
-    Slow {
-        chunks: Vec<String>,
-        delay: Duration,
-    },
-    /// A call of the named tool with JSON arguments.
-    ToolCall { name: String, arguments: Value },
-    /// An HTTP error status.
-    Status(u16),
-}
+use super::reply::Reply;
 
 #[derive(Default)]
 struct Inner {

@@ -23,7 +23,7 @@ use tracing::{debug, info, warn, Span};
 use super::counted;
 use super::plan::{self, Oversize};
 use super::{AskError, AuditPort, ClientAnswer, Sections, TransformClients};
-use crate::audit::decision::DecisionEntry;
+use crate::audit::decision_entry::DecisionEntry;
 use crate::audit::record::{
     now_rfc3339, OwnerOutcome, OwnerRecord, SectionDecision, SectionRecord, TransformRecord,
 };

@@ -135,7 +135,7 @@ pub async fn assert_next_turn_works(
     reply: &str,
 ) {
     st.model
-        .push(ahp_copilot_bridge::demo::model::Reply::Text(reply.into()));
+        .push(ahp_copilot_bridge::demo::reply::Reply::Text(reply.into()));
     let end = run_turn(c, session_id, turn_id, prompt).await;
     assert_eq!(end.kind, "complete", "{end:?}");
     assert_eq!(end.text, reply);

@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use ahp_copilot_bridge::demo::conversation::Conversation;
-use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_copilot_bridge::demo::reply::Reply;
 
 /// `fixtures/KIND/NAME.json`, from the crate root (not the working directory).
 pub fn fixture_path(kind: &str, name: &str) -> PathBuf {

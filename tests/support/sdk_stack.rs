@@ -5,7 +5,8 @@
 use std::path::Path;
 
 use ahp_copilot_bridge::audit::verify::verify_text;
-use ahp_copilot_bridge::demo::model::{Reply, ScriptedModel};
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_copilot_bridge::demo::reply::Reply;
 use serde_json::Value;
 
 use super::process::*;

@@ -2,7 +2,7 @@
 //! A refusal names the missing role; the caller logs every decision at debug
 //! with the principal.
 
-use super::principals::{Denied, Principal};
+use super::principal::{Denied, Principal};
 use crate::ahp::protocol::actions::Action;
 use crate::ahp::protocol::params::Method;
 use crate::config::Role;

@@ -25,7 +25,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 use super::jwks::{KeySet, Lookup, Tls};
-use super::principals::Principal;
+use super::principal::Principal;
 use crate::config::{Config, JwtConfig, Role, Visibility};
 
 /// The longest token verified; a longer one is malformed.

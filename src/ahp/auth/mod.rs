@@ -8,8 +8,10 @@ mod jwks;
 mod jwks_fetch;
 pub mod jwt;
 pub mod limits;
+mod principal;
 pub mod principals;
 pub mod tickets;
 pub mod tokens;
 
-pub use principals::{Authenticated, Credential, Denied, Principal, Principals, Standing};
+pub use principal::{Denied, Principal};
+pub use principals::{Authenticated, Credential, Principals, Standing};

@@ -7,11 +7,11 @@ use ahp_types::common::JsonObject;
 use serde_json::{json, Value};
 use tracing::info;
 
-use super::to_result;
+use super::reply::to_result;
 use crate::ahp::extension;
 use crate::ahp::files::completions::COMPLETION_TRIGGER;
+use crate::ahp::host::catch_up::Reconnected;
 use crate::ahp::host::clients::ConnId;
-use crate::ahp::host::subscriptions::Reconnected;
 use crate::ahp::host::Host;
 use crate::ahp::protocol::errors::AhpError;
 use crate::ahp::protocol::params::{Reconnect, Resume};

@@ -5,7 +5,7 @@ use ahp_types::commands::{FetchTurnsParams, ListSessionsParams, ListSessionsResu
 use serde_json::{json, Value};
 
 use super::cursor::CursorKey;
-use super::to_result;
+use super::reply::to_result;
 use crate::ahp::auth::Principal;
 use crate::ahp::host::Host;
 use crate::ahp::protocol::errors::AhpError;

@@ -24,16 +24,10 @@ pub mod authenticate;
 pub mod cursor;
 pub mod handshake;
 pub mod listing;
+pub(crate) mod reply;
 pub mod session_config;
 pub mod sessions;
 pub mod surface;
-
-/// A reply built as its official result type, as the JSON-RPC layer sends
-/// it (the official types always serialize; a failure would be a bug here).
-pub(crate) fn to_result(result: impl serde::Serialize) -> Result<Value, RpcError> {
-    serde_json::to_value(result)
-        .map_err(|e| RpcError::new(ErrorCode::InternalError, format!("reply: {e}")))
-}
 
 /// One connection's requests and notifications, answered against the host.
 pub struct Commands {

@@ -14,7 +14,7 @@ use ahp_types::common::JsonObject;
 use ahp_types::state::{SessionConfigPropertySchema, SessionConfigSchema, SessionConfigState};
 use serde_json::{Map, Value};
 
-use super::to_result;
+use super::reply::to_result;
 use crate::ahp::host::sessions::{MODEL_SETTING, PROVIDER};
 use crate::ahp::host::Host;
 use crate::ahp::protocol::errors::AhpError;

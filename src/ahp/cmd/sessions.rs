@@ -100,7 +100,8 @@ fn decide_session(
     let subject = principal.subject(client.as_deref(), ClientKind::Ahp);
     let about = model.unwrap_or("(default model)").to_owned();
     rego::decide(
-        host,
+        &host.policy(),
+        host.backend(),
         &subject,
         Some(uri),
         Body::Session { config: &config },
@@ -140,8 +141,16 @@ fn own_entry(
         let body = Body::OptIn {
             sections: &o.sections,
         };
-        rego::decide(host, &subject, Some(uri), body, o.sections.join(","))
-            .map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))?;
+        let (policy, backend) = (host.policy(), host.backend());
+        rego::decide(
+            &policy,
+            backend,
+            &subject,
+            Some(uri),
+            body,
+            o.sections.join(","),
+        )
+        .map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))?;
     }
     Ok(Some(set))
 }

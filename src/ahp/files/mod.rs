@@ -24,7 +24,7 @@ use tracing::debug;
 use self::completions::{complete, path_word, PathWord};
 use self::roots::{content_type, FileError, Roots};
 use super::auth::Principal;
-use super::cmd::to_result;
+use super::cmd::reply::to_result;
 use super::host::Host;
 use super::protocol::errors::AhpError;
 use super::protocol::params::Request;

@@ -174,7 +174,16 @@ impl Host {
                 reason = r.standing.reason(),
                 "connection revoked; it closes once its running turn ends"
             );
-            tokio::spawn(close_after_turn(Arc::downgrade(self), r));
+            let host = Arc::downgrade(self);
+            let conn = r.conn;
+            let running = move || host.upgrade().is_some_and(|h| h.turn_running_for(conn));
+            let limit = self.cfg.runtime.turn_inactivity_timeout;
+            tokio::spawn(close_after_turn(
+                self.boundaries.subscribe(),
+                limit,
+                running,
+                r,
+            ));
         }
         CredentialsReloaded {
             principals: principals.len(),
@@ -188,6 +197,19 @@ impl Host {
     }
 
     /// Whether `conn`'s client answers for a running turn.
+    /// Who `client_id` is to the policy (its principal while it is connected
+    /// or in its grace); nobody when no client is known.
+    pub(crate) fn subject_of(&self, client_id: Option<&str>) -> Subject {
+        let Some(id) = client_id else {
+            return Subject::nobody();
+        };
+        let st = self.lock();
+        match st.clients.principal_of_client(id) {
+            Some(p) => p.subject(Some(id), ClientKind::Ahp),
+            None => Subject::client(id, ClientKind::Ahp),
+        }
+    }
+
     pub(super) fn turn_running_for(&self, conn: ConnId) -> bool {
         let st = self.lock();
         st.clients

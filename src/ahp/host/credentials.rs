@@ -8,12 +8,12 @@
 //! turn_inactivity_timeout`. Meanwhile such a connection starts no new turn
 //! and creates no session.
 
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 use tracing::warn;
 
 use super::clients::Revoked;
-use super::Host;
 use crate::ahp::auth::limits::Limits;
 use crate::ahp::auth::tokens::Tokens;
 use crate::ahp::auth::Principals;
@@ -72,21 +72,20 @@ impl Credentials {
     }
 }
 
-/// Waits until the revoked connection has no running turn (or the bound
-/// passes), then closes it. Holds the host only while it looks.
-pub(super) async fn close_after_turn(host: Weak<Host>, r: Revoked) {
-    let (mut boundaries, limit) = match host.upgrade() {
-        Some(h) => (
-            h.boundaries.subscribe(),
-            h.cfg.runtime.turn_inactivity_timeout,
-        ),
-        None => return,
-    };
+/// Waits until the revoked connection has no running turn (`running`, asked
+/// again at every boundary the host announces) or `limit` passes, then
+/// closes it. Given the host's pieces, not the host, so that this file does
+/// not import the host that imports it.
+pub(super) async fn close_after_turn(
+    mut boundaries: tokio::sync::watch::Receiver<u64>,
+    limit: Duration,
+    running: impl Fn() -> bool,
+    r: Revoked,
+) {
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         boundaries.borrow_and_update();
-        let running = host.upgrade().is_some_and(|h| h.turn_running_for(r.conn));
-        if !running || r.closing.is_cancelled() {
+        if !running() || r.closing.is_cancelled() {
             break;
         }
         tokio::select! {

@@ -23,6 +23,7 @@ use ahp_types::state::{AgentInfo, RootState, SessionModelInfo, SessionSummary};
 use serde_json::Value;
 use tracing::debug;
 
+use self::catch_up::{Reconnected, View};
 use self::checks::{check_directories, check_own, chosen_model, starts_turn};
 use self::clients::{Clients, ConnId};
 use self::credentials::Credentials;
@@ -30,7 +31,6 @@ use self::durable::{is_boundary, Durable};
 use self::outbound::DeltaKey;
 use self::replay::ReplayBuffer;
 use self::sessions::{now_iso, Sessions, PROVIDER};
-use self::subscriptions::{Reconnected, View};
 use super::auth::access::check_action;
 use super::auth::tokens::Tokens;
 use super::auth::{Principal, Principals};
@@ -43,9 +43,10 @@ use super::protocol::versions::Version;
 use crate::config::Config;
 use crate::jsonrpc::{self, RpcError};
 use crate::policy::rego::{Body, ClientKind};
-use crate::policy::PolicyReader;
+use crate::policy::{Policy, PolicyReader};
 
 pub mod api;
+pub mod catch_up;
 mod checks;
 pub mod clients;
 mod credentials;
@@ -231,11 +232,16 @@ impl Host {
         self.credentials.tokens()
     }
 
+    /// The policy in force.
+    pub(crate) fn policy(&self) -> Arc<Policy> {
+        self.policy.current()
+    }
+
     pub fn set_backend(&self, backend: Arc<dyn Backend>) {
         let _ = self.backend.set(backend);
     }
 
-    fn backend(&self) -> Option<Arc<dyn Backend>> {
+    pub(crate) fn backend(&self) -> Option<Arc<dyn Backend>> {
         self.backend.get().cloned()
     }
 
@@ -380,8 +386,16 @@ impl Host {
                 sections: &opt_in.sections,
             };
             let about = opt_in.sections.join(",");
-            rego::decide(self, &subject, Some(&d.channel), body, about)
-                .map_err(|r| Rejection(r.0))?;
+            let policy = self.policy.current();
+            rego::decide(
+                &policy,
+                self.backend(),
+                &subject,
+                Some(&d.channel),
+                body,
+                about,
+            )
+            .map_err(|r| Rejection(r.0))?;
         }
         let mut st = self.lock();
         let channel = st.sessions.resolve(&d.channel).to_owned();

@@ -7,25 +7,29 @@
 
 use std::time::Duration;
 
-use super::Host;
-use crate::ahp::backend::Decided;
-use crate::policy::rego::{Body, ClientKind, Input, Subject};
+use std::sync::Arc;
+
+use crate::ahp::backend::{Backend, Decided};
+use crate::policy::rego::{Body, Input, Subject};
+use crate::policy::Policy;
 
 /// A decision that refuses: its messages, or the error, for the requester.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub(crate) struct Refused(pub String);
 
-/// Asks the policy in force, if it has Rego modules; refused when the
-/// decision refuses.
+/// Asks `policy` (the one in force), if it has Rego modules; refused when
+/// the decision refuses. A decision worth recording goes to `backend`. Given
+/// the host's pieces, not the host, so that this file does not import the
+/// host that imports it.
 pub(crate) fn decide(
-    host: &Host,
+    policy: &Policy,
+    backend: Option<Arc<dyn Backend>>,
     subject: &Subject,
     session: Option<&str>,
     body: Body<'_>,
     about: String,
 ) -> Result<(), Refused> {
-    let policy = host.policy.current();
     let Some(rego) = policy.rego() else {
         return Ok(());
     };
@@ -35,7 +39,7 @@ pub(crate) fn decide(
         return Ok(());
     }
     let refused = d.refuses().then(|| Refused(d.reason()));
-    if let Some(backend) = host.backend() {
+    if let Some(backend) = backend {
         backend.decided(Decided {
             decision: d,
             subject: subject.clone(),
@@ -44,17 +48,4 @@ pub(crate) fn decide(
         });
     }
     refused.map_or(Ok(()), Err)
-}
-
-/// Who `client_id` is to the policy (its principal while it is connected
-/// or in its grace); nobody when no client is known.
-pub(crate) fn subject_of(host: &Host, client_id: Option<&str>) -> Subject {
-    let Some(id) = client_id else {
-        return Subject::nobody();
-    };
-    let st = host.lock();
-    match st.clients.principal_of_client(id) {
-        Some(p) => p.subject(Some(id), ClientKind::Ahp),
-        None => Subject::client(id, ClientKind::Ahp),
-    }
 }

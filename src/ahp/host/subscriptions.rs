@@ -6,10 +6,10 @@
 //! and the others); each changes the parts only through their methods.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::catch_up::{Reconnected, View};
 use super::clients::ConnId;
 use super::host_channels::{may_watch, StatusInputs};
 use super::State;
@@ -19,35 +19,7 @@ use crate::ahp::protocol::errors::AhpError;
 use crate::ahp::protocol::uri::ROOT_URI;
 use crate::ahp::protocol::versions::Version;
 use crate::jsonrpc::{ErrorCode, RpcError};
-use crate::policy::Policy;
 use crate::telemetry::metrics;
-
-/// How a `reconnect` is answered.
-pub enum Reconnected {
-    /// Every action since the client's last one, on the channels it kept.
-    Replay {
-        actions: Vec<Value>,
-        missing: Vec<String>,
-    },
-    /// Too far behind (or an earlier instance's number): fresh snapshots.
-    Snapshot {
-        snapshots: Vec<Value>,
-        missing: Vec<String>,
-    },
-    /// Channel by channel (AHP 1.1): each one replayed or snapshot.
-    Channels {
-        channels: Vec<Value>,
-        missing: Vec<String>,
-    },
-}
-
-/// What a snapshot is read with besides the state: the policy in force
-/// (its hidden sections, the policy channel) and the host's settings.
-pub(super) struct View {
-    pub policy: Arc<Policy>,
-    pub pool_size: usize,
-    pub max_subscriptions: usize,
-}
 
 pub(super) fn not_found(what: impl std::fmt::Display) -> RpcError {
     RpcError::new(

@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::conn::{Reply, Shared, OWN_ID};
+use super::app_conn::{AppConn, Reply, OWN_ID};
 use crate::ahp::auth::Principal;
 use crate::policy::rego::ClientKind;
 use crate::policy::OptIn;
@@ -18,12 +18,12 @@ use crate::runtime::app_wire::TransformSections;
 use crate::transform::{AskError, AskFuture, ClientAnswer, Sections, TransformClients};
 
 pub(super) struct AppClients {
-    shared: Arc<Shared>,
+    shared: Arc<AppConn>,
     principal: Arc<Principal>,
 }
 
 impl AppClients {
-    pub fn new(shared: Arc<Shared>, principal: Arc<Principal>) -> Self {
+    pub fn new(shared: Arc<AppConn>, principal: Arc<Principal>) -> Self {
         Self { shared, principal }
     }
 }

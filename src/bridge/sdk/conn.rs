@@ -1,157 +1,43 @@
-//! One SDK app's connection: its own connection to a runtime of the pool,
-//! and every message passed on as it came but what the bridge answers for:
-//! `connect` (the app's token checked here; the runtime's own answer to the
-//! bridge's handshake given back), `session.create` and `session.resume`
-//! (held to the policy, see [`super::vet`]), the runtime's
-//! `systemMessage.transform` (routed to the app through the router, with
-//! the policy's rules, its deadline and the audit), and `session.lifecycle`
-//! (the runtime tells every connection of every session; an app hears of
-//! its own only).
+//! The listener for SDK apps ([`listen`]), and one app's connection: its
+//! own connection to a runtime of the pool, and every message passed on as
+//! it came but what the bridge answers for: `connect` (the app's token
+//! checked here; the runtime's own answer to the bridge's handshake given
+//! back), `session.create` and `session.resume` (held to the policy, see
+//! [`super::vet`]), the runtime's `systemMessage.transform` (routed to the
+//! app through the router, with the policy's rules, its deadline and the
+//! audit), and `session.lifecycle` (the runtime tells every connection of
+//! every session; an app hears of its own only).
 
 use std::collections::HashMap;
-use std::sync::atomic::AtomicU64;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, Semaphore};
+use tokio::task::JoinHandle;
 use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::app_conn::{lock, AppConn, Reply, OWN_ID};
 use super::clients::AppClients;
 use super::SdkGate;
-use crate::bridge::shutdown::SHUTTING_DOWN;
+use crate::ahp::net::tls::Tls;
+use crate::bridge::shutting_down::SHUTTING_DOWN;
 use crate::runtime::app_wire::{AboutSession, AppSend, ConnectParams, Envelope};
 use crate::runtime::codec::ContentLengthCodec;
 use crate::runtime::process::Reach;
 use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest};
-use crate::telemetry::Escaped;
+use crate::telemetry::{metrics, Escaped, Refusal};
 
 /// Frames queued to one side before a reader waits; a side that does not
 /// read for `[runtime] call_timeout` with the queue full is cut off.
 const QUEUE: usize = 256;
-
-/// The ids the bridge gives its own requests, apart from the app's and the
-/// runtime's (numbers and UUIDs).
-pub(super) const OWN_ID: &str = "ahp-bridge:";
-
-/// What the connection's tasks share.
-pub(super) struct Shared {
-    pub client: String,
-    pub to_app: mpsc::Sender<String>,
-    pub to_runtime: mpsc::Sender<String>,
-    /// Sessions this connection created or resumed -> the sections it
-    /// transforms itself.
-    pub sessions: Mutex<HashMap<String, Vec<String>>>,
-    /// The bridge's requests to the app not answered yet.
-    pub asks: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
-    pub next_ask: AtomicU64,
-    /// Cut off: the writers stop at once (a peer that does not read, a
-    /// broken side).
-    pub closed: CancellationToken,
-    /// Asked to end (the bridge's stop): the app's side stops being read,
-    /// what is queued to either side is written, then both close.
-    pub finish: CancellationToken,
-    /// The last frames are queued: the writers write what is left, then
-    /// close (set by the connection's task as it ends, after `finish`).
-    pub flush: CancellationToken,
-    /// The sessions whose running turn the stop ended: their app is told.
-    pub ended_by_stop: Mutex<Vec<String>>,
-    pub send_timeout: Duration,
-}
-
-/// The app's answer to one of the bridge's requests: the result, or that
-/// it answered with an error.
-pub(super) enum Reply {
-    Result(Box<RawValue>),
-    Error,
-}
-
-impl Shared {
-    /// Queues a frame for the app; false when the connection is over or
-    /// the app stopped reading.
-    pub async fn app(&self, text: String) -> bool {
-        send(&self.to_app, text, self.send_timeout, &self.closed).await
-    }
-
-    async fn runtime(&self, text: String) -> bool {
-        send(&self.to_runtime, text, self.send_timeout, &self.closed).await
-    }
-
-    pub(super) fn owns(&self, session: &str) -> bool {
-        lock(&self.sessions).contains_key(session)
-    }
-
-    pub(super) fn session_ids(&self) -> Vec<String> {
-        lock(&self.sessions).keys().cloned().collect()
-    }
-
-    /// The bridge stops: `running` are the sessions whose turn it ended;
-    /// the connection's task tells the app, then closes.
-    pub(super) fn stopped(&self, running: Vec<String>) {
-        *lock(&self.ended_by_stop) = running;
-        self.finish.cancel();
-    }
-
-    /// Tells the app its session's running turn ended without an answer
-    /// (`session.error`: the SDKs end a waiting send with it).
-    pub(super) async fn turn_failed(&self, session: &str, error_type: &str, message: &str) {
-        let event = json!({"jsonrpc": "2.0", "method": "session.event", "params": {"sessionId": session, "event": {
-            "id": uuid::Uuid::new_v4().to_string(), "timestamp": jiff::Timestamp::now().to_string(),
-            "parentId": null, "ephemeral": true, "type": "session.error",
-            "data": {"errorType": error_type, "message": message}}}});
-        let _ = self.app(event.to_string()).await;
-    }
-
-    /// An admin disposed `session` on the AHP side: this connection no
-    /// longer owns it; the app hears of it (`session.lifecycle`
-    /// `session.deleted`, as the runtime tells of a delete, after a
-    /// `session.error` if a turn was running), and the runtime drops it
-    /// (aborted, destroyed: its files stay, resumable, as a bridged
-    /// session's do).
-    pub(super) async fn disposed(&self, session: &str, running: bool) {
-        lock(&self.sessions).remove(session);
-        if running {
-            self.turn_failed(session, "disposed", DISPOSED).await;
-        }
-        let deleted = json!({"jsonrpc": "2.0", "method": "session.lifecycle",
-            "params": {"type": "session.deleted", "sessionId": session}});
-        let _ = self.app(deleted.to_string()).await;
-        for method in ["session.abort", "session.destroy"] {
-            let call = json!({"jsonrpc": "2.0", "id": format!("{OWN_ID}{method}:{session}"), "method": method, "params": {"sessionId": session}});
-            let _ = self.runtime(call.to_string()).await;
-        }
-    }
-}
-
-/// What an app whose session an admin disposed is told.
-pub(super) const DISPOSED: &str = "an administrator disposed this session on the bridge";
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-async fn send(
-    tx: &mpsc::Sender<String>,
-    text: String,
-    within: Duration,
-    closed: &CancellationToken,
-) -> bool {
-    match tokio::time::timeout(within, tx.send(text)).await {
-        Ok(Ok(())) => true,
-        Ok(Err(_)) => false,
-        Err(_) => {
-            warn!("an SDK connection's peer did not read for {within:?}; closing it");
-            closed.cancel();
-            false
-        }
-    }
-}
 
 /// A JSON-RPC error answer to `id`, as the wire carries it.
 fn error_frame(id: &RawValue, code: i64, message: &str, data: Option<Value>) -> String {
@@ -164,6 +50,73 @@ fn error_frame(id: &RawValue, code: i64, message: &str, data: Option<Value>) -> 
 
 fn result_frame(id: &RawValue, result: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":{},"result":{result}}}"#, id.get())
+}
+
+/// Listens on `[sdk] listen` until `stop`; once `draining` (SIGTERM's
+/// drain), a new connection is closed at once (an app, or a load balancer
+/// in front, then tries another bridge) while open ones go on, until the
+/// bridge's stop ends them ([`SdkGate::stop`]). Returns the address bound.
+pub async fn listen(
+    gate: Arc<SdkGate>,
+    stop: CancellationToken,
+    draining: CancellationToken,
+) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
+    let listener = TcpListener::bind(gate.cfg.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen for SDK apps on {}: {e}", gate.cfg.listen))?;
+    let addr = listener.local_addr()?;
+    let tls = match &gate.cfg.tls {
+        Some(t) => {
+            let tls = Tls::load(t, "sdk.tls")?;
+            tls.watch(stop.clone());
+            Some(tls)
+        }
+        None => None,
+    };
+    let slots = Arc::new(Semaphore::new(gate.max_connections));
+    let task = tokio::spawn(async move {
+        loop {
+            let (stream, peer) = tokio::select! {
+                _ = stop.cancelled() => break,
+                a = listener.accept() => match a {
+                    Ok(a) => a,
+                    Err(e) => { warn!("SDK accept failed: {e}"); continue }
+                },
+            };
+            if draining.is_cancelled() {
+                metrics().connection_refused(Refusal::Draining);
+                debug!(%peer, "SDK connection refused: draining");
+                continue;
+            }
+            let Ok(permit) = slots.clone().try_acquire_owned() else {
+                warn!(%peer, "SDK connection refused: [server] max_connections reached");
+                continue;
+            };
+            let _ = stream.set_nodelay(true);
+            let conn = gate.next_conn.fetch_add(1, Ordering::Relaxed);
+            let (gate, tls) = (gate.clone(), tls.clone());
+            tokio::spawn(async move {
+                let _permit = permit;
+                let peer = peer.to_string();
+                match tls {
+                    None => serve(gate, stream, conn, peer).await,
+                    Some(tls) => {
+                        let handshake = tokio::time::timeout(
+                            gate.handshake_timeout,
+                            tls.acceptor().accept(stream),
+                        )
+                        .await;
+                        match handshake {
+                            Ok(Ok(s)) => serve(gate, s, conn, peer).await,
+                            Ok(Err(e)) => debug!(%peer, "SDK TLS handshake failed: {e}"),
+                            Err(_) => debug!(%peer, "SDK TLS handshake timed out"),
+                        }
+                    }
+                }
+            });
+        }
+    });
+    Ok((addr, task))
 }
 
 /// Serves one app until it or its runtime goes.
@@ -208,7 +161,7 @@ where
     info!(%client, peer = %Escaped(&peer), "SDK app connected");
     let (to_app, app_rx) = mpsc::channel(QUEUE);
     let (to_runtime, runtime_rx) = mpsc::channel(QUEUE);
-    let shared = Arc::new(Shared {
+    let shared = Arc::new(AppConn {
         client: client.clone(),
         to_app,
         to_runtime,
@@ -345,7 +298,7 @@ async fn open_runtime(
 
 /// Writes one side's queue until the connection is cut off, or, once it
 /// is told its last frames are queued (`flush`), until the queue is empty.
-async fn write_all<K>(mut sink: K, mut rx: mpsc::Receiver<String>, shared: Arc<Shared>)
+async fn write_all<K>(mut sink: K, mut rx: mpsc::Receiver<String>, shared: Arc<AppConn>)
 where
     K: futures_util::Sink<String> + Unpin,
 {
@@ -365,8 +318,12 @@ where
 }
 
 /// The app's side: its requests, answers and notifications.
-async fn from_app<R>(gate: &Arc<SdkGate>, shared: &Arc<Shared>, mut stream: R, connected: &RawValue)
-where
+async fn from_app<R>(
+    gate: &Arc<SdkGate>,
+    shared: &Arc<AppConn>,
+    mut stream: R,
+    connected: &RawValue,
+) where
     R: futures_util::Stream<Item = Result<bytes::BytesMut, crate::runtime::codec::FrameError>>
         + Unpin,
 {
@@ -461,7 +418,7 @@ fn own_key(id: &RawValue) -> &str {
 
 /// The runtime's side: events and answers to the app, lifecycle notices of
 /// the app's own sessions only, transforms through the router.
-async fn from_runtime<R>(gate: Arc<SdkGate>, shared: Arc<Shared>, mut stream: R)
+async fn from_runtime<R>(gate: Arc<SdkGate>, shared: Arc<AppConn>, mut stream: R)
 where
     R: futures_util::Stream<Item = Result<bytes::BytesMut, crate::runtime::codec::FrameError>>
         + Unpin,

@@ -10,11 +10,11 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::conn::Shared;
+use super::app_conn::AppConn;
 
 #[derive(Default)]
 pub(super) struct Conns {
-    open: Mutex<HashMap<u64, Arc<Shared>>>,
+    open: Mutex<HashMap<u64, Arc<AppConn>>>,
     /// How many are open: a stop waits for 0 without losing a wake-up.
     count: watch::Sender<usize>,
     /// Cancelled at the stop: connections end as a stop ends them (their
@@ -23,12 +23,12 @@ pub(super) struct Conns {
 }
 
 impl Conns {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<Shared>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<AppConn>>> {
         self.open.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// A connection is served; false (not kept) once the stop began.
-    pub fn add(&self, id: u64, conn: Arc<Shared>) -> bool {
+    pub fn add(&self, id: u64, conn: Arc<AppConn>) -> bool {
         let mut open = self.lock();
         if self.stopping.is_cancelled() {
             return false;
@@ -45,13 +45,13 @@ impl Conns {
     }
 
     /// The connection that created or resumed `session`, if one is open.
-    pub fn owner_of(&self, session: &str) -> Option<Arc<Shared>> {
+    pub fn owner_of(&self, session: &str) -> Option<Arc<AppConn>> {
         self.lock().values().find(|c| c.owns(session)).cloned()
     }
 
     /// The stop began: new connections are not served. The open ones, for
     /// the gate to end (see `SdkGate::stop`).
-    pub fn stop(&self) -> Vec<Arc<Shared>> {
+    pub fn stop(&self) -> Vec<Arc<AppConn>> {
         let open = self.lock();
         self.stopping.cancel();
         open.values().cloned().collect()

@@ -3,8 +3,12 @@
 //! connection passed to a runtime of the pool ([`conn`]) under the
 //! operator's prompt policy ([`vet`]), its transform callbacks routed like
 //! an AHP client's ([`clients`]), every decision in the audit log.
+//!
+//! The imports go one way: `conn.rs` (the listener and each connection's
+//! tasks) uses the gate here; the gate uses `app_conn.rs` (a connection as
+//! the gate, its tasks and the router's view of the app hold it),
+//! `conns.rs`, `mirror.rs` and `vet.rs`; none of these uses `conn.rs`.
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -12,35 +16,35 @@ use std::time::Duration;
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
-use tokio::net::TcpListener;
-use tokio::sync::Semaphore;
-use tokio::task::JoinHandle;
-use tokio_util::sync::CancellationToken;
-use tracing::{debug, error, info, warn};
+use tracing::{debug, error, info};
 
-use self::conn::Shared;
+use self::app_conn::{AppConn, DISPOSED};
 use self::vet::{vet, Rules, Vetted, Violation};
 use super::pool::{Pool, Starts};
 use crate::ahp::auth::Principal;
-use crate::ahp::net::tls::Tls;
 use crate::audit::decision::DecisionRecord;
 use crate::audit::log::AuditLog;
 use crate::audit::sdk_session::{SdkDecision, SdkFinding, SdkSessionRecord};
 use crate::audit::sha256_hex;
-use crate::bridge::shutdown::SHUTTING_DOWN;
+use crate::bridge::shutting_down::SHUTTING_DOWN;
 use crate::config::{ClientMcpServers, Config, OnViolation, SdkConfig};
 use crate::policy::rego::{lexical, Body, ClientKind, Input};
 use crate::policy::PolicyReader;
 use crate::runtime::app_wire::AppSessionParams;
 use crate::runtime::process::Reach;
-use crate::telemetry::{metrics, Escaped, Refusal};
+use crate::telemetry::Escaped;
 use crate::transform::router::Router;
 
+mod app_conn;
 mod clients;
 mod conn;
 mod conns;
 pub mod mirror;
 pub mod vet;
+
+// The listener is with the connections it serves: they use the gate, the
+// gate does not use them.
+pub use conn::listen;
 
 /// What SDK connections share: the settings, who they act as, the way to
 /// a runtime, the router and the audit log.
@@ -139,7 +143,7 @@ impl SdkGate {
         for c in self.conns.stop() {
             // The mirrored turns end now, before the stop closes the AHP
             // side's connections, so observers see the end; the app is told
-            // by its connection's task, which then closes (see `Shared::finish`).
+            // by its connection's task, which then closes (see `AppConn::finish`).
             let running = c
                 .session_ids()
                 .into_iter()
@@ -156,12 +160,12 @@ impl SdkGate {
 
     /// An admin disposed the AHP session `uri`: when it shows an SDK
     /// session, its running turn ends, and the app that owns it is told and
-    /// no longer owns it (see `Shared::disposed`). Whether `uri` was one.
+    /// no longer owns it (see `AppConn::disposed`). Whether `uri` was one.
     pub async fn disposed(&self, uri: &str) -> bool {
         let Some(id) = mirror::session_of(uri) else {
             return false;
         };
-        let running = self.mirror.end(id, "disposed", conn::DISPOSED);
+        let running = self.mirror.end(id, "disposed", DISPOSED);
         match self.conns.owner_of(id) {
             Some(c) => c.disposed(id, running).await,
             None => debug!(session = %Escaped(id), "a disposed SDK session's app is gone"),
@@ -192,7 +196,7 @@ impl SdkGate {
     /// the refusal (message, data). Either way an `sdk_session` record.
     async fn vet_session(
         &self,
-        shared: &Shared,
+        shared: &AppConn,
         method: &str,
         params: Option<&RawValue>,
     ) -> Result<Option<Map<String, Value>>, (String, Value)> {
@@ -287,7 +291,7 @@ impl SdkGate {
     /// an AHP client's has them); the reason when it refuses.
     fn decide_session(
         &self,
-        shared: &Shared,
+        shared: &AppConn,
         session: &str,
         params: &Map<String, Value>,
     ) -> Option<String> {
@@ -332,71 +336,4 @@ impl SdkGate {
             error!("sdk_session record not written: {e:#}");
         }
     }
-}
-
-/// Listens on `[sdk] listen` until `stop`; once `draining` (SIGTERM's
-/// drain), a new connection is closed at once (an app, or a load balancer
-/// in front, then tries another bridge) while open ones go on, until the
-/// bridge's stop ends them ([`SdkGate::stop`]). Returns the address bound.
-pub async fn listen(
-    gate: Arc<SdkGate>,
-    stop: CancellationToken,
-    draining: CancellationToken,
-) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
-    let listener = TcpListener::bind(gate.cfg.listen)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen for SDK apps on {}: {e}", gate.cfg.listen))?;
-    let addr = listener.local_addr()?;
-    let tls = match &gate.cfg.tls {
-        Some(t) => {
-            let tls = Tls::load(t, "sdk.tls")?;
-            tls.watch(stop.clone());
-            Some(tls)
-        }
-        None => None,
-    };
-    let slots = Arc::new(Semaphore::new(gate.max_connections));
-    let task = tokio::spawn(async move {
-        loop {
-            let (stream, peer) = tokio::select! {
-                _ = stop.cancelled() => break,
-                a = listener.accept() => match a {
-                    Ok(a) => a,
-                    Err(e) => { warn!("SDK accept failed: {e}"); continue }
-                },
-            };
-            if draining.is_cancelled() {
-                metrics().connection_refused(Refusal::Draining);
-                debug!(%peer, "SDK connection refused: draining");
-                continue;
-            }
-            let Ok(permit) = slots.clone().try_acquire_owned() else {
-                warn!(%peer, "SDK connection refused: [server] max_connections reached");
-                continue;
-            };
-            let _ = stream.set_nodelay(true);
-            let conn = gate.next_conn.fetch_add(1, Ordering::Relaxed);
-            let (gate, tls) = (gate.clone(), tls.clone());
-            tokio::spawn(async move {
-                let _permit = permit;
-                let peer = peer.to_string();
-                match tls {
-                    None => conn::serve(gate, stream, conn, peer).await,
-                    Some(tls) => {
-                        let handshake = tokio::time::timeout(
-                            gate.handshake_timeout,
-                            tls.acceptor().accept(stream),
-                        )
-                        .await;
-                        match handshake {
-                            Ok(Ok(s)) => conn::serve(gate, s, conn, peer).await,
-                            Ok(Err(e)) => debug!(%peer, "SDK TLS handshake failed: {e}"),
-                            Err(_) => debug!(%peer, "SDK TLS handshake timed out"),
-                        }
-                    }
-                }
-            });
-        }
-    });
-    Ok((addr, task))
 }

@@ -11,7 +11,7 @@ use regorus::rvm::program::Program;
 use regorus::{Engine, Value};
 use sha2::{Digest, Sha256};
 
-use super::{CompileError, Point, Sets};
+use super::point::{Point, Sets};
 use crate::config::RegoSources;
 
 /// An engine with every module and data file loaded (Rego v1), not prepared.
@@ -122,3 +122,8 @@ pub(super) fn vm_program(
         }
     }
 }
+
+/// A policy that does not compile: its file and line are in the message.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CompileError(pub String);

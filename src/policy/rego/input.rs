@@ -11,7 +11,7 @@ use regorus::Value;
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use super::Point;
+use super::point::Point;
 
 /// Where a requester comes from: an AHP client or an SDK app.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

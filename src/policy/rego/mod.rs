@@ -19,12 +19,15 @@
 
 mod compile;
 mod input;
+mod point;
 pub mod testing;
 
 pub(crate) use compile::engine;
-pub use compile::revision;
 use compile::{one_error, split_imports, vm_program};
+pub use compile::{revision, CompileError};
 pub use input::{lexical, Body, ClientKind, ClientRef, Customization, Input, Server, Subject};
+pub use point::Point;
+use point::Sets;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -50,58 +53,6 @@ const MAX_MESSAGE_BYTES: usize = 1024;
 /// How many work units the interpreter does between two looks at the clock:
 /// small enough that a 50 ms budget is kept to well under a millisecond.
 const CHECK_INTERVAL: u32 = 64;
-
-/// A decision point: where the bridge asks, and the package it asks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Point {
-    OptIn,
-    Session,
-    Transform,
-    Permission,
-    Customization,
-}
-
-impl Point {
-    pub const ALL: [Point; 5] = [
-        Self::OptIn,
-        Self::Session,
-        Self::Transform,
-        Self::Permission,
-        Self::Customization,
-    ];
-
-    /// The name in records, metrics and `input.point`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::OptIn => "opt_in",
-            Self::Session => "session",
-            Self::Transform => "transform",
-            Self::Permission => "permission",
-            Self::Customization => "customization",
-        }
-    }
-
-    /// The package a policy declares for it.
-    pub fn package(self) -> &'static str {
-        match self {
-            Self::OptIn => "data.ahp.opt_in",
-            Self::Session => "data.ahp.session",
-            Self::Transform => "data.ahp.transform",
-            Self::Permission => "data.ahp.permission",
-            Self::Customization => "data.ahp.customization",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|p| p.as_str() == s)
-    }
-}
-
-impl fmt::Display for Point {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// What a decision came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -171,18 +122,6 @@ impl Decision {
         }
     }
 }
-
-/// Which of a point's two sets its package declares.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Sets {
-    deny: bool,
-    warn: bool,
-}
-
-/// A policy that does not compile: its file and line are in the message.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct CompileError(pub String);
 
 /// The compiled modules and data: one revision, shared by every reader of
 /// the policy in force. The points' sets are compiled once more to
