@@ -293,7 +293,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     host.set_backend(backend);
     match cfg.state_path() {
         Some(path) => {
-            host.restore(Store::open(&path)?)?;
+            host.restore_sessions(Store::open(&path)?)?;
         }
         None if !cfg.state.enabled => tracing::info!(
             "[state] enabled = false: sessions live in memory only and do not survive a restart"

@@ -44,7 +44,7 @@ struct Queue {
     dropped_seqs: Option<(u64, u64)>,
 }
 
-struct Shared {
+struct ShipperQueue {
     queue: Mutex<Queue>,
     wake: Notify,
     idle: Notify,
@@ -55,7 +55,7 @@ struct Shared {
 }
 
 pub struct Shipper {
-    shared: Arc<Shared>,
+    shared: Arc<ShipperQueue>,
 }
 
 /// Formats messages for one configured destination.
@@ -103,7 +103,7 @@ impl Shipper {
             app: cfg.app_name.clone(),
             pid: std::process::id(),
         };
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ShipperQueue {
             queue: Mutex::new(Queue::default()),
             wake: Notify::new(),
             idle: Notify::new(),
@@ -143,7 +143,7 @@ impl Shipper {
     }
 }
 
-impl Shared {
+impl ShipperQueue {
     fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -195,7 +195,7 @@ async fn connect(target: &SyslogTarget) -> std::io::Result<Box<dyn Stream>> {
 }
 
 /// The next message to send, and whether it is the gap report.
-fn next(shared: &Shared, format: &Format) -> Option<(String, bool)> {
+fn next(shared: &ShipperQueue, format: &Format) -> Option<(String, bool)> {
     let q = shared.lock();
     if q.dropped > 0 {
         let (first, last) = q.dropped_seqs.unwrap_or_default();
@@ -216,7 +216,7 @@ fn next(shared: &Shared, format: &Format) -> Option<(String, bool)> {
         .map(|r| (format.message(&r.kind, &r.time, "-", &r.line), false))
 }
 
-async fn run(shared: Arc<Shared>, target: SyslogTarget, format: Format) {
+async fn run(shared: Arc<ShipperQueue>, target: SyslogTarget, format: Format) {
     let mut backoff = BACKOFF_MIN;
     let mut conn: Option<Box<dyn Stream>> = None;
     loop {
@@ -299,7 +299,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_full_queue_is_counted_and_reported_before_the_next_record() {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ShipperQueue {
             queue: Mutex::new(Queue::default()),
             wake: Notify::new(),
             idle: Notify::new(),

@@ -17,7 +17,7 @@ pub(crate) fn digest(bytes: &[u8]) -> String {
 
 /// What a Markdown file is, by where it lies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Role<'a> {
+pub(crate) enum FileRole<'a> {
     /// `<folder>/SKILL.md`.
     Skill {
         folder: &'a str,
@@ -36,23 +36,23 @@ const PROMPT_SUFFIXES: &[&str] = &[".prompt.md", ".md"];
 const RULE_SUFFIXES: &[&str] = &[".instructions.md", ".mdc", ".md"];
 const COMMAND_SUFFIXES: &[&str] = &[".md"];
 
-impl Role<'_> {
+impl FileRole<'_> {
     fn kind(self) -> ChildKind {
         match self {
-            Role::Skill { .. } | Role::Command => ChildKind::Skill,
-            Role::Agent => ChildKind::Agent,
-            Role::Prompt => ChildKind::Prompt,
-            Role::Rule => ChildKind::Rule,
+            FileRole::Skill { .. } | FileRole::Command => ChildKind::Skill,
+            FileRole::Agent => ChildKind::Agent,
+            FileRole::Prompt => ChildKind::Prompt,
+            FileRole::Rule => ChildKind::Rule,
         }
     }
 
     pub fn suffixes(self) -> &'static [&'static str] {
         match self {
-            Role::Skill { .. } => &[],
-            Role::Command => COMMAND_SUFFIXES,
-            Role::Agent => AGENT_SUFFIXES,
-            Role::Prompt => PROMPT_SUFFIXES,
-            Role::Rule => RULE_SUFFIXES,
+            FileRole::Skill { .. } => &[],
+            FileRole::Command => COMMAND_SUFFIXES,
+            FileRole::Agent => AGENT_SUFFIXES,
+            FileRole::Prompt => PROMPT_SUFFIXES,
+            FileRole::Rule => RULE_SUFFIXES,
         }
     }
 
@@ -63,7 +63,7 @@ impl Role<'_> {
         Self: 'n,
     {
         match self {
-            Role::Skill { folder } => folder,
+            FileRole::Skill { folder } => folder,
             _ => self
                 .suffixes()
                 .iter()
@@ -74,7 +74,7 @@ impl Role<'_> {
 
     /// The runtime drops skills and agents without frontmatter.
     fn needs_frontmatter(self) -> bool {
-        matches!(self, Role::Skill { .. } | Role::Agent)
+        matches!(self, FileRole::Skill { .. } | FileRole::Agent)
     }
 }
 
@@ -104,7 +104,7 @@ impl Notes {
 }
 
 /// The child the Markdown file at `rel_path` holds.
-pub(crate) fn markdown_child(role: Role<'_>, rel_path: &str, bytes: &[u8]) -> Child {
+pub(crate) fn markdown_child(role: FileRole<'_>, rel_path: &str, bytes: &[u8]) -> Child {
     let file_name = rel_path.rsplit('/').next().unwrap_or(rel_path);
     let mut child = Child::new(
         role.kind(),
@@ -136,26 +136,26 @@ pub(crate) fn markdown_child(role: Role<'_>, rel_path: &str, bytes: &[u8]) -> Ch
     child
 }
 
-fn read_fields(role: Role<'_>, f: &Fields, child: &mut Child, notes: &mut Notes) {
+fn read_fields(role: FileRole<'_>, f: &Fields, child: &mut Child, notes: &mut Notes) {
     child.description = notes.field(f.text(&["description"]));
     child.disable_model_invocation =
         notes.field(f.flag(&["disable-model-invocation", "disableModelInvocation"]));
     let user_invocable = notes.field(f.flag(&["user-invocable", "userInvocable"]));
     child.disable_user_invocation = user_invocable.map(|u| !u);
     match role {
-        Role::Skill { folder } => skill_fields(folder, f, child, notes),
-        Role::Agent => {
+        FileRole::Skill { folder } => skill_fields(folder, f, child, notes),
+        FileRole::Agent => {
             if let Some(name) = notes.field(f.text(&["name"])) {
                 child.name = name;
             }
             child.model = notes.field(f.text(&["model"]));
             child.tools = notes.field(f.list(&["tools"]));
         }
-        Role::Rule => {
+        FileRole::Rule => {
             child.always_apply = notes.field(f.flag(&["alwaysApply", "always-apply"]));
             child.globs = notes.field(f.list(&["globs", "applyTo"]));
         }
-        Role::Command | Role::Prompt => {}
+        FileRole::Command | FileRole::Prompt => {}
     }
 }
 

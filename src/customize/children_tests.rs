@@ -2,7 +2,7 @@ use super::*;
 
 fn skill(folder: &str, text: &str) -> Child {
     markdown_child(
-        Role::Skill { folder },
+        FileRole::Skill { folder },
         &format!("skills/{folder}/SKILL.md"),
         text.as_bytes(),
     )
@@ -99,7 +99,7 @@ fn a_field_of_the_wrong_type_is_left_out() {
 #[test]
 fn an_agent_takes_its_name_from_frontmatter_or_file() {
     let c = markdown_child(
-        Role::Agent,
+        FileRole::Agent,
         "agents/filer.agent.md",
         b"---\nname: filer\ndescription: Files.\ntools: [\"view\", \"grep\"]\nmodel: gpt-5\n---\nYou file.\n",
     );
@@ -109,26 +109,26 @@ fn an_agent_takes_its_name_from_frontmatter_or_file() {
     assert_eq!(c.body, "You file.\n");
     assert_eq!(c.load, Load::Loaded);
     let c = markdown_child(
-        Role::Agent,
+        FileRole::Agent,
         "agents/noname.agent.md",
         b"---\ndescription: d\ntools: Read, Grep\n---\nx",
     );
     assert_eq!(c.name, "noname");
     assert_eq!(c.tools, Some(vec!["Read".into(), "Grep".into()]));
     let c = markdown_child(
-        Role::Agent,
+        FileRole::Agent,
         "agents/plain.md",
         b"---\ndescription: d\n---\n",
     );
     assert_eq!(c.name, "plain");
-    let c = markdown_child(Role::Agent, "agents/nofm.agent.md", b"no frontmatter");
+    let c = markdown_child(FileRole::Agent, "agents/nofm.agent.md", b"no frontmatter");
     assert!(matches!(c.load, Load::Error(_)));
 }
 
 #[test]
 fn rules_read_always_apply_and_globs_or_apply_to() {
     let c = markdown_child(
-        Role::Rule,
+        FileRole::Rule,
         "rules/py.mdc",
         b"---\ndescription: py\nalwaysApply: false\nglobs: \"**/*.py\"\n---\nUse black.\n",
     );
@@ -136,13 +136,13 @@ fn rules_read_always_apply_and_globs_or_apply_to() {
     assert_eq!(c.always_apply, Some(false));
     assert_eq!(c.globs, Some(vec!["**/*.py".into()]));
     let c = markdown_child(
-        Role::Rule,
+        FileRole::Rule,
         "ts.instructions.md",
         b"---\napplyTo: \"**/*.ts, **/*.tsx\"\n---\nx",
     );
     assert_eq!(c.name, "ts");
     assert_eq!(c.globs, Some(vec!["**/*.ts".into(), "**/*.tsx".into()]));
-    let c = markdown_child(Role::Rule, "general.instructions.md", b"Be nice.\n");
+    let c = markdown_child(FileRole::Rule, "general.instructions.md", b"Be nice.\n");
     assert_eq!(
         (c.name.as_str(), c.body.as_str()),
         ("general", "Be nice.\n")
@@ -153,17 +153,17 @@ fn rules_read_always_apply_and_globs_or_apply_to() {
 #[test]
 fn commands_and_prompts_are_named_by_their_file() {
     let c = markdown_child(
-        Role::Command,
+        FileRole::Command,
         "commands/deploy.md",
         b"---\ndescription: Deploy.\n---\nRun $ARGUMENTS",
     );
     assert_eq!((c.kind, c.name.as_str()), (ChildKind::Skill, "deploy"));
     assert_eq!(c.description.as_deref(), Some("Deploy."));
     assert_eq!(c.load, Load::Loaded);
-    let c = markdown_child(Role::Prompt, "fix.prompt.md", b"Fix it.");
+    let c = markdown_child(FileRole::Prompt, "fix.prompt.md", b"Fix it.");
     assert_eq!((c.kind, c.name.as_str()), (ChildKind::Prompt, "fix"));
     assert_eq!(c.load, Load::Loaded);
-    let c = markdown_child(Role::Prompt, "bad\u{1}name.md", b"x");
+    let c = markdown_child(FileRole::Prompt, "bad\u{1}name.md", b"x");
     assert!(matches!(c.load, Load::Error(_)));
 }
 

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use super::children::{digest, hooks_child, markdown_child, Role};
+use super::children::{digest, hooks_child, markdown_child, FileRole};
 use super::manifest::{Manifest, McpDeclared};
 use super::mcp::{mcp_file, mcp_servers, Declared, Dialect};
 use super::walk::{join, Tree};
@@ -42,8 +42,8 @@ pub(crate) fn agent_plugins(tree: &Tree) -> Found {
     skills_in(tree, "skills", &mut found);
     let ext_agents = join(COPILOT_EXTENSION, "agents");
     let ext_commands = join(COPILOT_EXTENSION, "commands");
-    files_in(tree, &ext_agents, Role::Agent, &mut found);
-    files_in(tree, &ext_commands, Role::Command, &mut found);
+    files_in(tree, &ext_agents, FileRole::Agent, &mut found);
+    files_in(tree, &ext_commands, FileRole::Command, &mut found);
     mcp_files(
         tree,
         Dialect::AgentPlugins1,
@@ -73,13 +73,13 @@ pub(crate) fn open(tree: &Tree, manifest: &mut Manifest, manifest_rel: &str) -> 
         skills_in(tree, &dir, &mut found);
     }
     for dir in manifest.component_paths("commands", "commands") {
-        files_in(tree, &dir, Role::Command, &mut found);
+        files_in(tree, &dir, FileRole::Command, &mut found);
     }
     for dir in manifest.component_paths("agents", "agents") {
-        files_in(tree, &dir, Role::Agent, &mut found);
+        files_in(tree, &dir, FileRole::Agent, &mut found);
     }
     for dir in manifest.component_paths("rules", "rules") {
-        files_in(tree, &dir, Role::Rule, &mut found);
+        files_in(tree, &dir, FileRole::Rule, &mut found);
     }
     hooks(tree, manifest, manifest_rel, &mut found);
     match manifest.mcp_declared() {
@@ -102,12 +102,12 @@ pub(crate) fn directory(tree: &Tree, kind: ChildKind) -> Found {
     let mut found = Found::default();
     match kind {
         ChildKind::Skill => skills_in(tree, "", &mut found),
-        ChildKind::Agent => files_in(tree, "", Role::Agent, &mut found),
-        ChildKind::Prompt => files_in(tree, "", Role::Prompt, &mut found),
+        ChildKind::Agent => files_in(tree, "", FileRole::Agent, &mut found),
+        ChildKind::Prompt => files_in(tree, "", FileRole::Prompt, &mut found),
         ChildKind::Rule => {
             // Instruction folders are read through, as the runtime reads them.
             for dir in tree.dirs.clone() {
-                files_in(tree, &dir, Role::Rule, &mut found);
+                files_in(tree, &dir, FileRole::Rule, &mut found);
             }
         }
         ChildKind::Hook => {
@@ -138,7 +138,7 @@ fn skills_in(tree: &Tree, dir: &str, found: &mut Found) {
         let child = match (tree.unreadable.get(&path), tree.files.get(&skill_md)) {
             (Some(why), _) => failed(ChildKind::Skill, &folder, &path, why),
             (None, Some(bytes)) => {
-                markdown_child(Role::Skill { folder: &folder }, &skill_md, bytes)
+                markdown_child(FileRole::Skill { folder: &folder }, &skill_md, bytes)
             }
             (None, None) => match tree.unreadable.get(&skill_md) {
                 Some(why) => failed(ChildKind::Skill, &folder, &skill_md, why),
@@ -172,7 +172,7 @@ fn fail_on_unreadable(
 }
 
 /// The files directly in `dir` with one of `role`'s suffixes: one child each.
-fn files_in(tree: &Tree, dir: &str, role: Role<'_>, found: &mut Found) {
+fn files_in(tree: &Tree, dir: &str, role: FileRole<'_>, found: &mut Found) {
     for rel in matching(tree, dir, role.suffixes()) {
         let child = match (tree.files.get(&rel), tree.unreadable.get(&rel)) {
             (Some(bytes), _) => markdown_child(role, &rel, bytes),
@@ -188,12 +188,12 @@ fn files_in(tree: &Tree, dir: &str, role: Role<'_>, found: &mut Found) {
     }
 }
 
-fn kind_of(role: Role<'_>) -> ChildKind {
+fn kind_of(role: FileRole<'_>) -> ChildKind {
     match role {
-        Role::Skill { .. } | Role::Command => ChildKind::Skill,
-        Role::Agent => ChildKind::Agent,
-        Role::Prompt => ChildKind::Prompt,
-        Role::Rule => ChildKind::Rule,
+        FileRole::Skill { .. } | FileRole::Command => ChildKind::Skill,
+        FileRole::Agent => ChildKind::Agent,
+        FileRole::Prompt => ChildKind::Prompt,
+        FileRole::Rule => ChildKind::Rule,
     }
 }
 

@@ -68,7 +68,7 @@ async fn skills_are_written_regenerated_with_their_files() {
     );
     // What was written reads back as what was vetted.
     let back = crate::customize::children::markdown_child(
-        crate::customize::children::Role::Skill { folder: "alpha" },
+        crate::customize::children::FileRole::Skill { folder: "alpha" },
         "alpha/SKILL.md",
         read(&skills.join("alpha/SKILL.md")).as_bytes(),
     );

@@ -31,7 +31,7 @@ pub enum RuntimeRequest {
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct TransformParams {
+struct SystemMessageTransformParams {
     session_id: String,
     sections: BTreeMap<String, SectionContent>,
 }
@@ -68,7 +68,7 @@ impl RuntimeRequest {
     {
         Ok(match method {
             "systemMessage.transform" => {
-                let p: TransformParams = typed(method, params)?;
+                let p: SystemMessageTransformParams = typed(method, params)?;
                 Self::Transform {
                     session_id: p.session_id,
                     sections: p

@@ -33,7 +33,7 @@ pub const FORCED_EVERY: Duration = Duration::from_secs(10);
 
 /// Which TLS client fetches an https key set.
 #[derive(Clone)]
-pub(crate) enum Tls {
+pub(crate) enum FetchTls {
     /// The system's CAs (`SSL_CERT_FILE` honoured).
     Native,
     /// Given by the caller (the tests' own CA).
@@ -84,7 +84,7 @@ impl Stamp {
 }
 
 #[derive(Default)]
-struct State {
+struct KeySetState {
     keys: Arc<[Key]>,
     /// When the keys were last loaded (fetched or read) successfully.
     loaded: Option<Instant>,
@@ -107,15 +107,20 @@ pub(crate) struct KeySet {
     issuer: String,
     source: JwksSource,
     refresh: Duration,
-    tls: Tls,
-    state: Mutex<State>,
+    tls: FetchTls,
+    state: Mutex<KeySetState>,
     /// One awaited fetch at a time.
     fetching: tokio::sync::Mutex<()>,
 }
 
 impl KeySet {
     /// A file is read now; a URL is fetched at first use.
-    pub(crate) fn new(issuer: &str, source: JwksSource, refresh: Duration, tls: Tls) -> Arc<Self> {
+    pub(crate) fn new(
+        issuer: &str,
+        source: JwksSource,
+        refresh: Duration,
+        tls: FetchTls,
+    ) -> Arc<Self> {
         let set = Arc::new(Self {
             issuer: issuer.to_owned(),
             source,
@@ -141,7 +146,7 @@ impl KeySet {
         self.source == *source && self.refresh == refresh
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+    fn state(&self) -> std::sync::MutexGuard<'_, KeySetState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -278,7 +283,7 @@ impl KeySet {
     }
 
     /// Keeps new keys, or logs why there are none and keeps the old ones.
-    fn store(&self, s: &mut State, outcome: Result<Vec<Key>, String>, what: &str) {
+    fn store(&self, s: &mut KeySetState, outcome: Result<Vec<Key>, String>, what: &str) {
         s.generation += 1;
         match outcome {
             Ok(keys) => {
@@ -310,10 +315,10 @@ impl KeySet {
 }
 
 /// Fetches and parses a key set; the error says why, naming no key.
-async fn fetch(url: &HttpsUrl, tls: &Tls) -> Result<Vec<Key>, String> {
+async fn fetch(url: &HttpsUrl, tls: &FetchTls) -> Result<Vec<Key>, String> {
     let config = match tls {
-        Tls::Given(c) => c.clone(),
-        Tls::Native => jwks_fetch::native_client().map_err(|e| e.to_string())?,
+        FetchTls::Given(c) => c.clone(),
+        FetchTls::Native => jwks_fetch::native_client().map_err(|e| e.to_string())?,
     };
     let body = jwks_fetch::fetch(url, config)
         .await

@@ -24,7 +24,7 @@ use rustls::ClientConfig;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::jwks::{KeySet, Lookup, Tls};
+use super::jwks::{FetchTls, KeySet, Lookup};
 use super::principal::Principal;
 use crate::config::{Config, JwtConfig, Role, Visibility};
 
@@ -118,16 +118,16 @@ impl Issuers {
     /// Spawns nothing. `previous`: the issuers in force before a reload; an
     /// entry whose key set source is unchanged keeps its loaded keys.
     pub fn from_config(cfg: &Config, previous: Option<&Issuers>) -> Self {
-        Self::build(cfg, previous, Tls::Native)
+        Self::build(cfg, previous, FetchTls::Native)
     }
 
     /// As [`Self::from_config`], fetching https key sets with `tls` (a
     /// private CA's roots, say) instead of the system's CAs.
     pub fn with_tls(cfg: &Config, previous: Option<&Issuers>, tls: Arc<ClientConfig>) -> Self {
-        Self::build(cfg, previous, Tls::Given(tls))
+        Self::build(cfg, previous, FetchTls::Given(tls))
     }
 
-    fn build(cfg: &Config, previous: Option<&Issuers>, tls: Tls) -> Self {
+    fn build(cfg: &Config, previous: Option<&Issuers>, tls: FetchTls) -> Self {
         let mut entries = Vec::new();
         for j in &cfg.jwt {
             let source = match j.jwks_source() {

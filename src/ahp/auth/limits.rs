@@ -168,7 +168,7 @@ impl Entry {
 /// Identities from issuers (JWT principals) whose use is remembered at once.
 pub const MAX_IDENTITIES: usize = 10_000;
 
-struct State {
+struct PrincipalsUsage {
     by_name: HashMap<String, Entry>,
     /// Identities an issuer vouched for, each with when it was last used (a
     /// count of uses, so the least recent is the smallest).
@@ -178,7 +178,7 @@ struct State {
     others: Entry,
 }
 
-impl State {
+impl PrincipalsUsage {
     fn entry(&mut self, principal: &str) -> &mut Entry {
         if self.by_name.contains_key(principal) {
             return self.by_name.get_mut(principal).expect("just looked");
@@ -215,9 +215,9 @@ impl State {
 }
 
 /// Every principal's limits and what it has used of them.
-pub struct Limits(Mutex<State>);
+pub struct RateLimiter(Mutex<PrincipalsUsage>);
 
-impl Limits {
+impl RateLimiter {
     pub fn from_config(cfg: &Config) -> Self {
         let now = Instant::now();
         let by_name = cfg
@@ -226,7 +226,7 @@ impl Limits {
             .map(|(name, l)| (name, Entry::new(l, now)))
             .collect();
         let others = Entry::new(cfg.default_rate_limits(), now);
-        Self(Mutex::new(State {
+        Self(Mutex::new(PrincipalsUsage {
             by_name,
             by_identity: HashMap::new(),
             uses: 0,
@@ -234,7 +234,7 @@ impl Limits {
         }))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PrincipalsUsage> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -304,7 +304,7 @@ impl Limits {
 mod tests {
     use super::*;
 
-    fn limits(server: &str, principal: &str) -> Limits {
+    fn limits(server: &str, principal: &str) -> RateLimiter {
         let sha = "a".repeat(64);
         let text = format!(
             "[server]\n{server}\n[[principals]]\nname = \"ide\"\ntoken_sha256 = \"{sha}\"\n\
@@ -312,7 +312,7 @@ mod tests {
         );
         let cfg = Config::parse(&text).unwrap();
         cfg.validate().unwrap();
-        Limits::from_config(&cfg)
+        RateLimiter::from_config(&cfg)
     }
 
     #[tokio::test(start_paused = true)]

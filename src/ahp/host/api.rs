@@ -23,7 +23,7 @@ use super::credentials::{close_after_turn, CredentialsReloaded};
 use super::outbound::{Outbound, OutboundQueue};
 use super::sessions::{now_iso, NewSession};
 use super::subscriptions::not_found;
-use super::{Host, RootNotice, State};
+use super::{Host, HostState, RootNotice};
 use crate::ahp::auth::{Authenticated, Principal, Principals, Standing};
 use crate::ahp::backend::{ActiveClientView, ClientPlugin, QueuedTurn};
 use crate::ahp::protocol::actions::Action;
@@ -282,7 +282,7 @@ impl Host {
 
     /// Whether `conn`, of principal `owner`, may add a session now: not
     /// with a revoked credential, nor at its `max_sessions`.
-    fn may_add_session(&self, st: &State, conn: ConnId, owner: &str) -> Result<(), RpcError> {
+    fn may_add_session(&self, st: &HostState, conn: ConnId, owner: &str) -> Result<(), RpcError> {
         if let Some(standing) = st.clients.revoked(conn) {
             return Err(RpcError::new(
                 AhpError::PermissionDenied,
@@ -490,7 +490,7 @@ impl Host {
     /// lock the caller holds, stopping at the first the reducer refuses.
     fn apply_all<const N: usize>(
         &self,
-        st: &mut State,
+        st: &mut HostState,
         channel: &str,
         actions: [StateAction; N],
     ) -> Option<()> {
@@ -544,7 +544,7 @@ impl Host {
     /// told of each with its reference), and `serverSeq` continues above the
     /// ceiling it holds. Call once, before serving. Returns how many
     /// sessions came back.
-    pub fn restore(&self, store: Store) -> anyhow::Result<usize> {
+    pub fn restore_sessions(&self, store: Store) -> anyhow::Result<usize> {
         let path = store.path().to_owned();
         let mut restored = Vec::new();
         {
@@ -582,7 +582,7 @@ fn client_plugins(c: &SessionActiveClient) -> Vec<ClientPlugin> {
         .collect()
 }
 
-fn is_active(st: &State, session: &str, client_id: &str) -> bool {
+fn is_active(st: &HostState, session: &str, client_id: &str) -> bool {
     st.sessions
         .state(session)
         .is_some_and(|s| s.active_clients.iter().any(|a| a.client_id == client_id))

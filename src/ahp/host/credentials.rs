@@ -14,7 +14,7 @@ use std::time::Duration;
 use tracing::warn;
 
 use super::clients::Revoked;
-use crate::ahp::auth::limits::Limits;
+use crate::ahp::auth::limits::RateLimiter;
 use crate::ahp::auth::tokens::Tokens;
 use crate::ahp::auth::Principals;
 use crate::config::Config;
@@ -32,7 +32,7 @@ pub(super) struct Credentials {
     /// Who may connect; a reload replaces it.
     principals: RwLock<Arc<Principals>>,
     /// How much each principal may do, and what it has used.
-    limits: Limits,
+    limits: RateLimiter,
     /// Tokens clients gave with `authenticate`, by principal.
     tokens: Tokens,
 }
@@ -41,7 +41,7 @@ impl Credentials {
     pub fn from_config(cfg: &Config) -> Self {
         Self {
             principals: RwLock::new(Arc::new(Principals::from_config(cfg))),
-            limits: Limits::from_config(cfg),
+            limits: RateLimiter::from_config(cfg),
             tokens: Tokens::default(),
         }
     }
@@ -53,7 +53,7 @@ impl Credentials {
             .clone()
     }
 
-    pub fn limits(&self) -> &Limits {
+    pub fn limits(&self) -> &RateLimiter {
         &self.limits
     }
 

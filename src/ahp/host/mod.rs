@@ -67,7 +67,7 @@ pub struct Host {
     credentials: Credentials,
     /// The policy in force: the catalogue advertises its hidden sections.
     policy: PolicyReader,
-    state: Mutex<State>,
+    state: Mutex<HostState>,
     backend: OnceLock<Arc<dyn Backend>>,
     durable: Durable,
     /// The models this host offers, the default first (`[runtime] model`, `models`).
@@ -87,7 +87,7 @@ enum RootNotice {
 }
 
 /// Everything behind the lock: each part changes only through its own methods.
-struct State {
+struct HostState {
     sessions: Sessions,
     clients: Clients,
     replay: ReplayBuffer,
@@ -119,7 +119,7 @@ impl Host {
             credentials: Credentials::from_config(&cfg),
             policy,
             cfg,
-            state: Mutex::new(State {
+            state: Mutex::new(HostState {
                 sessions: Sessions::new(root),
                 clients: Clients::new(),
                 replay: ReplayBuffer::new(),
@@ -193,7 +193,7 @@ impl Host {
     /// written around the action's text, not built as a tree and
     /// serialized again: an audit record is published for every record
     /// written.
-    fn publish_host_channel(&self, st: &mut State, channel: &str, action: String) {
+    fn publish_host_channel(&self, st: &mut HostState, channel: &str, action: String) {
         let seq = self.durable.next_seq(&mut st.replay);
         let channel_json = serde_json::to_string(channel).unwrap_or_default();
         let env = format!(r#"{{"action":{action},"channel":{channel_json},"serverSeq":{seq}}}"#);
@@ -245,7 +245,7 @@ impl Host {
         self.backend.get().cloned()
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, HostState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -439,7 +439,7 @@ impl Host {
     /// applied action passes here, under the lock.
     fn commit(
         &self,
-        st: &mut State,
+        st: &mut HostState,
         channel: &str,
         action: &Action,
         origin: Option<&ActionOrigin>,
@@ -520,7 +520,7 @@ impl Host {
 
     /// Sends a root notification about a session owned by `owner` to the
     /// root subscribers that may see it, each in its protocol line's form.
-    fn notify_root(&self, st: &State, owner: &str, notice: RootNotice) {
+    fn notify_root(&self, st: &HostState, owner: &str, notice: RootNotice) {
         let for_line = |v: Version| -> String {
             let channel = ROOT_URI.to_owned();
             match &notice {

@@ -59,7 +59,7 @@ struct Queue {
     bytes: usize,
 }
 
-struct Shared {
+struct OutboundShared {
     queue: Mutex<Queue>,
     ready: Notify,
     /// Woken when the queue falls back under half its bounds.
@@ -73,12 +73,12 @@ struct Shared {
 
 /// The sending side: cheap to clone, never waits.
 #[derive(Clone)]
-pub struct Outbound(Arc<Shared>);
+pub struct Outbound(Arc<OutboundShared>);
 
 /// The writer's side.
-pub struct OutboundQueue(Arc<Shared>);
+pub struct OutboundQueue(Arc<OutboundShared>);
 
-impl Shared {
+impl OutboundShared {
     fn lock(&self) -> MutexGuard<'_, Queue> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -95,7 +95,7 @@ impl Outbound {
         kill: CancellationToken,
         conn: u64,
     ) -> (Self, OutboundQueue) {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(OutboundShared {
             queue: Mutex::new(Queue {
                 items: VecDeque::new(),
                 bytes: 0,

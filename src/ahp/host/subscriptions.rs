@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::catch_up::{Reconnected, View};
 use super::clients::ConnId;
 use super::host_channels::{may_watch, StatusInputs};
-use super::State;
+use super::HostState;
 use crate::ahp::auth::Principal;
 use crate::ahp::channels::required_role;
 use crate::ahp::protocol::errors::AhpError;
@@ -28,7 +28,7 @@ pub(super) fn not_found(what: impl std::fmt::Display) -> RpcError {
     )
 }
 
-impl State {
+impl HostState {
     /// Attaches `client_id` to `conn`, speaking `version`, and subscribes it
     /// to `initial`, all or nothing: a failed initialize leaves the id
     /// detached and nothing subscribed. Returns the `serverSeq` and the

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The limits in force (see `ServerConfig::connection_limits`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
+pub struct ConnectionLimits {
     pub total: usize,
     pub per_ip: usize,
 }
@@ -24,7 +24,7 @@ pub struct Limits {
 #[derive(Clone)]
 pub struct Admission {
     inner: Arc<Mutex<Held>>,
-    limits: Limits,
+    limits: ConnectionLimits,
 }
 
 #[derive(Default)]
@@ -66,7 +66,7 @@ pub struct Permit {
 pub struct Refused(pub &'static str);
 
 impl Admission {
-    pub fn new(limits: Limits) -> Self {
+    pub fn new(limits: ConnectionLimits) -> Self {
         Self {
             inner: Arc::default(),
             limits,
@@ -178,7 +178,7 @@ mod tests {
 
     #[test]
     fn the_oldest_pending_connection_makes_room_and_initialized_ones_stay() {
-        let a = Admission::new(Limits {
+        let a = Admission::new(ConnectionLimits {
             total: 3,
             per_ip: 2,
         });

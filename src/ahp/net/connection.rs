@@ -38,7 +38,7 @@ const LINGER_LIMIT: Duration = Duration::from_secs(2);
 
 /// What every connection of one listener shares.
 #[derive(Clone)]
-pub struct Shared {
+pub struct ListenerShared {
     /// Seals and opens this host's paging cursors.
     pub cursors: Arc<CursorKey>,
     /// Bounds the file requests running at once, host-wide.
@@ -47,7 +47,7 @@ pub struct Shared {
     pub tickets: Arc<Tickets>,
 }
 
-impl Default for Shared {
+impl Default for ListenerShared {
     fn default() -> Self {
         Self {
             cursors: Arc::new(CursorKey::random()),
@@ -125,7 +125,7 @@ pub async fn run(
     shutdown: CancellationToken,
     auth: Authenticated,
     handshake_deadline: tokio::time::Instant,
-    shared: Shared,
+    shared: ListenerShared,
     permit: Permit,
 ) {
     let (sink, mut stream) = ws.split();

@@ -14,8 +14,8 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::admission::{Admission, Limits, Permit, Refused};
-use super::connection::{self, Shared};
+use super::admission::{Admission, ConnectionLimits, Permit, Refused};
+use super::connection::{self, ListenerShared};
 use super::gate::{authenticate, own_origins, Asking};
 use super::head::{self, Asked, Replayed};
 use super::ticket_page;
@@ -45,13 +45,13 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let (total, per_ip) = host.config().connection_limits();
-    let admission = Admission::new(Limits { total, per_ip });
+    let admission = Admission::new(ConnectionLimits { total, per_ip });
     info!(
         max_connections = total,
         max_connections_per_ip = per_ip,
         "connection limits"
     );
-    let shared = Shared::default();
+    let shared = ListenerShared::default();
     let mut backoff = Duration::ZERO;
     let mut refusing = false;
     loop {
@@ -117,7 +117,7 @@ struct Accepted {
     /// Cancelled at SIGTERM: new upgrades get 503 while open ones go on.
     draining: CancellationToken,
     shutdown: CancellationToken,
-    shared: Shared,
+    shared: ListenerShared,
     permit: Permit,
 }
 
