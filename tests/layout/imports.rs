@@ -146,8 +146,8 @@ fn imports_of(files: &Files, rel: &str, text: &str) -> BTreeSet<String> {
     }
     let inline = Regex::new(r"(^|[^:\w])(\w+)::(\w+)").unwrap();
     for c in inline.captures_iter(&code) {
-        let inline_mod = Regex::new(&format!(r"\bmod\s+{}\s*\{{", &c[2])).unwrap();
-        if is_child(&c[2]) && !inline_mod.is_match(&code) {
+        // `mod name { .. }` in this file is no child file.
+        if is_child(&c[2]) && !code.contains(&format!("mod {} {{", &c[2])) {
             paths.push(
                 me.iter()
                     .cloned()
