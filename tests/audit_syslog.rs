@@ -38,10 +38,7 @@ fn keygen(dir: &Path) -> PathBuf {
 
 async fn turns(st: &Stack, names: &[&str]) {
     let c = initialized(&st.bridge, "ide").await;
-    c.set_server_request_handler(|_, p: Value| async move {
-        let t = p["sections"]["tone"]["content"].as_str().unwrap();
-        Ok(json!({"sections": {"tone": {"content": format!("{t}\nshipped")}}}))
-    });
+    answer_by_appending(&c, "shipped");
     for n in names {
         let entry = json!({"clientId": "ide", "tools": [], "systemMessageTransform": {"sections": ["tone"]}});
         ready_session(&c, &format!("ahp-session:/{n}"), Some(entry)).await;

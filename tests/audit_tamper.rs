@@ -109,16 +109,7 @@ async fn real_signed_log() -> (tempfile::TempDir, PathBuf, PathBuf) {
     })
     .await;
     let c = initialized(&st.bridge, "ide").await;
-    c.set_server_request_handler(|_, p: Value| async move {
-        let mut out = serde_json::Map::new();
-        for (id, s) in p["sections"].as_object().unwrap() {
-            out.insert(
-                id.clone(),
-                json!({"content": format!("{}\nrewritten", s["content"].as_str().unwrap())}),
-            );
-        }
-        Ok(json!({"sections": out}))
-    });
+    answer_by_appending(&c, "rewritten");
     for i in 1..=4 {
         let entry = json!({"clientId": "ide", "tools": [], "systemMessageTransform": {"sections": ["tone"]}});
         ready_session(&c, &format!("ahp-session:/t{i}"), Some(entry)).await;

@@ -131,10 +131,7 @@ async fn a_full_disk_keeps_the_original_and_the_log_verifies_after() {
     )
     .await
     .unwrap();
-    c.set_server_request_handler(|_, p: Value| async move {
-        let t = p["sections"]["tone"]["content"].as_str().unwrap();
-        Ok(json!({"sections": {"tone": {"content": format!("{t}\nREWRITTEN")}}}))
-    });
+    answer_by_appending(&c, "REWRITTEN");
     let entry =
         json!({"clientId": "ide", "tools": [], "systemMessageTransform": {"sections": ["tone"]}});
     create_session(&c, "ahp-session:/w", Some(entry)).await;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use ahp::Client;
 use ahp_copilot_bridge::audit::sha256_hex;
-use ahp_copilot_bridge::config::{ClientPlugins, Config, PrincipalConfig, Role, SectionRuleConfig};
+use ahp_copilot_bridge::config::{ClientPlugins, Config, Role, SectionRuleConfig};
 use ahp_copilot_bridge::demo::model::ScriptedModel;
 use ahp_copilot_bridge::demo::reply::Reply;
 use ahp_types::actions::StateAction;
@@ -106,24 +106,15 @@ fn entry(client_id: &str, nonce: &str) -> Value {
         {"type": "plugin", "id": PLUGIN_ID, "uri": ROOT, "name": "ide-plug", "nonce": nonce}]})
 }
 
-fn principal(name: &str, token: &str, roles: &[Role]) -> PrincipalConfig {
-    PrincipalConfig {
-        name: name.into(),
-        token_sha256: Some(sha256_hex(token.as_bytes())),
-        roles: roles.to_vec(),
-        ..Default::default()
-    }
-}
-
 fn principals(cfg: &mut Config) {
     let both = [Role::Observe, Role::Participate];
     cfg.principals = vec![
-        principal(
+        token_principal(
             "customizer",
             CUSTOMIZER,
             &[Role::Observe, Role::Participate, Role::Customize],
         ),
-        principal("plain", PLAIN, &both),
+        token_principal("plain", PLAIN, &both),
     ];
 }
 

@@ -224,7 +224,7 @@ async fn a_rewrite_in_the_editor_reaches_the_model() {
             .starts_with("applied: tone: transformed (audit record #"),
         "{said}"
     );
-    let prompt = last_system_prompt(&st);
+    let prompt = last_system_json(&st);
     assert!(prompt.contains("Answer in French."), "{prompt}");
     // The audit pane got the record live, with its diff.
     b.click("#tab-audit").await;
@@ -305,7 +305,7 @@ async fn an_append_only_section_keeps_its_text_when_replaced() {
         "{custom}"
     );
     b.screenshot(&shot(&st, "console-policy.png")).await;
-    let prompt = last_system_prompt(&st);
+    let prompt = last_system_json(&st);
     assert!(!prompt.contains("REPLACED-BY-CONSOLE"), "{prompt}");
     let kept = serde_json::to_string(original.as_str().unwrap()).unwrap();
     assert!(
@@ -545,7 +545,7 @@ async fn a_rego_deny_shows_in_the_policy_pane_with_its_message() {
         said.as_str().unwrap().contains("tone: refused:rego"),
         "{said}"
     );
-    let prompt = last_system_prompt(&st);
+    let prompt = last_system_json(&st);
     assert!(!prompt.contains("Answer like a pirate."), "{prompt}");
     // The policy pane lists the decision live, with its message, in red.
     let denied = "[...document.querySelectorAll('#policy-decisions li[data-outcome=denied][data-point=transform]')]\

@@ -7,14 +7,10 @@
 mod support;
 
 use ahp_copilot_bridge::config::{Contents, DirectoryConfig};
-use ahp_copilot_bridge::demo::model::ScriptedModel;
 use support::console::*;
+use support::e2e::last_system_prompt;
 
 const SKILL: &str = "---\nname: alpha\ndescription: ALPHA_DESC_MARKER use when the user says alpha.\n---\n# Alpha\nDo the alpha thing.\n";
-
-fn last_system_prompt(model: &ScriptedModel) -> String {
-    ScriptedModel::system_prompt(model.requests().last().expect("a model request")).unwrap()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_directory_is_listed_and_toggled_off_from_the_page() {

@@ -12,7 +12,6 @@ use ahp_copilot_bridge::audit::sha256_hex;
 use ahp_copilot_bridge::config::{
     Config, Contents, DirectoryConfig, McpServerConfig, PluginConfig,
 };
-use ahp_copilot_bridge::demo::model::ScriptedModel;
 use ahp_copilot_bridge::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
@@ -48,10 +47,6 @@ fn by_id<'a>(list: &'a [Value], id: &str) -> &'a Value {
     list.iter()
         .find(|c| c["id"] == id)
         .unwrap_or_else(|| panic!("no customization {id} in {list:?}"))
-}
-
-fn last_system_prompt(model: &ScriptedModel) -> String {
-    ScriptedModel::system_prompt(model.requests().last().expect("a model request")).unwrap()
 }
 
 fn customization_records(dir: &Path) -> Vec<Value> {

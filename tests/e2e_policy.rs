@@ -81,10 +81,6 @@ fn audited(records: &[Value], id: &str) -> Value {
         .clone()
 }
 
-fn last_system_prompt(model: &ScriptedModel) -> String {
-    ScriptedModel::system_prompt(model.requests().last().unwrap()).unwrap()
-}
-
 /// A token-shaped secret: `ghp_` and 36 letters and digits.
 fn secret() -> String {
     format!("ghp_{}", "Q7w3".repeat(9))

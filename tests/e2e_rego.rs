@@ -12,7 +12,6 @@ use std::path::Path;
 use ahp::Client;
 use ahp_copilot_bridge::audit::verify::verify_text;
 use ahp_copilot_bridge::config::{Config, McpServerConfig};
-use ahp_copilot_bridge::demo::model::ScriptedModel;
 use ahp_copilot_bridge::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
@@ -132,10 +131,6 @@ fn section_decision(records: &[Value], id: &str) -> Value {
         .find(|s| s["id"] == id && s.get("regoDecision").is_some())
         .unwrap_or_else(|| panic!("no Rego decision on {id}"))
         .clone()
-}
-
-fn last_system_prompt(model: &ScriptedModel) -> String {
-    ScriptedModel::system_prompt(model.requests().last().unwrap()).unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

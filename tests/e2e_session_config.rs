@@ -28,15 +28,7 @@ fn rewrite_with_marker(c: &Client) -> Arc<Mutex<Vec<Value>>> {
                 g.push(params.clone());
                 g.len()
             };
-            let mut out = serde_json::Map::new();
-            for (id, sec) in params["sections"].as_object().unwrap() {
-                let text = sec["content"].as_str().unwrap();
-                out.insert(
-                    id.clone(),
-                    json!({"content": format!("{text}\nMARKER-{id}-{n}")}),
-                );
-            }
-            Ok(json!({ "sections": out }))
+            Ok(append_to_each(&params, |id| format!("MARKER-{id}-{n}")))
         }
     });
     seen

@@ -150,10 +150,6 @@ fn assert_audit_matches(st: &Stack, seen: &[&Seen]) {
     }
 }
 
-fn last_system_prompt(st: &Stack) -> String {
-    ScriptedModel::system_prompt(st.model.requests().last().unwrap()).unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opted_in_section_is_rewritten_and_restricted_never_sent() {
     let st = start_stack(|_| {}).await;
@@ -173,7 +169,7 @@ async fn opted_in_section_is_rewritten_and_restricted_never_sent() {
         vec!["tone".to_string()],
         "only the effective opt-in is asked"
     );
-    let prompt = last_system_prompt(&st);
+    let prompt = last_system_prompt(&st.model);
     assert!(
         prompt.contains("MARKER-tone-REWRITTEN"),
         "the model received the rewrite"
@@ -243,7 +239,7 @@ async fn failing_clients_fall_back_to_the_original_within_the_timeout() {
             .unwrap_or_else(|_| panic!("{mode}: no fallback within {HANG_GUARD:?}"));
         assert_eq!(end.kind, "complete", "{mode}: {end:?}");
         assert!(!asked_ids(&seen).is_empty(), "{mode}: the client was asked");
-        let prompt = last_system_prompt(&st);
+        let prompt = last_system_prompt(&st.model);
         assert!(
             !prompt.contains("MARKER-") && !prompt.contains("xxxxxxxxxx"),
             "{mode}: the model got the original"
@@ -268,7 +264,7 @@ async fn extra_ids_are_ignored_and_recorded() {
     let seen = answer_transforms(&c, "extra");
     ready_session(&c, "ahp-session:/x2", Some(client_entry("ide", &["tone"]))).await;
     assert_eq!(run_turn(&c, "x2", "t1", "hi").await.kind, "complete");
-    assert!(!last_system_prompt(&st).contains("sneaky"));
+    assert!(!last_system_prompt(&st.model).contains("sneaky"));
     let rec = audit_records(&st)
         .into_iter()
         .find(|r| {
@@ -299,7 +295,7 @@ async fn two_clients_each_get_only_their_sections() {
     assert_eq!(end.kind, "complete", "{end:?}");
     assert_eq!(asked_ids(&seen_a), vec!["tone".to_string()]);
     assert_eq!(asked_ids(&seen_b), vec!["last_instructions".to_string()]);
-    let p = last_system_prompt(&st);
+    let p = last_system_prompt(&st.model);
     assert!(
         p.contains("MARKER-tone-REWRITTEN") && p.contains("MARKER-last_instructions-REWRITTEN")
     );
@@ -317,7 +313,7 @@ async fn opting_in_later_is_asked_next_turn_and_opting_out_stops_it() {
         "complete"
     );
     assert!(asked_ids(&seen).is_empty());
-    let plain = last_system_prompt(&st);
+    let plain = last_system_prompt(&st.model);
     dispatch_raw(
         &c,
         "ahp-session:/late",
@@ -331,7 +327,7 @@ async fn opting_in_later_is_asked_next_turn_and_opting_out_stops_it() {
     .await;
     assert_eq!(run_turn(&c, "late", "t2", "two").await.kind, "complete");
     assert_eq!(asked_ids(&seen), vec!["tone".to_string()]);
-    assert!(last_system_prompt(&st).contains("MARKER-tone-REWRITTEN"));
+    assert!(last_system_prompt(&st.model).contains("MARKER-tone-REWRITTEN"));
     let all = st.model.requests().last().unwrap()["messages"].to_string();
     assert!(
         all.contains("first-turn-PLUM"),
@@ -353,7 +349,7 @@ async fn opting_in_later_is_asked_next_turn_and_opting_out_stops_it() {
     assert_eq!(run_turn(&c, "late", "t3", "three").await.kind, "complete");
     assert_eq!(asked_ids(&seen).len(), 1, "not asked after opting out");
     assert_eq!(
-        last_system_prompt(&st),
+        last_system_prompt(&st.model),
         plain,
         "back to the runtime's own prompt, byte for byte"
     );
@@ -444,7 +440,7 @@ async fn without_opt_ins_the_prompt_is_byte_identical_to_a_direct_runtime_sessio
     let c = initialized(&st.bridge, "ide").await;
     ready_session(&c, "ahp-session:/plain", Some(client_entry("ide", &[]))).await;
     assert_eq!(run_turn(&c, "plain", "t1", "hi").await.kind, "complete");
-    let via_bridge = last_system_prompt(&st);
+    let via_bridge = last_system_prompt(&st.model);
     // The same runtime, driven directly, with no systemMessage at all.
     let cfg = st.bridge.host.config().clone();
     let rt = ahp_copilot_bridge::runtime::process::start(
@@ -554,6 +550,6 @@ async fn a_request_in_flight_is_not_redirected_when_the_active_client_changes() 
     assert_eq!(rec["owners"][0]["clientId"], "a", "{rec}");
     assert_eq!(rec["owners"].as_array().unwrap().len(), 1, "{rec}");
     assert_eq!(rec["owners"][0]["outcome"], "transformed", "{rec}");
-    assert!(last_system_prompt(&st).contains("MARKER-tone-REWRITTEN"));
+    assert!(last_system_prompt(&st.model).contains("MARKER-tone-REWRITTEN"));
     assert_audit_matches(&st, &[&seen_a, &seen_b]);
 }

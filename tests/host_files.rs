@@ -8,8 +8,7 @@ mod support;
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
-use ahp::{Client, ClientConfig};
-use ahp_copilot_bridge::audit::sha256_hex;
+use ahp::Client;
 use ahp_copilot_bridge::config::{Config, PrincipalConfig, Role, Visibility};
 use serde_json::{json, Value};
 use support::*;
@@ -242,28 +241,6 @@ const BOB: &str = "bob-token-0123456789ab";
 const DASH: &str = "dash-token-0123456789ab";
 const NOBODY: &str = "nobody-token-0123456789";
 
-fn principal(name: &str, token: &str, roles: &[Role], all: bool) -> PrincipalConfig {
-    PrincipalConfig {
-        name: name.into(),
-        token_sha256: Some(sha256_hex(token.as_bytes())),
-        roles: roles.to_vec(),
-        sections: None,
-        session_visibility: all.then_some(Visibility::All),
-        ..Default::default()
-    }
-}
-
-async fn connect(addr: std::net::SocketAddr, token: &str, id: &str) -> Client {
-    let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{addr}/?tkn={token}"))
-        .await
-        .unwrap();
-    let c = Client::connect(t, ClientConfig::default()).await.unwrap();
-    c.initialize(id.into(), vec!["1.0.0".into()], vec![])
-        .await
-        .unwrap();
-    c
-}
-
 #[tokio::test]
 async fn a_caller_reads_only_where_a_session_it_sees_works() {
     let t = tree();
@@ -275,16 +252,19 @@ async fn a_caller_reads_only_where_a_session_it_sees_works() {
     cfg.server.session_visibility = Visibility::Owner;
     let (obs, part) = (Role::Observe, Role::Participate);
     cfg.principals = vec![
-        principal("alice", ALICE, &[obs, part], false),
-        principal("bob", BOB, &[obs, part], false),
-        principal("dash", DASH, &[obs], true),
-        principal("nobody", NOBODY, &[Role::Transform], false),
+        token_principal("alice", ALICE, &[obs, part]),
+        token_principal("bob", BOB, &[obs, part]),
+        PrincipalConfig {
+            session_visibility: Some(Visibility::All),
+            ..token_principal("dash", DASH, &[obs])
+        },
+        token_principal("nobody", NOBODY, &[Role::Transform]),
     ];
     let r = start_host(cfg).await;
-    let alice = connect(r.addr, ALICE, "alice").await;
-    let bob = connect(r.addr, BOB, "bob").await;
-    let dash = connect(r.addr, DASH, "dash").await;
-    let nobody = connect(r.addr, NOBODY, "nobody").await;
+    let alice = initialized_with_token(r.addr, ALICE, "alice").await;
+    let bob = initialized_with_token(r.addr, BOB, "bob").await;
+    let dash = initialized_with_token(r.addr, DASH, "dash").await;
+    let nobody = initialized_with_token(r.addr, NOBODY, "nobody").await;
     let hello = uri(&t.wd.join("hello.txt"));
     let default_file = uri(&default_wd.join("d.txt"));
 

@@ -4,9 +4,8 @@
 
 mod support;
 
-use ahp::{Client, ClientConfig};
-use ahp_copilot_bridge::audit::sha256_hex;
-use ahp_copilot_bridge::config::{PrincipalConfig, Role, Visibility};
+use ahp::Client;
+use ahp_copilot_bridge::config::{Role, Visibility};
 use serde_json::{json, Value};
 use support::*;
 
@@ -130,35 +129,18 @@ async fn fetch_turns_rejects_cursors_it_never_issued() {
 const ALICE: &str = "alice-token-0123456789";
 const BOB: &str = "bob-token-0123456789ab";
 
-fn principal(name: &str, token: &str) -> PrincipalConfig {
-    PrincipalConfig {
-        name: name.into(),
-        token_sha256: Some(sha256_hex(token.as_bytes())),
-        roles: vec![Role::Observe, Role::Participate],
-        sections: None,
-        session_visibility: None,
-        ..Default::default()
-    }
-}
-
-async fn connect(addr: std::net::SocketAddr, token: &str, id: &str) -> Client {
-    let url = format!("ws://{addr}/?tkn={token}");
-    let t = ahp_ws::WebSocketTransport::connect(&url).await.unwrap();
-    let c = Client::connect(t, ClientConfig::default()).await.unwrap();
-    c.initialize(id.into(), vec!["1.0.0".into()], vec![])
-        .await
-        .unwrap();
-    c
-}
-
 #[tokio::test]
 async fn a_cursor_is_its_principals_alone() {
     let mut cfg = test_config();
     cfg.server.session_visibility = Visibility::Owner;
-    cfg.principals = vec![principal("alice", ALICE), principal("bob", BOB)];
+    let both = [Role::Observe, Role::Participate];
+    cfg.principals = vec![
+        token_principal("alice", ALICE, &both),
+        token_principal("bob", BOB, &both),
+    ];
     let r = start_host(cfg).await;
-    let alice = connect(r.addr, ALICE, "alice-1").await;
-    let bob = connect(r.addr, BOB, "bob-1").await;
+    let alice = initialized_with_token(r.addr, ALICE, "alice-1").await;
+    let bob = initialized_with_token(r.addr, BOB, "bob-1").await;
     for i in 0..3 {
         create_session(&alice, &format!("ahp-session:/a{i}"), None).await;
         create_session(&bob, &format!("ahp-session:/b{i}"), None).await;
@@ -173,7 +155,7 @@ async fn a_cursor_is_its_principals_alone() {
     assert_eq!(rpc_code(&e), -32602);
     assert!(!e.to_string().contains("ahp-session:/a"), "{e}");
     // Alice, on another connection of hers, goes on.
-    let alice2 = connect(r.addr, ALICE, "alice-2").await;
+    let alice2 = initialized_with_token(r.addr, ALICE, "alice-2").await;
     let next = list(&alice2, json!({"limit": 5, "cursor": cur}))
         .await
         .unwrap();

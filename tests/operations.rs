@@ -12,6 +12,7 @@ use ahp::Client;
 use ahp_copilot_bridge::demo::model::ScriptedModel;
 use ahp_copilot_bridge::demo::reply::Reply;
 use serde_json::{json, Value};
+use support::append_to_each;
 use support::e2e::*;
 use support::http;
 use support::process::*;
@@ -27,14 +28,7 @@ fn rewrite_transforms(c: &Client) -> Arc<Mutex<usize>> {
     let a = asked.clone();
     c.set_server_request_handler(move |_method, params: Value| {
         *a.lock().unwrap() += 1;
-        async move {
-            let mut out = serde_json::Map::new();
-            for (id, sec) in params["sections"].as_object().unwrap() {
-                let text = sec["content"].as_str().unwrap();
-                out.insert(id.clone(), json!({"content": format!("{text}\nBe brief.")}));
-            }
-            Ok(json!({"sections": out}))
-        }
+        async move { Ok(append_to_each(&params, |_| "Be brief.".to_owned())) }
     });
     asked
 }

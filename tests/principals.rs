@@ -6,9 +6,8 @@ mod support;
 
 use std::sync::{Arc, Mutex};
 
-use ahp::{Client, ClientConfig, ClientError};
+use ahp::{Client, ClientError};
 use ahp_copilot_bridge::app::{self, Agent, Running};
-use ahp_copilot_bridge::audit::sha256_hex;
 use ahp_copilot_bridge::config::{Config, PrincipalConfig, Role, Visibility};
 use ahp_copilot_bridge::demo::model::ScriptedModel;
 use ahp_copilot_bridge::demo::reply::Reply;
@@ -21,28 +20,17 @@ const BOB: &str = "bob-token-0123456789ab";
 const POLICY: &str = "policy-token-0123456789";
 const DASH: &str = "dash-token-0123456789ab";
 
-fn principal(name: &str, token: &str, roles: &[Role]) -> PrincipalConfig {
-    PrincipalConfig {
-        name: name.into(),
-        token_sha256: Some(sha256_hex(token.as_bytes())),
-        roles: roles.to_vec(),
-        sections: None,
-        session_visibility: None,
-        ..Default::default()
-    }
-}
-
 /// Alice and Bob each take part in their own sessions; a policy service may
 /// transform `tone` only, in every session; a dashboard only watches.
 fn team(cfg: &mut Config) {
     cfg.server.session_visibility = Visibility::Owner;
     cfg.principals = vec![
-        principal(
+        token_principal(
             "alice",
             ALICE,
             &[Role::Observe, Role::Participate, Role::Transform],
         ),
-        principal(
+        token_principal(
             "bob",
             BOB,
             &[Role::Observe, Role::Participate, Role::Transform],
@@ -50,32 +38,13 @@ fn team(cfg: &mut Config) {
         PrincipalConfig {
             sections: Some(vec!["tone".into()]),
             session_visibility: Some(Visibility::All),
-            ..principal("policy", POLICY, &[Role::Observe, Role::Transform])
+            ..token_principal("policy", POLICY, &[Role::Observe, Role::Transform])
         },
         PrincipalConfig {
             session_visibility: Some(Visibility::All),
-            ..principal("dash", DASH, &[Role::Observe])
+            ..token_principal("dash", DASH, &[Role::Observe])
         },
     ];
-}
-
-/// The official client, authenticated with `?tkn=` (what browser clients send).
-async fn connect(addr: std::net::SocketAddr, token: &str) -> Client {
-    let url = format!("ws://{addr}/?tkn={token}");
-    let t = ahp_ws::WebSocketTransport::connect(&url)
-        .await
-        .expect("ws connect");
-    Client::connect(t, ClientConfig::default())
-        .await
-        .expect("client")
-}
-
-async fn init(addr: std::net::SocketAddr, token: &str, client_id: &str) -> Client {
-    let c = connect(addr, token).await;
-    c.initialize(client_id.into(), vec!["1.0.0".into()], vec![])
-        .await
-        .expect("initialize");
-    c
 }
 
 fn code(e: ClientError) -> i64 {
@@ -93,14 +62,7 @@ fn rewrite_transforms(c: &Client, marker: &'static str) -> Seen {
     let s = seen.clone();
     c.set_server_request_handler(move |_, p: Value| {
         s.lock().unwrap().push(p.clone());
-        async move {
-            let mut out = serde_json::Map::new();
-            for (id, v) in p["sections"].as_object().unwrap() {
-                let text = format!("{}\n{marker}-{id}", v["content"].as_str().unwrap());
-                out.insert(id.clone(), json!({"content": text}));
-            }
-            Ok(json!({"sections": out}))
-        }
+        async move { Ok(append_to_each(&p, |id| format!("{marker}-{id}"))) }
     });
     seen
 }
@@ -115,12 +77,12 @@ async fn host_only(tune: impl FnOnce(&mut Config)) -> Running {
 async fn another_principal_cannot_take_a_client_id_connected_or_in_its_grace() {
     let st = start_stack(team).await;
     let addr = st.bridge.addr;
-    let alice = init(addr, ALICE, "alice-ide").await;
+    let alice = initialized_with_token(addr, ALICE, "alice-ide").await;
     rewrite_transforms(&alice, "ALICE");
     let entry = json!({"clientId": "alice-ide", "tools": [], "systemMessageTransform": {"sections": ["tone"]}});
     ready_session(&alice, "ahp-session:/a1", Some(entry)).await;
     // While Alice is connected.
-    let bob = connect(addr, BOB).await;
+    let bob = client_with_token(addr, BOB).await;
     let bob_seen = rewrite_transforms(&bob, "BOB");
     let e = bob
         .initialize("alice-ide".into(), vec!["1.0.0".into()], vec![])
@@ -135,7 +97,7 @@ async fn another_principal_cannot_take_a_client_id_connected_or_in_its_grace() {
     // While Alice is inside her grace period.
     alice.shutdown().await;
     drop(alice);
-    let bob2 = connect(addr, BOB).await;
+    let bob2 = client_with_token(addr, BOB).await;
     let bob2_seen = rewrite_transforms(&bob2, "BOB");
     for attempt in 0..2 {
         let e = if attempt == 0 {
@@ -150,7 +112,7 @@ async fn another_principal_cannot_take_a_client_id_connected_or_in_its_grace() {
         assert_eq!(code(e), -32011, "refused in the grace period too");
     }
     // Alice comes back and keeps her place and her transform requests.
-    let alice = connect(addr, ALICE).await;
+    let alice = client_with_token(addr, ALICE).await;
     let alice_seen = rewrite_transforms(&alice, "ALICE");
     alice
         .reconnect("alice-ide".into(), 0, vec!["ahp-session:/a1".into()])
@@ -173,9 +135,9 @@ async fn another_principal_cannot_take_a_client_id_connected_or_in_its_grace() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_owner_session_is_invisible_to_another_principal() {
     let r = host_only(team).await;
-    let alice = init(r.addr, ALICE, "alice-ide").await;
+    let alice = initialized_with_token(r.addr, ALICE, "alice-ide").await;
     create_session(&alice, "ahp-session:/private", None).await;
-    let bob = init(r.addr, BOB, "bob-ide").await;
+    let bob = initialized_with_token(r.addr, BOB, "bob-ide").await;
     let list: Value = bob.request("listSessions", json!({})).await.unwrap();
     assert_eq!(list["items"], json!([]), "Bob lists nothing of Alice's");
     let mine: Value = alice.request("listSessions", json!({})).await.unwrap();
@@ -204,7 +166,7 @@ async fn an_owner_session_is_invisible_to_another_principal() {
     let snap = raw_subscribe(&alice, "ahp-session:/private").await;
     assert_eq!(snap["snapshot"]["state"]["activeClients"], json!([]));
     // A failed initialize binds nothing: the id stays free for anyone.
-    let c = connect(r.addr, BOB).await;
+    let c = client_with_token(r.addr, BOB).await;
     let e = c
         .initialize(
             "bob-2".into(),
@@ -218,12 +180,12 @@ async fn an_owner_session_is_invisible_to_another_principal() {
         -32001,
         "Alice's session is not Bob's to subscribe to"
     );
-    let c2 = connect(r.addr, ALICE).await;
+    let c2 = client_with_token(r.addr, ALICE).await;
     c2.initialize("bob-2".into(), vec!["1.0.0".into()], vec![])
         .await
         .expect("the failed initialize left the clientId unbound");
     // The dashboard sees everything and may change nothing.
-    let dash = init(r.addr, DASH, "dash").await;
+    let dash = initialized_with_token(r.addr, DASH, "dash").await;
     let list: Value = dash.request("listSessions", json!({})).await.unwrap();
     assert_eq!(list["items"].as_array().unwrap().len(), 1);
     raw_subscribe(&dash, &chat_of("ahp-session:/private")).await;
@@ -258,9 +220,9 @@ async fn rejection(events: &mut ahp::ClientEventStream) -> String {
 async fn a_policy_service_limited_to_tone_is_asked_for_tone_only() {
     let st = start_stack(team).await;
     let addr = st.bridge.addr;
-    let alice = init(addr, ALICE, "alice-ide").await;
+    let alice = initialized_with_token(addr, ALICE, "alice-ide").await;
     ready_session(&alice, "ahp-session:/p1", None).await;
-    let policy = init(addr, POLICY, "policy-svc").await;
+    let policy = initialized_with_token(addr, POLICY, "policy-svc").await;
     let seen = rewrite_transforms(&policy, "POLICY");
     let mut sub = policy
         .subscribe("ahp-session:/p1".into())

@@ -143,15 +143,7 @@ fn only<'a>(spans: &'a [Span], what: &str, pick: impl Fn(&Span) -> bool) -> &'a 
 fn answer_transforms(c: &ahp::Client) {
     c.set_server_request_handler(|method, params: Value| async move {
         assert_eq!(method, "systemMessageTransform");
-        let mut out = serde_json::Map::new();
-        for (id, sec) in params["sections"].as_object().unwrap() {
-            let content = sec["content"].as_str().unwrap();
-            out.insert(
-                id.clone(),
-                json!({"content": format!("{content}\nREWRITTEN")}),
-            );
-        }
-        Ok(json!({"sections": out}))
+        Ok(append_to_each(&params, |_| "REWRITTEN".to_owned()))
     });
 }
 

@@ -136,8 +136,9 @@ pub async fn transform_request(b: &Browser) {
     assert!(timer.as_str().unwrap().ends_with(" s left"), "{timer}");
 }
 
-/// The system prompt of the model's last request.
-pub fn last_system_prompt(st: &Stack) -> String {
+/// The system message of the model's last request as JSON text (quoted and
+/// escaped), for a check that text did or did not reach the model at all.
+pub fn last_system_json(st: &Stack) -> String {
     let reqs = st.model.requests();
     let last = reqs.last().expect("the model was asked");
     last["messages"][0]["content"].to_string()

@@ -250,3 +250,9 @@ impl ahp_copilot_bridge::runtime::connection::RuntimeHandler for Silent {
         Box::pin(async move { answer })
     }
 }
+
+/// The system prompt of the model's last request.
+pub fn last_system_prompt(model: &ScriptedModel) -> String {
+    ScriptedModel::system_prompt(model.requests().last().expect("a model request"))
+        .expect("a system prompt")
+}

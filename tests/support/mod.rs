@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use ahp::{Client, ClientConfig, ClientEventStream, SubscriptionEvent};
 use ahp_copilot_bridge::app::{self, Agent, Running};
-use ahp_copilot_bridge::config::Config;
+use ahp_copilot_bridge::audit::sha256_hex;
+use ahp_copilot_bridge::config::{Config, PrincipalConfig, Role};
 use serde_json::{json, Value};
 
 pub const DEADLINE: Duration = Duration::from_secs(20);
@@ -80,6 +81,36 @@ pub async fn client_at_url(url: &str) -> Client {
         .expect("client")
 }
 
+/// The official client authenticated with `?tkn=` (what browser clients
+/// send), not yet initialized.
+pub async fn client_with_token(addr: std::net::SocketAddr, token: &str) -> Client {
+    client_at_url(&format!("ws://{addr}/?tkn={token}")).await
+}
+
+/// The official client authenticated with `?tkn=`, initialized as `client_id`.
+pub async fn initialized_with_token(
+    addr: std::net::SocketAddr,
+    token: &str,
+    client_id: &str,
+) -> Client {
+    let c = client_with_token(addr, token).await;
+    c.initialize(client_id.into(), vec!["1.0.0".into()], vec![])
+        .await
+        .expect("initialize");
+    c
+}
+
+/// A principal named `name`, known by `token`, holding `roles` (the rest
+/// as configured by default).
+pub fn token_principal(name: &str, token: &str, roles: &[Role]) -> PrincipalConfig {
+    PrincipalConfig {
+        name: name.into(),
+        token_sha256: Some(sha256_hex(token.as_bytes())),
+        roles: roles.to_vec(),
+        ..Default::default()
+    }
+}
+
 pub async fn initialized(r: &Running, client_id: &str) -> Client {
     let c = client(r).await;
     c.initialize(
@@ -90,6 +121,27 @@ pub async fn initialized(r: &Running, client_id: &str) -> Client {
     .await
     .expect("initialize");
     c
+}
+
+/// A `systemMessageTransform` answer: each requested section's content with
+/// `line(id)` appended on a line of its own.
+pub fn append_to_each(params: &Value, line: impl Fn(&str) -> String) -> Value {
+    let mut out = serde_json::Map::new();
+    for (id, section) in params["sections"].as_object().expect("sections") {
+        let text = section["content"].as_str().expect("a section's content");
+        out.insert(
+            id.clone(),
+            json!({"content": format!("{text}\n{}", line(id))}),
+        );
+    }
+    json!({"sections": out})
+}
+
+/// Answers every transform request by appending `line` to each section.
+pub fn answer_by_appending(c: &Client, line: &'static str) {
+    c.set_server_request_handler(move |_, p: Value| async move {
+        Ok(append_to_each(&p, |_| line.to_owned()))
+    });
 }
 
 /// `subscribe` answered as raw JSON, so extension fields are visible.
