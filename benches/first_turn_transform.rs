@@ -317,13 +317,17 @@ async fn run(rounds: usize) {
         );
         p50
     };
-    // Per round, bridge minus direct: robust to drift over the run.
-    let mut diffs: Vec<f64> = via_bridge
-        .iter()
-        .zip(&via_direct)
-        .map(|(b, d)| b.as_secs_f64() - d.as_secs_f64())
-        .collect();
-    diffs.sort_by(f64::total_cmp);
+    // Per round, bridge minus direct, its median: robust to drift over the run.
+    let median_diff = |bridged: &[Duration], direct: &[Duration]| -> f64 {
+        let mut diffs: Vec<f64> = bridged
+            .iter()
+            .zip(direct)
+            .map(|(b, d)| b.as_secs_f64() - d.as_secs_f64())
+            .collect();
+        diffs.sort_by(f64::total_cmp);
+        diffs[diffs.len() / 2]
+    };
+    let diff = median_diff(&via_bridge, &via_direct);
     let d = row("direct runtime", &mut via_direct);
     let b = row("through the bridge", &mut via_bridge);
     println!(
@@ -333,17 +337,12 @@ async fn run(rounds: usize) {
     );
     println!(
         "  median of the per-round differences (bridge - direct): {:+.1} ms",
-        diffs[diffs.len() / 2] * 1e3
+        diff * 1e3
     );
     println!(
         "creating the session (direct: session.create; bridged: createSession to session/ready)"
     );
-    let mut create_diffs: Vec<f64> = create_bridge
-        .iter()
-        .zip(&create_direct)
-        .map(|(b, d)| b.as_secs_f64() - d.as_secs_f64())
-        .collect();
-    create_diffs.sort_by(f64::total_cmp);
+    let create_diff = median_diff(&create_bridge, &create_direct);
     let d = row("direct runtime", &mut create_direct);
     let b = row("through the bridge", &mut create_bridge);
     let p99 = |v: &mut Vec<Duration>| pct(v, 0.99);
@@ -356,7 +355,7 @@ async fn run(rounds: usize) {
         "  ratio at p50      : {:.3}x ({:+.2} ms); median of the per-round differences {:+.2} ms",
         b.as_secs_f64() / d.as_secs_f64(),
         (b.as_secs_f64() - d.as_secs_f64()) * 1e3,
-        create_diffs[create_diffs.len() / 2] * 1e3
+        create_diff * 1e3
     );
     bridge.stop(Duration::from_secs(10)).await;
 }

@@ -207,7 +207,6 @@ async fn apply(path: &Path, new: Reloaded, targets: &Targets) {
     info!(path = %path.display(), ?names, closing = done.closing, "principals reloaded");
     let sha256 = new.policy.policy_sha256();
     let changed = targets.policy.replace(new.policy);
-    info!(path = %path.display(), %sha256, changed, "policy reloaded");
     targets.host.publish_policy_loaded();
     if let Some(b) = &targets.bridge {
         b.reload_customizations(&new.cfg).await;
@@ -221,6 +220,9 @@ async fn apply(path: &Path, new: Reloaded, targets: &Targets) {
             warn!("the reloaded policy's audit record was not written: {e:#}");
         }
     }
+    // Said last: an operator (or a test) reading this line finds the new
+    // policy in force, the customizations re-read and the record written.
+    info!(path = %path.display(), %sha256, changed, "policy reloaded");
 }
 
 #[cfg(test)]
