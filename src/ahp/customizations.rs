@@ -52,23 +52,53 @@ pub fn host_container(c: &HostContainer, load: Option<CustomizationLoadState>) -
                 writable: false,
             })
         }
-        HostSource::Plugin { .. } => Customization::Plugin(PluginCustomization {
-            id,
-            uri,
-            name,
-            icons: None,
-            range: None,
-            meta: None,
-            client_id: None,
+        HostSource::Plugin { .. } => plugin(
+            PluginOrigin {
+                id,
+                uri,
+                name,
+                client_id: None,
+            },
             load,
-            children: None,
-            enablement: None,
-            version: None,
-        }),
+            None,
+            None,
+        ),
         HostSource::McpServer { .. } => {
             Customization::McpServer(Box::new(stopped_mcp_server(id, uri, name)))
         }
     }
+}
+
+/// Who provides a plugin and where it comes from.
+pub struct PluginOrigin {
+    pub id: String,
+    pub uri: String,
+    pub name: String,
+    /// The client that published it; `None` for the host's own.
+    pub client_id: Option<String>,
+}
+
+/// A plugin as a session lists it: the host's (from `[customizations]`) and
+/// a client's (read over `resourceRead`) alike.
+pub fn plugin(
+    origin: PluginOrigin,
+    load: Option<CustomizationLoadState>,
+    children: Option<Vec<ChildCustomization>>,
+    version: Option<String>,
+) -> Customization {
+    Customization::Plugin(PluginCustomization {
+        id: origin.id,
+        uri: origin.uri,
+        name: origin.name,
+        icons: None,
+        range: None,
+        meta: None,
+        client_id: origin.client_id,
+        load,
+        children,
+        enablement: None,
+        version,
+    })
 }
 
 /// The containers the host provides, for `AgentInfo.customizations`.

@@ -16,12 +16,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use ahp_types::state::{ChildCustomization, Customization, PluginCustomization};
+use ahp_types::state::{ChildCustomization, Customization};
 
 use self::catalog::HostEntry;
 use self::runtime_map::{Applied, Contents, Contribution, Mapped, Written};
 use crate::ahp::backend::{ActiveClientView, ClientPlugin};
-use crate::ahp::customizations::{children_of, container_enabled, id_of};
+use crate::ahp::customizations::{children_of, container_enabled, id_of, plugin, PluginOrigin};
 use crate::audit::customization::Source;
 use crate::config::{Config, CustomizationPolicy, HostContainer, HostSource};
 use crate::customize::{Bounds, Package};
@@ -453,17 +453,11 @@ pub fn client_shape(e: &ClientEntry) -> Customization {
             package.version.clone(),
         ),
     };
-    Customization::Plugin(PluginCustomization {
+    let origin = PluginOrigin {
         id: e.plugin.id.clone(),
         uri: e.plugin.uri.clone(),
         name: e.plugin.name.clone(),
-        icons: None,
-        range: None,
-        meta: None,
         client_id: Some(e.client_id.clone()),
-        load: Some(load),
-        children,
-        enablement: None,
-        version,
-    })
+    };
+    plugin(origin, Some(load), children, version)
 }
