@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::audit::log::AuditLog;
 use crate::audit::record::TransformRecord;
-use crate::transform::{AppendFuture, AuditPort};
+use crate::transform::{AppendError, AppendFuture, AuditPort};
 
 pub struct LogPort {
     log: Arc<AuditLog>,
@@ -21,8 +21,13 @@ impl LogPort {
     }
 }
 
-fn panicked(what: impl std::fmt::Debug) -> anyhow::Error {
-    anyhow::anyhow!("audit writer panicked: {what:?}")
+fn panicked(what: impl std::fmt::Debug) -> AppendError {
+    AppendError(format!("audit writer panicked: {what:?}"))
+}
+
+/// The log's error as the transform core takes it: its whole chain, as text.
+fn failed(e: anyhow::Error) -> AppendError {
+    AppendError(format!("{e:#}"))
 }
 
 impl AuditPort for LogPort {
@@ -30,10 +35,10 @@ impl AuditPort for LogPort {
         let log = self.log.clone();
         let quick = std::panic::catch_unwind(AssertUnwindSafe(|| log.append_if_quick(&record)));
         match quick {
-            Ok(Some(written)) => Box::pin(std::future::ready(written.map(drop))),
+            Ok(Some(written)) => Box::pin(std::future::ready(written.map(drop).map_err(failed))),
             Err(p) => Box::pin(std::future::ready(Err(panicked(p)))),
             Ok(None) => Box::pin(async move {
-                tokio::task::spawn_blocking(move || log.append(&record).map(drop))
+                tokio::task::spawn_blocking(move || log.append(&record).map(drop).map_err(failed))
                     .await
                     .unwrap_or_else(|e| Err(panicked(e)))
             }),

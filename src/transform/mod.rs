@@ -63,7 +63,13 @@ pub trait TransformClients: Send + Sync {
     ) -> AskFuture;
 }
 
-pub type AppendFuture = Pin<Box<dyn Future<Output = anyhow::Result<()>> + Send>>;
+/// A record the audit log did not take, with why (the log's own error, as
+/// text: the core only logs it and applies `on_failure`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct AppendError(pub String);
+
+pub type AppendFuture = Pin<Box<dyn Future<Output = Result<(), AppendError>> + Send>>;
 
 /// Where the router's records go: the audit log, as the bridge writes it.
 pub trait AuditPort: Send + Sync {

@@ -188,10 +188,10 @@ impl Router {
         };
         if let Err(e) = audit.append(record).await {
             if self.options.on_failure == OnFailure::KeepOriginal && merged != *original {
-                warn!(session = %ahp_session, "audit record not written ({e:#}); on_failure = keep-original: the runtime gets the original sections");
+                warn!(session = %ahp_session, "audit record not written ({e}); on_failure = keep-original: the runtime gets the original sections");
                 return original.clone();
             }
-            warn!(session = %ahp_session, "audit record not written: {e:#}");
+            warn!(session = %ahp_session, "audit record not written: {e}");
         }
         merged
     }

@@ -175,7 +175,10 @@ struct LogPort(Arc<AuditLog>);
 
 impl AuditPort for LogPort {
     fn append(&self, record: crate::audit::record::TransformRecord) -> super::super::AppendFuture {
-        Box::pin(std::future::ready(self.0.append(&record).map(drop)))
+        let written = self.0.append(&record).map(drop);
+        Box::pin(std::future::ready(
+            written.map_err(|e| super::super::AppendError(format!("{e:#}"))),
+        ))
     }
 }
 
