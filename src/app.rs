@@ -210,10 +210,10 @@ impl Running {
             self.shutdown.cancel();
             self.host.all_disconnected().await;
             if let Some(b) = &self.bridge {
-                b.sdk_closed().await;
+                b.stop().sdk_closed().await;
                 // Clients are gone: transforms still asked of them fail at
                 // once, and the runtime gets its original text back.
-                b.runtime_requests_answered().await;
+                b.stop().runtime_requests_answered().await;
                 b.stop_runtime().await;
             }
         };

@@ -53,7 +53,8 @@ use self::customizing::{AgentChange, Customizing};
 use self::effects::{Effects, Mirror};
 use self::pool::{Pool, Starts};
 use self::session::{BridgedSession, DRAIN_LIMIT};
-use self::shutting_down::InFlight;
+use self::shutdown::Stop;
+use self::shutting_down::SHUTTING_DOWN;
 use self::turn::{mirror_id, TurnRequest};
 use self::turn_trace::TurnSpans;
 use crate::ahp::host::Host;
@@ -74,16 +75,13 @@ pub struct Bridge {
     policy: PolicyReader,
     pool: Arc<Pool>,
     sessions: BridgedSessions,
-    /// The runtime's requests not answered yet.
-    in_flight: InFlight,
+    /// What a graceful stop waits on and reaches.
+    stop: Stop,
     /// The customizations of its sessions (`customization` records go to
     /// the audit log from there; the router writes its own).
     customizing: Arc<Customizing>,
     /// Told when a reload changed the customization folders to watch.
     rewatch: Arc<tokio::sync::Notify>,
-    /// The gate of SDK apps (`[sdk]`), once made: a dispose and the stop
-    /// reach its connections.
-    sdk: std::sync::OnceLock<Arc<sdk::SdkGate>>,
 }
 
 impl Bridge {
@@ -110,13 +108,57 @@ impl Bridge {
                 host.config().sdk.is_some(),
             )),
             sessions: BridgedSessions::default(),
-            in_flight: InFlight::new(),
+            stop: Stop::new(),
             customizing,
             rewatch: Arc::new(tokio::sync::Notify::new()),
-            sdk: std::sync::OnceLock::new(),
         });
         bridge.watch_host_folders();
         bridge
+    }
+
+    /// What a graceful stop waits on (the SDK apps' connections, the
+    /// runtime's requests).
+    pub fn stop(&self) -> &Stop {
+        &self.stop
+    }
+
+    /// Ends every running turn with [`SHUTTING_DOWN`] and answers what the
+    /// runtime waits on for it (permissions denied, client tools failed,
+    /// questions unanswered, the message aborted). From now on no runtime is
+    /// started. The clients are still connected: they see the end. SDK
+    /// apps' turns end too, each app told, while observers still watch.
+    pub async fn end_turns_for_shutdown(&self) {
+        self.pool.stop_starting();
+        if let Some(gate) = self.stop.gate() {
+            gate.stop();
+        }
+        let ended = self
+            .sessions
+            .change_all(|s, fx| s.shut_down(SHUTTING_DOWN, fx));
+        info!(
+            turns = ended.len(),
+            "shutting down: ending the running turns"
+        );
+        for fx in ended {
+            let conn = self.pool.live(fx.slot).await;
+            let (calls, runtime_id) = (fx.calls.clone(), fx.runtime_id.clone());
+            self.carry_out(Effects {
+                calls: vec![],
+                ended: None,
+                ..fx
+            });
+            let Some(conn) = &conn else { continue };
+            for c in calls {
+                if let Err(e) = c.make(conn, &runtime_id).await {
+                    warn!(method = c.method(), "runtime call at shutdown failed: {e}");
+                }
+            }
+        }
+    }
+
+    /// Stops every runtime of the pool, at once.
+    pub async fn stop_runtime(&self) {
+        self.pool.stop_all().await;
     }
 
     /// A reload's `[customizations]` and `[policy.customizations]` put in

@@ -42,7 +42,7 @@ impl Backend for Bridge {
 
     fn session_disposed(&self, session: &str) {
         self.customizing.session_gone(session);
-        if let (Some(gate), Some(_)) = (self.sdk.get(), sdk::mirror::session_of(session)) {
+        if let (Some(gate), Some(_)) = (self.stop.gate(), sdk::mirror::session_of(session)) {
             // An SDK app's session: the app is told (its queue may wait).
             let (gate, uri) = (gate.clone(), session.to_owned());
             tokio::spawn(async move { gate.disposed(&uri).await });

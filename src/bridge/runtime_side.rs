@@ -57,7 +57,7 @@ impl RuntimeHandler for RuntimeEvents {
             match bridge.upgrade() {
                 Some(b) => {
                     // Counted until answered, so a shutdown can wait for the answer.
-                    let _answering = b.in_flight.enter();
+                    let _answering = b.stop.answering();
                     b.answer(request).await
                 }
                 None => unanswerable(request),
@@ -89,7 +89,7 @@ impl Bridge {
             policy: self.policy.clone(),
         };
         let gate = SdkGate::new(&self.cfg, parts, audit)?;
-        Some(self.sdk.get_or_init(|| gate).clone())
+        Some(self.stop.keep_gate(gate))
     }
 }
 

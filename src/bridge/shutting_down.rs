@@ -1,8 +1,8 @@
 //! What a graceful shutdown shares with the rest of the bridge: the words a
 //! turn it ends is told, and the count of the runtime's requests not
-//! answered yet, which it waits on. Apart from the shutdown itself
-//! (`shutdown.rs`, methods of the bridge, so it imports the bridge), so
-//! that the bridge and the SDK gate can use them without a circle.
+//! answered yet, which it waits on. Apart from the stop's owner
+//! (`shutdown.rs`, which holds the SDK gate), so that the SDK gate can use
+//! them without a circle.
 
 use std::sync::Arc;
 
