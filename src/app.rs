@@ -210,10 +210,10 @@ impl Running {
             self.shutdown.cancel();
             self.host.all_disconnected().await;
             if let Some(b) = &self.bridge {
-                b.stop().sdk_closed().await;
+                b.shutdown().sdk_closed().await;
                 // Clients are gone: transforms still asked of them fail at
                 // once, and the runtime gets its original text back.
-                b.stop().runtime_requests_answered().await;
+                b.shutdown().runtime_requests_answered().await;
                 b.stop_runtime().await;
             }
         };

@@ -10,6 +10,7 @@ mod support;
 use ahp_copilot_bridge::demo::model::ScriptedModel;
 use ahp_copilot_bridge::demo::reply::Reply;
 use serde_json::{json, Value};
+use support::e2e::last_system_prompt;
 use support::process::*;
 use support::sdk::{event, node_app, python_app};
 use support::sdk_stack::*;
@@ -37,7 +38,7 @@ async fn a_node_app_converses_and_its_callbacks_rewrite_is_policed_and_audited()
         "tone"
     );
     assert!(
-        last_prompt(&model).contains("SDK-TONE-MARK "),
+        last_system_prompt(&model).contains("SDK-TONE-MARK "),
         "the rewrite reached the model"
     );
     let decided = records(dir.path(), "sdk_session");
@@ -133,7 +134,7 @@ async fn strip_keeps_the_original_and_append_only_and_the_deadline_hold_against_
             "transforms": {"tone": "replace:REPLACED-TONE-MARK"},
         }),
     );
-    let prompt = last_prompt(&model);
+    let prompt = last_system_prompt(&model);
     assert!(
         !prompt.contains("NO-SAFETY-MARK"),
         "the replacement was stripped"
@@ -183,7 +184,7 @@ async fn a_python_app_converses_and_its_callback_is_routed() {
         "hello, python",
         json!({"prompt": "hi", "transforms": {"tone": "prefix:PY-TONE-MARK "}}),
     );
-    assert!(last_prompt(&model).contains("PY-TONE-MARK "));
+    assert!(last_system_prompt(&model).contains("PY-TONE-MARK "));
     assert_eq!(records(dir.path(), "sdk_session")[0]["decision"], "allowed");
 }
 

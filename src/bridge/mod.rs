@@ -118,7 +118,7 @@ impl Bridge {
 
     /// What a graceful stop waits on (the SDK apps' connections, the
     /// runtime's requests).
-    pub fn stop(&self) -> &Stop {
+    pub fn shutdown(&self) -> &Stop {
         &self.stop
     }
 

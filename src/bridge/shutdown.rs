@@ -6,8 +6,9 @@
 
 use std::sync::{Arc, OnceLock};
 
+use tokio::sync::watch;
+
 use super::sdk::SdkGate;
-use super::shutting_down::{InFlight, InFlightGuard};
 
 pub struct Stop {
     in_flight: InFlight,
@@ -49,5 +50,34 @@ impl Stop {
     /// clients are gone are answered with the original text at once).
     pub async fn runtime_requests_answered(&self) {
         self.in_flight.all_answered().await;
+    }
+}
+
+/// Counts the runtime's requests the bridge has not answered yet, so a
+/// shutdown can wait until every one is.
+struct InFlight(Arc<watch::Sender<usize>>);
+
+/// One unanswered request; dropping it (the answer sent) counts it out.
+pub(super) struct InFlightGuard(Arc<watch::Sender<usize>>);
+
+impl InFlight {
+    fn new() -> Self {
+        Self(Arc::new(watch::Sender::new(0)))
+    }
+
+    fn enter(&self) -> InFlightGuard {
+        self.0.send_modify(|n| *n += 1);
+        InFlightGuard(self.0.clone())
+    }
+
+    async fn all_answered(&self) {
+        let mut rx = self.0.subscribe();
+        let _ = rx.wait_for(|n| *n == 0).await;
+    }
+}
+
+impl Drop for InFlightGuard {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
     }
 }

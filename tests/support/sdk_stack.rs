@@ -85,11 +85,6 @@ pub fn records(dir: &Path, kind: &str) -> Vec<Value> {
         .collect()
 }
 
-/// The system prompt of the model's last request.
-pub fn last_prompt(model: &ScriptedModel) -> String {
-    ScriptedModel::system_prompt(model.requests().last().expect("the model was asked")).unwrap()
-}
-
 /// What an app saw ends in an error that says `words`, with no reply.
 pub fn failed_with(seen: &[Value], words: &str) {
     let error = event(seen, "error").unwrap_or_else(|| panic!("no error: {seen:?}"));

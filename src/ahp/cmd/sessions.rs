@@ -18,7 +18,7 @@ use crate::ahp::auth::access::check_action;
 use crate::ahp::auth::Principal;
 use crate::ahp::host::clients::ConnId;
 use crate::ahp::host::sessions::PROVIDER;
-use crate::ahp::host::{rego, Host, NewSession};
+use crate::ahp::host::{Host, NewSession};
 use crate::ahp::protocol::actions::Action;
 use crate::ahp::protocol::errors::AhpError;
 use crate::ahp::protocol::params::CreateSession;
@@ -99,9 +99,7 @@ fn decide_session(
     let client = host.client_id_of(conn);
     let subject = principal.subject(client.as_deref(), ClientKind::Ahp);
     let about = model.unwrap_or("(default model)").to_owned();
-    rego::decide(
-        &host.policy(),
-        host.backend(),
+    host.decide(
         &subject,
         Some(uri),
         Body::Session { config: &config },
@@ -141,16 +139,8 @@ fn own_entry(
         let body = Body::OptIn {
             sections: &o.sections,
         };
-        let (policy, backend) = (host.policy(), host.backend());
-        rego::decide(
-            &policy,
-            backend,
-            &subject,
-            Some(uri),
-            body,
-            o.sections.join(","),
-        )
-        .map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))?;
+        host.decide(&subject, Some(uri), body, o.sections.join(","))
+            .map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))?;
     }
     Ok(Some(set))
 }

@@ -196,7 +196,6 @@ impl Host {
         self.lock().clients.revoked(conn).map(Standing::reason)
     }
 
-    /// Whether `conn`'s client answers for a running turn.
     /// Who `client_id` is to the policy (its principal while it is connected
     /// or in its grace); nobody when no client is known.
     pub(crate) fn subject_of(&self, client_id: Option<&str>) -> Subject {
@@ -210,6 +209,7 @@ impl Host {
         }
     }
 
+    /// Whether `conn`'s client answers for a running turn.
     pub(super) fn turn_running_for(&self, conn: ConnId) -> bool {
         let st = self.lock();
         st.clients

@@ -42,8 +42,8 @@ use super::protocol::uri::{channel_kind, ChannelKind, ROOT_URI};
 use super::protocol::versions::Version;
 use crate::config::Config;
 use crate::jsonrpc::{self, RpcError};
-use crate::policy::rego::{Body, ClientKind};
-use crate::policy::{Policy, PolicyReader};
+use crate::policy::rego::{Body, ClientKind, Subject};
+use crate::policy::PolicyReader;
 
 pub mod api;
 pub mod catch_up;
@@ -232,16 +232,24 @@ impl Host {
         self.credentials.tokens()
     }
 
-    /// The policy in force.
-    pub(crate) fn policy(&self) -> Arc<Policy> {
-        self.policy.current()
+    /// Asks the policy in force (its Rego modules, if any) about `body`;
+    /// a decision worth recording goes to the backend (see `rego.rs`).
+    pub(crate) fn decide(
+        &self,
+        subject: &Subject,
+        session: Option<&str>,
+        body: Body<'_>,
+        about: String,
+    ) -> Result<(), rego::Refused> {
+        let policy = self.policy.current();
+        rego::decide(&policy, self.backend(), subject, session, body, about)
     }
 
     pub fn set_backend(&self, backend: Arc<dyn Backend>) {
         let _ = self.backend.set(backend);
     }
 
-    pub(crate) fn backend(&self) -> Option<Arc<dyn Backend>> {
+    fn backend(&self) -> Option<Arc<dyn Backend>> {
         self.backend.get().cloned()
     }
 
@@ -386,16 +394,8 @@ impl Host {
                 sections: &opt_in.sections,
             };
             let about = opt_in.sections.join(",");
-            let policy = self.policy.current();
-            rego::decide(
-                &policy,
-                self.backend(),
-                &subject,
-                Some(&d.channel),
-                body,
-                about,
-            )
-            .map_err(|r| Rejection(r.0))?;
+            self.decide(&subject, Some(&d.channel), body, about)
+                .map_err(|r| Rejection(r.0))?;
         }
         let mut st = self.lock();
         let channel = st.sessions.resolve(&d.channel).to_owned();

@@ -187,7 +187,7 @@ where
     from_app(&gate, &shared, app_stream, &connected).await;
     // The app is gone: what it started stops (its sessions stay on disk,
     // resumable), and the runtime connection closes.
-    let sessions: Vec<String> = lock(&shared.sessions).keys().cloned().collect();
+    let sessions = shared.session_ids();
     // The bridge stops: a turn it ended is ended for the app too (it may
     // still be reading).
     let ended = std::mem::take(&mut *lock(&shared.ended_by_stop));

@@ -5,10 +5,10 @@
 //! limit, as it waits for AHP clients).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 use super::app_conn::AppConn;
 
@@ -17,9 +17,9 @@ pub(super) struct Conns {
     open: Mutex<HashMap<u64, Arc<AppConn>>>,
     /// How many are open: a stop waits for 0 without losing a wake-up.
     count: watch::Sender<usize>,
-    /// Cancelled at the stop: connections end as a stop ends them (their
-    /// running turns told "shutting down"), and no new one is served.
-    stopping: CancellationToken,
+    /// Set at the stop (under `open`'s lock, as `add` reads it): no new
+    /// connection is served.
+    stopping: AtomicBool,
 }
 
 impl Conns {
@@ -30,7 +30,7 @@ impl Conns {
     /// A connection is served; false (not kept) once the stop began.
     pub fn add(&self, id: u64, conn: Arc<AppConn>) -> bool {
         let mut open = self.lock();
-        if self.stopping.is_cancelled() {
+        if self.stopping.load(Ordering::Relaxed) {
             return false;
         }
         open.insert(id, conn);
@@ -53,7 +53,7 @@ impl Conns {
     /// the gate to end (see `SdkGate::stop`).
     pub fn stop(&self) -> Vec<Arc<AppConn>> {
         let open = self.lock();
-        self.stopping.cancel();
+        self.stopping.store(true, Ordering::Relaxed);
         open.values().cloned().collect()
     }
 
