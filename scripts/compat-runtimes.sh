@@ -23,5 +23,5 @@ for v in "${versions[@]}"; do
   # failed. A field missing, a wrong type or a method gone fails the run:
   # those would break users.
   AHP_BRIDGE_RUNTIME_DIR="$PWD/.runtime-$v" AHP_BRIDGE_WIRE_ALLOW=unknown_event \
-    cargo test --locked --test e2e_transform
+    cargo test --locked --test system e2e_transform::
 done

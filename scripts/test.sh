@@ -8,11 +8,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The integration tests that need no Copilot CLI, browser, Node app or Debian
-# package (the fake runtime is in-process; mcp_fixture runs python3, which
-# the README requires). Checked by running them with .runtime/ moved away.
-QUICK_TESTS=(audit_write_failure channels config_file conformance documents fake_runtime host host_bad_input host_files host_paging jwt layout mcp_fixture runtime_wire)
-
 started=$SECONDS
 # Runs a phase, then says how long it took.
 phase() {
@@ -24,9 +19,10 @@ phase() {
 
 if [[ "${1:-}" == "--quick" ]]; then
   shift
-  args=(--lib)
-  for t in "${QUICK_TESTS[@]}"; do args+=(--test "$t"); done
-  phase quick cargo test --locked "${args[@]}" "$@"
+  # The unit tests and the tier that needs no Copilot CLI, browser, Node app
+  # or Debian package (tests/tiers/in_process.rs; checked by running it with
+  # .runtime/ moved away).
+  phase quick cargo test --locked --lib --test in_process "$@"
   exit 0
 fi
 

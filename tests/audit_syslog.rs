@@ -4,7 +4,7 @@
 //! The bridge runs the real Copilot CLI against the scripted model. Without
 //! rsyslogd the tests FAIL: CI installs it (.ci/run).
 
-mod support;
+use crate::support;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};

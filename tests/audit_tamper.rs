@@ -6,7 +6,7 @@
 //! --pubkey`, which must fail naming the first bad sequence number. A cut tail
 //! and an emptied file need outside evidence (`--expect-head`, `--against`).
 
-mod support;
+use crate::support;
 
 use std::path::PathBuf;
 

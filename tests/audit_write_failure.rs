@@ -6,7 +6,7 @@
 //! completing, no rewrite that was not audited reaches the runtime, and once
 //! the limit is lifted the log goes on, counts what it lost, and verifies.
 
-mod support;
+use crate::support;
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};

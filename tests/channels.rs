@@ -3,7 +3,7 @@
 //! snapshot and its actions carry the records, and a client that comes back
 //! gets what it missed by the same replay as every channel.
 
-mod support;
+use crate::support;
 
 use ahp_copilot_bridge::ahp::channels::WrittenRecord;
 use ahp_copilot_bridge::config::Config;

@@ -2,7 +2,7 @@
 //! config is valid; `demo` lets loopback browsers in, serves a whole
 //! conversation and stops on Ctrl-C.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};

@@ -5,7 +5,7 @@
 //! to the REAL runtime when allowed (the scripted model logs what it
 //! receives), recorded in the audit log, removed when the client leaves.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -4,7 +4,7 @@
 //! fast writer that reads its echoes is slowed, not cut. Raw sockets, the
 //! host alone.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! scripted model. `CONSOLE_SCREENSHOTS=1` writes each pane's screenshot
 //! into `docs/` (docs/console.md shows them).
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! page, a queued message, a steering message, a cancelled turn, dispose;
 //! switching sessions shows the opt-in each has.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! takes it out of the model's prompt at the next turn; a custom agent
 //! chosen in the chat pane reaches the model with the message.
 
-mod support;
+use crate::support;
 
 use ahp_copilot_bridge::config::{Contents, DirectoryConfig};
 use support::console::*;

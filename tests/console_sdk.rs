@@ -2,7 +2,7 @@
 //! turn in it, in Chromium: the official Node SDK drives the session through
 //! `[sdk] listen`, the real CLI runs it, the scripted model answers.
 
-mod support;
+use crate::support;
 
 use ahp_copilot_bridge::audit::sha256_hex;
 use ahp_copilot_bridge::config::Config;

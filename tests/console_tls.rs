@@ -5,7 +5,7 @@
 //! composer, an observer told why it cannot send before it tries, and a
 //! dropped connection that comes back (`reconnect`) with its transcript.
 
-mod support;
+use crate::support;
 
 use ahp_copilot_bridge::config::{Config, TlsConfig};
 use ahp_copilot_bridge::demo::model::DEFAULT_REPLY;

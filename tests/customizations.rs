@@ -3,7 +3,7 @@
 //! scripted model logs what it receives. Bad packages on disk end in clear
 //! states while the host serves on.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

@@ -4,7 +4,7 @@
 //! turn completes whole, and the process exits within the drain plus the
 //! shutdown's 10 s. The real binary, the real Copilot CLI.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

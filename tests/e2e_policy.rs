@@ -5,7 +5,7 @@
 //! real-CLI session costs seconds); the reload test runs the real binary and
 //! sends it a real SIGHUP.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -1,7 +1,7 @@
 //! A pool of two real runtimes (`[runtime] processes = 2`): sessions are
 //! spread over both, and `kill -9` of one ends only the turns on it.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

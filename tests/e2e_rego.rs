@@ -5,7 +5,7 @@
 //! and an evaluation past its deadline have a stack each. The audit log
 //! holding the decision records is verified whole every time.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! real Copilot CLI, stopped with SIGTERM (what systemd sends) and started
 //! again on the same config and runtime home.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

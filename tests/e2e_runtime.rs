@@ -1,7 +1,7 @@
 //! End to end: the official ahp client, the bridge, the REAL Copilot CLI and
 //! the scripted model on loopback.
 
-mod support;
+use crate::support;
 
 use ahp_copilot_bridge::demo::model::ScriptedModel;
 use ahp_copilot_bridge::demo::reply::Reply;

@@ -2,7 +2,7 @@
 //! the session config (model choice, per session and per message) and the
 //! pending messages (queued, steering).
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

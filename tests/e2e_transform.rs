@@ -2,7 +2,7 @@
 //! `systemMessageTransform`, the REAL runtime renders, the scripted model
 //! receives; assertions are on what the model received and on the audit log.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

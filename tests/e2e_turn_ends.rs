@@ -1,7 +1,7 @@
 //! End to end with the real Copilot CLI: the ways a turn can end that leave
 //! something behind, and the turn after them.
 
-mod support;
+use crate::support;
 
 use ahp_copilot_bridge::demo::reply::Reply;
 use ahp_types::actions::StateAction;

@@ -3,7 +3,7 @@
 //! reads are confined to it. A `file:` URI with a %-escape is decoded once,
 //! the same way for both.
 
-mod support;
+use crate::support;
 
 use ahp_copilot_bridge::demo::model::ScriptedModel;
 use ahp_copilot_bridge::demo::reply::Reply;

@@ -4,7 +4,7 @@
 //! (`serve`, the real Copilot CLI behind it, the scripted model) and reads
 //! its log and `/proc`.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! requests the bridge does not support, a runtime that stops answering.
 //! The client side is the official `ahp` client over a real WebSocket.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! its sessions are listed again; `audit verify --against --instance` holds
 //! for each bridge and fails for one whose local log was altered.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::ffi::OsStr;

@@ -1,6 +1,6 @@
 //! The AHP host, driven over a real WebSocket by the official `ahp` client.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Bad input gets a clear answer and the connection lives on; limits close it
 //! with a reason; auth and Origin are checked before the upgrade.
 
-mod support;
+use crate::support;
 
 use serde_json::{json, Value};
 use support::raw::{Next, Raw};

@@ -3,7 +3,7 @@
 //! caller sees. The official client over a real socket, real files in a
 //! temporary directory, no runtime.
 
-mod support;
+use crate::support;
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};

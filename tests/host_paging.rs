@@ -2,7 +2,7 @@
 //! cursor that only its principal can use; `fetchTurns` refuses cursors it
 //! never issued. The official client over a real socket, no runtime.
 
-mod support;
+use crate::support;
 
 use ahp::Client;
 use ahp_copilot_bridge::config::{Role, Visibility};

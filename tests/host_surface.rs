@@ -3,7 +3,7 @@
 //! types, commands it does not offer. The official client over a real
 //! socket, no runtime.
 
-mod support;
+use crate::support;
 
 use ahp::SubscriptionEvent;
 use ahp_copilot_bridge::sections::SECTION_CATALOGUE;

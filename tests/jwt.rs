@@ -3,7 +3,7 @@
 //! tokens 401, a rotated signing key taken without a restart, an expiring
 //! token's connection closed with 1008.
 
-mod support;
+use crate::support;
 
 use ahp_copilot_bridge::config::Config;
 use serde_json::{json, Value};

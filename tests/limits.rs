@@ -5,7 +5,7 @@
 //! force at once, closes a connection whose token was rotated away once its
 //! running turn ends, and a broken file changes nothing.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

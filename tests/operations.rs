@@ -3,7 +3,7 @@
 //! asked for what the test caused), `/readyz` through a stopped runtime and
 //! a shutdown, `health`, and the JSON log of a real run.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! principals over real sockets, the official client, and the real CLI
 //! where a transform or a turn is involved.
 
-mod support;
+use crate::support;
 
 use std::sync::{Arc, Mutex};
 

@@ -5,7 +5,7 @@
 //! `ahp_bridge_config_reload_failures_total`; a file written several times a
 //! second beside it does not hold the reload back. The real binary.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

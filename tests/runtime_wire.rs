@@ -6,7 +6,7 @@
 //! (only a fake sends what the real CLI does not); the real CLI's
 //! conversations pass the same parser in every e2e test.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

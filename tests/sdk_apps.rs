@@ -5,7 +5,7 @@
 //! Assertions are on what the app saw, what the model received and the
 //! audit log.
 
-mod support;
+use crate::support;
 
 use ahp_copilot_bridge::demo::model::ScriptedModel;
 use ahp_copilot_bridge::demo::reply::Reply;

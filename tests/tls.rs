@@ -2,7 +2,7 @@
 //! runtime behind it; plain text and TLS 1.1 refused; certificates rotated
 //! under open connections; client certificates naming principals.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

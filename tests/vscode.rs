@@ -7,7 +7,7 @@
 //! and `disposeSession`; in between, a restart. The real binary, the real
 //! Copilot CLI, the scripted model.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 
