@@ -74,7 +74,8 @@ pub fn open_audit(cfg: &Config, host: &Arc<Host>) -> anyhow::Result<Option<Audit
 
 /// Writes the `policy` record of `policy`: at startup, and after a reload.
 pub fn audit_policy(log: &AuditLog, policy: &Policy) -> anyhow::Result<()> {
-    log.append(&PolicyRecord::of(policy)).map(drop)
+    log.append(&PolicyRecord::of(policy))?;
+    Ok(())
 }
 
 /// The bridge to the Copilot runtime, with its router and audit log; the

@@ -11,18 +11,16 @@
 pub mod admin;
 pub mod ahp;
 pub mod app;
-pub mod audit;
 pub mod bridge;
-pub mod config;
 pub mod customize;
 pub mod demo;
-pub mod jsonrpc;
-pub mod policy;
 pub mod policy_cli;
 pub mod reload;
 pub mod run;
 pub mod runtime;
-pub mod sections;
-pub mod store;
-pub mod telemetry;
 pub mod transform;
+
+// The layers in crates of their own, under the names the rest of this crate
+// and its tests use.
+pub use ahp_bridge_audit as audit;
+pub use ahp_bridge_base::{config, jsonrpc, policy, sections, store, telemetry};

@@ -153,7 +153,7 @@ enum ConfigCommand {
 
 fn load(path: Option<&PathBuf>) -> anyhow::Result<Config> {
     match path {
-        Some(p) => Config::load(p),
+        Some(p) => Ok(Config::load(p)?),
         None => {
             let mut c = Config::default();
             c.apply_env();
@@ -201,27 +201,29 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Config {
             command: ConfigCommand::Check { file },
-        } => Config::load(&file).and_then(|cfg| {
-            let policy = Policy::from_config(&cfg)?;
-            println!("{}: ok", file.display());
-            println!("policy sha256 {}", policy.policy_sha256());
-            if let Some(r) = policy.rego() {
-                let points: Vec<&str> = r.points().map(|p| p.as_str()).collect();
-                println!(
-                    "rego revision {} ({}; {}; modules: {}; points: {})",
-                    r.revision(),
-                    r.enforcement().as_str(),
-                    if r.on_vm() { "vm" } else { "interpreter" },
-                    r.modules().len(),
-                    points.join(", ")
-                );
-                for w in r.warnings() {
-                    println!("warning: {w}");
+        } => Config::load(&file)
+            .map_err(anyhow::Error::from)
+            .and_then(|cfg| {
+                let policy = Policy::from_config(&cfg)?;
+                println!("{}: ok", file.display());
+                println!("policy sha256 {}", policy.policy_sha256());
+                if let Some(r) = policy.rego() {
+                    let points: Vec<&str> = r.points().map(|p| p.as_str()).collect();
+                    println!(
+                        "rego revision {} ({}; {}; modules: {}; points: {})",
+                        r.revision(),
+                        r.enforcement().as_str(),
+                        if r.on_vm() { "vm" } else { "interpreter" },
+                        r.modules().len(),
+                        points.join(", ")
+                    );
+                    for w in r.warnings() {
+                        println!("warning: {w}");
+                    }
                 }
-            }
-            print!("{}", cfg.policy_table());
-            Ok(())
-        }),
+                print!("{}", cfg.policy_table());
+                Ok(())
+            }),
         Command::Policy { command } => {
             let out = &mut std::io::stdout().lock();
             let ran = match command {

@@ -29,6 +29,7 @@ fn documents(root: &Path) -> String {
 fn unnamed(root: &Path, text: &str) -> Vec<String> {
     let mut sources = Vec::new();
     files(&root.join("src"), "rs", &mut sources);
+    files(&root.join("crates"), "rs", &mut sources);
     files(&root.join("console"), "js", &mut sources);
     sources
         .iter()
@@ -48,7 +49,7 @@ fn every_source_file_is_named_in_a_document() {
     let missing = unnamed(root, &documents(root));
     assert!(
         missing.is_empty(),
-        "src files named in no document (ARCHITECTURE.md, README.md, docs/):\n{}",
+        "source files named in no document (ARCHITECTURE.md, README.md, docs/):\n{}",
         missing.join("\n")
     );
 }

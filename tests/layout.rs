@@ -5,8 +5,12 @@
 
 #[path = "layout/imports.rs"]
 mod imports;
+#[path = "layout/workspace.rs"]
+mod workspace;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use workspace::{rust_files, workspace_sources};
 
 const MAX_LINES: usize = 600;
 
@@ -287,51 +291,26 @@ fn uses_ahp_crates(code: &str) -> bool {
     })
 }
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
-}
-
 #[test]
 fn the_dependency_rule_holds() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
+    let files = workspace_sources();
     assert!(files.len() > 20, "found the sources");
+    assert!(
+        files.iter().any(|(rel, _)| rel == "audit/log.rs"),
+        "read the crates"
+    );
     let mut broken = Vec::new();
-    for f in files {
-        let rel = f
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
-        broken.extend(violations(&rel, &std::fs::read_to_string(&f).unwrap()));
+    for (rel, text) in &files {
+        broken.extend(violations(rel, text));
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
 
 #[test]
 fn seams_carry_typed_values_and_errors_have_names() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
     let mut broken = Vec::new();
-    for f in files {
-        let rel = f
-            .strip_prefix(&src)
-            .unwrap()
-            .to_string_lossy()
-            .replace('\\', "/");
-        broken.extend(signature_violations(
-            &rel,
-            &std::fs::read_to_string(&f).unwrap(),
-        ));
+    for (rel, text) in workspace_sources() {
+        broken.extend(signature_violations(&rel, &text));
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
@@ -390,7 +369,7 @@ fn the_signature_checker_catches_what_it_must() {
 fn no_source_file_is_over_600_lines() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
-    for dir in ["src", "tests", "benches"] {
+    for dir in ["src", "crates", "tests", "benches"] {
         rust_files(&root.join(dir), &mut files);
     }
     let long: Vec<String> = files
@@ -471,22 +450,10 @@ fn the_checker_catches_what_it_must() {
     }
 }
 
-/// Every source file under `src/`, by its path there, with its text.
+/// Every source file of the workspace, by its path in the one tree, with
+/// its text as that tree reads it.
 fn sources() -> imports::Files {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files
-        .iter()
-        .map(|f| {
-            let rel = f
-                .strip_prefix(&src)
-                .unwrap()
-                .to_string_lossy()
-                .replace('\\', "/");
-            (rel, std::fs::read_to_string(f).unwrap())
-        })
-        .collect()
+    workspace_sources().into_iter().collect()
 }
 
 #[test]

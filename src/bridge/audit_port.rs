@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::audit::log::AuditLog;
 use crate::audit::record::TransformRecord;
+use crate::audit::AuditError;
 use crate::transform::{AppendError, AppendFuture, AuditPort};
 
 pub struct LogPort {
@@ -25,9 +26,10 @@ fn panicked(what: impl std::fmt::Debug) -> AppendError {
     AppendError(format!("audit writer panicked: {what:?}"))
 }
 
-/// The log's error as the transform core takes it: its whole chain, as text.
-fn failed(e: anyhow::Error) -> AppendError {
-    AppendError(format!("{e:#}"))
+/// The log's error as the transform core takes it: as text (each of the
+/// log's errors names its file and the reason).
+fn failed(e: AuditError) -> AppendError {
+    AppendError(e.to_string())
 }
 
 impl AuditPort for LogPort {

@@ -332,8 +332,10 @@ impl SdkGate {
             return;
         };
         let written = tokio::task::spawn_blocking(move || log.append(&record)).await;
-        if let Ok(Err(e)) | Err(e) = written.map_err(anyhow::Error::from) {
-            error!("sdk_session record not written: {e:#}");
+        match written {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => error!("sdk_session record not written: {e}"),
+            Err(e) => error!("sdk_session record not written: {e}"),
         }
     }
 }

@@ -5,6 +5,7 @@
 //! and that each record is the one its checkpoint signed. What lies after the
 //! last checkpoint, and a cut tail, need outside evidence: see [`super::against`].
 
+use crate::error::AuditError;
 use std::collections::VecDeque;
 use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};
@@ -86,13 +87,16 @@ pub fn verify_text(text: &str) -> Result<Verified, Broken> {
 }
 
 /// Verifies one file, no key, no outside evidence.
-pub fn verify_file(path: &Path) -> anyhow::Result<Verified> {
+pub fn verify_file(path: &Path) -> Result<Verified, AuditError> {
     Ok(verify_files(&[path.to_owned()], &Check::default())??)
 }
 
 /// Verifies a series of files, in the order given, with `check`. The outer
 /// error is a file that cannot be read.
-pub fn verify_files(files: &[PathBuf], check: &Check) -> anyhow::Result<Result<Verified, Broken>> {
+pub fn verify_files(
+    files: &[PathBuf],
+    check: &Check,
+) -> Result<Result<Verified, Broken>, AuditError> {
     let shipped = check
         .against
         .as_deref()
@@ -101,12 +105,11 @@ pub fn verify_files(files: &[PathBuf], check: &Check) -> anyhow::Result<Result<V
     let evidence = Evidence::new(check.expect_head.clone(), shipped);
     let mut w = Walk::new(check.key.as_ref(), evidence);
     for f in files {
-        let file = std::fs::File::open(f)
-            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", f.display()))?;
+        let file = std::fs::File::open(f).map_err(|e| AuditError::read(f, e))?;
         let name = super::rotation::file_name(f);
         match w.file(&name, std::io::BufReader::new(file)) {
             Ok(()) => {}
-            Err(b) if b.line == 0 => anyhow::bail!("cannot read {}: {}", f.display(), b.reason),
+            Err(b) if b.line == 0 => return Err(AuditError::read(f, b.reason)),
             Err(b) => return Ok(Err(b)),
         }
     }

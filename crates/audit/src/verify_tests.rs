@@ -3,10 +3,10 @@ use std::path::PathBuf;
 use serde_json::json;
 
 use super::*;
-use crate::audit::checkpoint::Signer;
-use crate::audit::log::{AuditLog, Options};
-use crate::audit::record::{now_rfc3339, PolicyRecord};
-use crate::config::FsyncPolicy;
+use crate::checkpoint::Signer;
+use crate::log::{AuditLog, Options};
+use crate::record::{now_rfc3339, PolicyRecord};
+use ahp_bridge_base::config::FsyncPolicy;
 
 fn policy(n: u64) -> PolicyRecord {
     PolicyRecord {

@@ -2,6 +2,7 @@
 //! the state the writer continues from. Lenient on purpose: it finds the head,
 //! `verify` judges the file.
 
+use crate::error::AuditError;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;
@@ -42,7 +43,7 @@ pub(super) fn is_next_record(line: &[u8], seq: u64, prev: &str) -> Option<(Value
     })
 }
 
-pub(super) fn scan(path: &Path) -> anyhow::Result<Scanned> {
+pub(super) fn scan(path: &Path) -> Result<Scanned, AuditError> {
     let mut s = Scanned {
         prev: GENESIS.to_string(),
         cp_from: 1,
@@ -90,11 +91,10 @@ pub(super) fn scan(path: &Path) -> anyhow::Result<Scanned> {
     let mut f = reader.into_inner();
     let end = f.seek(SeekFrom::End(0))?;
     if end - s.len > MAX_JUNK {
-        anyhow::bail!(
-            "audit log {} ends in {} bytes that are no record; inspect it (audit verify) before the bridge writes to it again",
-            path.display(),
-            end - s.len
-        );
+        return Err(AuditError::JunkTail {
+            path: path.to_owned(),
+            bytes: end - s.len,
+        });
     }
     f.seek(SeekFrom::Start(s.len))?;
     f.take(end - s.len).read_to_end(&mut s.junk)?;

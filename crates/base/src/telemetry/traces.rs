@@ -65,7 +65,9 @@ impl Traces {
 
 /// The layer that turns this crate's spans into OpenTelemetry spans, and
 /// the exporter behind it; `None` when `otlp_endpoint` is unset.
-pub fn build(cfg: &TelemetryConfig) -> anyhow::Result<Option<(ExtraLayer, Traces)>> {
+pub fn build(
+    cfg: &TelemetryConfig,
+) -> Result<Option<(ExtraLayer, Traces)>, opentelemetry_otlp::ExporterBuildError> {
     let Some(url) = cfg.traces_url() else {
         return Ok(None);
     };
@@ -93,9 +95,11 @@ pub fn build(cfg: &TelemetryConfig) -> anyhow::Result<Option<(ExtraLayer, Traces
     Ok(Some((layer, Traces { provider })))
 }
 
-/// This crate's spans only (never a dependency's, never a log event).
+/// The bridge's own spans only (never a dependency's, never a log event):
+/// those of its crates, the binary's (`ahp_copilot_bridge`) and the
+/// workspace's layers (`ahp_bridge_*`).
 fn layer(provider: &SdkTracerProvider) -> ExtraLayer {
-    let tracer = provider.tracer(env!("CARGO_PKG_NAME"));
+    let tracer = provider.tracer("ahp-copilot-bridge");
     tracing_opentelemetry::layer()
         .with_tracer(tracer)
         .with_location(false)
@@ -103,7 +107,9 @@ fn layer(provider: &SdkTracerProvider) -> ExtraLayer {
         .with_target(false)
         .with_tracked_inactivity(false)
         .with_filter(filter_fn(|m| {
-            m.is_span() && m.target().starts_with(env!("CARGO_CRATE_NAME"))
+            m.is_span()
+                && (m.target().starts_with("ahp_copilot_bridge")
+                    || m.target().starts_with("ahp_bridge_"))
         }))
         .boxed()
 }

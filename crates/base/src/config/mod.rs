@@ -2,7 +2,7 @@
 //! on a developer's machine; validation names the bad key and says why. Who
 //! may connect is in [`principals`]; how much each may do in [`limits`].
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::{Deserialize, Deserializer};
@@ -93,12 +93,29 @@ fn bad(key: &str, reason: impl Into<String>) -> ConfigError {
     }
 }
 
+/// Why a config file could not be used: unreadable, not TOML of this
+/// shape, or a value validation refuses.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("cannot read config {}: {reason}", path.display())]
+    Read { path: PathBuf, reason: String },
+    #[error("{}: {error}", path.display())]
+    Syntax { path: PathBuf, error: SyntaxError },
+    #[error(transparent)]
+    Invalid(#[from] ConfigError),
+}
+
 impl Config {
     /// Reads and validates a file; the env token fills in a missing `[server] token`.
-    pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
-        let mut cfg = Self::parse(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Self, LoadError> {
+        let text = std::fs::read_to_string(path).map_err(|e| LoadError::Read {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+        let mut cfg = Self::parse(&text).map_err(|e| LoadError::Syntax {
+            path: path.to_owned(),
+            error: e,
+        })?;
         cfg.resolve_paths(path.parent().unwrap_or(Path::new(".")));
         cfg.apply_env();
         cfg.validate()?;

@@ -102,9 +102,9 @@ impl SectionRuleConfig {
 }
 
 /// Entries in one `must_keep`, `deny` or `redact` list, at most.
-pub const MAX_RULE_ENTRIES: usize = 64;
+pub(super) const MAX_RULE_ENTRIES: usize = 64;
 /// Bytes of one literal or pattern, at most.
-pub const MAX_RULE_BYTES: usize = 4096;
+pub(super) const MAX_RULE_BYTES: usize = 4096;
 /// Compiled size of one pattern, at most (the regex crate's own bound).
 const REGEX_SIZE_LIMIT: usize = 1 << 20;
 

@@ -4,6 +4,7 @@
 //! `audit verify` judges.
 
 use super::sdk_session::SdkSessionRecord;
+use crate::error::AuditError;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -96,7 +97,7 @@ fn session_matches(want: &str, session: &str) -> bool {
 }
 
 /// Writes the table (and diffs) for `files`, a series in order.
-pub fn show(files: &[PathBuf], filter: &Filter, out: &mut dyn Write) -> anyhow::Result<()> {
+pub fn show(files: &[PathBuf], filter: &Filter, out: &mut dyn Write) -> Result<(), AuditError> {
     writeln!(
         out,
         "{:<27} {:>6}  {:<10} {:<24} {:<20} DETAILS",
@@ -108,11 +109,10 @@ pub fn show(files: &[PathBuf], filter: &Filter, out: &mut dyn Write) -> anyhow::
         policy: None,
     };
     for f in files {
-        let file = std::fs::File::open(f)
-            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", f.display()))?;
+        let file = std::fs::File::open(f).map_err(|e| AuditError::read(f, e))?;
         // Line by line: a log can be larger than memory.
         for (i, line) in std::io::BufRead::split(std::io::BufReader::new(file), b'\n').enumerate() {
-            let line = line.map_err(|e| anyhow::anyhow!("cannot read {}: {e}", f.display()))?;
+            let line = line.map_err(|e| AuditError::read(f, e))?;
             if line.is_empty() {
                 continue;
             }
@@ -134,7 +134,12 @@ struct Table<'a> {
 }
 
 impl Table<'_> {
-    fn junk(&mut self, line: usize, file: &std::path::Path, bytes: usize) -> anyhow::Result<()> {
+    fn junk(
+        &mut self,
+        line: usize,
+        file: &std::path::Path,
+        bytes: usize,
+    ) -> Result<(), AuditError> {
         writeln!(
             self.out,
             "{:<27} {:>6}  {:<10} line {line} of {} is no record ({bytes} bytes)",
@@ -146,7 +151,7 @@ impl Table<'_> {
         Ok(())
     }
 
-    fn row(&mut self, v: &Value) -> anyhow::Result<()> {
+    fn row(&mut self, v: &Value) -> Result<(), AuditError> {
         let time = v["time"].as_str().unwrap_or("-");
         if let Some(i) = &self.filter.instance {
             if v["instance"].as_str() != Some(i.as_str()) {
@@ -189,8 +194,8 @@ impl Table<'_> {
     }
 
     /// What a record other than a transform says, in one cell.
-    fn details(&mut self, kind: Option<Kind>, v: &Value, seq: &str) -> anyhow::Result<String> {
-        let parse = |e: serde_json::Error| anyhow::anyhow!("record {seq}: {e}");
+    fn details(&mut self, kind: Option<Kind>, v: &Value, seq: &str) -> Result<String, AuditError> {
+        let parse = |e: serde_json::Error| AuditError::record(seq, e);
         Ok(match kind {
             Some(Kind::Policy) => {
                 let p: PolicyRecord = serde_json::from_value(v.clone()).map_err(parse)?;
@@ -236,9 +241,9 @@ impl Table<'_> {
     }
 
     /// A Rego decision's row, if the filter lets it through.
-    fn decision(&mut self, v: &Value, time: &str, seq: &str) -> anyhow::Result<()> {
+    fn decision(&mut self, v: &Value, time: &str, seq: &str) -> Result<(), AuditError> {
         let d: DecisionRecord =
-            serde_json::from_value(v.clone()).map_err(|e| anyhow::anyhow!("record {seq}: {e}"))?;
+            serde_json::from_value(v.clone()).map_err(|e| AuditError::record(seq, e))?;
         let f = self.filter;
         let other_session = f.session.as_deref().is_some_and(|s| {
             d.session
@@ -265,9 +270,9 @@ impl Table<'_> {
     }
 
     /// A customization row, if the filter lets it through.
-    fn customization(&mut self, v: &Value, time: &str, seq: &str) -> anyhow::Result<()> {
+    fn customization(&mut self, v: &Value, time: &str, seq: &str) -> Result<(), AuditError> {
         let c: CustomizationRecord =
-            serde_json::from_value(v.clone()).map_err(|e| anyhow::anyhow!("record {seq}: {e}"))?;
+            serde_json::from_value(v.clone()).map_err(|e| AuditError::record(seq, e))?;
         let f = self.filter;
         let other_session = f
             .session
@@ -292,9 +297,9 @@ impl Table<'_> {
     }
 
     /// A transform row (if the filter lets it through) and its diffs.
-    fn transform(&mut self, v: &Value, time: &str, seq: &str) -> anyhow::Result<()> {
+    fn transform(&mut self, v: &Value, time: &str, seq: &str) -> Result<(), AuditError> {
         let t: Transform =
-            serde_json::from_value(v.clone()).map_err(|e| anyhow::anyhow!("record {seq}: {e}"))?;
+            serde_json::from_value(v.clone()).map_err(|e| AuditError::record(seq, e))?;
         let f = self.filter;
         if f.session
             .as_deref()

@@ -3,6 +3,7 @@
 //! fails, the bytes left are remembered as junk, and the next record starts on
 //! a fresh line after a `recovered` record that accounts for them.
 
+use crate::error::AuditError;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -45,12 +46,15 @@ pub(super) struct Writer {
 impl Writer {
     /// The writer of the file at `path`, as `scan` found it. A last record
     /// cut exactly before its newline is still whole: its line is ended.
-    pub fn open(path: &Path, s: Scanned) -> anyhow::Result<Self> {
+    pub(crate) fn open(path: &Path, s: Scanned) -> Result<Self, AuditError> {
         let file = OpenOptions::new()
             .create(true)
             .append(true)
             .open(path)
-            .map_err(|e| anyhow::anyhow!("cannot open audit log {}: {e}", path.display()))?;
+            .map_err(|e| AuditError::Open {
+                path: path.to_owned(),
+                reason: e.to_string(),
+            })?;
         let mut w = Writer {
             file,
             path: path.to_owned(),
@@ -80,81 +84,81 @@ impl Writer {
     }
 
     /// The chain's head: the last record's `seq` and hash.
-    pub fn seq(&self) -> u64 {
+    pub(crate) fn seq(&self) -> u64 {
         self.seq
     }
 
-    pub fn prev(&self) -> &str {
+    pub(crate) fn prev(&self) -> &str {
         &self.prev
     }
 
     /// The torn bytes found at open, if any.
-    pub fn torn(&self) -> Option<usize> {
+    pub(crate) fn torn(&self) -> Option<usize> {
         (!self.junk.is_empty()).then_some(self.junk.len())
     }
 
     /// Records lost since the last one written.
-    pub fn lost(&self) -> u64 {
+    pub(crate) fn lost(&self) -> u64 {
         self.lost
     }
 
     /// One more record could not be written; returns how many now.
-    pub fn count_lost(&mut self) -> u64 {
+    pub(crate) fn count_lost(&mut self) -> u64 {
         self.lost += 1;
         self.lost
     }
 
     /// The `recovered` record was written: the loss is accounted for.
-    pub fn recovered(&mut self) {
+    pub(crate) fn recovered(&mut self) {
         self.lost = 0;
     }
 
     /// Records written since the last checkpoint.
-    pub fn uncheckpointed(&self) -> u64 {
+    pub(crate) fn uncheckpointed(&self) -> u64 {
         self.cp_hashes.len() as u64
     }
 
     /// The first record no checkpoint covers, and the hashes since.
-    pub fn since_checkpoint(&self) -> (u64, &[String]) {
+    pub(crate) fn since_checkpoint(&self) -> (u64, &[String]) {
         (self.cp_from, &self.cp_hashes)
     }
 
     /// The rotation record the new file must start with, not yet written.
-    pub fn pending_link(&self) -> Option<&RotationRecord> {
+    pub(crate) fn pending_link(&self) -> Option<&RotationRecord> {
         self.pending_link.as_ref()
     }
 
-    pub fn link_written(&mut self) {
+    pub(crate) fn link_written(&mut self) {
         self.pending_link = None;
     }
 
     /// The current file's size in whole records, its first record, and when
     /// that was written (what rotation is decided on).
-    pub fn file_len(&self) -> u64 {
+    pub(crate) fn file_len(&self) -> u64 {
         self.len
     }
 
-    pub fn file_first_seq(&self) -> Option<u64> {
+    pub(crate) fn file_first_seq(&self) -> Option<u64> {
         self.file_first_seq
     }
 
-    pub fn file_started(&self) -> Option<jiff::Timestamp> {
+    pub(crate) fn file_started(&self) -> Option<jiff::Timestamp> {
         self.file_started
     }
 
-    pub fn sync(&self) -> io::Result<()> {
+    pub(crate) fn sync(&self) -> io::Result<()> {
         self.file.sync_data()
     }
 
     /// A handle of the file's own, to sync outside the lock.
-    pub fn file_handle(&self) -> io::Result<File> {
+    pub(crate) fn file_handle(&self) -> io::Result<File> {
         self.file.try_clone()
     }
 
     /// What a write that failed part-way, and a failed cut back, leave:
     /// `bytes` in the file past the last record, and `lost` records.
     #[cfg(test)]
-    pub fn leave_torn_for_test(&mut self, bytes: &[u8], lost: u64) {
+    pub(crate) fn leave_torn_for_test(&mut self, bytes: &[u8], lost: u64) {
         self.file.write_all(bytes).unwrap();
         self.junk = bytes.to_vec();
         self.junk_reason = "a write failed part-way and could not be cut back";
@@ -162,8 +166,8 @@ impl Writer {
     }
 
     /// Every write fails (a read-only handle) until called with `false`.
-    #[cfg(test)]
-    pub fn fail_writes_for_test(&mut self, fail: bool) {
+    #[cfg(any(test, feature = "test-util"))]
+    pub(crate) fn fail_writes_for_test(&mut self, fail: bool) {
         let mut o = OpenOptions::new();
         if fail {
             o.read(true);
@@ -174,7 +178,7 @@ impl Writer {
     }
 
     /// The log goes on in `file`, a new one, which must start with `link`.
-    pub fn rotated(&mut self, file: File, link: RotationRecord) {
+    pub(crate) fn rotated(&mut self, file: File, link: RotationRecord) {
         self.file = file;
         self.len = 0;
         self.lines = 0;
@@ -184,7 +188,7 @@ impl Writer {
     }
 
     /// Whether a `recovered` record is due before the next record.
-    pub fn needs_recovery(&self) -> bool {
+    pub(crate) fn needs_recovery(&self) -> bool {
         !self.junk.is_empty() || self.lost > 0
     }
 
@@ -199,7 +203,7 @@ impl Writer {
     }
 
     /// The `recovered` record due now.
-    pub fn recovered_record(&self) -> RecoveredRecord {
+    pub(crate) fn recovered_record(&self) -> RecoveredRecord {
         let region = self.region();
         let reason = if self.junk.is_empty() {
             "records could not be written (see lostRecords)"
@@ -219,7 +223,7 @@ impl Writer {
 
     /// Writes one record line (after the junk region, if any); on success the
     /// junk is part of the file's accounted bytes.
-    pub fn write_line(&mut self, line: &str) -> io::Result<()> {
+    pub(crate) fn write_line(&mut self, line: &str) -> io::Result<()> {
         let mut buf = Vec::with_capacity(line.len() + 2);
         if !self.junk.is_empty() && !self.junk.ends_with(b"\n") {
             buf.push(b'\n');
@@ -267,7 +271,7 @@ impl Writer {
     }
 
     /// Book-keeping after a record is written.
-    pub fn advance(&mut self, record: &Value, hash: &str, is_checkpoint: bool) {
+    pub(crate) fn advance(&mut self, record: &Value, hash: &str, is_checkpoint: bool) {
         self.seq = record["seq"].as_u64().unwrap_or(self.seq + 1);
         self.prev = hash.to_owned();
         if is_checkpoint {

@@ -6,9 +6,9 @@ use std::io::Write;
 use serde_json::{json, Value};
 
 use super::*;
-use crate::audit::checkpoint::Signer;
-use crate::audit::record::PolicyRecord;
-use crate::audit::verify::{verify_files, verify_text, Check};
+use crate::checkpoint::Signer;
+use crate::record::PolicyRecord;
+use crate::verify::{verify_files, verify_text, Check};
 
 fn policy(n: u64) -> PolicyRecord {
     PolicyRecord {
@@ -245,7 +245,7 @@ fn rotation_links_files_into_one_series() {
         .unwrap();
     }
     log.close().unwrap();
-    let files = crate::audit::rotation::series(std::slice::from_ref(&logs))
+    let files = crate::rotation::series(std::slice::from_ref(&logs))
         .unwrap()
         .files;
     assert!(files.len() >= 4, "{files:?}");
@@ -282,7 +282,7 @@ fn rotation_links_files_into_one_series() {
 fn a_default_checkpoint_fits_a_default_rsyslog_message() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("a.jsonl");
-    let mut o = signed(crate::config::AuditConfig::default().checkpoint_every);
+    let mut o = signed(ahp_bridge_base::config::AuditConfig::default().checkpoint_every);
     o.fsync = FsyncPolicy::Never;
     let (log, _) = AuditLog::open_with(&p, o).unwrap();
     for n in 0..256 {
@@ -320,7 +320,7 @@ fn an_old_file_rotates_by_age() {
     );
     assert_eq!(now[1]["seq"], 3);
     let v = verify_files(
-        &crate::audit::rotation::series(&[dir.path().to_owned()])
+        &crate::rotation::series(&[dir.path().to_owned()])
             .unwrap()
             .files,
         &Check::default(),

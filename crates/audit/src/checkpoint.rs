@@ -6,6 +6,7 @@
 //! 0600), `PREFIX.pub` the 32-byte public key. The key id is the first 16 hex
 //! digits of SHA-256(public key).
 
+use crate::error::AuditError;
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -41,18 +42,19 @@ impl std::fmt::Debug for Signer {
 
 impl Signer {
     /// Reads a private key file; refuses one that others may read.
-    pub fn load(path: &Path) -> anyhow::Result<Self> {
-        let meta = std::fs::metadata(path)
-            .map_err(|e| anyhow::anyhow!("audit.signing_key {}: {e}", path.display()))?;
+    pub fn load(path: &Path) -> Result<Self, AuditError> {
+        let bad = |reason: String| AuditError::SigningKey {
+            path: path.to_owned(),
+            reason,
+        };
+        let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
         if meta.permissions().mode() & 0o077 != 0 {
-            anyhow::bail!(
-                "audit.signing_key {}: readable by others (mode {:o}); chmod 600 it",
-                path.display(),
+            return Err(bad(format!(
+                "readable by others (mode {:o}); chmod 600 it",
                 meta.permissions().mode() & 0o777
-            );
+            )));
         }
-        let seed: [u8; 32] = read_hex32(path)
-            .map_err(|e| anyhow::anyhow!("audit.signing_key {}: {e}", path.display()))?;
+        let seed: [u8; 32] = read_hex32(path).map_err(bad)?;
         Ok(Self::from_seed(seed))
     }
 
@@ -102,16 +104,20 @@ pub fn signature_holds(key: &VerifyingKey, checkpoint: &Value) -> bool {
         .is_ok()
 }
 
-pub fn load_public_key(path: &Path) -> anyhow::Result<VerifyingKey> {
-    let bytes = read_hex32(path).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    VerifyingKey::from_bytes(&bytes)
-        .map_err(|e| anyhow::anyhow!("{}: not an Ed25519 public key: {e}", path.display()))
+pub fn load_public_key(path: &Path) -> Result<VerifyingKey, AuditError> {
+    let bad = |reason: String| AuditError::PublicKey {
+        path: path.to_owned(),
+        reason,
+    };
+    let bytes = read_hex32(path).map_err(bad)?;
+    VerifyingKey::from_bytes(&bytes).map_err(|e| bad(format!("not an Ed25519 public key: {e}")))
 }
 
-fn read_hex32(path: &Path) -> anyhow::Result<[u8; 32]> {
-    let text = std::fs::read_to_string(path)?;
-    let bytes = hex::decode(text.trim()).map_err(|_| anyhow::anyhow!("not one line of hex"))?;
-    <[u8; 32]>::try_from(bytes).map_err(|_| anyhow::anyhow!("not 32 bytes of hex"))
+/// A key file's 32 bytes, or why not (the caller names the file).
+fn read_hex32(path: &Path) -> Result<[u8; 32], String> {
+    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
+    let bytes = hex::decode(text.trim()).map_err(|_| "not one line of hex".to_owned())?;
+    <[u8; 32]>::try_from(bytes).map_err(|_| "not 32 bytes of hex".to_owned())
 }
 
 /// The files `audit keygen --out PREFIX` wrote, and the key id.
@@ -124,7 +130,7 @@ pub struct KeyPair {
 
 /// Writes a fresh key pair to `PREFIX.key` (mode 0600) and `PREFIX.pub`;
 /// refuses to overwrite either.
-pub fn keygen(prefix: &Path) -> anyhow::Result<KeyPair> {
+pub fn keygen(prefix: &Path) -> Result<KeyPair, AuditError> {
     let with = |ext: &str| {
         let mut p = prefix.as_os_str().to_owned();
         p.push(ext);
@@ -133,18 +139,18 @@ pub fn keygen(prefix: &Path) -> anyhow::Result<KeyPair> {
     let (private, public) = (with(".key"), with(".pub"));
     for p in [&private, &public] {
         if p.exists() {
-            anyhow::bail!("{} exists; not overwritten", p.display());
+            return Err(AuditError::Exists(p.to_owned()));
         }
     }
     let mut seed = [0u8; 32];
-    getrandom::fill(&mut seed).map_err(|e| anyhow::anyhow!("no randomness: {e}"))?;
+    getrandom::fill(&mut seed).map_err(|e| AuditError::NoRandomness(e.to_string()))?;
     let signer = Signer::from_seed(seed);
     let mut f = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
         .mode(0o600)
         .open(&private)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", private.display()))?;
+        .map_err(|e| AuditError::write(&private, e))?;
     f.write_all(format!("{}\n", hex::encode(seed)).as_bytes())?;
     f.sync_all()?;
     let mut f = std::fs::OpenOptions::new()
@@ -152,7 +158,7 @@ pub fn keygen(prefix: &Path) -> anyhow::Result<KeyPair> {
         .create_new(true)
         .mode(0o644)
         .open(&public)
-        .map_err(|e| anyhow::anyhow!("{}: {e}", public.display()))?;
+        .map_err(|e| AuditError::write(&public, e))?;
     f.write_all(format!("{}\n", hex::encode(signer.verifying_key().as_bytes())).as_bytes())?;
     f.sync_all()?;
     Ok(KeyPair {

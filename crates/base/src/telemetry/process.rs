@@ -7,7 +7,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 
 #[derive(Debug)]
-pub struct ProcessCollector;
+pub(super) struct ProcessCollector;
 
 /// What `/proc/self/stat` and friends say of this process now.
 #[derive(Debug, Default, PartialEq)]

@@ -9,6 +9,7 @@ pub mod customization;
 pub mod decision;
 pub mod decision_entry;
 pub mod diff;
+mod error;
 pub mod log;
 pub mod record;
 pub mod rotation;
@@ -21,6 +22,8 @@ pub mod verify;
 mod writer;
 
 use sha2::{Digest, Sha256};
+
+pub use error::AuditError;
 
 /// A command-line value `audit` cannot use (`--expect-head`, `--since`); says why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

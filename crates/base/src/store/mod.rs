@@ -14,9 +14,25 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use anyhow::Context;
 use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::Value;
+
+/// Why the store could not be opened, read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("cannot create the state directory {}: {reason}", dir.display())]
+    CreateDir { dir: PathBuf, reason: String },
+    #[error("cannot open the state store {}: {reason}", path.display())]
+    Open { path: PathBuf, reason: String },
+    #[error("cannot use the state store {}: {reason}", path.display())]
+    Unusable { path: PathBuf, reason: String },
+    #[error("it has schema version {found}, newer than this build's {SCHEMA_VERSION}; refusing to touch it")]
+    NewerSchema { found: i64 },
+    #[error("stored {what} is not what was written: {reason}")]
+    Corrupt { what: String, reason: String },
+    #[error(transparent)]
+    Sqlite(#[from] rusqlite::Error),
+}
 
 /// The schema this code writes; an older file is migrated, a newer refused.
 const SCHEMA_VERSION: i64 = 1;
@@ -54,15 +70,21 @@ pub struct StoredChat {
 
 impl Store {
     /// Opens (or creates) the store at `path`, creating its directory.
-    pub fn open(path: &Path) -> anyhow::Result<Self> {
+    pub fn open(path: &Path) -> Result<Self, StoreError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create the state directory {}", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::CreateDir {
+                dir: dir.to_owned(),
+                reason: e.to_string(),
+            })?;
         }
-        let conn = Connection::open(path)
-            .with_context(|| format!("cannot open the state store {}", path.display()))?;
-        Self::prepare(&conn)
-            .with_context(|| format!("cannot use the state store {}", path.display()))?;
+        let conn = Connection::open(path).map_err(|e| StoreError::Open {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
+        Self::prepare(&conn).map_err(|e| StoreError::Unusable {
+            path: path.to_owned(),
+            reason: e.to_string(),
+        })?;
         Ok(Self {
             conn: Mutex::new(conn),
             path: path.to_owned(),
@@ -70,7 +92,7 @@ impl Store {
     }
 
     /// Journal mode, and the schema created or checked.
-    fn prepare(conn: &Connection) -> anyhow::Result<()> {
+    fn prepare(conn: &Connection) -> Result<(), StoreError> {
         conn.execute_batch(
             "PRAGMA journal_mode = WAL;
              PRAGMA synchronous = NORMAL;
@@ -79,9 +101,7 @@ impl Store {
         )?;
         let version: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
         if version > SCHEMA_VERSION {
-            anyhow::bail!(
-                "it has schema version {version}, newer than this build's {SCHEMA_VERSION}; refusing to touch it"
-            );
+            return Err(StoreError::NewerSchema { found: version });
         }
         if version < 1 {
             conn.execute_batch(
@@ -116,7 +136,7 @@ impl Store {
     }
 
     /// Every stored session, oldest first.
-    pub fn sessions(&self) -> anyhow::Result<Vec<StoredSession>> {
+    pub fn sessions(&self) -> Result<Vec<StoredSession>, StoreError> {
         let conn = self.conn();
         let mut stmt = conn.prepare(
             "SELECT uri, owner, created_at, modified_at, state, backend_ref
@@ -137,15 +157,19 @@ impl Store {
         let mut out = Vec::new();
         for row in rows {
             let (uri, owner, created_at, modified_at, state, backend_ref) = row?;
-            let state = serde_json::from_str(&state)
-                .with_context(|| format!("stored state of {uri:?} is not JSON"))?;
+            let state = serde_json::from_str(&state).map_err(|e| StoreError::Corrupt {
+                what: format!("state of {uri:?}"),
+                reason: e.to_string(),
+            })?;
             let mut session_chats = Vec::new();
             for c in chats.query_map([&uri], |r| {
                 Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
             })? {
                 let (chat, text) = c?;
-                let state = serde_json::from_str(&text)
-                    .with_context(|| format!("stored state of {chat:?} is not JSON"))?;
+                let state = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
+                    what: format!("state of {chat:?}"),
+                    reason: e.to_string(),
+                })?;
                 session_chats.push(StoredChat { uri: chat, state });
             }
             out.push(StoredSession {
@@ -163,7 +187,7 @@ impl Store {
 
     /// Writes a session and its chats, replacing what was stored, in one
     /// transaction. The backend reference is kept unless `s` carries one.
-    pub fn save_session(&self, s: &StoredSession) -> anyhow::Result<()> {
+    pub fn save_session(&self, s: &StoredSession) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
         tx.execute(
@@ -195,14 +219,14 @@ impl Store {
     }
 
     /// Forgets a session and its chats.
-    pub fn delete_session(&self, uri: &str) -> anyhow::Result<()> {
+    pub fn delete_session(&self, uri: &str) -> Result<(), StoreError> {
         self.conn()
             .execute("DELETE FROM sessions WHERE uri = ?1", params![uri])?;
         Ok(())
     }
 
     /// The highest `serverSeq` any instance may have issued (0: none yet).
-    pub fn seq_ceiling(&self) -> anyhow::Result<u64> {
+    pub fn seq_ceiling(&self) -> Result<u64, StoreError> {
         let v: Option<String> = self
             .conn()
             .query_row(
@@ -213,14 +237,15 @@ impl Store {
             .optional()?;
         match v {
             None => Ok(0),
-            Some(s) => s
-                .parse()
-                .with_context(|| format!("stored seq_ceiling {s:?} is not a number")),
+            Some(s) => s.parse().map_err(|e| StoreError::Corrupt {
+                what: format!("seq_ceiling {s:?}"),
+                reason: format!("not a number: {e}"),
+            }),
         }
     }
 
     /// Reserves sequence numbers up to `ceiling` before any is issued.
-    pub fn raise_seq_ceiling(&self, ceiling: u64) -> anyhow::Result<()> {
+    pub fn raise_seq_ceiling(&self, ceiling: u64) -> Result<(), StoreError> {
         self.conn().execute(
             "INSERT INTO meta (key, value) VALUES ('seq_ceiling', ?1)
              ON CONFLICT(key) DO UPDATE SET value = ?1",

@@ -6,6 +6,7 @@
 //! silently: it is counted, logged at warn, and a `shipping_gap` message with
 //! the count and the sequence numbers goes out before the next record.
 
+use crate::error::AuditError;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -17,7 +18,7 @@ use tokio::sync::Notify;
 use tracing::{debug, warn};
 
 use super::log::Ship;
-use crate::config::{SyslogConfig, SyslogTarget};
+use ahp_bridge_base::config::{SyslogConfig, SyslogTarget};
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -95,7 +96,7 @@ impl Shipper {
     /// Validated config in; starts the sender on the current tokio runtime.
     /// `instance` (`[server] instance`) is each message's HOSTNAME, so a
     /// collector tells the bridges of a fleet apart.
-    pub fn start(cfg: &SyslogConfig, instance: &str) -> anyhow::Result<Arc<Self>> {
+    pub fn start(cfg: &SyslogConfig, instance: &str) -> Result<Arc<Self>, AuditError> {
         let target = cfg.target()?;
         let format = Format {
             facility: cfg.facility_code()?,
@@ -156,7 +157,7 @@ impl Ship for Shipper {
         if q.items.len() >= self.shared.max_items || q.bytes + size > self.shared.max_bytes {
             q.dropped += 1;
             self.shared.dropped_total.fetch_add(1, Ordering::Relaxed);
-            crate::telemetry::metrics().audit_shipping_gap(1);
+            ahp_bridge_base::telemetry::metrics().audit_shipping_gap(1);
             let seq = record["seq"].as_u64().unwrap_or_default();
             q.dropped_seqs = Some(q.dropped_seqs.map_or((seq, seq), |(a, _)| (a, seq)));
             if q.dropped == 1 {

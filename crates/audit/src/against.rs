@@ -4,6 +4,7 @@
 //! catch that. Records are compared as the walk streams by: only the shipped
 //! copy's sequence numbers and hashes are held.
 
+use crate::error::AuditError;
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::Path;
@@ -41,12 +42,11 @@ pub(super) struct Shipped {
 impl Shipped {
     /// The records of `path`; with `instance`, only that bridge's (the
     /// others, and records that name no instance, are another chain's).
-    pub(super) fn load(path: &Path, instance: Option<&str>) -> anyhow::Result<Self> {
-        let f = std::fs::File::open(path)
-            .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    pub(super) fn load(path: &Path, instance: Option<&str>) -> Result<Self, AuditError> {
+        let f = std::fs::File::open(path).map_err(|e| AuditError::read(path, e))?;
         let mut s = Self::default();
         for line in std::io::BufReader::new(f).split(b'\n') {
-            let line = line.map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+            let line = line.map_err(|e| AuditError::read(path, e))?;
             if line.is_empty() {
                 continue;
             }

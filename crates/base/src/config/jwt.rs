@@ -12,9 +12,9 @@ use serde::Deserialize;
 use super::{bad, Config, ConfigError, Role, Visibility, TOKEN_PRINCIPAL};
 
 /// The shortest `jwks_refresh`: an issuer is not asked more often than this.
-pub const MIN_JWKS_REFRESH: Duration = Duration::from_secs(10);
+pub(super) const MIN_JWKS_REFRESH: Duration = Duration::from_secs(10);
 /// The largest `leeway`: more lets long-expired tokens in.
-pub const MAX_LEEWAY: Duration = Duration::from_secs(300);
+pub(super) const MAX_LEEWAY: Duration = Duration::from_secs(300);
 
 /// One `[[jwt]]` entry: an issuer whose signed tokens name principals.
 #[derive(Debug, Clone, PartialEq, Deserialize)]

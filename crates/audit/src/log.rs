@@ -5,6 +5,7 @@
 //! silently skipped. With a signing key, signed checkpoints are written every
 //! `checkpoint_every` records, every `checkpoint_interval` and at `close`.
 
+use crate::error::AuditError;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
@@ -18,8 +19,8 @@ use super::checkpoint::{Signer, HASH_PREFIX};
 use super::record::{now_rfc3339, CheckpointRecord, Kind, Record};
 use super::scan::scan;
 use super::writer::Writer;
-use crate::config::{AuditConfig, FsyncPolicy};
-use crate::telemetry::{metrics, CheckFailed};
+use ahp_bridge_base::config::{AuditConfig, FsyncPolicy};
+use ahp_bridge_base::telemetry::{metrics, CheckFailed};
 
 /// Where written records go besides the file (the syslog shipper). Called
 /// under the log's lock, in order, with the line as written; must not block.
@@ -53,13 +54,13 @@ impl Options {
             max_bytes: 0,
             max_age: Duration::ZERO,
             ship: None,
-            instance: crate::config::ServerConfig::default().instance(),
+            instance: ahp_bridge_base::config::ServerConfig::default().instance(),
         }
     }
 
     /// The options `[audit]` asks for (the signing key read here); the
     /// shipper is the caller's to add.
-    pub fn from_config(cfg: &AuditConfig, instance: String) -> anyhow::Result<Self> {
+    pub fn from_config(cfg: &AuditConfig, instance: String) -> Result<Self, AuditError> {
         Ok(Self {
             fsync: cfg.fsync,
             signer: cfg.signing_key.as_deref().map(Signer::load).transpose()?,
@@ -90,12 +91,12 @@ pub struct Recovery {
 
 impl AuditLog {
     /// Opens (or creates) the log with default options and `fsync`.
-    pub fn open(path: &Path, fsync: FsyncPolicy) -> anyhow::Result<(Arc<Self>, Recovery)> {
+    pub fn open(path: &Path, fsync: FsyncPolicy) -> Result<(Arc<Self>, Recovery), AuditError> {
         Self::open_with(path, Options::new(fsync))
     }
 
     /// Opens (or creates) the log and finds the chain head.
-    pub fn open_with(path: &Path, opts: Options) -> anyhow::Result<(Arc<Self>, Recovery)> {
+    pub fn open_with(path: &Path, opts: Options) -> Result<(Arc<Self>, Recovery), AuditError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)?;
         }
@@ -167,7 +168,7 @@ impl AuditLog {
     /// here. Returns the record as written. On an error nothing of it is in
     /// the file, and the next record that is written is preceded by a
     /// `recovered` record that counts it.
-    pub fn append<R: Record>(&self, record: &R) -> anyhow::Result<Value> {
+    pub fn append<R: Record>(&self, record: &R) -> Result<Value, AuditError> {
         let body = serde_json::to_value(record)?;
         let mut w = self.lock();
         let written = self
@@ -193,7 +194,7 @@ impl AuditLog {
     /// rotation, checkpoint or recovery record due, no fsync to wait for.
     /// `None` when it would be more (nothing is written then): call
     /// `append` where blocking is allowed.
-    pub fn append_if_quick<R: Record>(&self, record: &R) -> Option<anyhow::Result<Value>> {
+    pub fn append_if_quick<R: Record>(&self, record: &R) -> Option<Result<Value, AuditError>> {
         let mut w = match self.w.try_lock() {
             Ok(w) => w,
             Err(TryLockError::WouldBlock) => return None,
@@ -210,7 +211,7 @@ impl AuditLog {
             return None;
         }
         let written = serde_json::to_value(record)
-            .map_err(anyhow::Error::from)
+            .map_err(AuditError::from)
             .and_then(|body| self.write(&mut w, R::KIND, body));
         Some(written.inspect_err(|e| {
             metrics().audit_write_failed();
@@ -229,11 +230,11 @@ impl AuditLog {
                 self.path.display()
             )));
         }
-        crate::telemetry::writable(&self.path)
+        ahp_bridge_base::telemetry::writable(&self.path)
     }
 
     /// A signed checkpoint now, if there is a key and anything to cover.
-    pub fn checkpoint_now(&self) -> anyhow::Result<Option<Value>> {
+    pub fn checkpoint_now(&self) -> Result<Option<Value>, AuditError> {
         let mut w = self.lock();
         if self.opts.signer.is_none() || w.uncheckpointed() == 0 {
             return Ok(None);
@@ -243,15 +244,15 @@ impl AuditLog {
     }
 
     /// At shutdown: a last checkpoint, and the file on disk.
-    pub fn close(&self) -> anyhow::Result<()> {
+    pub fn close(&self) -> Result<(), AuditError> {
         self.checkpoint_now()?;
         self.lock().sync()?;
         Ok(())
     }
 
-    pub(super) fn checkpoint(&self, w: &mut Writer) -> anyhow::Result<Value> {
+    pub(super) fn checkpoint(&self, w: &mut Writer) -> Result<Value, AuditError> {
         let Some(signer) = &self.opts.signer else {
-            anyhow::bail!("no signing key");
+            return Err(AuditError::NoSigningKey);
         };
         let (from_seq, hashes) = w.since_checkpoint();
         let record = CheckpointRecord {
@@ -268,7 +269,7 @@ impl AuditLog {
     }
 
     /// Writes the `recovered` record a failed write or a torn tail made due.
-    pub(super) fn settle(&self, w: &mut Writer) -> anyhow::Result<()> {
+    pub(super) fn settle(&self, w: &mut Writer) -> Result<(), AuditError> {
         if let Some(link) = w.pending_link() {
             let link = serde_json::to_value(link)?;
             self.write(w, Kind::Rotation, link)?;
@@ -285,9 +286,14 @@ impl AuditLog {
     }
 
     /// Chains, signs (a checkpoint), writes, syncs and ships one record.
-    pub(super) fn write(&self, w: &mut Writer, kind: Kind, body: Value) -> anyhow::Result<Value> {
+    pub(super) fn write(
+        &self,
+        w: &mut Writer,
+        kind: Kind,
+        body: Value,
+    ) -> Result<Value, AuditError> {
         let Value::Object(mut o) = body else {
-            anyhow::bail!("an audit record must be a JSON object");
+            return Err(AuditError::NotAnObject);
         };
         o.insert("kind".into(), Value::from(kind.as_str()));
         // Which bridge of a fleet wrote it: chained, so it cannot be moved
@@ -342,11 +348,11 @@ impl AuditLog {
     }
 }
 
-#[cfg(test)]
+#[cfg(any(test, feature = "test-util"))]
 impl AuditLog {
-    /// For tests anywhere in the crate: every write fails (a read-only
-    /// handle) until called again with `false`.
-    pub(crate) fn fail_writes_for_test(&self, fail: bool) {
+    /// For tests here and in the crates above (feature `test-util`): every
+    /// write fails (a read-only handle) until called again with `false`.
+    pub fn fail_writes_for_test(&self, fail: bool) {
         self.lock().fail_writes_for_test(fail);
     }
 }

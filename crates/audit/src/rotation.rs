@@ -4,6 +4,7 @@
 //! last hash, so the series is one chain. With a key, the old file ends in a
 //! checkpoint, so every file's records are signed within it.
 
+use crate::error::AuditError;
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -39,7 +40,7 @@ impl AuditLog {
         big || old
     }
 
-    fn rotate(&self, w: &mut Writer) -> anyhow::Result<()> {
+    fn rotate(&self, w: &mut Writer) -> Result<(), AuditError> {
         if self.opts.signer.is_some() && w.uncheckpointed() > 0 {
             self.checkpoint(w)?;
         }
@@ -112,7 +113,7 @@ pub struct Series {
 /// directory the files of the one series it holds (`NAME` and its rotated
 /// `NAME.SEQ`), ordered by the sequence number of their first record (a
 /// file with none goes last).
-pub fn series(paths: &[PathBuf]) -> anyhow::Result<Series> {
+pub fn series(paths: &[PathBuf]) -> Result<Series, AuditError> {
     let mut out = Series::default();
     for p in paths {
         if p.is_dir() {
@@ -131,11 +132,11 @@ pub fn series(paths: &[PathBuf]) -> anyhow::Result<Series> {
     for pair in keyed.windows(2) {
         if let ((Some(a), fa), (Some(b), fb)) = (&pair[0], &pair[1]) {
             if a == b {
-                anyhow::bail!(
-                    "{} and {} both start at record {a}: more than one series (verify each on its own)",
-                    fa.display(),
-                    fb.display()
-                );
+                return Err(AuditError::TwoSeries {
+                    first: fa.clone(),
+                    second: fb.clone(),
+                    seq: *a,
+                });
             }
         }
     }
@@ -160,11 +161,9 @@ fn series_name(file: &str) -> &str {
 /// The series a directory holds: of the names its files rotate from, the
 /// one with the most files that hold audit records. Everything else in
 /// the directory is skipped (and named).
-fn series_in(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<String>)> {
+fn series_in(dir: &Path) -> Result<(Vec<PathBuf>, Vec<String>), AuditError> {
     let mut by_name: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
-    for e in
-        std::fs::read_dir(dir).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", dir.display()))?
-    {
+    for e in std::fs::read_dir(dir).map_err(|e| AuditError::read(dir, e))? {
         let e = e?;
         let name = e.file_name().to_string_lossy().into_owned();
         if e.file_type()?.is_file() && !name.starts_with('.') {
@@ -195,10 +194,9 @@ fn series_in(dir: &Path) -> anyhow::Result<(Vec<PathBuf>, Vec<String>)> {
 }
 
 /// The sequence number of a file's first record.
-fn first_seq(path: &Path) -> anyhow::Result<Option<u64>> {
+fn first_seq(path: &Path) -> Result<Option<u64>, AuditError> {
     use std::io::BufRead;
-    let f = std::fs::File::open(path)
-        .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    let f = std::fs::File::open(path).map_err(|e| AuditError::read(path, e))?;
     for line in std::io::BufReader::new(f).split(b'\n') {
         let line = line?;
         if let Some(s) = serde_json::from_slice::<serde_json::Value>(&line)
