@@ -12,15 +12,15 @@ pub mod admin;
 pub mod ahp;
 pub mod app;
 pub mod bridge;
-pub mod customize;
 pub mod demo;
 pub mod policy_cli;
 pub mod reload;
 pub mod run;
-pub mod runtime;
-pub mod transform;
 
 // The layers in crates of their own, under the names the rest of this crate
 // and its tests use.
 pub use ahp_bridge_audit as audit;
 pub use ahp_bridge_base::{config, jsonrpc, policy, sections, store, telemetry};
+pub use ahp_bridge_customize as customize;
+pub use ahp_bridge_runtime as runtime;
+pub use ahp_bridge_transform as transform;

@@ -4,25 +4,38 @@
 use std::path::{Path, PathBuf};
 
 /// The workspace's crates whose sources sit in the old single crate's tree:
-/// each crate's `src/` and the module path it had there (`""` for the
-/// crate root's own modules). Their files are read as that tree's, with
-/// their paths rewritten back ([`as_one_tree`]), so the layer table, the
-/// signature rule and the import graph span the crate boundaries.
-const CRATES: &[(&str, &str)] = &[
-    ("src", ""),
-    ("crates/base/src", ""),
-    ("crates/audit/src", "audit"),
+/// each crate's `src/`, the module path it had there (`""` for the crate
+/// root's own modules) and the crate's name. Their files are read as that
+/// tree's, with their paths rewritten back ([`as_one_tree`]), so the layer
+/// table, the signature rule and the import graph span the crate boundaries.
+const CRATES: &[(&str, &str, &str)] = &[
+    ("src", "", "ahp_copilot_bridge"),
+    ("crates/base/src", "", "ahp_bridge_base"),
+    ("crates/audit/src", "audit", "ahp_bridge_audit"),
+    ("crates/runtime/src", "runtime", "ahp_bridge_runtime"),
+    ("crates/transform/src", "transform", "ahp_bridge_transform"),
+    ("crates/customize/src", "customize", "ahp_bridge_customize"),
 ];
 
-/// A file of crate `prefix` as the one tree sees it: `crate::` is that
-/// crate's module, and another crate's name is `crate::`, since every crate
-/// the crates name sits at the tree's root (the bottom, `ahp_bridge_base`).
+/// A file of the crate at module `prefix` as the one tree sees it:
+/// `crate::` is that crate's module, and another crate's name is the path of
+/// its module (`ahp_bridge_audit::log` is `crate::audit::log`; the bottom's
+/// modules sit at the root).
 pub(crate) fn as_one_tree(prefix: &str, text: &str) -> String {
-    if prefix.is_empty() {
-        return text.to_owned();
+    let mut text = if prefix.is_empty() {
+        text.to_owned()
+    } else {
+        text.replace("crate::", &format!("crate::{prefix}::"))
+    };
+    for (_, module, name) in &CRATES[1..] {
+        let to = if module.is_empty() {
+            "crate::".to_owned()
+        } else {
+            format!("crate::{module}::")
+        };
+        text = text.replace(&format!("{name}::"), &to);
     }
-    text.replace("crate::", &format!("crate::{prefix}::"))
-        .replace("ahp_bridge_base::", "crate::")
+    text
 }
 
 /// Every Rust source of the workspace, by its path in the one tree
@@ -31,7 +44,7 @@ pub(crate) fn as_one_tree(prefix: &str, text: &str) -> String {
 pub(crate) fn workspace_sources() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = Vec::new();
-    for (dir, prefix) in CRATES {
+    for (dir, prefix, _) in CRATES {
         let src = root.join(dir);
         let mut files = Vec::new();
         rust_files(&src, &mut files);
@@ -90,8 +103,8 @@ fn dependencies(manifest: &str) -> Vec<String> {
 }
 
 /// The crates keep the layers: the bottom depends on no crate of the
-/// workspace and on no AHP crate; the audit log on the bottom only; the
-/// binary's crate on both.
+/// workspace, each layer above it only on those below it (ARCHITECTURE.md,
+/// "The crates"), none of them on an AHP crate; the binary's crate on all.
 #[test]
 fn the_crate_graph_follows_the_layers() {
     let ahp = |d: &Vec<String>| d.iter().any(|n| n == "ahp" || n.starts_with("ahp-types"));
@@ -101,16 +114,28 @@ fn the_crate_graph_follows_the_layers() {
             .cloned()
             .collect()
     };
-    let base = dependencies("crates/base/Cargo.toml");
-    assert!(base.len() > 5, "read the manifest: {base:?}");
-    assert_eq!(ours(&base), Vec::<String>::new());
-    assert!(!ahp(&base), "{base:?}");
-    let audit = dependencies("crates/audit/Cargo.toml");
-    assert_eq!(ours(&audit), vec!["ahp-bridge-base".to_owned()]);
-    assert!(!ahp(&audit), "{audit:?}");
+    let layers: &[(&str, &[&str])] = &[
+        ("base", &[]),
+        ("audit", &["ahp-bridge-base"]),
+        ("runtime", &["ahp-bridge-base"]),
+        ("customize", &["ahp-bridge-base"]),
+        ("transform", &["ahp-bridge-base", "ahp-bridge-audit"]),
+    ];
+    for (name, may) in layers {
+        let deps = dependencies(&format!("crates/{name}/Cargo.toml"));
+        assert!(deps.len() > 3, "read the manifest of {name}: {deps:?}");
+        assert_eq!(ours(&deps), *may, "{name}");
+        assert!(!ahp(&deps), "{name} uses an AHP crate: {deps:?}");
+    }
     let main = dependencies("Cargo.toml");
     assert_eq!(
         ours(&main),
-        vec!["ahp-bridge-base".to_owned(), "ahp-bridge-audit".to_owned()]
+        [
+            "ahp-bridge-base",
+            "ahp-bridge-audit",
+            "ahp-bridge-runtime",
+            "ahp-bridge-transform",
+            "ahp-bridge-customize"
+        ]
     );
 }

@@ -7,6 +7,7 @@ pub mod calls;
 pub mod codec;
 pub mod connection;
 pub mod customizations;
+mod error;
 pub mod events;
 pub mod mismatch;
 pub mod process;
@@ -14,3 +15,5 @@ pub mod repeats;
 pub mod requests;
 pub mod schema;
 pub mod session_config;
+
+pub use error::RuntimeError;

@@ -62,7 +62,7 @@ where
 impl RuntimeRequest {
     /// Types a request of the runtime's. The socket boundary: only the
     /// connection (and tests) hand it JSON.
-    pub(crate) fn parse<'de, P>(method: &str, params: P) -> Result<Self, Mismatch>
+    pub fn parse<'de, P>(method: &str, params: P) -> Result<Self, Mismatch>
     where
         P: serde::Deserializer<'de, Error = serde_json::Error>,
     {

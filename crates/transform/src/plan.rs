@@ -6,8 +6,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{ClientAnswer, Sections};
-use crate::audit::record::Passthrough;
-use crate::policy::Policy;
+use ahp_bridge_audit::record::Passthrough;
+use ahp_bridge_base::policy::Policy;
 
 /// A routing plan for one runtime request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -76,7 +76,7 @@ pub fn validate_answer(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{Config, OverrideAction, OverrideConfig};
+    use ahp_bridge_base::config::{Config, OverrideAction, OverrideConfig};
 
     fn policy() -> Policy {
         let fixed = OverrideConfig {

@@ -191,7 +191,7 @@ impl Manifest {
     /// The folders a component lives in: the manifest's `field` (a path or
     /// a list of them, each `./`-relative and inside), else `default`. A
     /// bad value is reported and the default used.
-    pub fn component_paths(&mut self, field: &str, default: &str) -> Vec<String> {
+    pub(crate) fn component_paths(&mut self, field: &str, default: &str) -> Vec<String> {
         match self.fields.get(field).map(declared_paths) {
             None => vec![default.to_owned()],
             Some(Ok(paths)) => paths,
@@ -204,7 +204,7 @@ impl Manifest {
     }
 
     /// Where the MCP servers are declared.
-    pub fn mcp_declared(&mut self) -> McpDeclared {
+    pub(crate) fn mcp_declared(&mut self) -> McpDeclared {
         let Some(value) = self.fields.get("mcpServers").cloned() else {
             return McpDeclared::Default;
         };

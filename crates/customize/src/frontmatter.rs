@@ -72,7 +72,7 @@ impl Fields {
     }
 
     /// A string field; a list or mapping there is an error.
-    pub fn text(&self, keys: &[&str]) -> Result<Option<String>, FieldError> {
+    pub(crate) fn text(&self, keys: &[&str]) -> Result<Option<String>, FieldError> {
         match self.get(keys) {
             None | Some((_, Value::Null)) => Ok(None),
             Some((_, Value::Scalar { text, .. })) => Ok(Some(text.clone())),
@@ -84,7 +84,7 @@ impl Fields {
     }
 
     /// A `true`/`false` field.
-    pub fn flag(&self, keys: &[&str]) -> Result<Option<bool>, FieldError> {
+    pub(crate) fn flag(&self, keys: &[&str]) -> Result<Option<bool>, FieldError> {
         let Some(text) = self.text(keys)? else {
             return Ok(None);
         };
@@ -100,7 +100,7 @@ impl Fields {
 
     /// A list field: a YAML list, or a string of comma-separated items (as
     /// `tools: Read, Grep` and `applyTo: "*.ts, *.js"` are written).
-    pub fn list(&self, keys: &[&str]) -> Result<Option<Vec<String>>, FieldError> {
+    pub(crate) fn list(&self, keys: &[&str]) -> Result<Option<Vec<String>>, FieldError> {
         let items: Vec<String> = match self.get(keys) {
             None | Some((_, Value::Null)) => return Ok(None),
             Some((_, Value::List(items))) => items.clone(),

@@ -11,7 +11,8 @@ use tracing::{debug, info, warn};
 
 use super::connection::{RuntimeConn, RuntimeHandler};
 use super::session_config::Secret;
-use crate::config::RuntimeConfig;
+use crate::error::RuntimeError;
+use ahp_bridge_base::config::RuntimeConfig;
 
 /// A live runtime: the connection and, when we spawned it, the child process.
 pub struct Runtime {
@@ -42,7 +43,8 @@ pub fn resolve_program(argv0: &str) -> PathBuf {
     let roots = [
         std::env::var_os("AHP_BRIDGE_RUNTIME_DIR").map(PathBuf::from),
         Some(PathBuf::from(".runtime")),
-        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join(".runtime")),
+        // The workspace's root, where scripts/install-runtime.sh puts it.
+        Some(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.runtime")),
     ];
     let native = format!("{argv0}-{}-{}", std::env::consts::OS, arch());
     for root in roots.into_iter().flatten() {
@@ -73,7 +75,7 @@ pub async fn start(
     slot: usize,
     handler: Arc<dyn RuntimeHandler>,
     listen: bool,
-) -> anyhow::Result<Runtime> {
+) -> Result<Runtime, RuntimeError> {
     let token = std::env::var("COPILOT_CONNECTION_TOKEN").ok();
     if let Some(addr) = cfg.address_of(slot) {
         let (conn, version) = connect_tcp(cfg, addr, handler, token.as_deref()).await?;
@@ -99,9 +101,10 @@ pub async fn start(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = spawn_tied(cmd)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot start the runtime {}: {e} (run scripts/install-runtime.sh, or set [runtime] command)", program.display()))?;
+    let mut child = spawn_tied(cmd).await.map_err(|e| RuntimeError::Spawn {
+        program: program.clone(),
+        reason: e.to_string(),
+    })?;
     let stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");
     log_stderr(&mut child);
@@ -114,11 +117,12 @@ pub async fn start(
     );
     let version = match tokio::time::timeout(cfg.call_timeout, conn.handshake(None)).await {
         Ok(v) => v?,
-        Err(_) => anyhow::bail!(
-            "runtime {} did not answer the handshake within {:?}",
-            program.display(),
-            cfg.call_timeout
-        ),
+        Err(_) => {
+            return Err(RuntimeError::HandshakeTimeout {
+                program,
+                after: cfg.call_timeout,
+            })
+        }
     };
     info!(program = %program.display(), slot, pid = child.id(), %version, "runtime started");
     Ok(Runtime {
@@ -134,7 +138,7 @@ async fn spawn_listening(
     cfg: &RuntimeConfig,
     slot: usize,
     handler: Arc<dyn RuntimeHandler>,
-) -> anyhow::Result<Runtime> {
+) -> Result<Runtime, RuntimeError> {
     let program = resolve_program(&cfg.command[0]);
     let mut args: Vec<String> = cfg.command[1..]
         .iter()
@@ -143,7 +147,7 @@ async fn spawn_listening(
         .collect();
     args.extend(["--port".to_owned(), "0".to_owned()]);
     let mut bytes = [0u8; 24];
-    getrandom::fill(&mut bytes).map_err(|e| anyhow::anyhow!("no randomness for a token: {e}"))?;
+    getrandom::fill(&mut bytes).map_err(|e| RuntimeError::NoRandomness(e.to_string()))?;
     let token = hex::encode(bytes);
     let mut cmd = Command::new(&program);
     cmd.args(&args)
@@ -153,9 +157,10 @@ async fn spawn_listening(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    let mut child = spawn_tied(cmd)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot start the runtime {}: {e} (run scripts/install-runtime.sh, or set [runtime] command)", program.display()))?;
+    let mut child = spawn_tied(cmd).await.map_err(|e| RuntimeError::Spawn {
+        program: program.clone(),
+        reason: e.to_string(),
+    })?;
     log_stderr(&mut child);
     let stdout = child.stdout.take().expect("piped stdout");
     let mut lines = BufReader::new(stdout).lines();
@@ -165,19 +170,16 @@ async fn spawn_listening(
                 return p
                     .trim()
                     .parse::<u16>()
-                    .map_err(|_| anyhow::anyhow!("the runtime said {line:?}"));
+                    .map_err(|_| RuntimeError::UnexpectedLine(line.clone()));
             }
             debug!(target: "runtime", "{line}");
         }
-        anyhow::bail!("the runtime exited before it listened")
+        Err(RuntimeError::ExitedBeforeListening)
     })
     .await
-    .map_err(|_| {
-        anyhow::anyhow!(
-            "runtime {} did not listen within {:?}",
-            program.display(),
-            cfg.call_timeout
-        )
+    .map_err(|_| RuntimeError::ListenTimeout {
+        program: program.clone(),
+        after: cfg.call_timeout,
     })??;
     // What it prints later is read and logged, so its pipe never fills.
     tokio::spawn(async move {
@@ -272,10 +274,13 @@ async fn connect_tcp(
     addr: &str,
     handler: Arc<dyn RuntimeHandler>,
     token: Option<&str>,
-) -> anyhow::Result<(Arc<RuntimeConn>, String)> {
+) -> Result<(Arc<RuntimeConn>, String), RuntimeError> {
     let stream = tokio::net::TcpStream::connect(addr)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot connect to the runtime at {addr}: {e}"))?;
+        .map_err(|e| RuntimeError::Connect {
+            addr: addr.to_owned(),
+            reason: e.to_string(),
+        })?;
     // A transform answer is one small frame: it must leave at once, not
     // wait for Nagle and the runtime's delayed ACK.
     stream.set_nodelay(true)?;

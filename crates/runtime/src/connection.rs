@@ -21,7 +21,10 @@ use super::events::{RuntimeEvent, SESSION_EVENT};
 use super::mismatch::{Mismatch, MismatchKind};
 use super::requests::{RuntimeAnswer, RuntimeRequest};
 use super::schema as s;
-use crate::jsonrpc::{self, Answer, CallError, ErrorCode, InboundHandler, Peer, RpcError};
+use crate::error::RuntimeError;
+use ahp_bridge_base::jsonrpc::{
+    self, Answer, CallError, ErrorCode, InboundHandler, Peer, RpcError,
+};
 
 pub const PROTOCOL_VERSION: u64 = 3;
 
@@ -215,7 +218,7 @@ impl RuntimeConn {
 
     /// `connect` (with the token), falling back to `ping` on older runtimes;
     /// refuses any protocol version but 3. Returns the runtime's version.
-    pub async fn handshake(&self, token: Option<&str>) -> anyhow::Result<String> {
+    pub async fn handshake(&self, token: Option<&str>) -> Result<String, RuntimeError> {
         let params = calls::ConnectParams {
             token: token.map(String::from),
         };
@@ -229,10 +232,7 @@ impl RuntimeConn {
                     serde_path_to_error::deserialize(a.value).map_err(|e| {
                         let m = Mismatch::parse(calls::Connect::NAME, e);
                         m.report();
-                        anyhow::anyhow!(
-                            "the runtime's connect answer is not as its schema says: {}",
-                            m.detail
-                        )
+                        RuntimeError::ConnectAnswer(m.detail.clone())
                     })?;
                 (r.protocol_version.get(), r.version)
             }
@@ -243,15 +243,16 @@ impl RuntimeConn {
                 let r = self
                     .call::<calls::Ping>(&ping)
                     .await
-                    .map_err(|e| anyhow::anyhow!("runtime ping failed: {e}"))?;
+                    .map_err(|e| RuntimeError::Ping(e.to_string()))?;
                 (r.protocol_version.get(), "unknown".to_owned())
             }
-            Err(e) => anyhow::bail!("runtime connect failed: {e}"),
+            Err(e) => return Err(RuntimeError::ConnectCall(e.to_string())),
         };
         if protocol != PROTOCOL_VERSION {
-            anyhow::bail!(
-                "runtime speaks protocol version {protocol}, this bridge speaks only {PROTOCOL_VERSION}; install the pinned CLI (scripts/install-runtime.sh)"
-            );
+            return Err(RuntimeError::Protocol {
+                found: protocol,
+                speaks: PROTOCOL_VERSION,
+            });
         }
         Ok(version)
     }

@@ -2,8 +2,8 @@
 //! the request's outcome, each section's decision, each rule that refused
 //! a rewrite. Every label is a fixed word or a catalogue id.
 
-use crate::audit::record::{SectionDecision, TransformRecord};
-use crate::telemetry::metrics;
+use ahp_bridge_audit::record::{SectionDecision, TransformRecord};
+use ahp_bridge_base::telemetry::metrics;
 
 /// The request as a whole: the first that holds of transformed, refused,
 /// an owner's failure (timeout, error, ...), unchanged, passthrough.
@@ -38,7 +38,7 @@ fn decision(d: &SectionDecision) -> &'static str {
     }
 }
 
-pub fn count(record: &TransformRecord) {
+pub(crate) fn count(record: &TransformRecord) {
     let m = metrics();
     m.transform_request(outcome(record));
     for s in &record.sections {

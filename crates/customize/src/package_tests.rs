@@ -2,8 +2,8 @@ use std::fs;
 use std::os::unix::fs::symlink;
 
 use super::*;
-use crate::customize::manifest::{MCP_SCHEMA_1, PLUGIN_SCHEMA_1};
-use crate::customize::{Child, DiskSource, MemorySource};
+use crate::manifest::{MCP_SCHEMA_1, PLUGIN_SCHEMA_1};
+use crate::{Child, DiskSource, MemorySource};
 
 /// A package on disk at `<tmp>/pkg`, with `<tmp>/outside` next to it.
 fn disk(files: &[(&str, &str)]) -> (tempfile::TempDir, DiskSource) {

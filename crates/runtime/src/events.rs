@@ -149,7 +149,7 @@ fn known(ty: &str) -> bool {
 impl RuntimeEvent {
     /// Types `session.event` params. The socket boundary: only the
     /// connection (and tests) hand it JSON.
-    pub(crate) fn parse<'de, P>(params: P) -> Result<Arrived, Mismatch>
+    pub fn parse<'de, P>(params: P) -> Result<Arrived, Mismatch>
     where
         P: serde::Deserializer<'de, Error = serde_json::Error>,
     {

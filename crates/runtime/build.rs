@@ -1,11 +1,13 @@
 //! Generates the runtime's wire types from its vendored schema (see
 //! scripts/vendor-runtime-schema.py), the way `ahp-types` carries AHP's:
-//! `$OUT_DIR/runtime_wire.rs`, included by `src/runtime/schema.rs`.
+//! `$OUT_DIR/runtime_wire.rs`, included by `crates/runtime/src/schema.rs`.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
-const SCHEMA: &str = "schemas/runtime/wire.schema.json";
+/// At the workspace's root, beside the other vendored schemas and the
+/// script that vendors it.
+const SCHEMA: &str = "../../schemas/runtime/wire.schema.json";
 
 fn main() {
     println!("cargo:rerun-if-changed={SCHEMA}");

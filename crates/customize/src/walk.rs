@@ -28,13 +28,13 @@ pub(crate) struct Tree {
 impl Tree {
     /// Whether `rel` is something in the tree (a file, a folder, or an
     /// entry that could not be read).
-    pub fn has(&self, rel: &str) -> bool {
+    pub(crate) fn has(&self, rel: &str) -> bool {
         self.files.contains_key(rel) || self.dirs.contains(rel) || self.unreadable.contains_key(rel)
     }
 
     /// The names directly inside the folder `dir` (files, folders, and
     /// unreadable entries), sorted.
-    pub fn names_in(&self, dir: &str) -> BTreeSet<String> {
+    pub(crate) fn names_in(&self, dir: &str) -> BTreeSet<String> {
         let prefix = if dir.is_empty() {
             String::new()
         } else {
@@ -203,7 +203,7 @@ pub(crate) fn join(dir: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::customize::source::{BoxFuture, Entry, MemorySource};
+    use crate::source::{BoxFuture, Entry, MemorySource};
 
     fn small() -> Bounds {
         Bounds {

@@ -1,8 +1,8 @@
 use std::os::unix::fs::PermissionsExt;
 
 use super::*;
-use crate::customize::manifest::{MCP_SCHEMA_1, PLUGIN_SCHEMA_1};
-use crate::customize::{read_directory, read_package, Bounds, MemorySource};
+use crate::manifest::{MCP_SCHEMA_1, PLUGIN_SCHEMA_1};
+use crate::{read_directory, read_package, Bounds, MemorySource};
 
 fn memory(files: &[(&str, &str)]) -> MemorySource {
     files
@@ -67,8 +67,8 @@ async fn skills_are_written_regenerated_with_their_files() {
         "---\nname: \"go\"\ndescription: \"Go.\"\ndisable-model-invocation: true\n---\nGO $ARGUMENTS"
     );
     // What was written reads back as what was vetted.
-    let back = crate::customize::children::markdown_child(
-        crate::customize::children::FileRole::Skill { folder: "alpha" },
+    let back = crate::children::markdown_child(
+        crate::children::FileRole::Skill { folder: "alpha" },
         "alpha/SKILL.md",
         read(&skills.join("alpha/SKILL.md")).as_bytes(),
     );

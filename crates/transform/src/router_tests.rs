@@ -9,13 +9,13 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::*;
-use crate::audit::log::AuditLog;
-use crate::audit::verify::verify_text;
-use crate::config::Config;
-use crate::jsonrpc::{classify, CallError, Incoming, Peer, RpcError};
-use crate::policy::rego::{ClientKind, Subject};
-use crate::policy::{OptIn, PolicySource};
-use crate::transform::AskFuture;
+use crate::AskFuture;
+use ahp_bridge_audit::log::AuditLog;
+use ahp_bridge_audit::verify::verify_text;
+use ahp_bridge_base::config::Config;
+use ahp_bridge_base::jsonrpc::{classify, CallError, Incoming, Peer, RpcError};
+use ahp_bridge_base::policy::rego::{ClientKind, Subject};
+use ahp_bridge_base::policy::{OptIn, PolicySource};
 
 /// How a scripted client answers a transform request.
 #[derive(Clone)]
@@ -174,7 +174,10 @@ fn typed_answer(result: Value) -> Result<ClientAnswer, AskError> {
 struct LogPort(Arc<AuditLog>);
 
 impl AuditPort for LogPort {
-    fn append(&self, record: crate::audit::record::TransformRecord) -> super::super::AppendFuture {
+    fn append(
+        &self,
+        record: ahp_bridge_audit::record::TransformRecord,
+    ) -> super::super::AppendFuture {
         let written = self.0.append(&record).map(drop);
         Box::pin(std::future::ready(
             written.map_err(|e| super::super::AppendError(format!("{e:#}"))),
@@ -259,13 +262,16 @@ fn assert_audited(
             .unwrap();
         assert_eq!(
             s["sha256Before"],
-            crate::audit::sha256_hex(original[id].as_bytes())
+            ahp_bridge_audit::sha256_hex(original[id].as_bytes())
         );
-        assert_eq!(s["sha256After"], crate::audit::sha256_hex(after.as_bytes()));
+        assert_eq!(
+            s["sha256After"],
+            ahp_bridge_audit::sha256_hex(after.as_bytes())
+        );
     }
 }
 
-use crate::config::{FsyncPolicy, OnFailure};
+use ahp_bridge_base::config::{FsyncPolicy, OnFailure};
 
 #[tokio::test(start_paused = true)]
 async fn a_rewrite_is_merged_and_audited_with_both_hashes() {

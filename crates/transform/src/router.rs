@@ -13,7 +13,7 @@
 //! the rest still applies. The router decides; the record it builds goes to
 //! the [`AuditPort`] the bridge gives it.
 
-use crate::telemetry::Escaped;
+use ahp_bridge_base::telemetry::Escaped;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,15 +23,15 @@ use tracing::{debug, info, warn, Span};
 use super::counted;
 use super::plan::{self, Oversize};
 use super::{AskError, AuditPort, ClientAnswer, Sections, TransformClients};
-use crate::audit::decision_entry::DecisionEntry;
-use crate::audit::record::{
+use ahp_bridge_audit::decision_entry::DecisionEntry;
+use ahp_bridge_audit::record::{
     now_rfc3339, OwnerOutcome, OwnerRecord, SectionDecision, SectionRecord, TransformRecord,
 };
-use crate::config::{AuditConfig, OnFailure};
-use crate::policy::redact::{self, RestoreError};
-use crate::policy::rego::{Body, Decision, Input, Subject};
-use crate::policy::rules::BrokenRule;
-use crate::policy::{owners, OptIn, Policy, PolicyReader};
+use ahp_bridge_base::config::{AuditConfig, OnFailure};
+use ahp_bridge_base::policy::redact::{self, RestoreError};
+use ahp_bridge_base::policy::rego::{Body, Decision, Input, Subject};
+use ahp_bridge_base::policy::rules::BrokenRule;
+use ahp_bridge_base::policy::{owners, OptIn, Policy, PolicyReader};
 
 /// What the router does with records besides writing them.
 #[derive(Debug, Clone, Copy)]

@@ -46,7 +46,7 @@ impl FileRole<'_> {
         }
     }
 
-    pub fn suffixes(self) -> &'static [&'static str] {
+    pub(crate) fn suffixes(self) -> &'static [&'static str] {
         match self {
             FileRole::Skill { .. } => &[],
             FileRole::Command => COMMAND_SUFFIXES,

@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::config::OverrideConfig;
+use ahp_bridge_base::config::OverrideConfig;
 
 /// How the runtime is told to render one section.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub fn registrations(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::OverrideAction;
+    use ahp_bridge_base::config::OverrideAction;
 
     #[test]
     fn nothing_registered_sends_nothing() {
