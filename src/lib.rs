@@ -9,7 +9,6 @@
 //! agents, rules, MCP servers) and writes them out for the runtime.
 
 pub mod admin;
-pub mod ahp;
 pub mod app;
 pub mod bridge;
 pub mod demo;
@@ -22,5 +21,6 @@ pub mod run;
 pub use ahp_bridge_audit as audit;
 pub use ahp_bridge_base::{config, jsonrpc, policy, sections, store, telemetry};
 pub use ahp_bridge_customize as customize;
+pub use ahp_bridge_host as ahp;
 pub use ahp_bridge_runtime as runtime;
 pub use ahp_bridge_transform as transform;

@@ -104,7 +104,6 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
             &[
                 "ahp",
                 "config",
-                "customize",
                 "jsonrpc",
                 "policy",
                 "sections",
@@ -404,6 +403,7 @@ fn the_checker_catches_what_it_must() {
         ("customize/package.rs", "use crate::bridge::Bridge;"),
         ("customize/x.rs", "use crate::runtime::events;"),
         ("customize/x.rs", "use ahp_types::state::Customization;"),
+        ("ahp/x.rs", "use crate::customize::ChildKind;"),
         (
             "bridge/turn.rs",
             r#"vec![json!({"type": "session/inputNeededRemoved", "id": id})]"#,
@@ -438,7 +438,6 @@ fn the_checker_catches_what_it_must() {
             "use crate::{config::Config, telemetry::Escaped};",
         ),
         ("bridge/x.rs", "use crate::customize::Package;"),
-        ("ahp/x.rs", "use crate::customize::ChildKind;"),
         ("ahp/cmd/x.rs", r#"json!({"type": "chat/turnStarted"})"#),
         (
             "bridge/binding.rs",

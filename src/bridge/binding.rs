@@ -21,19 +21,6 @@ use crate::runtime::session_config::{
 };
 use crate::transform::registrations::{registrations, Registration};
 
-/// A client's opt-in as the transform core sees it: its opt-in and its
-/// principal's allow-list, which the policy evaluates.
-impl From<&ActiveClientView> for OptIn {
-    fn from(c: &ActiveClientView) -> Self {
-        OptIn {
-            client_id: c.client_id.clone(),
-            sections: c.opt_in.clone(),
-            allowed: c.transform_sections.clone(),
-            subject: c.subject.clone(),
-        }
-    }
-}
-
 /// The part of a runtime session's config that is fixed at create/resume.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Binding {

@@ -3,7 +3,7 @@
 //! written one after the other, is one change). What a change leads to is
 //! the watcher's owner's: the customization folders are read again
 //! (`src/bridge/customizing.rs`), a certificate reloaded
-//! (`src/ahp/net/tls.rs`), the config file and its Rego files reloaded
+//! (`crates/ahp/src/net/tls.rs`), the config file and its Rego files reloaded
 //! (`src/reload.rs`). The last two watch only their own files in the
 //! folders ([`Watched`]): a neighbour written all the time would otherwise
 //! keep the quiet spell from ever ending.

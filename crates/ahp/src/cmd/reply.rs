@@ -1,0 +1,15 @@
+//! A reply built as its official result type, as the JSON-RPC layer sends
+//! it. Its own file because the command files and the file requests
+//! (`crate::files`) all build replies, and the dispatcher in `mod.rs`
+//! imports them: here none of them imports the dispatcher.
+
+use serde_json::Value;
+
+use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
+
+/// The reply's JSON (the official types always serialize; a failure would
+/// be a bug here).
+pub(crate) fn to_result(result: impl serde::Serialize) -> Result<Value, RpcError> {
+    serde_json::to_value(result)
+        .map_err(|e| RpcError::new(ErrorCode::InternalError, format!("reply: {e}")))
+}

@@ -1,0 +1,136 @@
+//! Session configuration: the schema `resolveSessionConfig` offers (which
+//! model a session uses), completions for it, and the values a
+//! `createSession.config` may carry, checked against that schema before the
+//! session exists. The chosen values live in the session's `config` state,
+//! where the agent side reads them.
+
+use std::collections::HashMap;
+
+use ahp_types::commands::{
+    ResolveSessionConfigParams, ResolveSessionConfigResult, SessionConfigCompletionsParams,
+    SessionConfigCompletionsResult, SessionConfigValueItem,
+};
+use ahp_types::common::JsonObject;
+use ahp_types::state::{SessionConfigPropertySchema, SessionConfigSchema, SessionConfigState};
+use serde_json::{Map, Value};
+
+use super::reply::to_result;
+use crate::host::sessions::{MODEL_SETTING, PROVIDER};
+use crate::host::Host;
+use crate::protocol::errors::AhpError;
+use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
+
+fn invalid(m: String) -> RpcError {
+    RpcError::new(ErrorCode::InvalidParams, m)
+}
+
+/// The JSON Schema of a session's config: one setting, the model.
+fn schema(host: &Host) -> SessionConfigSchema {
+    let models = host.models();
+    let model = SessionConfigPropertySchema {
+        r#type: "string".into(),
+        title: "Model".into(),
+        description: Some(
+            "The model the session's turns use; a message may choose another for its turn.".into(),
+        ),
+        default: Some(Value::from(models[0].clone())),
+        r#enum: Some(models.iter().map(|m| Value::from(m.clone())).collect()),
+        enum_labels: Some(models.to_vec()),
+        enum_descriptions: None,
+        read_only: None,
+        items: None,
+        min_items: None,
+        max_items: None,
+        properties: None,
+        required: None,
+        additional_properties: None,
+        enum_dynamic: None,
+        session_mutable: Some(true),
+    };
+    SessionConfigSchema {
+        r#type: "object".into(),
+        properties: HashMap::from([(MODEL_SETTING.to_owned(), model)]),
+        required: None,
+    }
+}
+
+/// `config` checked against the schema, with defaults applied: unknown
+/// keys and values outside the schema are InvalidParams, naming them.
+fn resolved_values(
+    host: &Host,
+    config: Option<&JsonObject>,
+) -> Result<Map<String, Value>, RpcError> {
+    let mut values = Map::new();
+    values.insert(MODEL_SETTING.into(), Value::from(host.models()[0].clone()));
+    for (key, v) in config.into_iter().flatten() {
+        match key.as_str() {
+            MODEL_SETTING => {
+                let id = v
+                    .as_str()
+                    .ok_or_else(|| invalid(format!("config.{MODEL_SETTING} must be a string")))?;
+                host.check_model(id)?;
+                values.insert(MODEL_SETTING.into(), Value::from(id));
+            }
+            other => {
+                return Err(invalid(format!(
+                    "config.{other:?} is not a setting of this host (see resolveSessionConfig)"
+                )))
+            }
+        }
+    }
+    Ok(values)
+}
+
+/// `resolveSessionConfig`: the schema and the values with defaults applied.
+pub fn resolve(host: &Host, p: ResolveSessionConfigParams) -> Result<Value, RpcError> {
+    check_provider(p.provider.as_deref())?;
+    let values = resolved_values(host, p.config.as_ref())?;
+    to_result(ResolveSessionConfigResult {
+        schema: schema(host),
+        values,
+    })
+}
+
+/// `sessionConfigCompletions`: the values of `property` matching `query`.
+pub fn completions(host: &Host, p: SessionConfigCompletionsParams) -> Result<Value, RpcError> {
+    check_provider(p.provider.as_deref())?;
+    if p.property != MODEL_SETTING {
+        return Err(invalid(format!(
+            "property {:?} is not a setting of this host",
+            p.property
+        )));
+    }
+    let query = p.query.unwrap_or_default().to_lowercase();
+    let items = host
+        .models()
+        .iter()
+        .filter(|m| m.to_lowercase().contains(&query))
+        .map(|m| SessionConfigValueItem {
+            value: m.clone(),
+            label: m.clone(),
+            description: None,
+        })
+        .collect();
+    to_result(SessionConfigCompletionsResult { items })
+}
+
+/// The config state a new session starts with, from `createSession.config`.
+pub fn initial_state(
+    host: &Host,
+    config: Option<&JsonObject>,
+) -> Result<SessionConfigState, RpcError> {
+    Ok(SessionConfigState {
+        schema: schema(host),
+        values: resolved_values(host, config)?,
+    })
+}
+
+fn check_provider(provider: Option<&str>) -> Result<(), RpcError> {
+    match provider {
+        None | Some(PROVIDER) => Ok(()),
+        Some(p) => Err(RpcError::new(
+            AhpError::ProviderNotFound,
+            format!("unknown provider {p:?}; this host has {PROVIDER:?}"),
+        )),
+    }
+}
