@@ -82,7 +82,7 @@ pub fn audit_policy(log: &AuditLog, policy: &Policy) -> anyhow::Result<()> {
 /// policy in force is the log's first record of this run.
 pub fn copilot_backend(
     host: &Arc<Host>,
-    cfg: &Config,
+    cfg: &Arc<Config>,
     policy: &PolicySource,
     audit: Option<&AuditTrail>,
 ) -> Arc<Bridge> {
@@ -99,7 +99,13 @@ pub fn copilot_backend(
             tracing::error!("the policy record was not written: {e}");
         }
     }
-    Bridge::new(host, router, policy.reader(), audit.map(|a| a.log.clone()))
+    Bridge::new(
+        host,
+        cfg.clone(),
+        router,
+        policy.reader(),
+        audit.map(|a| a.log.clone()),
+    )
 }
 
 /// How often `x-host://status` looks for a change to send.
@@ -123,6 +129,8 @@ pub struct Running {
     pub addr: SocketAddr,
     /// Where SDK apps connect (`[sdk] listen`), if anywhere.
     pub sdk: Option<SocketAddr>,
+    /// Whether they connect over TLS (`[sdk.tls]`).
+    sdk_tls: bool,
     /// Where `/healthz`, `/readyz` and `/metrics` are served, if anywhere.
     pub admin: Option<SocketAddr>,
     /// Cancelled when a graceful shutdown starts (`/readyz` says 503 at once).
@@ -166,13 +174,7 @@ impl Running {
 
     /// Where SDK apps connect, if anywhere: `tcp://` (`tls://` with [sdk.tls]).
     pub fn sdk_url(&self) -> Option<String> {
-        let tls = self
-            .host
-            .config()
-            .sdk
-            .as_ref()
-            .is_some_and(|s| s.tls.is_some());
-        let scheme = if tls { "tls" } else { "tcp" };
+        let scheme = if self.sdk_tls { "tls" } else { "tcp" };
         self.sdk.map(|a| format!("{scheme}://{a}"))
     }
 }
@@ -278,7 +280,7 @@ pub enum Agent {
 pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     cfg.validate()?;
     let policy = Arc::new(PolicySource::new(Policy::from_config(&cfg)?));
-    let host = Host::new(cfg.clone(), policy.reader());
+    let host = Host::new(&cfg, policy.reader());
     let mut bridge = None;
     let mut audit = None;
     let backend: Arc<dyn Backend> = match agent {
@@ -349,6 +351,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     crate::telemetry::metrics().set_build_info(ahp_types::PROTOCOL_VERSION, &cfg.server.instance());
     tokio::spawn(tick_status(Arc::downgrade(&host), stopped.clone()));
     Ok(Running {
+        sdk_tls: cfg.sdk.as_ref().is_some_and(|s| s.tls.is_some()),
         addr,
         sdk,
         admin,

@@ -101,6 +101,7 @@ async fn a_dropped_bridge_takes_its_runtime_with_it() {
         model,
         dir,
         contract,
+        cfg: _,
     } = st;
     running.shutdown.cancel();
     let host = std::sync::Arc::downgrade(&running.host);

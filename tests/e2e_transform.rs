@@ -442,7 +442,7 @@ async fn without_opt_ins_the_prompt_is_byte_identical_to_a_direct_runtime_sessio
     assert_eq!(run_turn(&c, "plain", "t1", "hi").await.kind, "complete");
     let via_bridge = last_system_prompt(&st.model);
     // The same runtime, driven directly, with no systemMessage at all.
-    let cfg = st.bridge.host.config().clone();
+    let cfg = st.cfg.clone();
     let rt = ahp_copilot_bridge::runtime::process::start(
         &cfg.runtime,
         0,

@@ -314,6 +314,68 @@ fn seams_carry_typed_values_and_errors_have_names() {
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
 
+/// The host's API is typed: fewer than 5 `pub fn` of the host crate take
+/// or return JSON (`Value`, `JsonObject`), each with a doc comment that
+/// says why it is JSON.
+#[test]
+fn the_hosts_api_is_typed() {
+    let mut json = Vec::new();
+    for (rel, text) in workspace_sources() {
+        if !rel.starts_with("ahp/") || rel.ends_with("_tests.rs") {
+            continue;
+        }
+        let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let Some(at) = line.find("pub fn ").or_else(|| line.find("pub async fn ")) else {
+                continue;
+            };
+            if line[..at].trim_start().starts_with("//") {
+                continue;
+            }
+            let sig: String = lines[i..]
+                .iter()
+                .take_while(|l| !l.contains('{') && !l.ends_with(';'))
+                .chain(
+                    lines[i..]
+                        .iter()
+                        .find(|l| l.contains('{') || l.ends_with(';')),
+                )
+                .copied()
+                .collect::<Vec<_>>()
+                .join(" ");
+            let sig = sig.split('{').next().unwrap_or_default();
+            if !(sig.contains("Value") || sig.contains("JsonObject") || sig.contains("serde_json"))
+            {
+                continue;
+            }
+            let doc: Vec<&str> = lines[..i]
+                .iter()
+                .rev()
+                .take_while(|l| {
+                    l.trim_start().starts_with("///") || l.trim_start().starts_with("#[")
+                })
+                .copied()
+                .collect();
+            let says_why = doc.iter().any(|l| l.contains("JSON"));
+            json.push(format!("{rel}: {} (says why: {says_why})", sig.trim()));
+        }
+    }
+    assert!(
+        json.len() < 5,
+        "pub fns with JSON in the host:\n{}",
+        json.join("\n")
+    );
+    let unexplained: Vec<&String> = json
+        .iter()
+        .filter(|l| l.ends_with("(says why: false)"))
+        .collect();
+    assert!(
+        unexplained.is_empty(),
+        "no comment says why it is JSON:\n{unexplained:?}"
+    );
+}
+
 #[test]
 fn the_signature_checker_catches_what_it_must() {
     let bad = [

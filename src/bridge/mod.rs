@@ -87,12 +87,13 @@ pub struct Bridge {
 impl Bridge {
     pub fn new(
         host: &Arc<Host>,
+        cfg: Arc<Config>,
         router: Arc<Router>,
         policy: PolicyReader,
         audit: Option<Arc<AuditLog>>,
     ) -> Arc<Self> {
         let customizing = Customizing::new(
-            CustomizationState::new(host.config()),
+            CustomizationState::new(&cfg),
             Arc::downgrade(host),
             policy.clone(),
             audit,
@@ -100,13 +101,10 @@ impl Bridge {
         let bridge = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             host: Arc::downgrade(host),
-            cfg: host.config().clone(),
+            pool: Arc::new(Pool::new(&cfg.runtime, cfg.sdk.is_some())),
+            cfg,
             router,
             policy,
-            pool: Arc::new(Pool::new(
-                &host.config().runtime,
-                host.config().sdk.is_some(),
-            )),
             sessions: BridgedSessions::default(),
             stop: Stop::new(),
             customizing,

@@ -16,6 +16,8 @@ use super::*;
 pub struct Stack {
     pub model: ScriptedModel,
     pub bridge: Running,
+    /// The config the bridge was started with.
+    pub cfg: Arc<Config>,
     pub dir: tempfile::TempDir,
     pub contract: Contract,
 }
@@ -65,12 +67,14 @@ pub async fn start_stack(tune: impl FnOnce(&mut Config)) -> Stack {
     cfg.runtime.working_directory = Some(dir.path().to_owned());
     cfg.audit.path = Some(dir.path().join("audit.jsonl"));
     tune(&mut cfg);
-    let bridge = app::start(Arc::new(cfg), Agent::Copilot)
+    let cfg = Arc::new(cfg);
+    let bridge = app::start(cfg.clone(), Agent::Copilot)
         .await
         .expect("bridge starts");
     Stack {
         model,
         bridge,
+        cfg,
         dir,
         contract: Contract,
     }

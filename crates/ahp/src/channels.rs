@@ -39,7 +39,7 @@ pub fn required_role(uri: &str) -> Option<Role> {
 }
 
 /// Their entries in `InitializeResult._meta`, beside the transform extension's.
-pub fn advertisement() -> Value {
+pub(crate) fn advertisement() -> Value {
     json!({
         AUDIT_LOG: {
             "role": "admin",
@@ -139,6 +139,8 @@ struct Head {
 impl WrittenRecord {
     /// From a record as the log just wrote it and its line (read once,
     /// to keep it as JSON text; the record's fields read from the tree).
+    /// Takes JSON: the audit log's records are JSON documents of many kinds,
+    /// and this keeps only the few fields every kind has.
     pub fn new(record: &Value, line: &str) -> Option<Self> {
         Some(Self {
             seq: record["seq"].as_u64().unwrap_or_default(),

@@ -85,6 +85,8 @@ pub struct TransformResult {
 
 impl TransformResult {
     /// The answer's sections (id -> text), or `None` when it is malformed.
+    /// Takes the JSON-RPC result as the client's JSON: this is the edge
+    /// where a client's answer becomes typed.
     pub fn parse(result: Value) -> Option<BTreeMap<String, String>> {
         let parsed: Self = serde_json::from_value(result).ok()?;
         Some(
@@ -100,7 +102,7 @@ impl TransformResult {
 /// `InitializeResult._meta`: tells a client before it creates a session that
 /// this host speaks the extension, which version, and how many sections the
 /// catalogue (`systemMessageSections` on the root state's agent) holds.
-pub fn advertisement() -> Value {
+pub(crate) fn advertisement() -> Value {
     json!({
         TRANSFORM_METHOD: {
             "name": TRANSFORM_METHOD,
@@ -130,7 +132,7 @@ pub struct TransformOptIn {
 impl TransformOptIn {
     /// The opt-in of an active-client entry as sent: none when absent or
     /// null; an error naming the field when it is not an opt-in.
-    pub fn of_entry(entry: &Value) -> Result<Option<Self>, BadOptIn> {
+    pub(crate) fn of_entry(entry: &Value) -> Result<Option<Self>, BadOptIn> {
         match entry.get(OPT_IN_FIELD) {
             None | Some(Value::Null) => Ok(None),
             Some(v) => serde_path_to_error::deserialize(v)
@@ -141,7 +143,7 @@ impl TransformOptIn {
 }
 
 /// Puts the opt-ins back into a serialized session state (clientId -> opt-in).
-pub fn restore_opt_ins(session: &mut Value, opt_ins: &BTreeMap<String, TransformOptIn>) {
+pub(crate) fn restore_opt_ins(session: &mut Value, opt_ins: &BTreeMap<String, TransformOptIn>) {
     let Some(list) = session
         .get_mut("activeClients")
         .and_then(Value::as_array_mut)
@@ -157,7 +159,7 @@ pub fn restore_opt_ins(session: &mut Value, opt_ins: &BTreeMap<String, Transform
 }
 
 /// The catalogue as the agent advertises it; `restricted` ones are marked.
-pub fn section_catalogue(restricted: &[String]) -> Value {
+pub(crate) fn section_catalogue(restricted: &[String]) -> Value {
     let list: Vec<Value> = SECTION_CATALOGUE
         .iter()
         .map(|s| {

@@ -57,7 +57,10 @@ impl Principal {
     }
 
     /// The same principal, carrying the verified claims of its JWT.
-    pub fn with_claims(mut self, claims: serde_json::Map<String, serde_json::Value>) -> Self {
+    pub(crate) fn with_claims(
+        mut self,
+        claims: serde_json::Map<String, serde_json::Value>,
+    ) -> Self {
         self.claims = Some(Arc::new(serde_json::Value::Object(claims)));
         self
     }

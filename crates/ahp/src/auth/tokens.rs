@@ -6,15 +6,15 @@ use std::sync::Mutex;
 
 use ahp_types::state::ProtectedResourceMetadata;
 
-use ahp_bridge_base::config::Config;
-
 /// The resource the runtime's GitHub sign-in needs.
 pub const GITHUB_RESOURCE: &str = "https://api.github.com";
 
 /// What the root state advertises: GitHub when the runtime signs in there
 /// (no `[runtime.provider]`), nothing with a provider of the operator's.
-pub fn protected_resources(cfg: &Config) -> Option<Vec<ProtectedResourceMetadata>> {
-    cfg.runtime.provider.is_none().then(|| {
+/// What the host advertises when the runtime signs in to GitHub (no
+/// `[runtime] provider`): GitHub's API; nothing otherwise.
+pub fn protected_resources(github_sign_in: bool) -> Option<Vec<ProtectedResourceMetadata>> {
+    github_sign_in.then(|| {
         vec![ProtectedResourceMetadata {
             resource: GITHUB_RESOURCE.into(),
             resource_name: Some("GitHub Copilot".into()),

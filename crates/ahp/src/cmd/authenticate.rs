@@ -5,8 +5,7 @@
 //! gives it, in memory only, never logged, for the agent to use on that
 //! principal's sessions.
 
-use ahp_types::commands::AuthenticateParams;
-use serde_json::{json, Value};
+use ahp_types::commands::{AuthenticateParams, AuthenticateResult};
 use tracing::info;
 
 use crate::auth::tokens::{protected_resources, GITHUB_RESOURCE};
@@ -14,16 +13,16 @@ use crate::auth::Principal;
 use crate::host::Host;
 use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
 
-pub fn authenticate(
+pub(crate) fn authenticate(
     host: &Host,
     principal: &Principal,
     p: AuthenticateParams,
-) -> Result<Value, RpcError> {
+) -> Result<AuthenticateResult, RpcError> {
     let invalid = |m: String| RpcError::new(ErrorCode::InvalidParams, m);
     if p.token.is_empty() {
         return Err(invalid("field `token` must be a non-empty string".into()));
     }
-    let advertised = protected_resources(host.config()).is_some();
+    let advertised = protected_resources(host.settings().github_sign_in()).is_some();
     if !advertised || p.resource != GITHUB_RESOURCE {
         let offered = if advertised {
             format!("{GITHUB_RESOURCE:?}")
@@ -38,5 +37,5 @@ pub fn authenticate(
     host.tokens().set(&principal.name, &p.token);
     info!(principal = %principal.name, resource = %p.resource, "client authenticated for the runtime (token kept in memory)");
     host.authenticated(&principal.name);
-    Ok(json!({}))
+    Ok(AuthenticateResult {})
 }

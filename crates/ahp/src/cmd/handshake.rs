@@ -19,7 +19,14 @@ use crate::protocol::uri::file_uri_of;
 use crate::protocol::versions::{negotiate, Version, IMPLEMENTED_VERSIONS};
 use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
 
-pub fn initialize(host: &Host, conn: ConnId, p: InitializeParams) -> Result<Value, RpcError> {
+/// The reply as JSON: the snapshots in it are the host's rendering (see
+/// below), so the official `InitializeResult` is serialized here and they
+/// are put in.
+pub(crate) fn initialize(
+    host: &Host,
+    conn: ConnId,
+    p: InitializeParams,
+) -> Result<Value, RpcError> {
     let chosen = negotiate(&p.protocol_versions)
         .map_err(|e| {
             RpcError::new(
@@ -48,12 +55,7 @@ pub fn initialize(host: &Host, conn: ConnId, p: InitializeParams) -> Result<Valu
         }),
         meta: Some(advertised()),
         snapshots: vec![],
-        default_directory: host
-            .config()
-            .runtime
-            .working_directory
-            .as_deref()
-            .map(file_uri_of),
+        default_directory: host.settings().working_directory().map(file_uri_of),
         completion_trigger_characters: Some(vec![COMPLETION_TRIGGER.into()]),
         terminal_command_prefix: None,
         telemetry: None,
@@ -67,7 +69,8 @@ pub fn initialize(host: &Host, conn: ConnId, p: InitializeParams) -> Result<Valu
     Ok(result)
 }
 
-pub fn reconnect(host: &Host, conn: ConnId, p: Reconnect) -> Result<Value, RpcError> {
+/// The reply as JSON: not the official `ReconnectResult` (see below).
+pub(crate) fn reconnect(host: &Host, conn: ConnId, p: Reconnect) -> Result<Value, RpcError> {
     let invalid = |m: &str| RpcError::new(ErrorCode::InvalidParams, m);
     let last = p.last_seen_server_seq;
     if p.windows.is_some() {

@@ -1,11 +1,11 @@
 //! Paged reads: `listSessions` (most recently modified first, `limit` and an
 //! opaque `cursor`, see [`super::cursor`]) and `fetchTurns`.
 
-use ahp_types::commands::{FetchTurnsParams, ListSessionsParams, ListSessionsResult};
-use serde_json::{json, Value};
+use ahp_types::commands::{
+    FetchTurnsParams, FetchTurnsResult, ListSessionsParams, ListSessionsResult,
+};
 
 use super::cursor::CursorKey;
-use super::reply::to_result;
 use crate::auth::Principal;
 use crate::host::Host;
 use crate::protocol::errors::AhpError;
@@ -39,13 +39,13 @@ fn page_limit(limit: Option<i64>) -> Result<usize, RpcError> {
 
 /// One page of the sessions `principal` sees, newest first. A cursor
 /// this host did not hand to this principal is InvalidParams.
-pub fn list_sessions(
+pub(crate) fn list_sessions(
     host: &Host,
     cursors: &CursorKey,
     principal: &Principal,
     version: Version,
     p: ListSessionsParams,
-) -> Result<Value, RpcError> {
+) -> Result<ListSessionsResult, RpcError> {
     let limit = page_limit(p.limit)?;
     let after = match &p.cursor {
         None => None,
@@ -69,7 +69,7 @@ pub fn list_sessions(
         (true, Some((last, _))) => Some(cursors.seal(&principal.name, *last)),
         _ => None,
     };
-    to_result(ListSessionsResult {
+    Ok(ListSessionsResult {
         next_cursor,
         items: rows.into_iter().map(|(_, s)| s).collect(),
     })
@@ -79,11 +79,11 @@ pub fn list_sessions(
 /// `turnsNextCursor` is ever set), so there is nothing older to load:
 /// without a cursor the answer is `{}`, and any cursor is one this host
 /// never issued, which the spec says MUST be InvalidParams.
-pub fn fetch_turns(
+pub(crate) fn fetch_turns(
     host: &Host,
     principal: &Principal,
     p: FetchTurnsParams,
-) -> Result<Value, RpcError> {
+) -> Result<FetchTurnsResult, RpcError> {
     if !host.chat_visible(principal, &p.channel) {
         return Err(RpcError::new(
             AhpError::SessionNotFound,
@@ -91,7 +91,7 @@ pub fn fetch_turns(
         ));
     }
     match p.cursor {
-        None => Ok(json!({})),
+        None => Ok(FetchTurnsResult {}),
         Some(_) => Err(invalid(
             "unrecognised `cursor`: this host keeps every turn in the chat state and never sets `turnsNextCursor`",
         )),

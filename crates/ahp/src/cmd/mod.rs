@@ -8,7 +8,7 @@
 use ahp_bridge_base::telemetry::Escaped;
 use std::sync::Arc;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 use tracing::debug;
 
 use super::auth::access::role_for_request;
@@ -19,6 +19,7 @@ use super::host::Host;
 use super::protocol::errors::AhpError;
 use super::protocol::params::{Method, Notification, Request};
 use ahp_bridge_base::jsonrpc::{Answer, ErrorCode, InboundHandler, RpcError};
+use reply::{to_result, Empty, Subscribed};
 
 pub mod authenticate;
 pub mod cursor;
@@ -102,21 +103,27 @@ impl Commands {
             });
         };
         let file = |r| files::request(host.clone(), p.clone(), self.file_workers.clone(), r);
+        // Each reply is typed until here, where it becomes the JSON-RPC result.
         Answer::Now(match request {
-            // `SubscribeResult`'s shape; its `Snapshot` has no form for the host
-            // channels' states nor for the opt-in extension field.
             Request::Subscribe(s) => host
                 .subscribe(conn, &s.channel)
-                .map(|s| json!({"snapshot": s})),
-            Request::CreateSession(c) => sessions::create(host, conn, &p, *c),
-            Request::DisposeSession(d) => host.remove_session(&p, &d.channel).map(|()| json!({})),
+                .and_then(|snapshot| to_result(Subscribed { snapshot })),
+            Request::CreateSession(c) => sessions::create(host, conn, &p, *c).and_then(to_result),
+            Request::DisposeSession(d) => host
+                .remove_session(&p, &d.channel)
+                .and_then(|()| to_result(Empty {})),
             Request::ListSessions(l) => {
                 listing::list_sessions(host, &self.cursors, &p, host.version_of(conn), l)
+                    .and_then(to_result)
             }
-            Request::FetchTurns(f) => listing::fetch_turns(host, &p, f),
-            Request::ResolveSessionConfig(r) => session_config::resolve(host, r),
-            Request::SessionConfigCompletions(c) => session_config::completions(host, c),
-            Request::Authenticate(a) => authenticate::authenticate(host, &p, a),
+            Request::FetchTurns(f) => listing::fetch_turns(host, &p, f).and_then(to_result),
+            Request::ResolveSessionConfig(r) => {
+                session_config::resolve(host, r).and_then(to_result)
+            }
+            Request::SessionConfigCompletions(c) => {
+                session_config::completions(host, c).and_then(to_result)
+            }
+            Request::Authenticate(a) => authenticate::authenticate(host, &p, a).and_then(to_result),
             Request::ResourceRead(_)
             | Request::ResourceList(_)
             | Request::ResourceResolve(_)
@@ -145,7 +152,7 @@ mod tests {
     fn root_state_advertises_sections_and_restriction() {
         let cfg = Config::default();
         let policy = PolicyReader::fixed(Policy::from_config(&cfg).unwrap());
-        let host = Host::new(Arc::new(cfg), policy);
+        let host = Host::new(&cfg, policy);
         let snap = host.snapshot(ROOT_URI).unwrap();
         let secs = snap["state"]["agents"][0]["systemMessageSections"]
             .as_array()

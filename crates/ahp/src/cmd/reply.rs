@@ -7,8 +7,21 @@ use serde_json::Value;
 
 use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
 
-/// The reply's JSON (the official types always serialize; a failure would
-/// be a bug here).
+/// The reply of a command whose official result has no fields of its own
+/// (`createSession`, `disposeSession`): `{}`.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct Empty {}
+
+/// What `subscribe` answers: `SubscribeResult`'s shape. Its snapshot is the
+/// host's rendering, since the official `Snapshot` has no form for the
+/// host channels' states nor for the opt-in extension field.
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct Subscribed {
+    pub(crate) snapshot: Value,
+}
+
+/// The reply's JSON, made once, where the dispatcher hands it to the
+/// JSON-RPC layer (the types always serialize; a failure would be a bug here).
 pub(crate) fn to_result(result: impl serde::Serialize) -> Result<Value, RpcError> {
     serde_json::to_value(result)
         .map_err(|e| RpcError::new(ErrorCode::InternalError, format!("reply: {e}")))

@@ -14,7 +14,6 @@ use ahp_types::common::JsonObject;
 use ahp_types::state::{SessionConfigPropertySchema, SessionConfigSchema, SessionConfigState};
 use serde_json::{Map, Value};
 
-use super::reply::to_result;
 use crate::host::sessions::{MODEL_SETTING, PROVIDER};
 use crate::host::Host;
 use crate::protocol::errors::AhpError;
@@ -82,17 +81,23 @@ fn resolved_values(
 }
 
 /// `resolveSessionConfig`: the schema and the values with defaults applied.
-pub fn resolve(host: &Host, p: ResolveSessionConfigParams) -> Result<Value, RpcError> {
+pub(crate) fn resolve(
+    host: &Host,
+    p: ResolveSessionConfigParams,
+) -> Result<ResolveSessionConfigResult, RpcError> {
     check_provider(p.provider.as_deref())?;
     let values = resolved_values(host, p.config.as_ref())?;
-    to_result(ResolveSessionConfigResult {
+    Ok(ResolveSessionConfigResult {
         schema: schema(host),
         values,
     })
 }
 
 /// `sessionConfigCompletions`: the values of `property` matching `query`.
-pub fn completions(host: &Host, p: SessionConfigCompletionsParams) -> Result<Value, RpcError> {
+pub(crate) fn completions(
+    host: &Host,
+    p: SessionConfigCompletionsParams,
+) -> Result<SessionConfigCompletionsResult, RpcError> {
     check_provider(p.provider.as_deref())?;
     if p.property != MODEL_SETTING {
         return Err(invalid(format!(
@@ -111,10 +116,12 @@ pub fn completions(host: &Host, p: SessionConfigCompletionsParams) -> Result<Val
             description: None,
         })
         .collect();
-    to_result(SessionConfigCompletionsResult { items })
+    Ok(SessionConfigCompletionsResult { items })
 }
 
 /// The config state a new session starts with, from `createSession.config`.
+/// Takes AHP's own `JsonObject`: the protocol's config values are free-form
+/// JSON by its schema, checked here against this host's settings.
 pub fn initial_state(
     host: &Host,
     config: Option<&JsonObject>,

@@ -13,6 +13,7 @@ use ahp_types::state::{
 use serde_json::{json, Value};
 use tracing::info;
 
+use super::reply::Empty;
 use super::session_config;
 use crate::auth::access::check_action;
 use crate::auth::Principal;
@@ -30,12 +31,12 @@ fn invalid(why: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidParams, why)
 }
 
-pub fn create(
+pub(crate) fn create(
     host: &Arc<Host>,
     conn: ConnId,
     principal: &Principal,
     c: CreateSession,
-) -> Result<Value, RpcError> {
+) -> Result<Empty, RpcError> {
     check_session_uri(&c.channel).map_err(|e| invalid(e.to_string()))?;
     if let Some(p) = c.provider.as_deref().filter(|p| *p != PROVIDER) {
         return Err(RpcError::new(
@@ -67,7 +68,7 @@ pub fn create(
     let new = new_session(&c.channel, principal, dirs, config);
     host.add_session(conn, new, active)?;
     info!(session = %c.channel, principal = %principal.name, "session created");
-    Ok(json!({}))
+    Ok(Empty {})
 }
 
 /// `ahp.session`: the operator's Rego policy over the session as requested

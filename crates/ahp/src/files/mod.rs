@@ -158,7 +158,7 @@ fn file_job(
     Ok(Some(FileJob {
         op,
         dirs: host.readable_dirs(principal, &channel)?,
-        limit: host.config().server.max_resource_bytes as u64,
+        limit: host.settings().server().max_resource_bytes as u64,
     }))
 }
 

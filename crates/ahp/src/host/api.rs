@@ -54,7 +54,7 @@ impl Host {
     /// at once (a client that does not read).
     pub fn connect(&self, kill: CancellationToken, auth: Authenticated) -> Connected {
         let mut st = self.lock();
-        let server = &self.cfg.server;
+        let server = self.settings.server();
         let id = st.clients.next_id();
         let (out, queue) =
             Outbound::new(server.outbound_queue, server.outbound_queue_bytes, kill, id);
@@ -92,7 +92,7 @@ impl Host {
             left
         };
         let Some(left) = left else { return };
-        let grace = self.cfg.server.client_grace;
+        let grace = self.settings.server().client_grace;
         info!(client = %Escaped(&left.client_id), "client disconnected; grace period {grace:?}");
         // Weak: a host let go of (shut down) is not kept for the grace.
         let host = Arc::downgrade(self);
@@ -178,7 +178,7 @@ impl Host {
             let host = Arc::downgrade(self);
             let conn = r.conn;
             let running = move || host.upgrade().is_some_and(|h| h.turn_running_for(conn));
-            let limit = self.cfg.runtime.turn_inactivity_timeout;
+            let limit = self.settings.turn_inactivity_timeout();
             tokio::spawn(close_after_turn(
                 self.boundaries.subscribe(),
                 limit,
@@ -242,7 +242,7 @@ impl Host {
             let room = st
                 .clients
                 .new_subscriptions(conn, &[])
-                .is_some_and(|(held, _)| held < self.cfg.server.max_subscriptions);
+                .is_some_and(|(held, _)| held < self.settings.server().max_subscriptions);
             if room {
                 st.clients.subscribe(conn, [uri.clone()]);
             }
@@ -375,7 +375,7 @@ impl Host {
                 "field `channel` must be ahp-root://, a session or a chat",
             ));
         }
-        let default = self.cfg.runtime.working_directory.as_deref();
+        let default = self.settings.working_directory();
         let st = self.lock();
         let channel = st.sessions.resolve(channel);
         st.sessions

@@ -56,13 +56,16 @@ pub mod outbound;
 pub(crate) mod rego;
 mod replay;
 pub mod sessions;
+mod settings;
 pub mod subscriptions;
 
 pub use credentials::CredentialsReloaded;
 pub use sessions::NewSession;
+pub use settings::HostSettings;
 
 pub struct Host {
-    cfg: Arc<Config>,
+    /// The parts of the config the host reads, start-only.
+    settings: HostSettings,
     /// Who may connect, their limits and tokens ([`credentials`]).
     credentials: Credentials,
     /// The policy in force: the catalogue advertises its hidden sections.
@@ -70,8 +73,6 @@ pub struct Host {
     state: Mutex<HostState>,
     backend: OnceLock<Arc<dyn Backend>>,
     durable: Durable,
-    /// The models this host offers, the default first (`[runtime] model`, `models`).
-    models: Vec<String>,
     /// How many connections are open, for a shutdown to wait on.
     connections: tokio::sync::watch::Sender<usize>,
     /// Bumped at every turn end (and other boundaries), for a revoked
@@ -95,14 +96,19 @@ struct HostState {
 }
 
 impl Host {
-    pub fn new(cfg: Arc<Config>, policy: PolicyReader) -> Arc<Self> {
-        let models = configured_models(&cfg);
+    /// Built from the config's sections it reads ([`HostSettings`], the
+    /// principals and limits, the models and customization folders it
+    /// advertises); it keeps none of the rest.
+    pub fn new(cfg: &Config, policy: PolicyReader) -> Arc<Self> {
+        let settings = HostSettings::from_config(cfg);
         let agent = AgentInfo {
             provider: PROVIDER.into(),
             display_name: "GitHub Copilot".into(),
             description: "The GitHub Copilot agent runtime, through ahp-copilot-bridge".into(),
-            models: models.iter().map(|m| model_info(m)).collect(),
-            protected_resources: super::auth::tokens::protected_resources(&cfg),
+            models: settings.models().iter().map(|m| model_info(m)).collect(),
+            protected_resources: super::auth::tokens::protected_resources(
+                settings.github_sign_in(),
+            ),
             customizations: Some(super::customizations::configured(
                 &cfg.customizations.containers(),
             )),
@@ -116,9 +122,9 @@ impl Host {
             meta: None,
         };
         Arc::new(Self {
-            credentials: Credentials::from_config(&cfg),
+            credentials: Credentials::from_config(cfg),
             policy,
-            cfg,
+            settings,
             state: Mutex::new(HostState {
                 sessions: Sessions::new(root),
                 clients: Clients::new(),
@@ -127,15 +133,14 @@ impl Host {
             }),
             backend: OnceLock::new(),
             durable: Durable::default(),
-            models,
             connections: tokio::sync::watch::Sender::new(0),
             boundaries: tokio::sync::watch::Sender::new(0),
             grace_timers_fired: AtomicU64::new(0),
         })
     }
 
-    pub fn config(&self) -> &Arc<Config> {
-        &self.cfg
+    pub fn settings(&self) -> &HostSettings {
+        &self.settings
     }
 
     // ── the host channels (their state: `host_channels::HostChannels`) ──
@@ -144,8 +149,8 @@ impl Host {
     fn view(&self) -> View {
         View {
             policy: self.policy.current(),
-            pool_size: self.cfg.runtime.pool_size(),
-            max_subscriptions: self.cfg.server.max_subscriptions,
+            pool_size: self.settings.pool_size(),
+            max_subscriptions: self.settings.server().max_subscriptions,
         }
     }
 
@@ -162,7 +167,7 @@ impl Host {
         {
             return;
         }
-        let now = st.status_inputs(self.cfg.runtime.pool_size());
+        let now = st.status_inputs(self.settings.pool_size());
         if let Some(action) = st.host_channels.status_changed(&now) {
             self.publish_host_channel(&mut st, channels::HOST_STATUS, action);
         }
@@ -202,7 +207,7 @@ impl Host {
             // Not a delta: the queue only ever reads the text.
             sub.out.send_action(&Value::Null, &text, None);
         }
-        let server = &self.cfg.server;
+        let server = self.settings.server();
         st.replay.keep(
             seq,
             channel,
@@ -224,7 +229,7 @@ impl Host {
 
     /// The models a session may choose, the default first.
     pub fn models(&self) -> &[String] {
-        &self.models
+        self.settings.models()
     }
 
     /// Tokens clients gave with `authenticate`.
@@ -261,7 +266,7 @@ impl Host {
 
     /// `initialize`: attaches `client_id` to `conn` and subscribes it to
     /// `initial`, all or nothing; the `serverSeq` and the snapshots.
-    pub fn attach_client(
+    pub(crate) fn attach_client(
         &self,
         conn: ConnId,
         client_id: &str,
@@ -286,12 +291,15 @@ impl Host {
             .reattach(&view, conn, client_id, last_seen, subs)
     }
 
-    pub fn subscribe(&self, conn: ConnId, uri: &str) -> Result<Value, RpcError> {
+    pub(crate) fn subscribe(&self, conn: ConnId, uri: &str) -> Result<Value, RpcError> {
         let view = self.view();
         self.lock().subscribe(&view, conn, uri)
     }
 
     /// A snapshot `{resource, state, fromSeq}` with extension fields restored.
+    /// JSON, as a client receives it: the official `Snapshot` has no form for
+    /// an `x-` channel's state nor for the opt-in extension field, and this
+    /// is what tests and the catch-up compare with what clients were sent.
     pub fn snapshot(&self, uri: &str) -> Option<Value> {
         let view = self.view();
         self.lock().snapshot(&view, uri)
@@ -376,10 +384,10 @@ impl Host {
             .map_err(|l| Rejection(l.to_string()))?;
         let kind = channel_kind(&d.channel);
         let bytes = d.action.to_string().len();
-        if bytes > self.cfg.server.max_action_bytes {
+        if bytes > self.settings.server().max_action_bytes {
             return Err(Rejection(format!(
                 "action of {bytes} bytes is over [server] max_action_bytes ({})",
-                self.cfg.server.max_action_bytes
+                self.settings.server().max_action_bytes
             )));
         }
         let action = parse_client_action(kind, &d.action)?;
@@ -482,7 +490,7 @@ impl Host {
             let delta = delta.as_ref().map(|(k, content)| (k, *content));
             sub.out.send_action(&notification, &text, delta);
         }
-        let server = &self.cfg.server;
+        let server = self.settings.server();
         let envelope = notification["params"].to_string();
         st.replay.keep(
             seq,
@@ -559,14 +567,14 @@ impl Host {
 
     /// Whether `id` is a model this host offers.
     pub fn check_model(&self, id: &str) -> Result<(), jsonrpc::RpcError> {
-        if self.models.iter().any(|m| m == id) {
+        if self.models().iter().any(|m| m == id) {
             return Ok(());
         }
         Err(jsonrpc::RpcError::new(
             jsonrpc::ErrorCode::InvalidParams,
             format!(
                 "model {id:?} is not offered here; offered: {:?}",
-                self.models
+                self.models()
             ),
         ))
     }
@@ -586,15 +594,4 @@ fn model_info(id: &str) -> SessionModelInfo {
         config_schema: None,
         meta: None,
     }
-}
-
-/// The models this host offers, the default first, each once.
-fn configured_models(cfg: &Config) -> Vec<String> {
-    let mut models = vec![cfg.runtime.model.clone()];
-    for m in &cfg.runtime.models {
-        if !models.contains(m) {
-            models.push(m.clone());
-        }
-    }
-    models
 }

@@ -118,7 +118,7 @@ impl Outbound {
     /// Queues an `action` notification. `delta`: the action is a
     /// `chat/delta` of that part with that content, which may be merged into
     /// a delta queued right before it.
-    pub fn send_action(
+    pub(crate) fn send_action(
         &self,
         notification: &Value,
         text: &str,

@@ -147,7 +147,7 @@ pub async fn run(
         commands,
         peer: connected.peer,
         out: connected.out,
-        cfg: host.config().server.clone(),
+        cfg: host.settings().server().clone(),
         ending: ending.clone(),
         permit,
         closing: connected.closing,

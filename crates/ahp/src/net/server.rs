@@ -52,7 +52,7 @@ pub async fn serve(
     draining: CancellationToken,
     shutdown: CancellationToken,
 ) {
-    let (total, per_ip) = host.config().connection_limits();
+    let (total, per_ip) = host.settings().connection_limits();
     let admission = Admission::new(ConnectionLimits { total, per_ip });
     info!(
         max_connections = total,
@@ -171,7 +171,7 @@ impl Accepted {
     /// request, and then a page, a ticket, or the WebSocket.
     async fn run(self, stream: TcpStream, tls: Option<Arc<Tls>>) {
         let host = self.host.clone();
-        let cfg = host.config().server.clone();
+        let cfg = host.settings().server().clone();
         let deadline = tokio::time::Instant::now() + cfg.handshake_timeout;
         let peer = self.peer;
         // Small messages (a transform request, a delta) go out at once, not

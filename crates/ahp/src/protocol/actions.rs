@@ -33,7 +33,7 @@ impl From<StateAction> for Action {
 
 impl Action {
     /// The action as the wire carries it.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let mut v = serde_json::to_value(&self.action).unwrap_or(Value::Null);
         if let (Some(o), Some(entry)) = (&self.opt_in, v.get_mut("activeClient")) {
             entry[crate::extension::OPT_IN_FIELD] = serde_json::to_value(o).unwrap_or(Value::Null);
@@ -126,7 +126,7 @@ pub fn client_may_dispatch(kind: ChannelKind, action_type: &str) -> Result<(), R
 /// A client's action as it arrived, checked against the table for a
 /// channel of `kind` and parsed once, the opt-in of an active-client entry
 /// included; refused naming what is wrong.
-pub fn parse_client_action(kind: ChannelKind, action: &Value) -> Result<Action, Rejection> {
+pub(crate) fn parse_client_action(kind: ChannelKind, action: &Value) -> Result<Action, Rejection> {
     let ty = match action {
         Value::Null => return Err(Rejection("field `action` is missing".into())),
         Value::Object(o) => o

@@ -115,7 +115,7 @@ pub enum Request {
 
 impl Request {
     /// Parses the params of `method`.
-    pub fn parse(method: Method, mut params: Value) -> Result<Self, RpcError> {
+    pub(crate) fn parse(method: Method, mut params: Value) -> Result<Self, RpcError> {
         use Method as M;
         let name = method;
         if method.root_scoped() {
@@ -267,7 +267,7 @@ pub enum Notification {
 impl Notification {
     /// A notification this host acts on, parsed; `None` for any other (or
     /// one whose params do not parse: a notification gets no answer).
-    pub fn parse(method: &str, params: Value) -> Option<Self> {
+    pub(crate) fn parse(method: &str, params: Value) -> Option<Self> {
         match method {
             "dispatchAction" => serde_json::from_value(params)
                 .ok()
@@ -279,7 +279,7 @@ impl Notification {
 }
 
 /// The params of `method`, parsed; an error names the field's path.
-pub fn extract<P: DeserializeOwned>(method: Method, params: Value) -> Result<P, RpcError> {
+pub(crate) fn extract<P: DeserializeOwned>(method: Method, params: Value) -> Result<P, RpcError> {
     // No params at all reads as no fields, so the error names the first missing one.
     let params = match params {
         Value::Null => Value::Object(Default::default()),

@@ -1,0 +1,81 @@
+//! The host's settings: the parts of the config it reads, taken once when
+//! it is built. All of them are start-only: a reload (SIGHUP) hands the
+//! host new principals, limits and policy through their own owners
+//! ([`super::credentials`], the policy reader), never these.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use ahp_bridge_base::config::{Config, ServerConfig};
+
+#[derive(Debug, Clone)]
+pub struct HostSettings {
+    server: ServerConfig,
+    /// `(total, per IP)`, derived from `[server]` and the pool's size.
+    connection_limits: (usize, usize),
+    /// `[runtime]`'s pool size, for the readiness status.
+    pool_size: usize,
+    /// `[runtime] turn_inactivity_timeout`: how long a revoked connection's
+    /// running turn may go quiet before it is closed anyway.
+    turn_inactivity_timeout: Duration,
+    /// `[runtime] working_directory`: the default directory clients are told.
+    working_directory: Option<PathBuf>,
+    /// The models this host offers, the default first, each once
+    /// (`[runtime] model`, `models`).
+    models: Vec<String>,
+    /// No `[runtime] provider`: the runtime signs in to GitHub, so the host
+    /// advertises GitHub's API as a protected resource.
+    github_sign_in: bool,
+}
+
+impl HostSettings {
+    pub fn from_config(cfg: &Config) -> Self {
+        Self {
+            server: cfg.server.clone(),
+            connection_limits: cfg.connection_limits(),
+            pool_size: cfg.runtime.pool_size(),
+            turn_inactivity_timeout: cfg.runtime.turn_inactivity_timeout,
+            working_directory: cfg.runtime.working_directory.clone(),
+            github_sign_in: cfg.runtime.provider.is_none(),
+            models: configured_models(cfg),
+        }
+    }
+
+    pub fn server(&self) -> &ServerConfig {
+        &self.server
+    }
+
+    pub fn connection_limits(&self) -> (usize, usize) {
+        self.connection_limits
+    }
+
+    pub fn pool_size(&self) -> usize {
+        self.pool_size
+    }
+
+    pub fn turn_inactivity_timeout(&self) -> Duration {
+        self.turn_inactivity_timeout
+    }
+
+    pub fn working_directory(&self) -> Option<&Path> {
+        self.working_directory.as_deref()
+    }
+
+    pub fn github_sign_in(&self) -> bool {
+        self.github_sign_in
+    }
+
+    pub fn models(&self) -> &[String] {
+        &self.models
+    }
+}
+
+fn configured_models(cfg: &Config) -> Vec<String> {
+    let mut models = vec![cfg.runtime.model.clone()];
+    for m in &cfg.runtime.models {
+        if !models.contains(m) {
+            models.push(m.clone());
+        }
+    }
+    models
+}
