@@ -5,7 +5,7 @@ The runtime (@github/copilot) ships `session-events.schema.json` and
 `api.schema.json`. The bridge reads a few fields of a few events and sends a
 few calls; this writes `schemas/runtime/wire.schema.json` with exactly those,
 each field with the type and requiredness the official schema gives it, and
-`build.rs` generates the Rust types from it (typify).
+`crates/runtime/build.rs` generates the Rust types from it (typify).
 
 Why a projection and not the whole schema: a field the bridge does not read
 must not decide whether an event is understood (a newer runtime reshaping

@@ -12,7 +12,7 @@
 //! its next turn (its binding names the policy hash), so the runtime renders
 //! again. New principals apply to the next upgrade; a connection whose
 //! credential no longer stands closes once its running turn ends (see
-//! `ahp/host/credentials.rs`).
+//! `crates/ahp/src/host/credentials.rs`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

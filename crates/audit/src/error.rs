@@ -1,6 +1,5 @@
 //! What the audit log's operations fail with. Each variant says which file
-//! and why, in the words an operator acts on; the binary adds its own
-//! context (which command, which config key) around it.
+//! and why, in the words an operator acts on.
 
 use std::path::{Path, PathBuf};
 

@@ -1,6 +1,6 @@
 //! Why a runtime could not be started, reached or greeted: each says what
 //! to do about it where there is something to do (install the CLI, the
-//! pinned version); the binary adds which slot of the pool it was.
+//! pinned version).
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -20,7 +20,7 @@ use tracing::{info, warn};
 
 use super::clients::ConnId;
 use super::credentials::{close_after_turn, CredentialsReloaded};
-use super::durable::RestoreError;
+use super::durable::SessionRestoreError;
 use super::outbound::{Outbound, OutboundQueue};
 use super::sessions::{now_iso, NewSession};
 use super::subscriptions::not_found;
@@ -545,7 +545,7 @@ impl Host {
     /// told of each with its reference), and `serverSeq` continues above the
     /// ceiling it holds. Call once, before serving. Returns how many
     /// sessions came back.
-    pub fn restore_sessions(&self, store: Store) -> Result<usize, RestoreError> {
+    pub fn restore_sessions(&self, store: Store) -> Result<usize, SessionRestoreError> {
         let path = store.path().to_owned();
         let mut restored = Vec::new();
         {

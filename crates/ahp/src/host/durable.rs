@@ -20,7 +20,7 @@ use ahp_bridge_base::store::{Store, StoreError, StoredSession, SEQ_BLOCK};
 
 /// Why the store's sessions could not be taken at start.
 #[derive(Debug, thiserror::Error)]
-pub enum RestoreError {
+pub enum SessionRestoreError {
     #[error(transparent)]
     Store(#[from] StoreError),
     #[error("the host already has a store")]
@@ -30,7 +30,7 @@ pub enum RestoreError {
 /// Why one stored session is not made live again (it stays in the store).
 #[derive(Debug, thiserror::Error)]
 enum ReviveError {
-    #[error("its state is not a session's: {0}")]
+    #[error("its stored state does not parse: {0}")]
     State(#[from] serde_json::Error),
     #[error("the stored session has no chat")]
     NoChat,
@@ -80,7 +80,7 @@ impl Durable {
         &self,
         store: Store,
         replay: &mut ReplayBuffer,
-    ) -> Result<(Vec<Revived>, u64), RestoreError> {
+    ) -> Result<(Vec<Revived>, u64), SessionRestoreError> {
         let stored = store.sessions()?;
         let first = replay.continue_above(store.seq_ceiling()?);
         let ceiling = replay.current() + SEQ_BLOCK;
@@ -96,7 +96,7 @@ impl Durable {
             }
         }
         if self.0.set(store).is_err() {
-            return Err(RestoreError::AlreadyAttached);
+            return Err(SessionRestoreError::AlreadyAttached);
         }
         Ok((revived, first))
     }

@@ -60,6 +60,7 @@ mod settings;
 pub mod subscriptions;
 
 pub use credentials::CredentialsReloaded;
+pub use durable::SessionRestoreError;
 pub use sessions::NewSession;
 pub use settings::HostSettings;
 

@@ -1,6 +1,6 @@
 //! The per-principal rate limits: `[server]` holds the defaults, each
 //! `[[principals]]` entry may override any of them under the same name.
-//! What each one counts is said where it is enforced (`ahp/auth/limits.rs`).
+//! What each one counts is said where it is enforced (`crates/ahp/src/auth/limits.rs`).
 
 use super::{bad, Config, ConfigError, TOKEN_PRINCIPAL};
 

@@ -28,7 +28,7 @@ pub enum StoreError {
     Unusable { path: PathBuf, reason: String },
     #[error("it has schema version {found}, newer than this build's {SCHEMA_VERSION}; refusing to touch it")]
     NewerSchema { found: i64 },
-    #[error("stored {what} is not what was written: {reason}")]
+    #[error("stored {what}: {reason}")]
     Corrupt { what: String, reason: String },
     #[error(transparent)]
     Sqlite(#[from] rusqlite::Error),
@@ -158,7 +158,7 @@ impl Store {
         for row in rows {
             let (uri, owner, created_at, modified_at, state, backend_ref) = row?;
             let state = serde_json::from_str(&state).map_err(|e| StoreError::Corrupt {
-                what: format!("state of {uri:?}"),
+                what: format!("state of {uri:?} is not JSON"),
                 reason: e.to_string(),
             })?;
             let mut session_chats = Vec::new();
@@ -167,7 +167,7 @@ impl Store {
             })? {
                 let (chat, text) = c?;
                 let state = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-                    what: format!("state of {chat:?}"),
+                    what: format!("state of {chat:?} is not JSON"),
                     reason: e.to_string(),
                 })?;
                 session_chats.push(StoredChat { uri: chat, state });
@@ -237,10 +237,12 @@ impl Store {
             .optional()?;
         match v {
             None => Ok(0),
-            Some(s) => s.parse().map_err(|e| StoreError::Corrupt {
-                what: format!("seq_ceiling {s:?}"),
-                reason: format!("not a number: {e}"),
-            }),
+            Some(s) => s
+                .parse()
+                .map_err(|e: std::num::ParseIntError| StoreError::Corrupt {
+                    what: format!("seq_ceiling {s:?} is not a number"),
+                    reason: e.to_string(),
+                }),
         }
     }
 

@@ -1,4 +1,4 @@
-//! Traces: the spans of this crate, exported over OTLP/HTTP (protobuf) to
+//! Traces: the bridge's spans (every crate of it), exported over OTLP/HTTP (protobuf) to
 //! `[telemetry] otlp_endpoint`'s `/v1/traces`. Nothing is built while the key
 //! is unset. Export never blocks a turn: a span that ends goes into a
 //! bounded queue ([`QUEUE`] spans), exported in batches from the SDK's own
@@ -63,7 +63,7 @@ impl Traces {
     }
 }
 
-/// The layer that turns this crate's spans into OpenTelemetry spans, and
+/// The layer that turns the bridge's spans (every crate of it) into OpenTelemetry spans, and
 /// the exporter behind it; `None` when `otlp_endpoint` is unset.
 pub fn build(
     cfg: &TelemetryConfig,
