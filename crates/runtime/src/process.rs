@@ -94,17 +94,7 @@ pub async fn start(
         return spawn_listening(cfg, slot, handler).await;
     }
     let program = resolve_program(&cfg.command[0]);
-    let mut cmd = Command::new(&program);
-    cmd.args(&cfg.command[1..])
-        .envs(&cfg.env)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = spawn_tied(cmd).await.map_err(|e| RuntimeError::Spawn {
-        program: program.clone(),
-        reason: e.to_string(),
-    })?;
+    let mut child = spawn_piped(&program, &cfg.command[1..], cfg, None).await?;
     let stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");
     log_stderr(&mut child);
@@ -149,18 +139,7 @@ async fn spawn_listening(
     let mut bytes = [0u8; 24];
     getrandom::fill(&mut bytes).map_err(|e| RuntimeError::NoRandomness(e.to_string()))?;
     let token = hex::encode(bytes);
-    let mut cmd = Command::new(&program);
-    cmd.args(&args)
-        .envs(&cfg.env)
-        .env("COPILOT_CONNECTION_TOKEN", &token)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = spawn_tied(cmd).await.map_err(|e| RuntimeError::Spawn {
-        program: program.clone(),
-        reason: e.to_string(),
-    })?;
+    let mut child = spawn_piped(&program, &args, cfg, Some(&token)).await?;
     log_stderr(&mut child);
     let stdout = child.stdout.take().expect("piped stdout");
     let mut lines = BufReader::new(stdout).lines();
@@ -266,6 +245,29 @@ fn die_with_parent(cmd: &mut Command) {
 
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_cmd: &mut Command) {}
+
+/// Spawns the runtime with its stdio piped, dying with this process; with
+/// `token`, the connection token it is to demand of its TCP clients.
+async fn spawn_piped(
+    program: &Path,
+    args: &[String],
+    cfg: &RuntimeConfig,
+    token: Option<&str>,
+) -> Result<Child, RuntimeError> {
+    let mut cmd = Command::new(program);
+    cmd.args(args).envs(&cfg.env);
+    if let Some(token) = token {
+        cmd.env("COPILOT_CONNECTION_TOKEN", token);
+    }
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    spawn_tied(cmd).await.map_err(|e| RuntimeError::Spawn {
+        program: program.to_owned(),
+        reason: e.to_string(),
+    })
+}
 
 /// Connects to a runtime at `addr` (`HOST:PORT`) and does its handshake with
 /// `token`: the connection and the runtime's version.
