@@ -27,7 +27,7 @@ use super::custom::{agent_named, client_shape, shape, vet, ClientEntry, ClientOu
 use super::decisions;
 use crate::ahp::customizations::{children_of, id_of};
 use crate::ahp::host::Host;
-use crate::audit::customization::{CustomizationRecord, Decision, Source};
+use crate::audit::customization::{CustomizationDecision, CustomizationRecord, Source};
 use crate::audit::decision::DecisionRecord;
 use crate::audit::log::AuditLog;
 use crate::audit::record::now_rfc3339;
@@ -536,7 +536,7 @@ fn applied_record(uri: &str, all: &[Contribution], a: &Applied) -> Option<Custom
         principal: c.principal.clone(),
         children: a.children.clone(),
         mcp_servers: a.servers.clone(),
-        decision: Decision::Applied,
+        decision: CustomizationDecision::Applied,
         reason: None,
     })
 }
@@ -552,7 +552,7 @@ fn refusal(uri: &str, e: &ClientEntry, why: &str) -> CustomizationRecord {
         principal: e.principal.clone(),
         children: vec![],
         mcp_servers: vec![],
-        decision: Decision::Refused,
+        decision: CustomizationDecision::Refused,
         reason: Some(why.to_owned()),
     }
 }

@@ -35,7 +35,7 @@ impl Source {
 /// Did it reach the runtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Decision {
+pub enum CustomizationDecision {
     Applied,
     Refused,
 }
@@ -75,7 +75,7 @@ pub struct CustomizationRecord {
     pub principal: Option<String>,
     pub children: Vec<ChildDigest>,
     pub mcp_servers: Vec<McpServerDigest>,
-    pub decision: Decision,
+    pub decision: CustomizationDecision,
     /// Why it was refused: the policy key or rule, said for an operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -94,9 +94,9 @@ impl CustomizationRecord {
             _ => String::new(),
         };
         let decision = match (&self.decision, &self.reason) {
-            (Decision::Applied, _) => "applied".to_owned(),
-            (Decision::Refused, Some(r)) => format!("refused: {r}"),
-            (Decision::Refused, None) => "refused".to_owned(),
+            (CustomizationDecision::Applied, _) => "applied".to_owned(),
+            (CustomizationDecision::Refused, Some(r)) => format!("refused: {r}"),
+            (CustomizationDecision::Refused, None) => "refused".to_owned(),
         };
         let children: Vec<String> = self
             .children

@@ -80,14 +80,14 @@ fn etag(index: usize) -> &'static str {
 
 /// A whole response: status line and headers, and the body to send.
 #[derive(Debug)]
-pub struct Answer {
+pub struct HttpResponse {
     pub status: u16,
     pub head: String,
     pub body: &'static [u8],
 }
 
 /// The answer to a page request (never an upgrade).
-pub fn answer(method: &str, path: &str, if_none_match: Option<&str>) -> Answer {
+pub fn answer(method: &str, path: &str, if_none_match: Option<&str>) -> HttpResponse {
     if method != "GET" && method != "HEAD" {
         return plain(405, "Method Not Allowed", "only GET and HEAD\n");
     }
@@ -96,7 +96,7 @@ pub fn answer(method: &str, path: &str, if_none_match: Option<&str>) -> Answer {
     };
     let tag = etag(i);
     if if_none_match.is_some_and(|v| v.split(',').any(|t| t.trim() == tag || t.trim() == "*")) {
-        return Answer {
+        return HttpResponse {
             status: 304,
             head: format!("HTTP/1.1 304 Not Modified\r\nETag: {tag}\r\n{SECURITY_HEADERS}Connection: close\r\n\r\n"),
             body: b"",
@@ -107,7 +107,7 @@ pub fn answer(method: &str, path: &str, if_none_match: Option<&str>) -> Answer {
     } else {
         asset.body
     };
-    Answer {
+    HttpResponse {
         status: 200,
         head: format!(
             "HTTP/1.1 200 OK\r\nContent-Type: {}\r\nContent-Length: {}\r\nETag: {tag}\r\n\
@@ -120,8 +120,8 @@ pub fn answer(method: &str, path: &str, if_none_match: Option<&str>) -> Answer {
 }
 
 /// A short plain-text answer (a refusal), with the same headers as a page.
-pub fn plain(status: u16, reason: &str, text: &'static str) -> Answer {
-    Answer {
+pub fn plain(status: u16, reason: &str, text: &'static str) -> HttpResponse {
+    HttpResponse {
         status,
         head: format!(
             "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\n\
