@@ -105,8 +105,8 @@ fn dependencies(manifest: &str) -> Vec<String> {
 
 /// The crates keep the layers: the bottom depends on no crate of the
 /// workspace, each layer above it only on those below it (ARCHITECTURE.md,
-/// "The crates"), none but the north side on an AHP crate; the binary's
-/// crate on all.
+/// "The crates"), none but the north side on an AHP crate and none on
+/// `anyhow`; the binary's crate on all.
 #[test]
 fn the_crate_graph_follows_the_layers() {
     let ahp = |d: &Vec<String>| d.iter().any(|n| n == "ahp" || n.starts_with("ahp-types"));
@@ -130,6 +130,11 @@ fn the_crate_graph_follows_the_layers() {
         assert_eq!(ours(&deps), *may, "{name}");
         // The north side is the one layer that speaks AHP.
         assert_eq!(ahp(&deps), *name == "ahp", "{name}: {deps:?}");
+        // A library crate returns its own error types; anyhow is the binary's.
+        assert!(
+            !deps.iter().any(|n| n == "anyhow"),
+            "{name} depends on anyhow"
+        );
     }
     let main = dependencies("Cargo.toml");
     assert_eq!(

@@ -38,7 +38,9 @@ pub(crate) fn engine(sources: &RegoSources) -> Result<Engine, CompileError> {
 }
 
 /// regorus's error with its source excerpt, on one line for the log.
-pub(super) fn one_error(e: &anyhow::Error) -> String {
+/// Generic over the error: `{:#}` is regorus's error with its causes,
+/// and this crate names no `anyhow` type.
+pub(super) fn one_error(e: &impl std::fmt::Display) -> String {
     let text = format!("{e:#}");
     text.lines()
         .map(str::trim_end)
