@@ -1,6 +1,6 @@
 //! The command line: parse, load config, hand over.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -201,29 +201,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Config {
             command: ConfigCommand::Check { file },
-        } => Config::load(&file)
-            .map_err(anyhow::Error::from)
-            .and_then(|cfg| {
-                let policy = Policy::from_config(&cfg)?;
-                println!("{}: ok", file.display());
-                println!("policy sha256 {}", policy.policy_sha256());
-                if let Some(r) = policy.rego() {
-                    let points: Vec<&str> = r.points().map(|p| p.as_str()).collect();
-                    println!(
-                        "rego revision {} ({}; {}; modules: {}; points: {})",
-                        r.revision(),
-                        r.enforcement().as_str(),
-                        if r.on_vm() { "vm" } else { "interpreter" },
-                        r.modules().len(),
-                        points.join(", ")
-                    );
-                    for w in r.warnings() {
-                        println!("warning: {w}");
-                    }
-                }
-                print!("{}", cfg.policy_table());
-                Ok(())
-            }),
+        } => check_config(&file),
         Command::Policy { command } => {
             let out = &mut std::io::stdout().lock();
             let ran = match command {
@@ -472,4 +450,28 @@ fn say(format: LogFormat, line: String) {
         .to_string(),
     };
     eprintln!("{shown}");
+}
+
+/// `config check FILE`: the file loaded and validated, its policy summed up.
+fn check_config(file: &Path) -> anyhow::Result<()> {
+    let cfg = Config::load(file)?;
+    let policy = Policy::from_config(&cfg)?;
+    println!("{}: ok", file.display());
+    println!("policy sha256 {}", policy.policy_sha256());
+    if let Some(r) = policy.rego() {
+        let points: Vec<&str> = r.points().map(|p| p.as_str()).collect();
+        println!(
+            "rego revision {} ({}; {}; modules: {}; points: {})",
+            r.revision(),
+            r.enforcement().as_str(),
+            if r.on_vm() { "vm" } else { "interpreter" },
+            r.modules().len(),
+            points.join(", ")
+        );
+        for w in r.warnings() {
+            println!("warning: {w}");
+        }
+    }
+    print!("{}", cfg.policy_table());
+    Ok(())
 }

@@ -15,7 +15,6 @@ use std::time::Duration;
 use ahp::Client;
 use ahp_copilot_bridge::audit::sha256_hex;
 use ahp_copilot_bridge::config::{ClientPlugins, Config, Role, SectionRuleConfig};
-use ahp_copilot_bridge::demo::model::ScriptedModel;
 use ahp_copilot_bridge::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use ahp_types::messages::JsonRpcError;
@@ -172,7 +171,7 @@ async fn system_prompt_after_a_turn(p: &Published, turn: &str) -> String {
     p.st.model.push(Reply::Text("ok".into()));
     let end = run_turn(&p.c, "cp", turn, "hello").await;
     assert_eq!(end.kind, "complete", "{end:?}");
-    ScriptedModel::system_prompt(p.st.model.requests().last().unwrap()).unwrap()
+    last_system_prompt(&p.st.model)
 }
 
 fn records(p: &Published) -> Vec<Value> {

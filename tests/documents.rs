@@ -2,18 +2,9 @@
 //! of them (ARCHITECTURE.md, README.md, docs/), so a newcomer can find what
 //! each file is for, and a new file cannot go unexplained.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-fn files(dir: &Path, ext: &str, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let p = entry.unwrap().path();
-        if p.is_dir() {
-            files(&p, ext, out);
-        } else if p.extension().is_some_and(|e| e == ext) {
-            out.push(p);
-        }
-    }
-}
+use crate::support::files_with_ext as files;
 
 /// The text of every document a newcomer reads.
 fn documents(root: &Path) -> String {

@@ -95,13 +95,8 @@ fn rego(dir: &Path, modules: &[(&str, &str)], data: Option<Value>, extra: &str) 
 
 /// Answers every transform by appending a line to each section.
 fn append_to_all(c: &Client) {
-    c.set_server_request_handler(|_, params: Value| {
-        let mut out = serde_json::Map::new();
-        for (id, s) in params["sections"].as_object().unwrap() {
-            let text = format!("{}\nMARKER-{id}", s["content"].as_str().unwrap());
-            out.insert(id.clone(), json!({ "content": text }));
-        }
-        async move { Ok(json!({ "sections": out })) }
+    c.set_server_request_handler(|_, params: Value| async move {
+        Ok(append_to_each(&params, |id| format!("MARKER-{id}")))
     });
 }
 

@@ -32,23 +32,21 @@ fn podman(args: &[&str]) -> (bool, String) {
     (out.status.success(), text)
 }
 
-/// The variables cargo sets for a test process and not for a shell.
+/// The variables cargo sets for a test process and not for a shell (a
+/// prefix, or a whole name).
 fn set_by_cargo_for_tests(name: &str) -> bool {
     [
         "CARGO_MANIFEST_",
         "CARGO_PKG_",
         "CARGO_CRATE_",
         "CARGO_BIN_",
+        "CARGO_PRIMARY_PACKAGE",
+        "CARGO_TARGET_TMPDIR",
+        "CARGO_RUSTC_CURRENT_DIR",
+        "OUT_DIR",
     ]
     .iter()
     .any(|p| name.starts_with(p))
-        || [
-            "CARGO_PRIMARY_PACKAGE",
-            "CARGO_TARGET_TMPDIR",
-            "CARGO_RUSTC_CURRENT_DIR",
-            "OUT_DIR",
-        ]
-        .contains(&name)
 }
 
 /// The container, removed when dropped.

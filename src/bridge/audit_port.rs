@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use crate::audit::log::AuditLog;
 use crate::audit::record::TransformRecord;
-use crate::audit::AuditError;
 use crate::transform::{AppendError, AppendFuture, AuditPort};
 
 pub struct LogPort {
@@ -26,23 +25,21 @@ fn panicked(what: impl std::fmt::Debug) -> AppendError {
     AppendError(format!("audit writer panicked: {what:?}"))
 }
 
-/// The log's error as the transform core takes it: as text (each of the
-/// log's errors names its file and the reason).
-fn failed(e: AuditError) -> AppendError {
-    AppendError(e.to_string())
-}
-
 impl AuditPort for LogPort {
     fn append(&self, record: TransformRecord) -> AppendFuture {
         let log = self.log.clone();
         let quick = std::panic::catch_unwind(AssertUnwindSafe(|| log.append_if_quick(&record)));
         match quick {
-            Ok(Some(written)) => Box::pin(std::future::ready(written.map(drop).map_err(failed))),
+            Ok(Some(written)) => Box::pin(std::future::ready(
+                written.map(drop).map_err(AppendError::from),
+            )),
             Err(p) => Box::pin(std::future::ready(Err(panicked(p)))),
             Ok(None) => Box::pin(async move {
-                tokio::task::spawn_blocking(move || log.append(&record).map(drop).map_err(failed))
-                    .await
-                    .unwrap_or_else(|e| Err(panicked(e)))
+                tokio::task::spawn_blocking(move || {
+                    log.append(&record).map(drop).map_err(AppendError::from)
+                })
+                .await
+                .unwrap_or_else(|e| Err(panicked(e)))
             }),
         }
     }

@@ -11,21 +11,23 @@ use tokio::sync::watch;
 use super::sdk::SdkGate;
 
 pub struct Stop {
-    in_flight: InFlight,
+    /// The runtime's requests not answered yet.
+    in_flight: Arc<watch::Sender<usize>>,
     sdk: OnceLock<Arc<SdkGate>>,
 }
 
 impl Stop {
     pub(super) fn new() -> Self {
         Self {
-            in_flight: InFlight::new(),
+            in_flight: Arc::new(watch::Sender::new(0)),
             sdk: OnceLock::new(),
         }
     }
 
     /// One runtime request being answered: counted until the guard drops.
     pub(super) fn answering(&self) -> InFlightGuard {
-        self.in_flight.enter()
+        self.in_flight.send_modify(|n| *n += 1);
+        InFlightGuard(self.in_flight.clone())
     }
 
     /// The SDK gate, kept the first time it is made.
@@ -41,7 +43,7 @@ impl Stop {
     /// Waits until every SDK app's connection has closed (at once without
     /// `[sdk]`).
     pub async fn sdk_closed(&self) {
-        if let Some(gate) = self.sdk.get() {
+        if let Some(gate) = self.gate() {
             gate.all_closed().await;
         }
     }
@@ -49,32 +51,13 @@ impl Stop {
     /// Waits until the runtime's requests are all answered (transforms whose
     /// clients are gone are answered with the original text at once).
     pub async fn runtime_requests_answered(&self) {
-        self.in_flight.all_answered().await;
-    }
-}
-
-/// Counts the runtime's requests the bridge has not answered yet, so a
-/// shutdown can wait until every one is.
-struct InFlight(Arc<watch::Sender<usize>>);
-
-/// One unanswered request; dropping it (the answer sent) counts it out.
-pub(super) struct InFlightGuard(Arc<watch::Sender<usize>>);
-
-impl InFlight {
-    fn new() -> Self {
-        Self(Arc::new(watch::Sender::new(0)))
-    }
-
-    fn enter(&self) -> InFlightGuard {
-        self.0.send_modify(|n| *n += 1);
-        InFlightGuard(self.0.clone())
-    }
-
-    async fn all_answered(&self) {
-        let mut rx = self.0.subscribe();
+        let mut rx = self.in_flight.subscribe();
         let _ = rx.wait_for(|n| *n == 0).await;
     }
 }
+
+/// One unanswered request; dropping it (the answer sent) counts it out.
+pub(super) struct InFlightGuard(Arc<watch::Sender<usize>>);
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {

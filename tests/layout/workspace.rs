@@ -78,14 +78,41 @@ pub(crate) fn read(f: &Path) -> String {
 }
 
 pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
+    crate::support::files_with_ext(dir, "rs", out);
+}
+
+/// Every file under tests/ runs: with `autotests = false` a file no tier
+/// names (`#[path]` in tests/tiers/) and no `[[test]]` lists would compile
+/// into nothing and never run, silently.
+#[test]
+fn every_test_file_runs_in_a_tier_or_alone() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut named = read(&root.join("Cargo.toml"));
+    let mut tiers = Vec::new();
+    rust_files(&root.join("tests/tiers"), &mut tiers);
+    for t in &tiers {
+        named.push_str(&read(t));
+    }
+    let mut unrun = Vec::new();
+    for entry in std::fs::read_dir(root.join("tests")).unwrap() {
         let p = entry.unwrap().path();
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
+        let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        if !name.ends_with(".rs") {
+            continue;
+        }
+        let in_tier = named.contains(&format!("#[path = \"../{name}\"]"));
+        let alone = named.contains(&format!("path = \"tests/{name}\""));
+        if !in_tier && !alone {
+            unrun.push(name.to_owned());
         }
     }
+    assert!(tiers.len() >= 3, "read the tiers");
+    assert!(
+        unrun.is_empty(),
+        "test files no tier or [[test]] runs: {unrun:?}"
+    );
 }
 
 /// The `[dependencies]` of a manifest, by name.

@@ -144,6 +144,18 @@ pub fn answer_by_appending(c: &Client, line: &'static str) {
     });
 }
 
+/// Every file under `dir` (recursively) whose extension is `ext`.
+pub fn files_with_ext(dir: &std::path::Path, ext: &str, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.is_dir() {
+            files_with_ext(&p, ext, out);
+        } else if p.extension().is_some_and(|e| e == ext) {
+            out.push(p);
+        }
+    }
+}
+
 /// `subscribe` answered as raw JSON, so extension fields are visible.
 pub async fn raw_subscribe(c: &Client, uri: &str) -> Value {
     c.request::<_, Value>("subscribe", json!({"channel": uri}))

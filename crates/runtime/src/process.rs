@@ -97,7 +97,6 @@ pub async fn start(
     let mut child = spawn_piped(&program, &cfg.command[1..], cfg, None).await?;
     let stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");
-    log_stderr(&mut child);
     let conn = RuntimeConn::start(
         stdout,
         stdin,
@@ -140,7 +139,6 @@ async fn spawn_listening(
     getrandom::fill(&mut bytes).map_err(|e| RuntimeError::NoRandomness(e.to_string()))?;
     let token = hex::encode(bytes);
     let mut child = spawn_piped(&program, &args, cfg, Some(&token)).await?;
-    log_stderr(&mut child);
     let stdout = child.stdout.take().expect("piped stdout");
     let mut lines = BufReader::new(stdout).lines();
     let port = tokio::time::timeout(cfg.call_timeout, async {
@@ -246,8 +244,9 @@ fn die_with_parent(cmd: &mut Command) {
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_cmd: &mut Command) {}
 
-/// Spawns the runtime with its stdio piped, dying with this process; with
-/// `token`, the connection token it is to demand of its TCP clients.
+/// Spawns the runtime with its stdio piped, dying with this process, its
+/// stderr read into the log; with `token`, the connection token it is to
+/// demand of its TCP clients.
 async fn spawn_piped(
     program: &Path,
     args: &[String],
@@ -263,10 +262,12 @@ async fn spawn_piped(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
-    spawn_tied(cmd).await.map_err(|e| RuntimeError::Spawn {
+    let mut child = spawn_tied(cmd).await.map_err(|e| RuntimeError::Spawn {
         program: program.to_owned(),
         reason: e.to_string(),
-    })
+    })?;
+    log_stderr(&mut child);
+    Ok(child)
 }
 
 /// Connects to a runtime at `addr` (`HOST:PORT`) and does its handshake with

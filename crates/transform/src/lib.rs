@@ -69,6 +69,13 @@ pub trait TransformClients: Send + Sync {
 #[error("{0}")]
 pub struct AppendError(pub String);
 
+impl From<ahp_bridge_audit::AuditError> for AppendError {
+    /// The log's error as text: each names its file and the reason.
+    fn from(e: ahp_bridge_audit::AuditError) -> Self {
+        Self(e.to_string())
+    }
+}
+
 pub type AppendFuture = Pin<Box<dyn Future<Output = Result<(), AppendError>> + Send>>;
 
 /// Where the router's records go: the audit log, as the bridge writes it.

@@ -180,7 +180,7 @@ impl AuditPort for LogPort {
     ) -> super::super::AppendFuture {
         let written = self.0.append(&record).map(drop);
         Box::pin(std::future::ready(
-            written.map_err(|e| super::super::AppendError(format!("{e:#}"))),
+            written.map_err(super::super::AppendError::from),
         ))
     }
 }

@@ -11,8 +11,6 @@ pub const GITHUB_RESOURCE: &str = "https://api.github.com";
 
 /// What the root state advertises: GitHub when the runtime signs in there
 /// (no `[runtime.provider]`), nothing with a provider of the operator's.
-/// What the host advertises when the runtime signs in to GitHub (no
-/// `[runtime] provider`): GitHub's API; nothing otherwise.
 pub fn protected_resources(github_sign_in: bool) -> Option<Vec<ProtectedResourceMetadata>> {
     github_sign_in.then(|| {
         vec![ProtectedResourceMetadata {

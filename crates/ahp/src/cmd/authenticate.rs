@@ -8,7 +8,7 @@
 use ahp_types::commands::{AuthenticateParams, AuthenticateResult};
 use tracing::info;
 
-use crate::auth::tokens::{protected_resources, GITHUB_RESOURCE};
+use crate::auth::tokens::GITHUB_RESOURCE;
 use crate::auth::Principal;
 use crate::host::Host;
 use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
@@ -22,7 +22,7 @@ pub(crate) fn authenticate(
     if p.token.is_empty() {
         return Err(invalid("field `token` must be a non-empty string".into()));
     }
-    let advertised = protected_resources(host.settings().github_sign_in()).is_some();
+    let advertised = host.settings().github_sign_in();
     if !advertised || p.resource != GITHUB_RESOURCE {
         let offered = if advertised {
             format!("{GITHUB_RESOURCE:?}")

@@ -19,7 +19,7 @@ use super::host::Host;
 use super::protocol::errors::AhpError;
 use super::protocol::params::{Method, Notification, Request};
 use ahp_bridge_base::jsonrpc::{Answer, ErrorCode, InboundHandler, RpcError};
-use reply::{to_result, Empty, Subscribed};
+use reply::{subscribed, to_result, Empty};
 
 pub mod authenticate;
 pub mod cursor;
@@ -105,9 +105,7 @@ impl Commands {
         let file = |r| files::request(host.clone(), p.clone(), self.file_workers.clone(), r);
         // Each reply is typed until here, where it becomes the JSON-RPC result.
         Answer::Now(match request {
-            Request::Subscribe(s) => host
-                .subscribe(conn, &s.channel)
-                .and_then(|snapshot| to_result(Subscribed { snapshot })),
+            Request::Subscribe(s) => host.subscribe(conn, &s.channel).map(subscribed),
             Request::CreateSession(c) => sessions::create(host, conn, &p, *c).and_then(to_result),
             Request::DisposeSession(d) => host
                 .remove_session(&p, &d.channel)

@@ -12,12 +12,14 @@ use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
 #[derive(Debug, serde::Serialize)]
 pub(crate) struct Empty {}
 
-/// What `subscribe` answers: `SubscribeResult`'s shape. Its snapshot is the
-/// host's rendering, since the official `Snapshot` has no form for the
-/// host channels' states nor for the opt-in extension field.
-#[derive(Debug, serde::Serialize)]
-pub(crate) struct Subscribed {
-    pub(crate) snapshot: Value,
+/// What `subscribe` answers: `SubscribeResult`'s shape, its snapshot moved
+/// in as the host rendered it (the official `Snapshot` has no form for the
+/// host channels' states nor for the opt-in extension field).
+pub(crate) fn subscribed(snapshot: Value) -> Value {
+    Value::Object(serde_json::Map::from_iter([(
+        "snapshot".to_owned(),
+        snapshot,
+    )]))
 }
 
 /// The reply's JSON, made once, where the dispatcher hands it to the

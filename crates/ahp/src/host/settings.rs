@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use ahp_bridge_base::config::{Config, ServerConfig};
 
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct HostSettings {
     server: ServerConfig,
     /// `(total, per IP)`, derived from `[server]` and the pool's size.
