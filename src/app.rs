@@ -16,7 +16,7 @@ use crate::audit::record::PolicyRecord;
 use crate::audit::syslog::Shipper;
 use crate::bridge::audit_channel::AuditChannel;
 use crate::bridge::audit_port::LogPort;
-use crate::bridge::Bridge;
+use crate::bridge::{Bridge, BridgeSettings};
 use crate::config::Config;
 use crate::policy::{Policy, PolicySource};
 use crate::store::Store;
@@ -101,7 +101,8 @@ pub fn copilot_backend(
     }
     Bridge::new(
         host,
-        cfg.clone(),
+        BridgeSettings::from_config(cfg),
+        cfg.reloadable(),
         router,
         policy.reader(),
         audit.map(|a| a.log.clone()),

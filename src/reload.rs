@@ -201,15 +201,17 @@ fn rego_files(path: &Path, bytes: &[u8]) -> Vec<PathBuf> {
 /// Puts a loaded file in force: principals and limits first (a revoked
 /// token stops working at once), then the policy.
 async fn apply(path: &Path, new: Reloaded, targets: &Targets) {
-    let principals = Principals::reloaded(&new.cfg, &targets.host.principals());
+    let principals = Principals::reloaded(new.cfg.reloadable(), &targets.host.principals());
     let names = principals.names();
-    let done = targets.host.replace_credentials(principals, &new.cfg);
+    let done = targets
+        .host
+        .replace_credentials(principals, new.cfg.reloadable());
     info!(path = %path.display(), ?names, closing = done.closing, "principals reloaded");
     let sha256 = new.policy.policy_sha256();
     let changed = targets.policy.replace(new.policy);
     targets.host.publish_policy_loaded();
     if let Some(b) = &targets.bridge {
-        b.reload_customizations(&new.cfg).await;
+        b.reload_customizations(new.cfg.reloadable()).await;
     }
     // The reload is evidence too: a `policy` record holding it.
     if let Some(log) = targets.audit.clone() {

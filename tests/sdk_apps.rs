@@ -116,6 +116,33 @@ async fn a_node_app_converses_and_its_callbacks_rewrite_is_policed_and_audited()
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_reload_changes_which_mcp_servers_an_app_may_start() {
+    let (model, dir, b) = stack("", "").await;
+    let servers = json!({"mcpServers": {"tools": {"type": "local", "command": "/bin/false", "args": [], "tools": ["*"]}}});
+    let seen = node_app(&scenario(&b, &model, servers.clone()));
+    let e = event(&seen, "error").expect("refused before the reload");
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("client_mcp_servers"),
+        "{e}"
+    );
+    // `[policy.customizations]` is reloadable, for SDK apps as for AHP
+    // clients: the gate reads it at each session, not once at start.
+    b.append_config("[policy.customizations]\nclient_mcp_servers = [\"/bin/false\"]\n");
+    b.hangup("policy reloaded").await;
+    let seen = node_app(&scenario(&b, &model, servers));
+    assert!(event(&seen, "error").is_none(), "{seen:?}");
+    assert!(event(&seen, "created").is_some(), "{seen:?}");
+    let decisions: Vec<Value> = records(dir.path(), "sdk_session")
+        .into_iter()
+        .map(|r| r["decision"].clone())
+        .collect();
+    assert_eq!(decisions, [json!("refused"), json!("allowed")]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn strip_keeps_the_original_and_append_only_and_the_deadline_hold_against_an_app() {
     let policy =
         "[policy]\ntransform_timeout = \"2s\"\n[policy.sections.tone]\nmode = \"append-only\"\n\

@@ -32,6 +32,7 @@ use crate::audit::decision::DecisionRecord;
 use crate::audit::log::AuditLog;
 use crate::audit::record::now_rfc3339;
 use crate::config::watch::FolderWatch;
+use crate::config::Reloadable;
 use crate::customize::read_package;
 use crate::policy::rego::{Body, Input, Subject};
 use crate::policy::PolicyReader;
@@ -91,6 +92,11 @@ impl Customizing {
     /// The host's folders to watch.
     pub fn watched_paths(&self) -> Vec<std::path::PathBuf> {
         self.custom.watched_paths()
+    }
+
+    /// `[policy.customizations]` in force (a reload may have changed it).
+    pub fn policy(&self) -> crate::config::CustomizationPolicy {
+        self.custom.policy()
     }
 
     /// A disposed session: forgotten, its folders removed.
@@ -159,7 +165,7 @@ impl Customizing {
     /// they differ, they are put in force and the host's containers read
     /// again (new sessions list the new set; a session that lists a changed
     /// container gets it anew). Whether they differed.
-    pub async fn reconfigured(&self, cfg: &crate::config::Config, sessions: &[String]) -> bool {
+    pub async fn reconfigured(&self, cfg: Reloadable<'_>, sessions: &[String]) -> bool {
         if !self.custom.reconfigure(cfg) {
             return false;
         }

@@ -33,6 +33,7 @@ mod pool;
 pub mod runtime_side;
 pub mod sdk;
 mod session;
+mod settings;
 pub mod shutdown;
 pub mod shutting_down;
 pub mod transform_clients;
@@ -53,13 +54,14 @@ use self::customizing::{AgentChange, Customizing};
 use self::effects::{Effects, Mirror};
 use self::pool::{Pool, Starts};
 use self::session::{BridgedSession, DRAIN_LIMIT};
+pub use self::settings::BridgeSettings;
 use self::shutdown::Stop;
 use self::shutting_down::SHUTTING_DOWN;
 use self::turn::{mirror_id, TurnRequest};
 use self::turn_trace::TurnSpans;
 use crate::ahp::host::Host;
 use crate::audit::log::AuditLog;
-use crate::config::Config;
+use crate::config::Reloadable;
 use crate::policy::PolicyReader;
 use crate::runtime::calls::{self, Method};
 use crate::runtime::connection::RuntimeConn;
@@ -69,7 +71,9 @@ use crate::transform::router::Router;
 pub struct Bridge {
     me: Weak<Bridge>,
     host: Weak<Host>,
-    cfg: Arc<Config>,
+    /// Read at start; a reload reaches the bridge through
+    /// [`Bridge::reload_customizations`] and the policy reader only.
+    settings: BridgeSettings,
     router: Arc<Router>,
     /// The policy in force, for bindings (the router reads the same one).
     policy: PolicyReader,
@@ -87,13 +91,14 @@ pub struct Bridge {
 impl Bridge {
     pub fn new(
         host: &Arc<Host>,
-        cfg: Arc<Config>,
+        settings: BridgeSettings,
+        customizations: Reloadable<'_>,
         router: Arc<Router>,
         policy: PolicyReader,
         audit: Option<Arc<AuditLog>>,
     ) -> Arc<Self> {
         let customizing = Customizing::new(
-            CustomizationState::new(&cfg),
+            CustomizationState::new(customizations),
             Arc::downgrade(host),
             policy.clone(),
             audit,
@@ -101,8 +106,8 @@ impl Bridge {
         let bridge = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             host: Arc::downgrade(host),
-            pool: Arc::new(Pool::new(&cfg.runtime, cfg.sdk.is_some())),
-            cfg,
+            pool: Arc::new(Pool::new(settings.runtime(), settings.sdk().is_some())),
+            settings,
             router,
             policy,
             sessions: BridgedSessions::default(),
@@ -161,7 +166,7 @@ impl Bridge {
 
     /// A reload's `[customizations]` and `[policy.customizations]` put in
     /// force (see [`Customizing::reconfigured`]); the folders watched anew.
-    pub async fn reload_customizations(&self, cfg: &Config) {
+    pub async fn reload_customizations(&self, cfg: Reloadable<'_>) {
         if self
             .customizing
             .reconfigured(cfg, &self.sessions.uris())
@@ -360,7 +365,7 @@ impl Bridge {
     /// does not count): a runtime that answers pings but never finishes
     /// must not hold the turn, and the session, forever.
     async fn end_if_silent(me: Weak<Self>, uri: String, turn_id: String) {
-        let Some(limit) = me.upgrade().map(|b| b.cfg.runtime.turn_inactivity_timeout) else {
+        let Some(limit) = me.upgrade().map(|b| b.settings.turn_inactivity_timeout()) else {
             return;
         };
         let mut deadline = tokio::time::Instant::now() + limit;
@@ -432,7 +437,7 @@ impl Bridge {
             model: model.clone(),
             working_directory: self.working_directory(&host, uri),
             tools: want.runtime_tools(),
-            provider: self.cfg.runtime.provider.as_ref().map(|p| ModelProvider {
+            provider: self.settings.provider().map(|p| ModelProvider {
                 kind: p.kind.clone(),
                 base_url: p.base_url.clone(),
                 api_key: p.resolved_api_key(),
@@ -461,7 +466,7 @@ impl Bridge {
     /// first, else `[runtime] working_directory`, else the bridge's own.
     fn working_directory(&self, host: &Host, uri: &str) -> String {
         host.working_directory(uri)
-            .or_else(|| self.cfg.runtime.working_directory.clone())
+            .or_else(|| self.settings.default_working_directory().map(Into::into))
             .or_else(|| std::env::current_dir().ok())
             .map_or_else(|| "/".into(), |p| p.display().to_string())
     }
@@ -475,7 +480,7 @@ impl Bridge {
             .flatten();
         current
             .or_else(|| self.host().and_then(|h| h.session_model(uri)))
-            .unwrap_or_else(|| self.cfg.runtime.model.clone())
+            .unwrap_or_else(|| self.settings.default_model().to_owned())
     }
 
     /// Switches the runtime session to `wanted` when it uses another model

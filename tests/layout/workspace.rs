@@ -176,3 +176,68 @@ fn the_crate_graph_follows_the_layers() {
         ]
     );
 }
+
+/// The lines in `text` (before its tests) shaped `name: Config,` (or an
+/// `Arc`, a `Weak` or a reference of it): a struct field that holds the
+/// whole config, or a parameter on its own line that takes it to keep.
+fn fields_holding_config(text: &str) -> Vec<String> {
+    const HELD: [&str; 4] = ["Config,", "Arc<Config>,", "&'a Config,", "Weak<Config>,"];
+    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    code.lines()
+        .map(str::trim)
+        .filter(|l| {
+            let Some((name, ty)) = l.split_once(": ") else {
+                return false;
+            };
+            // A field is a name, after its visibility if any.
+            let name = match name.split_once(") ") {
+                Some((vis, rest)) if vis.starts_with("pub(") => rest,
+                _ => name.strip_prefix("pub ").unwrap_or(name),
+            };
+            let is_field =
+                !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_');
+            is_field && HELD.contains(&ty)
+        })
+        .map(String::from)
+        .collect()
+}
+
+/// Each component is built from its own settings and keeps them: only the
+/// binary's entry points (`src/` outside `bridge/`) hold the whole
+/// `Config`, to build the components and to check a reload against.
+#[test]
+fn no_component_holds_the_whole_config() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut held = Vec::new();
+    let mut read_files = 0;
+    for (dir, _, _) in CRATES {
+        let src = root.join(dir);
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        for f in files {
+            let rel = f.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            let binary = *dir == "src" && !rel.starts_with("src/bridge/");
+            if binary || rel.ends_with("_tests.rs") {
+                continue;
+            }
+            read_files += 1;
+            for line in fields_holding_config(&read(&f)) {
+                held.push(format!("{rel}: {line}"));
+            }
+        }
+    }
+    assert!(read_files > 100, "read the crates ({read_files} files)");
+    assert!(held.is_empty(), "{}", held.join("\n"));
+}
+
+#[test]
+fn the_config_field_check_sees_what_it_must() {
+    let held = "struct Bridge {\n    cfg: Arc<Config>,\n    pub(crate) config: Config,\n    settings: HostSettings,\n}\nfn f(cfg: &Config) {}\nlet cfg: Config = x;\n";
+    assert_eq!(
+        fields_holding_config(held),
+        ["cfg: Arc<Config>,", "pub(crate) config: Config,"]
+    );
+    let in_tests =
+        "struct A;\n#[cfg(test)]\nmod tests {\n    struct B {\n        cfg: Config,\n    }\n}\n";
+    assert!(fields_holding_config(in_tests).is_empty());
+}

@@ -256,6 +256,14 @@ impl BridgeProcess {
         std::fs::write(&self.config, text).unwrap();
     }
 
+    /// Adds `toml` to the end of its config file; nothing reads it until
+    /// [`Self::hangup`].
+    pub fn append_config(&self, toml: &str) {
+        let mut text = std::fs::read_to_string(&self.config).unwrap();
+        text.push_str(toml);
+        std::fs::write(&self.config, text).unwrap();
+    }
+
     /// Sends SIGHUP (without waiting for anything) and waits, up to the
     /// deadline, for the first log line after it that contains `needle`.
     pub async fn hangup(&self, needle: &str) -> String {

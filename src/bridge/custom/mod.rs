@@ -23,7 +23,7 @@ use self::runtime_map::{Applied, Contents, Contribution, Mapped, Written};
 use crate::ahp::backend::{ActiveClientView, ClientPlugin};
 use crate::ahp::customizations::{children_of, container_enabled, id_of, plugin, PluginOrigin};
 use crate::audit::customization::Source;
-use crate::config::{Config, CustomizationPolicy, HostContainer, HostSource};
+use crate::config::{CustomizationPolicy, HostContainer, HostSource, Reloadable};
 use crate::customize::{Bounds, Package};
 
 /// What became of a client's plugin.
@@ -104,14 +104,14 @@ struct Settings {
 }
 
 impl Settings {
-    fn of(cfg: &Config) -> Self {
-        let policy = cfg.policy.customizations.clone();
+    fn of(cfg: Reloadable<'_>) -> Self {
+        let policy = cfg.policy().customizations.clone();
         let bounds = Bounds {
             max_files: policy.max_plugin_files,
             ..Bounds::default()
         };
         Self {
-            containers: cfg.customizations.containers(),
+            containers: cfg.customizations().containers(),
             policy,
             bounds,
         }
@@ -119,7 +119,7 @@ impl Settings {
 }
 
 impl CustomizationState {
-    pub fn new(cfg: &Config) -> Self {
+    pub fn new(cfg: Reloadable<'_>) -> Self {
         remove_left_behind(&std::env::temp_dir());
         let work = std::env::temp_dir().join(format!(
             "{WORK_PREFIX}{}-{}",
@@ -148,7 +148,7 @@ impl CustomizationState {
     /// A reload's `[customizations]` and `[policy.customizations]`: whether
     /// they differ from those in force (then they are, and the host's
     /// containers are read again by the caller).
-    pub fn reconfigure(&self, cfg: &Config) -> bool {
+    pub fn reconfigure(&self, cfg: Reloadable<'_>) -> bool {
         let new = Settings::of(cfg);
         let mut s = self.settings.write().unwrap_or_else(|e| e.into_inner());
         if **s == new {

@@ -20,6 +20,7 @@ use tracing::{debug, error, info};
 
 use self::app_conn::{AppConn, DISPOSED};
 use self::vet::{vet, Rules, Vetted, Violation};
+use super::customizing::Customizing;
 use super::pool::{Pool, Starts};
 use crate::ahp::auth::Principal;
 use crate::audit::decision::DecisionRecord;
@@ -27,7 +28,7 @@ use crate::audit::log::AuditLog;
 use crate::audit::sdk_session::{SdkDecision, SdkFinding, SdkSessionRecord};
 use crate::audit::sha256_hex;
 use crate::bridge::shutting_down::SHUTTING_DOWN;
-use crate::config::{ClientMcpServers, Config, OnViolation, SdkConfig};
+use crate::config::{OnViolation, SdkConfig};
 use crate::policy::rego::{lexical, Body, ClientKind, Input};
 use crate::policy::PolicyReader;
 use crate::runtime::app_wire::AppSessionParams;
@@ -40,11 +41,13 @@ mod clients;
 mod conn;
 mod conns;
 pub mod mirror;
+mod settings;
 pub mod vet;
 
 // The listener is with the connections it serves: they use the gate, the
 // gate does not use them.
 pub use conn::listen;
+pub use settings::SdkSettings;
 
 /// What SDK connections share: the settings, who they act as, the way to
 /// a runtime, the router and the audit log.
@@ -52,7 +55,9 @@ pub struct SdkGate {
     cfg: SdkConfig,
     token_sha256: Option<[u8; 32]>,
     principal: Arc<Principal>,
-    servers: ClientMcpServers,
+    /// Where `[policy.customizations] client_mcp_servers` is read (a
+    /// reload changes it).
+    customizing: Arc<Customizing>,
     /// The SDK sessions as the AHP side shows them.
     mirror: mirror::Mirror,
     /// The open connections, by number.
@@ -77,33 +82,30 @@ pub(super) struct Parts {
     pub owner: Weak<dyn Starts>,
     pub router: Arc<Router>,
     pub policy: PolicyReader,
+    pub customizing: Arc<Customizing>,
 }
 
 impl SdkGate {
-    /// The gate of `cfg`'s `[sdk]`; `None` when there is none.
+    /// The gate of `settings`, on the bridge's `parts`.
     pub(super) fn new(
-        cfg: &Config,
+        settings: SdkSettings,
         parts: Parts,
         audit: Option<Arc<AuditLog>>,
-    ) -> Option<Arc<Self>> {
-        let sdk = cfg.sdk.clone()?;
-        // Validation made sure the entry exists.
-        let p = cfg.principals.iter().find(|p| p.name == sdk.principal)?;
-        let visibility = p
-            .session_visibility
-            .unwrap_or(cfg.server.session_visibility);
-        let principal = Arc::new(Principal::new(
-            &p.name,
-            &p.roles,
-            p.sections.as_deref(),
-            visibility,
-        ));
-        Some(Arc::new(Self {
+    ) -> Arc<Self> {
+        let SdkSettings {
+            sdk,
+            principal,
+            max_frame_bytes,
+            handshake_timeout,
+            call_timeout,
+            max_connections,
+        } = settings;
+        Arc::new(Self {
             mirror: mirror::Mirror::new(parts.host, principal.clone()),
             conns: conns::Conns::default(),
             token_sha256: sdk.token().map(|t| Sha256::digest(t.as_bytes()).into()),
             principal,
-            servers: cfg.policy.customizations.client_mcp_servers.clone(),
+            customizing: parts.customizing,
             router: parts.router,
             policy: parts.policy,
             audit,
@@ -111,12 +113,12 @@ impl SdkGate {
             owner: parts.owner,
             next_slot: AtomicUsize::new(0),
             next_conn: AtomicU64::new(1),
-            max_frame_bytes: cfg.runtime.max_frame_bytes,
-            handshake_timeout: cfg.server.handshake_timeout,
-            call_timeout: cfg.runtime.call_timeout,
-            max_connections: cfg.server.max_connections.unwrap_or(1024),
+            max_frame_bytes,
+            handshake_timeout,
+            call_timeout,
+            max_connections,
             cfg: sdk,
-        }))
+        })
     }
 
     /// Whether `given` is the connection token apps must give (compared as
@@ -207,9 +209,10 @@ impl SdkGate {
         let typed: AppSessionParams = serde_json::from_str(raw).map_err(bad)?;
         let policy = self.policy.current();
         let strip = self.cfg.on_violation == OnViolation::Strip;
+        let customizations = self.customizing.policy();
         let rules = Rules {
             policy: &policy,
-            servers: &self.servers,
+            servers: &customizations.client_mcp_servers,
         };
         let mut v: Vetted = vet(&rules, &typed, &object);
         let session = typed.session_id.clone().unwrap_or_default();

@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 
 use super::jwks::{FetchTls, KeySet, Lookup};
 use super::principal::Principal;
-use ahp_bridge_base::config::{Config, JwtConfig, Role, Visibility};
+use ahp_bridge_base::config::{JwtConfig, Reloadable, Role, Visibility};
 
 /// The longest token verified; a longer one is malformed.
 const MAX_TOKEN: usize = 16 * 1024;
@@ -113,23 +113,27 @@ pub enum JwtRefused {
 }
 
 impl Issuers {
-    /// From `cfg.jwt`. Key set files are read now (one missing or bad is
+    /// From `[[jwt]]`. Key set files are read now (one missing or bad is
     /// logged and read again at verify); URLs are fetched at first use.
     /// Spawns nothing. `previous`: the issuers in force before a reload; an
     /// entry whose key set source is unchanged keeps its loaded keys.
-    pub fn from_config(cfg: &Config, previous: Option<&Issuers>) -> Self {
+    pub fn from_config(cfg: Reloadable<'_>, previous: Option<&Issuers>) -> Self {
         Self::build(cfg, previous, FetchTls::Native)
     }
 
     /// As [`Self::from_config`], fetching https key sets with `tls` (a
     /// private CA's roots, say) instead of the system's CAs.
-    pub fn with_tls(cfg: &Config, previous: Option<&Issuers>, tls: Arc<ClientConfig>) -> Self {
+    pub fn with_tls(
+        cfg: Reloadable<'_>,
+        previous: Option<&Issuers>,
+        tls: Arc<ClientConfig>,
+    ) -> Self {
         Self::build(cfg, previous, FetchTls::Given(tls))
     }
 
-    fn build(cfg: &Config, previous: Option<&Issuers>, tls: FetchTls) -> Self {
+    fn build(cfg: Reloadable<'_>, previous: Option<&Issuers>, tls: FetchTls) -> Self {
         let mut entries = Vec::new();
-        for j in &cfg.jwt {
+        for j in cfg.jwt() {
             let source = match j.jwks_source() {
                 Ok(s) => s,
                 Err(e) => {
@@ -145,9 +149,7 @@ impl Issuers {
                 .map(|e| e.keys.clone());
             let keys =
                 kept.unwrap_or_else(|| KeySet::new(&j.name, source, j.jwks_refresh, tls.clone()));
-            let visibility = j
-                .session_visibility
-                .unwrap_or(cfg.server.session_visibility);
+            let visibility = j.session_visibility.unwrap_or(cfg.session_visibility());
             entries.push(Entry {
                 fingerprint: fingerprint(j, visibility),
                 cfg: j.clone(),

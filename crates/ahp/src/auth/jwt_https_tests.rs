@@ -164,7 +164,7 @@ async fn a_jwks_over_https_is_fetched_at_first_use_and_kept_across_a_reload() {
     let (k1, k2, k3) = (es256("k1"), es256("k2"), es256("k3"));
     let idp = idp(jwks_json(&[&k1]), Mode::Chunked).await;
     let cfg = config(&idp.url, "default_roles = [\"observe\"]");
-    let issuers = Issuers::with_tls(&cfg, None, idp.tls.clone());
+    let issuers = Issuers::with_tls(cfg.reloadable(), None, idp.tls.clone());
     assert_eq!(idp.hits(), 0, "nothing is fetched before a token needs it");
     let c = claims();
     let v = issuers.verify(&sign(&k1, Some("k1"), &c)).await.unwrap();
@@ -186,7 +186,7 @@ async fn a_jwks_over_https_is_fetched_at_first_use_and_kept_across_a_reload() {
     // A reload that changes the roles keeps the keys (no fetch)...
     let mut cfg2 = cfg.clone();
     cfg2.jwt[0].default_roles = vec![Role::Participate];
-    let after = Issuers::with_tls(&cfg2, Some(&issuers), idp.tls.clone());
+    let after = Issuers::with_tls(cfg2.reloadable(), Some(&issuers), idp.tls.clone());
     let v2 = after.verify(&t2).await.unwrap();
     assert!(v2.principal.has(Role::Participate) && !v2.principal.has(Role::Observe));
     assert_eq!(idp.hits(), 2);
@@ -196,7 +196,7 @@ async fn a_jwks_over_https_is_fetched_at_first_use_and_kept_across_a_reload() {
     );
     // ...one that changes where or how often keys come is a new key set.
     cfg2.jwt[0].jwks_refresh = Duration::from_secs(60);
-    let refetching = Issuers::with_tls(&cfg2, Some(&after), idp.tls.clone());
+    let refetching = Issuers::with_tls(cfg2.reloadable(), Some(&after), idp.tls.clone());
     assert!(refetching.verify(&t2).await.is_ok());
     assert_eq!(idp.hits(), 3);
 }
@@ -208,7 +208,7 @@ async fn a_stale_jwks_is_fetched_in_the_background_while_the_old_keys_serve() {
     let mut cfg = config(&idp.url, "default_roles = [\"observe\"]");
     // Below the validated minimum, so the test need not wait 10 s.
     cfg.jwt[0].jwks_refresh = Duration::from_secs(1);
-    let issuers = Issuers::with_tls(&cfg, None, idp.tls.clone());
+    let issuers = Issuers::with_tls(cfg.reloadable(), None, idp.tls.clone());
     let c = claims();
     let (t1, t2) = (sign(&k1, Some("k1"), &c), sign(&k2, Some("k2"), &c));
     assert!(issuers.verify(&t1).await.is_ok());
@@ -238,7 +238,7 @@ async fn a_failed_first_fetch_is_refused_and_not_retried_at_once() {
     let k1 = es256("k1");
     let idp = idp(jwks_json(&[&k1]), Mode::Status(500)).await;
     let cfg = config(&idp.url, "default_roles = [\"observe\"]");
-    let issuers = Issuers::with_tls(&cfg, None, idp.tls.clone());
+    let issuers = Issuers::with_tls(cfg.reloadable(), None, idp.tls.clone());
     let t1 = sign(&k1, Some("k1"), &claims());
     let unavailable = JwtRefused::KeysUnavailable("corp".into());
     assert_eq!(issuers.verify(&t1).await.unwrap_err(), unavailable);
@@ -314,12 +314,12 @@ async fn logs_name_the_source_issuer_and_principal_but_no_token_claim_or_key() {
         let path = dir.path().join("jwks.json");
         std::fs::write(&path, jwks_json(&[&e])).unwrap();
         let cfg = config(path.to_str().unwrap(), "default_roles = [\"observe\"]");
-        let issuers = Issuers::from_config(&cfg, None);
+        let issuers = Issuers::from_config(cfg.reloadable(), None);
         assert!(issuers.verify(&token).await.is_ok());
         std::fs::write(&path, br#"{"keys": "PRIVATE-LOOKING-MATERIAL"}"#).unwrap();
         assert!(issuers.verify(&token).await.is_ok(), "the old keys serve");
         let cfg = config(&idp.url, "default_roles = [\"observe\"]");
-        let issuers = Issuers::with_tls(&cfg, None, idp.tls.clone());
+        let issuers = Issuers::with_tls(cfg.reloadable(), None, idp.tls.clone());
         assert!(issuers.verify(&token).await.is_err());
     })
     .await;

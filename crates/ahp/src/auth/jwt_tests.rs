@@ -10,6 +10,7 @@ use rustls_pki_types::PrivateKeyDer;
 use serde_json::json;
 
 use super::*;
+use ahp_bridge_base::config::Config;
 
 /// A signing key and its public JWK.
 pub(super) struct Signer {
@@ -113,7 +114,7 @@ fn with_file(dir: &Path, signers: &[&Signer], lines: &str) -> (PathBuf, Config, 
     let path = dir.join("jwks.json");
     write_jwks(&path, signers);
     let cfg = config(path.to_str().unwrap(), lines);
-    let issuers = Issuers::from_config(&cfg, None);
+    let issuers = Issuers::from_config(cfg.reloadable(), None);
     (path, cfg, issuers)
 }
 
@@ -437,7 +438,7 @@ async fn a_file_replaced_by_a_rename_or_a_symlink_swap_is_read_again() {
         let link = mount.join("jwks.json");
         symlink("..data/jwks.json", &link).unwrap();
         let cfg = config(link.to_str().unwrap(), "default_roles = [\"observe\"]");
-        let issuers = Issuers::from_config(&cfg, None);
+        let issuers = Issuers::from_config(cfg.reloadable(), None);
         assert!(issuers.verify(&t1).await.is_ok());
         assert_eq!(
             issuers.verify(&t3).await.unwrap_err(),
@@ -454,7 +455,7 @@ async fn a_missing_file_is_read_once_it_appears() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("later.json");
     let cfg = config(path.to_str().unwrap(), "default_roles = [\"observe\"]");
-    let issuers = Issuers::from_config(&cfg, None);
+    let issuers = Issuers::from_config(cfg.reloadable(), None);
     let e = es256("k1");
     let t = sign(&e, Some("k1"), &claims());
     let why = issuers.verify(&t).await.unwrap_err();
@@ -519,10 +520,10 @@ async fn standing_tells_valid_changed_and_gone() {
         .await
         .unwrap();
     let (name, fp) = (v.issuer.as_str(), v.fingerprint);
-    let same = Issuers::from_config(&cfg, Some(&before));
+    let same = Issuers::from_config(cfg.reloadable(), Some(&before));
     assert_eq!(same.standing(name, fp), IssuerStanding::Valid);
     cfg.jwt[0].roles.insert("devs".into(), vec![Role::Observe]);
-    let after = Issuers::from_config(&cfg, Some(&same));
+    let after = Issuers::from_config(cfg.reloadable(), Some(&same));
     assert_eq!(after.standing(name, fp), IssuerStanding::Changed);
     // The server's visibility, which the entry does not override.
     let mut cfg2 = cfg.clone();
@@ -532,16 +533,16 @@ async fn standing_tells_valid_changed_and_gone() {
         .unwrap()
         .fingerprint;
     cfg2.server.session_visibility = Visibility::All;
-    let wider = Issuers::from_config(&cfg2, Some(&after));
+    let wider = Issuers::from_config(cfg2.reloadable(), Some(&after));
     assert_eq!(wider.standing(name, fp2), IssuerStanding::Changed);
     assert_eq!(after.standing(name, fp2), IssuerStanding::Valid);
     cfg.jwt[0].name = "renamed".into();
     assert_eq!(
-        Issuers::from_config(&cfg, Some(&after)).standing(name, fp2),
+        Issuers::from_config(cfg.reloadable(), Some(&after)).standing(name, fp2),
         IssuerStanding::Gone
     );
     cfg.jwt.clear();
-    let none = Issuers::from_config(&cfg, Some(&after));
+    let none = Issuers::from_config(cfg.reloadable(), Some(&after));
     assert!(none.is_empty());
     assert_eq!(none.standing(name, fp2), IssuerStanding::Gone);
     assert_eq!(

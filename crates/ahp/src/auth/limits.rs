@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use ahp_bridge_base::config::{Config, RateLimits};
+use ahp_bridge_base::config::{RateLimits, Reloadable};
 
 /// Which limit refused something.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,10 +218,10 @@ impl PrincipalsUsage {
 pub struct RateLimiter(Mutex<PrincipalsUsage>);
 
 impl RateLimiter {
-    pub fn from_config(cfg: &Config) -> Self {
+    pub fn from_config(cfg: Reloadable<'_>) -> Self {
         let now = Instant::now();
         let by_name = cfg
-            .all_rate_limits()
+            .rate_limits()
             .into_iter()
             .map(|(name, l)| (name, Entry::new(l, now)))
             .collect();
@@ -240,11 +240,11 @@ impl RateLimiter {
 
     /// A reload: the principals and figures of `cfg`. A principal that stays
     /// keeps what it used (a reload is no way around a limit).
-    pub fn replace(&self, cfg: &Config) {
+    pub fn replace(&self, cfg: Reloadable<'_>) {
         let now = Instant::now();
         let mut st = self.lock();
         let mut old = std::mem::take(&mut st.by_name);
-        for (name, limits) in cfg.all_rate_limits() {
+        for (name, limits) in cfg.rate_limits() {
             let fresh = Entry::new(limits, now);
             let entry = match old.remove(&name) {
                 Some(e) => fresh.retuned_from(&e, now),
@@ -303,6 +303,7 @@ impl RateLimiter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ahp_bridge_base::config::Config;
 
     fn limits(server: &str, principal: &str) -> RateLimiter {
         let sha = "a".repeat(64);
@@ -312,7 +313,7 @@ mod tests {
         );
         let cfg = Config::parse(&text).unwrap();
         cfg.validate().unwrap();
-        RateLimiter::from_config(&cfg)
+        RateLimiter::from_config(cfg.reloadable())
     }
 
     #[tokio::test(start_paused = true)]
@@ -386,7 +387,7 @@ mod tests {
             "[[principals]]\nname = \"ide\"\ntoken_sha256 = \"{sha}\"\nroles = [\"participate\"]\n\
              actions_per_second = 1\nactions_burst = 5\n"
         );
-        l.replace(&Config::parse(&text).unwrap());
+        l.replace(Config::parse(&text).unwrap().reloadable());
         for _ in 0..3 {
             l.take_action("ide").unwrap();
         }

@@ -8,7 +8,7 @@ use sha2::{Digest, Sha256};
 
 use super::jwt::{IssuerStanding, Issuers, JwtRefused};
 use super::principal::Principal;
-use ahp_bridge_base::config::{CertIdentity, Config, Role, TOKEN_PRINCIPAL};
+use ahp_bridge_base::config::{CertIdentity, Reloadable, Role, TOKEN_PRINCIPAL};
 
 /// Every principal a token or a client certificate can name, and the
 /// issuers whose JWTs name principals of their own.
@@ -80,25 +80,25 @@ fn same(a: &[u8; 32], b: &[u8; 32]) -> bool {
 impl Principals {
     /// From `[[principals]]`, `[server] token` (one principal, every role)
     /// and `[[jwt]]`. Tokens from the environment are read now.
-    pub fn from_config(cfg: &Config) -> Self {
+    pub fn from_config(cfg: Reloadable<'_>) -> Self {
         Self::built(cfg, Issuers::from_config(cfg, None))
     }
 
     /// As [`Self::from_config`] for a reload: issuers whose key set source
     /// is unchanged keep the keys `previous` loaded.
-    pub fn reloaded(cfg: &Config, previous: &Principals) -> Self {
+    pub fn reloaded(cfg: Reloadable<'_>, previous: &Principals) -> Self {
         Self::built(cfg, Issuers::from_config(cfg, Some(&previous.issuers)))
     }
 
-    fn built(cfg: &Config, issuers: Issuers) -> Self {
-        let server_visibility = cfg.server.session_visibility;
+    fn built(cfg: Reloadable<'_>, issuers: Issuers) -> Self {
+        let server_visibility = cfg.session_visibility();
         let mut by_digest = Vec::new();
         let mut by_cert = Vec::new();
-        if let Some(t) = &cfg.server.token {
+        if let Some(t) = cfg.token() {
             let p = Principal::new(TOKEN_PRINCIPAL, &Role::ALL, None, server_visibility);
             by_digest.push((digest(t), Arc::new(p)));
         }
-        for p in &cfg.principals {
+        for p in cfg.principals() {
             let visibility = p.session_visibility.unwrap_or(server_visibility);
             let principal = Arc::new(Principal::new(
                 &p.name,
@@ -259,6 +259,7 @@ impl Principals {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ahp_bridge_base::config::Config;
     use ahp_bridge_base::config::{PrincipalConfig, Visibility};
 
     #[test]
@@ -266,7 +267,7 @@ mod tests {
         let mut cfg = Config::default();
         cfg.server.token = Some("0123456789abcdef-server".into());
         cfg.principals.push(policy_principal(&["tone"]));
-        let ps = Principals::from_config(&cfg);
+        let ps = Principals::from_config(cfg.reloadable());
         assert!(ps.auth_required());
         assert!(ps.authenticate(None).is_none());
         assert!(ps.authenticate(Some("wrong-token-0123456")).is_none());
@@ -295,7 +296,7 @@ mod tests {
             Some(["tone".to_string()].into())
         );
         // No credentials configured: one local principal that may do everything.
-        let open = Principals::from_config(&Config::default());
+        let open = Principals::from_config(Config::default().reloadable());
         assert_eq!(open.authenticate(None).unwrap().principal.name, "local");
     }
 
@@ -315,7 +316,7 @@ mod tests {
         let mut cfg = Config::default();
         cfg.server.token = Some("0123456789abcdef-server".into());
         cfg.principals.push(policy_principal(&["tone"]));
-        let before = Principals::from_config(&cfg);
+        let before = Principals::from_config(cfg.reloadable());
         let server = before
             .authenticate(Some("0123456789abcdef-server"))
             .unwrap();
@@ -326,7 +327,7 @@ mod tests {
         // The server token rotated, the policy service's allow-list widened.
         cfg.server.token = Some("0123456789abcdef-rotated".into());
         cfg.principals[0] = policy_principal(&["tone", "custom_instructions"]);
-        let after = Principals::from_config(&cfg);
+        let after = Principals::from_config(cfg.reloadable());
         assert_eq!(after.standing(&server), Standing::Revoked);
         assert_eq!(after.standing(&policy), Standing::Changed);
         assert!(after
@@ -337,11 +338,11 @@ mod tests {
         // The same token now naming another principal is not the same credential.
         cfg.principals[0].name = "renamed".into();
         assert_eq!(
-            Principals::from_config(&cfg).standing(&again),
+            Principals::from_config(cfg.reloadable()).standing(&again),
             Standing::Revoked
         );
         // From no credentials to some: the local connections lose their standing.
-        let open = Principals::from_config(&Config::default());
+        let open = Principals::from_config(Config::default().reloadable());
         let local = open.authenticate(None).unwrap();
         assert_eq!(open.standing(&local), Standing::Valid);
         assert_eq!(after.standing(&local), Standing::Revoked);

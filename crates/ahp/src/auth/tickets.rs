@@ -77,7 +77,7 @@ mod tests {
     use ahp_bridge_base::config::Config;
 
     fn local() -> Authenticated {
-        Principals::from_config(&Config::default())
+        Principals::from_config(Config::default().reloadable())
             .authenticate(None)
             .unwrap()
     }

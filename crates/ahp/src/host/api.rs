@@ -30,7 +30,7 @@ use crate::backend::{ActiveClientView, ClientPlugin, QueuedTurn};
 use crate::protocol::actions::Action;
 use crate::protocol::errors::AhpError;
 use crate::protocol::uri::{channel_kind, working_directory, ChannelKind, ROOT_URI};
-use ahp_bridge_base::config::{Config, Role};
+use ahp_bridge_base::config::{Reloadable, Role};
 use ahp_bridge_base::jsonrpc::{ErrorCode, Peer, RpcError};
 use ahp_bridge_base::policy::rego::{ClientKind, Subject};
 use ahp_bridge_base::store::Store;
@@ -164,7 +164,7 @@ impl Host {
     pub fn replace_credentials(
         self: &Arc<Self>,
         principals: Principals,
-        cfg: &Config,
+        cfg: Reloadable<'_>,
     ) -> CredentialsReloaded {
         let principals = self.credentials.replace(principals, cfg);
         let revoked = self.lock().clients.revoke(&principals);

@@ -17,7 +17,7 @@ use super::clients::Revoked;
 use crate::auth::limits::RateLimiter;
 use crate::auth::tokens::Tokens;
 use crate::auth::Principals;
-use ahp_bridge_base::config::Config;
+use ahp_bridge_base::config::Reloadable;
 
 /// What a reload of the credentials did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub(super) struct Credentials {
 }
 
 impl Credentials {
-    pub(super) fn from_config(cfg: &Config) -> Self {
+    pub(super) fn from_config(cfg: Reloadable<'_>) -> Self {
         Self {
             principals: RwLock::new(Arc::new(Principals::from_config(cfg))),
             limits: RateLimiter::from_config(cfg),
@@ -63,7 +63,7 @@ impl Credentials {
 
     /// Puts `principals` and the limits of `cfg` (the file they came from)
     /// in force; a principal no longer there loses the token it gave.
-    pub(super) fn replace(&self, principals: Principals, cfg: &Config) -> Arc<Principals> {
+    pub(super) fn replace(&self, principals: Principals, cfg: Reloadable<'_>) -> Arc<Principals> {
         let principals = Arc::new(principals);
         *self.principals.write().unwrap_or_else(|e| e.into_inner()) = principals.clone();
         self.limits.replace(cfg);

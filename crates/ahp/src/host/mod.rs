@@ -123,7 +123,7 @@ impl Host {
             meta: None,
         };
         Arc::new(Self {
-            credentials: Credentials::from_config(cfg),
+            credentials: Credentials::from_config(cfg.reloadable()),
             policy,
             settings,
             state: Mutex::new(HostState {

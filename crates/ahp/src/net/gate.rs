@@ -193,7 +193,7 @@ mod tests {
             own: &own,
             tickets: Some(&tickets),
         };
-        let principals = Principals::from_config(c);
+        let principals = Principals::from_config(c.reloadable());
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
@@ -227,7 +227,7 @@ mod tests {
     #[tokio::test]
     async fn a_ticket_stands_for_its_credential_once() {
         let c = cfg(Some("0123456789abcdef"), &[]);
-        let principals = Principals::from_config(&c);
+        let principals = Principals::from_config(c.reloadable());
         let tickets = Tickets::default();
         let auth = principals.authenticate(Some("0123456789abcdef")).unwrap();
         let (ticket, _) = tickets.issue(auth).unwrap();
@@ -240,7 +240,7 @@ mod tests {
         // A ticket whose token a reload revoked meanwhile is refused.
         let auth = principals.authenticate(Some("0123456789abcdef")).unwrap();
         let (ticket, _) = tickets.issue(auth).unwrap();
-        let rotated = Principals::from_config(&cfg(Some("0123456789abcdef-new"), &[]));
+        let rotated = Principals::from_config(cfg(Some("0123456789abcdef-new"), &[]).reloadable());
         assert!(redeem(&c, &rotated, &tickets, &ticket).await.is_err());
     }
 

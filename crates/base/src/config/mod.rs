@@ -17,6 +17,7 @@ mod policy_rules;
 mod pool;
 mod principals;
 mod rego;
+mod reloadable;
 mod runtime;
 mod sdk;
 mod server;
@@ -40,6 +41,7 @@ pub use principals::{CertIdentity, PrincipalConfig, Role, Visibility, TOKEN_PRIN
 pub use rego::{
     Enforcement, RegoConfig, RegoSources, MAX_REGO_FILES, MAX_REGO_FILE_BYTES, MAX_REGO_TOTAL_BYTES,
 };
+pub use reloadable::Reloadable;
 pub use runtime::{ProviderConfig, RuntimeConfig};
 pub use sdk::{OnViolation, SdkConfig};
 pub use server::ServerConfig;
