@@ -15,10 +15,11 @@ use tokio_rustls::TlsAcceptor;
 
 use serde_json::json;
 
-use super::tests::{claims, config, es256, jwks_json, sign};
+use super::tests::{claims, config};
 use super::*;
 use crate::auth::jwks_fetch::{self, client_config, FetchError};
 use ahp_bridge_base::config::{HttpsUrl, JwksSource};
+use ahp_bridge_testkit::jwt::{es256, jwks_json, sign_as as sign};
 
 /// How the server frames its answer.
 #[derive(Debug, Clone, Copy)]

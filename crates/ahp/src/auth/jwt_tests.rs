@@ -3,91 +3,21 @@
 
 use std::path::{Path, PathBuf};
 
+use ahp_bridge_testkit::jwt::{
+    ed25519, es256, fixture, forged, jwks_json, now, rs256 as rsa, sign_as as sign, write_jwks,
+    Signer, ISSUER,
+};
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk};
 use jsonwebtoken::{encode, EncodingKey, Header};
-use rustls_pki_types::pem::PemObject;
-use rustls_pki_types::PrivateKeyDer;
 use serde_json::json;
 
 use super::*;
 use ahp_bridge_base::config::Config;
 
-/// A signing key and its public JWK.
-pub(super) struct Signer {
-    pub(super) alg: Algorithm,
-    pub(super) key: EncodingKey,
-    pub(super) jwk: Value,
-}
-
-fn b64(bytes: &[u8]) -> String {
-    BASE64URL_NOPAD.encode(bytes)
-}
-
-pub(super) fn es256(kid: &str) -> Signer {
-    let kp = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
-    let raw = kp.public_key_raw(); // 0x04 || x || y
-    assert_eq!(raw.len(), 65);
-    Signer {
-        alg: Algorithm::ES256,
-        key: EncodingKey::from_ec_der(&kp.serialize_der()),
-        jwk: json!({"kty": "EC", "crv": "P-256", "kid": kid, "use": "sig",
-                    "x": b64(&raw[1..33]), "y": b64(&raw[33..])}),
-    }
-}
-
-fn ed25519(kid: &str) -> Signer {
-    let kp = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
-    Signer {
-        alg: Algorithm::EdDSA,
-        key: EncodingKey::from_ed_der(&kp.serialize_der()),
-        jwk: json!({"kty": "OKP", "crv": "Ed25519", "kid": kid, "alg": "EdDSA",
-                    "x": b64(kp.public_key_raw())}),
-    }
-}
-
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../fixtures/jwt")
-        .join(name)
-}
-
-fn rsa() -> Signer {
-    let PrivateKeyDer::Pkcs1(der) =
-        PrivateKeyDer::from_pem_file(fixture("rsa-test-key.pem")).unwrap()
-    else {
-        panic!("the fixture is a PKCS#1 RSA key")
-    };
-    let set: Value =
-        serde_json::from_slice(&std::fs::read(fixture("rsa-test-key.jwk.json")).unwrap()).unwrap();
-    Signer {
-        alg: Algorithm::RS256,
-        key: EncodingKey::from_rsa_der(der.secret_pkcs1_der()),
-        jwk: set["keys"][0].clone(),
-    }
-}
-
-pub(super) fn now() -> u64 {
-    jsonwebtoken::get_current_timestamp()
-}
-
-pub(super) const ISSUER: &str = "https://idp.test";
-
 /// Alice, in the admins' group, for ten minutes.
 pub(super) fn claims() -> Value {
     json!({"iss": ISSUER, "aud": "ahp", "sub": "alice", "exp": now() + 600,
            "groups": ["copilot-admins", "unrelated"]})
-}
-
-pub(super) fn sign(s: &Signer, kid: Option<&str>, claims: &Value) -> String {
-    let mut header = Header::new(s.alg);
-    header.kid = kid.map(str::to_owned);
-    encode(&header, claims, &s.key).unwrap()
-}
-
-/// A token of parts given as JSON, with any signature.
-fn forged(header: &Value, claims: &Value, signature: &str) -> String {
-    let part = |v: &Value| b64(&serde_json::to_vec(v).unwrap());
-    format!("{}.{}.{signature}", part(header), part(claims))
 }
 
 /// `[[jwt]] corp` reading `jwks`, with `lines` (roles and the like).
@@ -98,15 +28,6 @@ pub(super) fn config(jwks: &str, lines: &str) -> Config {
     let cfg = Config::parse(&text).unwrap();
     cfg.validate().unwrap();
     cfg
-}
-
-pub(super) fn jwks_json(signers: &[&Signer]) -> Vec<u8> {
-    let keys: Vec<&Value> = signers.iter().map(|s| &s.jwk).collect();
-    serde_json::to_vec(&json!({ "keys": keys })).unwrap()
-}
-
-fn write_jwks(path: &Path, signers: &[&Signer]) {
-    std::fs::write(path, jwks_json(signers)).unwrap();
 }
 
 /// A key set file with `signers`, and issuers reading it.
@@ -484,7 +405,7 @@ async fn symmetric_weak_and_mislabelled_keys_are_never_used() {
     let weak = Signer {
         alg: Algorithm::RS256,
         key: rsa().key,
-        jwk: json!({"kty": "RSA", "kid": "weak", "n": b64(&[0xc5; 128]), "e": "AQAB"}),
+        jwk: json!({"kty": "RSA", "kid": "weak", "n": BASE64URL_NOPAD.encode(&[0xc5; 128]), "e": "AQAB"}),
     };
     let (_, _, issuers) = with_file(
         dir.path(),
