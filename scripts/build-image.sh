@@ -7,6 +7,8 @@
 # target/image/ahp-copilot-bridge.oci.tar. Run as root, no arguments:
 #   bash scripts/build-image.sh
 # Load it with: podman load -i target/image/ahp-copilot-bridge.oci.tar
+# With --root-only it makes the Debian root and stops (scripts/test.sh makes
+# it while other things build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" -eq 0 ] || { echo "build-image: run as root (debootstrap and buildah mount need it)" >&2; exit 1; }
@@ -17,15 +19,16 @@ TAG=ahp-copilot-bridge:0.1.0
 OUT=target/image
 ROOT=$OUT/rootfs
 mkdir -p "$OUT"
-cargo build --release --locked
-# Where cargo put it (CARGO_TARGET_DIR, when set, moves every build).
-BIN=${CARGO_TARGET_DIR:-target}/release/ahp-copilot-bridge
-scripts/install-runtime.sh
 if [ ! -x "$ROOT/bin/sh" ]; then
   rm -rf "$ROOT"
   debootstrap --variant=minbase --include=ca-certificates,libstdc++6 bookworm "$ROOT" http://deb.debian.org/debian >&2
   rm -rf "$ROOT"/var/lib/apt/lists/* "$ROOT"/var/cache/apt/*.bin
 fi
+[ "${1:-}" = "--root-only" ] && exit 0
+cargo build --release --locked
+# Where cargo put it (CARGO_TARGET_DIR, when set, moves every build).
+BIN=${CARGO_TARGET_DIR:-target}/release/ahp-copilot-bridge
+scripts/install-runtime.sh
 export STORAGE_DRIVER=vfs
 ctr=$(buildah --storage-driver vfs from scratch)
 trap 'buildah --storage-driver vfs rm "$ctr" >/dev/null 2>&1 || true' EXIT

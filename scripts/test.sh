@@ -2,7 +2,8 @@
 # The test command: installs the Debian packages the tests need, the runtime
 # and the console's dev tools, then type check, format, lint and every test;
 # then the transform e2e test against other CLI releases (scripts/compat-runtimes.sh).
-# Each phase prints its time. `scripts/test.sh --quick` runs only the unit
+# Each phase prints its time; the release build and the image's Debian root
+# run in the background meanwhile (see below). `scripts/test.sh --quick` runs only the unit
 # tests and the in-process integration tests (no Copilot CLI, browser, image
 # or package install): the loop while changing code.
 set -euo pipefail
@@ -28,7 +29,50 @@ fi
 
 # The disk the build has: a fresh test build takes about 4 GB (target/).
 df -h . | sed 's/^/test.sh: disk: /'
+
+# The whole run (no arguments) also builds the release binary and a Debian
+# root for the image test (tests/image.rs) and the demo. Both start now, in
+# the background: the installs wait on the network and the fat-LTO link
+# keeps one core, so run in sequence each left a core idle for minutes. The
+# release build's output goes to target/release-build.log, shown if it fails.
+background=()
+if [[ $# -eq 0 ]]; then
+  mkdir -p target
+  (
+    t0=$SECONDS
+    cargo build --release --locked >target/release-build.log 2>&1 \
+      || { cat target/release-build.log >&2; exit 1; }
+    echo "test.sh: release-build (background): $((SECONDS - t0)) s" >&2
+  ) &
+  background+=($!)
+fi
+# A run that fails early leaves no build behind it.
+stop_background() {
+  local pid
+  for pid in "${background[@]}"; do
+    pkill -TERM -P "$pid" 2>/dev/null || true
+    kill "$pid" 2>/dev/null || true
+  done
+}
+trap stop_background EXIT
+# Waits for the background builds; fails if one did.
+wait_background() {
+  local pid
+  for pid in "${background[@]}"; do
+    wait "$pid"
+  done
+}
+
 phase install-packages scripts/install-test-packages.sh
+if [[ $# -eq 0 && "$(id -u)" -eq 0 ]]; then
+  # debootstrap is installed now; the root downloads while cargo compiles.
+  (
+    t0=$SECONDS
+    scripts/build-image.sh --root-only
+    echo "test.sh: image-root (background): $((SECONDS - t0)) s" >&2
+  ) &
+  background+=($!)
+fi
 phase install-runtime scripts/install-runtime.sh
 phase install-console-tools scripts/install-console-tools.sh
 phase install-sdks scripts/install-sdks.sh
@@ -45,6 +89,9 @@ policy_examples() {
 phase policy-examples policy_examples
 # Built apart from the run so that the phase times tell building from testing.
 phase build-tests cargo test --locked --no-run "$@"
+# The tests start once the background builds are done: a test's deadlines
+# are for a machine not also linking a release build.
+phase wait-background wait_background
 phase tests cargo test --locked "$@"
 # The whole suite ran against the pinned CLI; the transform e2e test runs
 # also against the oldest supported and the newest published releases.
