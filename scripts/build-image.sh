@@ -4,13 +4,17 @@
 # ca-certificates), the release binary and the pinned Copilot CLI added, the
 # user, entrypoint and command of deploy/Containerfile set with buildah (no
 # RUN step, so no OCI runtime is needed), written to
-# target/image/ahp-copilot-bridge.oci.tar. Run as root, no arguments:
+# target/image/ahp-copilot-bridge.oci.tar. Run as root:
 #   bash scripts/build-image.sh
 # Load it with: podman load -i target/image/ahp-copilot-bridge.oci.tar
 # With --root-only it makes the Debian root and stops (scripts/test.sh makes
 # it while other things build).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+case "${1:-}" in
+  "" | --root-only) ;;
+  *) echo "build-image: unknown argument $1 (none, or --root-only)" >&2; exit 2 ;;
+esac
 [ "$(id -u)" -eq 0 ] || { echo "build-image: run as root (debootstrap and buildah mount need it)" >&2; exit 1; }
 for c in debootstrap buildah; do
   command -v "$c" >/dev/null || { echo "build-image: $c is missing (apt-get install -y debootstrap buildah)" >&2; exit 1; }
@@ -20,9 +24,12 @@ OUT=target/image
 ROOT=$OUT/rootfs
 mkdir -p "$OUT"
 if [ ! -x "$ROOT/bin/sh" ]; then
-  rm -rf "$ROOT"
-  debootstrap --variant=minbase --include=ca-certificates,libstdc++6 bookworm "$ROOT" http://deb.debian.org/debian >&2
-  rm -rf "$ROOT"/var/lib/apt/lists/* "$ROOT"/var/cache/apt/*.bin
+  # Made aside and moved in whole: a debootstrap stopped halfway must not
+  # pass for a root next time.
+  rm -rf "$ROOT" "$ROOT.part"
+  debootstrap --variant=minbase --include=ca-certificates,libstdc++6 bookworm "$ROOT.part" http://deb.debian.org/debian >&2
+  rm -rf "$ROOT.part"/var/lib/apt/lists/* "$ROOT.part"/var/cache/apt/*.bin
+  mv "$ROOT.part" "$ROOT"
 fi
 [ "${1:-}" = "--root-only" ] && exit 0
 cargo build --release --locked

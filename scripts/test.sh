@@ -31,47 +31,49 @@ fi
 df -h . | sed 's/^/test.sh: disk: /'
 
 # The whole run (no arguments) also builds the release binary and a Debian
-# root for the image test (tests/image.rs) and the demo. Both start now, in
-# the background: the installs wait on the network and the fat-LTO link
+# root for the image test (tests/image.rs) and the demo. Both start early,
+# in the background: the installs wait on the network and the fat-LTO link
 # keeps one core, so run in sequence each left a core idle for minutes. The
 # release build's output goes to target/release-build.log, shown if it fails.
 background=()
-if [[ $# -eq 0 ]]; then
-  mkdir -p target
-  (
-    t0=$SECONDS
-    cargo build --release --locked >target/release-build.log 2>&1 \
-      || { cat target/release-build.log >&2; exit 1; }
-    echo "test.sh: release-build (background): $((SECONDS - t0)) s" >&2
-  ) &
+# NAME COMMAND...: COMMAND in a process group of its own (so that stopping
+# it stops its compilers too), saying its time when it ends.
+start_background() {
+  local name=$1
+  shift
+  setsid bash -c 't0=$SECONDS; "$@" || exit; echo "test.sh: $0 (background): $((SECONDS - t0)) s" >&2' \
+    "$name" "$@" &
   background+=($!)
-fi
-# A run that fails early leaves no build behind it.
+}
+# A run that fails or is interrupted leaves no build behind it.
 stop_background() {
   local pid
   for pid in "${background[@]}"; do
-    pkill -TERM -P "$pid" 2>/dev/null || true
-    kill "$pid" 2>/dev/null || true
+    kill -TERM -- "-$pid" 2>/dev/null || true
   done
 }
 trap stop_background EXIT
-# Waits for the background builds; fails if one did.
+trap 'exit 130' INT TERM
+# The tests wait for the background jobs; a job that failed fails the run.
 wait_background() {
   local pid
   for pid in "${background[@]}"; do
     wait "$pid"
   done
+  # Reaped: their ids may be another process's from now on.
+  background=()
 }
+if [[ $# -eq 0 ]]; then
+  mkdir -p target
+  start_background release-build bash -c \
+    'cargo build --release --locked >target/release-build.log 2>&1 || { cat target/release-build.log >&2; exit 1; }'
+fi
 
 phase install-packages scripts/install-test-packages.sh
 if [[ $# -eq 0 && "$(id -u)" -eq 0 ]]; then
   # debootstrap is installed now; the root downloads while cargo compiles.
-  (
-    t0=$SECONDS
-    scripts/build-image.sh --root-only
-    echo "test.sh: image-root (background): $((SECONDS - t0)) s" >&2
-  ) &
-  background+=($!)
+  # (Not root: the image test says why it cannot build the image.)
+  start_background image-root scripts/build-image.sh --root-only
 fi
 phase install-runtime scripts/install-runtime.sh
 phase install-console-tools scripts/install-console-tools.sh

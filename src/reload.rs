@@ -1,8 +1,9 @@
 //! SIGHUP, or a change of the file (`[server] reload_on_change`): re-read
 //! the config file and put in force, each at once, its
-//! `[policy]`, its `[[principals]]` and `[server] token` (who may connect,
-//! and what each may do) and the rate limits (`[server]` defaults and each
-//! principal's own). The `[policy.rego]` modules and data are read again
+//! `[policy]`, its `[[principals]]`, `[server] token` and
+//! `session_visibility` and `[[jwt]]` (who may connect, and what each may
+//! do), the rate limits (`[server]` defaults and each principal's own) and
+//! `[customizations]`: what a `Reloadable` reads. The `[policy.rego]` modules and data are read again
 //! with it, and their changes are watched as the file's are. A file (or a
 //! module) that does not load changes nothing, and the log says why, naming
 //! the key (and a module's file and line). Listeners, the runtime and every other key
@@ -45,7 +46,8 @@ pub fn load(path: &Path, running: &Config) -> anyhow::Result<Reloaded> {
     let mut cfg = Config::load(path)?;
     cfg.server.listen = running.server.listen;
     cfg.validate()?;
-    let policy = Policy::build(&cfg.policy, cfg.transform_principals())?;
+    let reloadable = cfg.reloadable();
+    let policy = Policy::build(reloadable.policy(), reloadable.transform_principals())?;
     Ok(Reloaded { cfg, policy })
 }
 

@@ -10,8 +10,9 @@ use crate::demo::model::ScriptedModel;
 
 /// Runs the host in front of the runtime until SIGTERM or SIGINT, then
 /// shuts down gracefully within `[server] shutdown_timeout`; SIGHUP reloads
-/// the policy, principals and rate limits of `config_path` (the file `cfg`
-/// was read from).
+/// what a `Reloadable` reads of `config_path` (the file `cfg` was read
+/// from): the policy, the principals and issuers, the rate limits and the
+/// customizations.
 /// `say` prints where it listens for the person starting it (main.rs:
 /// plain, or one JSON log line with `[log] format = "json"`).
 pub async fn serve(

@@ -299,7 +299,7 @@ fn the_dependency_rule_holds() {
         "read the crates"
     );
     let mut broken = Vec::new();
-    for (rel, text) in &files {
+    for (rel, text) in files {
         broken.extend(violations(rel, text));
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
@@ -309,7 +309,7 @@ fn the_dependency_rule_holds() {
 fn seams_carry_typed_values_and_errors_have_names() {
     let mut broken = Vec::new();
     for (rel, text) in workspace_sources() {
-        broken.extend(signature_violations(&rel, &text));
+        broken.extend(signature_violations(rel, text));
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
 }
@@ -514,7 +514,7 @@ fn the_checker_catches_what_it_must() {
 /// Every source file of the workspace, by its path in the one tree, with
 /// its text as that tree reads it.
 fn sources() -> imports::Files {
-    workspace_sources().into_iter().collect()
+    workspace_sources().iter().cloned().collect()
 }
 
 #[test]

@@ -95,7 +95,7 @@ impl Customizing {
     }
 
     /// `[policy.customizations]` in force (a reload may have changed it).
-    pub fn policy(&self) -> crate::config::CustomizationPolicy {
+    pub fn customization_policy(&self) -> crate::config::CustomizationPolicy {
         self.custom.policy()
     }
 

@@ -92,13 +92,13 @@ impl Bridge {
     pub fn new(
         host: &Arc<Host>,
         settings: BridgeSettings,
-        customizations: Reloadable<'_>,
+        reloadable: Reloadable<'_>,
         router: Arc<Router>,
         policy: PolicyReader,
         audit: Option<Arc<AuditLog>>,
     ) -> Arc<Self> {
         let customizing = Customizing::new(
-            CustomizationState::new(customizations),
+            CustomizationState::new(reloadable),
             Arc::downgrade(host),
             policy.clone(),
             audit,

@@ -41,8 +41,14 @@ pub(crate) fn as_one_tree(prefix: &str, text: &str) -> String {
 
 /// Every Rust source of the workspace, by its path in the one tree
 /// (`audit/log.rs` for crates/audit/src/log.rs, `audit/mod.rs` for its
-/// lib.rs), with its text as that tree reads it.
-pub(crate) fn workspace_sources() -> Vec<(String, String)> {
+/// lib.rs), with its text as that tree reads it. Read once for all the
+/// layout tests.
+pub(crate) fn workspace_sources() -> &'static [(String, String)] {
+    static SOURCES: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+    SOURCES.get_or_init(read_workspace_sources)
+}
+
+fn read_workspace_sources() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut out = Vec::new();
     for (dir, prefix, _) in CRATES {
@@ -118,15 +124,12 @@ fn every_test_file_runs_in_a_tier_or_alone() {
 /// The `[dependencies]` of a manifest, by name.
 fn dependencies(manifest: &str) -> Vec<String> {
     let text = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join(manifest));
-    let section = text
-        .split("\n[dependencies]\n")
-        .nth(1)
-        .expect("a [dependencies] section");
-    section
-        .lines()
-        .take_while(|l| !l.starts_with('['))
-        .filter(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-        .map(|l| l.split(['.', '=']).next().unwrap().trim().to_owned())
+    let doc: toml::Table = text.parse().expect("a manifest");
+    doc.get("dependencies")
+        .and_then(toml::Value::as_table)
+        .expect("a [dependencies] table")
+        .keys()
+        .cloned()
         .collect()
 }
 
@@ -137,18 +140,22 @@ fn dependencies(manifest: &str) -> Vec<String> {
 #[test]
 fn the_crate_graph_follows_the_layers() {
     let ahp = |d: &Vec<String>| d.iter().any(|n| n == "ahp" || n.starts_with("ahp-types"));
+    // By name: a manifest's table has no order.
     let ours = |d: &Vec<String>| -> Vec<String> {
-        d.iter()
+        let mut ours: Vec<String> = d
+            .iter()
             .filter(|n| n.starts_with("ahp-bridge-"))
             .cloned()
-            .collect()
+            .collect();
+        ours.sort();
+        ours
     };
     let layers: &[(&str, &[&str])] = &[
         ("base", &[]),
         ("audit", &["ahp-bridge-base"]),
         ("runtime", &["ahp-bridge-base"]),
         ("customize", &["ahp-bridge-base"]),
-        ("transform", &["ahp-bridge-base", "ahp-bridge-audit"]),
+        ("transform", &["ahp-bridge-audit", "ahp-bridge-base"]),
         ("ahp", &["ahp-bridge-base"]),
     ];
     for (name, may) in layers {
@@ -167,44 +174,51 @@ fn the_crate_graph_follows_the_layers() {
     assert_eq!(
         ours(&main),
         [
-            "ahp-bridge-base",
             "ahp-bridge-audit",
+            "ahp-bridge-base",
+            "ahp-bridge-customize",
+            "ahp-bridge-host",
             "ahp-bridge-runtime",
             "ahp-bridge-transform",
-            "ahp-bridge-customize",
-            "ahp-bridge-host"
         ]
     );
 }
 
-/// The lines in `text` (before its tests) shaped `name: Config,` (or an
-/// `Arc`, a `Weak` or a reference of it): a struct field that holds the
-/// whole config, or a parameter on its own line that takes it to keep.
+/// The lines in `text` (before its tests module) shaped `name: T,` where
+/// `T` owns a `Config` (`Config`, `Arc<Config>`, `Option<Arc<crate::config::Config>>`,
+/// ...): a struct field that holds the whole config, or a parameter on a
+/// line of its own that takes it to keep. A reference (`&Config`) is a
+/// reading, not a holding.
 fn fields_holding_config(text: &str) -> Vec<String> {
-    const HELD: [&str; 4] = ["Config,", "Arc<Config>,", "&'a Config,", "Weak<Config>,"];
-    let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let tests = regex::Regex::new(r"#\[cfg\(test\)\]\s*mod\s").unwrap();
+    let field = regex::Regex::new(r"^(pub(\([^)]*\))?\s+)?[a-z_][a-z0-9_]*:\s*([^=;]*),$").unwrap();
+    let config = regex::Regex::new(r"\bConfig\b").unwrap();
+    let code = tests.split(text).next().unwrap_or_default();
     code.lines()
         .map(str::trim)
         .filter(|l| {
-            let Some((name, ty)) = l.split_once(": ") else {
-                return false;
-            };
-            // A field is a name, after its visibility if any.
-            let name = match name.split_once(") ") {
-                Some((vis, rest)) if vis.starts_with("pub(") => rest,
-                _ => name.strip_prefix("pub ").unwrap_or(name),
-            };
-            let is_field =
-                !name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_');
-            is_field && HELD.contains(&ty)
+            field
+                .captures(l)
+                .and_then(|c| c.get(3))
+                .is_some_and(|ty| !ty.as_str().starts_with('&') && config.is_match(ty.as_str()))
         })
         .map(String::from)
         .collect()
 }
 
+/// The entry points: they read the file and build the components from it,
+/// and a reload is checked against the config in force. And the view that
+/// gives a reload its keys (a borrow of one config, no copy of it).
+const MAY_HOLD_CONFIG: &[&str] = &[
+    "src/main.rs",
+    "src/app.rs",
+    "src/run.rs",
+    "src/reload.rs",
+    "crates/base/src/config/reloadable.rs",
+];
+
 /// Each component is built from its own settings and keeps them: only the
-/// binary's entry points (`src/` outside `bridge/`) hold the whole
-/// `Config`, to build the components and to check a reload against.
+/// entry points hold the whole `Config`.
 #[test]
 fn no_component_holds_the_whole_config() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -216,8 +230,7 @@ fn no_component_holds_the_whole_config() {
         rust_files(&src, &mut files);
         for f in files {
             let rel = f.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            let binary = *dir == "src" && !rel.starts_with("src/bridge/");
-            if binary || rel.ends_with("_tests.rs") {
+            if MAY_HOLD_CONFIG.contains(&rel.as_str()) || rel.ends_with("_tests.rs") {
                 continue;
             }
             read_files += 1;
@@ -232,12 +245,45 @@ fn no_component_holds_the_whole_config() {
 
 #[test]
 fn the_config_field_check_sees_what_it_must() {
-    let held = "struct Bridge {\n    cfg: Arc<Config>,\n    pub(crate) config: Config,\n    settings: HostSettings,\n}\nfn f(cfg: &Config) {}\nlet cfg: Config = x;\n";
+    let held = "struct Bridge {\n    cfg: Arc<Config>,\n    pub(crate) config: Config,\n    \
+                kept: Option<Arc<crate::config::Config>>,\n    settings: HostSettings,\n    \
+                runtime: RuntimeConfig,\n    view: &'a Config,\n}\nfn f(cfg: &Config) {}\n\
+                let cfg: Config = x;\n";
     assert_eq!(
         fields_holding_config(held),
-        ["cfg: Arc<Config>,", "pub(crate) config: Config,"]
+        [
+            "cfg: Arc<Config>,",
+            "pub(crate) config: Config,",
+            "kept: Option<Arc<crate::config::Config>>,"
+        ]
     );
     let in_tests =
         "struct A;\n#[cfg(test)]\nmod tests {\n    struct B {\n        cfg: Config,\n    }\n}\n";
     assert!(fields_holding_config(in_tests).is_empty());
+    // A test-only item elsewhere does not end the file's checked part.
+    let after_helper = "#[cfg(test)]\nfn helper() {}\nstruct C {\n    cfg: Config,\n}\n";
+    assert_eq!(fields_holding_config(after_helper), ["cfg: Config,"]);
+}
+
+/// `crates/testkit` is for tests: no crate's `[dependencies]` names it, so
+/// nothing shipped links it.
+#[test]
+fn the_testkit_is_a_dev_dependency_only() {
+    let manifests = [
+        "Cargo.toml",
+        "crates/base/Cargo.toml",
+        "crates/audit/Cargo.toml",
+        "crates/runtime/Cargo.toml",
+        "crates/transform/Cargo.toml",
+        "crates/customize/Cargo.toml",
+        "crates/ahp/Cargo.toml",
+    ];
+    for m in manifests {
+        let deps = dependencies(m);
+        assert!(!deps.is_empty(), "read {m}");
+        assert!(
+            !deps.iter().any(|d| d == "ahp-bridge-testkit"),
+            "{m} links the testkit"
+        );
+    }
 }

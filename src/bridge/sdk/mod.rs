@@ -86,7 +86,9 @@ pub(super) struct Parts {
 }
 
 impl SdkGate {
-    /// The gate of `settings`, on the bridge's `parts`.
+    /// The gate: its start-only `settings`, and the bridge's `parts` it
+    /// shares (the pool, the router, the policy and customizations that a
+    /// reload replaces).
     pub(super) fn new(
         settings: SdkSettings,
         parts: Parts,
@@ -209,10 +211,10 @@ impl SdkGate {
         let typed: AppSessionParams = serde_json::from_str(raw).map_err(bad)?;
         let policy = self.policy.current();
         let strip = self.cfg.on_violation == OnViolation::Strip;
-        let customizations = self.customizing.policy();
+        let customization_policy = self.customizing.customization_policy();
         let rules = Rules {
             policy: &policy,
-            servers: &customizations.client_mcp_servers,
+            servers: &customization_policy.client_mcp_servers,
         };
         let mut v: Vetted = vet(&rules, &typed, &object);
         let session = typed.session_id.clone().unwrap_or_default();

@@ -22,11 +22,14 @@ pub struct SdkSettings {
 }
 
 impl SdkSettings {
-    /// `cfg`'s, when it has `[sdk]`.
+    /// `None` without `[sdk]`: no gate, no listener.
     pub fn from_config(cfg: &Config) -> Option<Self> {
         let sdk = cfg.sdk.clone()?;
-        // Validation made sure the entry exists.
-        let p = cfg.principals.iter().find(|p| p.name == sdk.principal)?;
+        let p = cfg
+            .principals
+            .iter()
+            .find(|p| p.name == sdk.principal)
+            .expect("validation refuses an [sdk] principal no [[principals]] entry names");
         let visibility = p
             .session_visibility
             .unwrap_or(cfg.server.session_visibility);

@@ -19,7 +19,7 @@ use super::tests::{claims, config};
 use super::*;
 use crate::auth::jwks_fetch::{self, client_config, FetchError};
 use ahp_bridge_base::config::{HttpsUrl, JwksSource};
-use ahp_bridge_testkit::jwt::{es256, jwks_json, sign_as as sign};
+use ahp_bridge_testkit::jwt::{es256, jwks_json, sign_as};
 
 /// How the server frames its answer.
 #[derive(Debug, Clone, Copy)]
@@ -168,17 +168,17 @@ async fn a_jwks_over_https_is_fetched_at_first_use_and_kept_across_a_reload() {
     let issuers = Issuers::with_tls(cfg.reloadable(), None, idp.tls.clone());
     assert_eq!(idp.hits(), 0, "nothing is fetched before a token needs it");
     let c = claims();
-    let v = issuers.verify(&sign(&k1, Some("k1"), &c)).await.unwrap();
+    let v = issuers.verify(&sign_as(&k1, Some("k1"), &c)).await.unwrap();
     assert_eq!(v.principal.name, "corp:alice");
     assert_eq!(idp.hits(), 1);
-    assert!(issuers.verify(&sign(&k1, Some("k1"), &c)).await.is_ok());
+    assert!(issuers.verify(&sign_as(&k1, Some("k1"), &c)).await.is_ok());
     assert_eq!(idp.hits(), 1, "fresh keys are not fetched again");
     // The issuer rotates in k2: its first token fetches the set again, once.
     idp.serve(jwks_json(&[&k1, &k2]));
-    let t2 = sign(&k2, Some("k2"), &c);
+    let t2 = sign_as(&k2, Some("k2"), &c);
     assert!(issuers.verify(&t2).await.is_ok());
     assert_eq!(idp.hits(), 2);
-    let t3 = sign(&k3, Some("k3"), &c);
+    let t3 = sign_as(&k3, Some("k3"), &c);
     assert_eq!(
         issuers.verify(&t3).await.unwrap_err(),
         JwtRefused::UnknownKid
@@ -211,7 +211,7 @@ async fn a_stale_jwks_is_fetched_in_the_background_while_the_old_keys_serve() {
     cfg.jwt[0].jwks_refresh = Duration::from_secs(1);
     let issuers = Issuers::with_tls(cfg.reloadable(), None, idp.tls.clone());
     let c = claims();
-    let (t1, t2) = (sign(&k1, Some("k1"), &c), sign(&k2, Some("k2"), &c));
+    let (t1, t2) = (sign_as(&k1, Some("k1"), &c), sign_as(&k2, Some("k2"), &c));
     assert!(issuers.verify(&t1).await.is_ok());
     assert_eq!(idp.hits(), 1);
     idp.serve(jwks_json(&[&k2]));
@@ -240,7 +240,7 @@ async fn a_failed_first_fetch_is_refused_and_not_retried_at_once() {
     let idp = idp(jwks_json(&[&k1]), Mode::Status(500)).await;
     let cfg = config(&idp.url, "default_roles = [\"observe\"]");
     let issuers = Issuers::with_tls(cfg.reloadable(), None, idp.tls.clone());
-    let t1 = sign(&k1, Some("k1"), &claims());
+    let t1 = sign_as(&k1, Some("k1"), &claims());
     let unavailable = JwtRefused::KeysUnavailable("corp".into());
     assert_eq!(issuers.verify(&t1).await.unwrap_err(), unavailable);
     assert_eq!(idp.hits(), 1);
@@ -310,7 +310,7 @@ async fn logs_name_the_source_issuer_and_principal_but_no_token_claim_or_key() {
     let idp = idp(b"{}".to_vec(), Mode::Status(500)).await;
     let mut c = claims();
     c["email"] = json!("hidden@example.com");
-    let token = sign(&e, Some("k1"), &c);
+    let token = sign_as(&e, Some("k1"), &c);
     let log = logged(async {
         let path = dir.path().join("jwks.json");
         std::fs::write(&path, jwks_json(&[&e])).unwrap();

@@ -4,8 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use ahp_bridge_testkit::jwt::{
-    ed25519, es256, fixture, forged, jwks_json, now, rs256 as rsa, sign_as as sign, write_jwks,
-    Signer, ISSUER,
+    ed25519, es256, fixture, forged, jwks_json, now, rs256, sign_as, write_jwks, Signer, ISSUER,
 };
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk};
 use jsonwebtoken::{encode, EncodingKey, Header};
@@ -41,7 +40,7 @@ fn with_file(dir: &Path, signers: &[&Signer], lines: &str) -> (PathBuf, Config, 
 
 #[test]
 fn the_rsa_fixture_jwk_is_its_key() {
-    let r = rsa();
+    let r = rs256();
     let made = Jwk::from_encoding_key(&r.key, Algorithm::RS256).unwrap();
     let fixture: Jwk = serde_json::from_value(r.jwk.clone()).unwrap();
     let (AlgorithmParameters::RSA(a), AlgorithmParameters::RSA(b)) =
@@ -55,7 +54,7 @@ fn the_rsa_fixture_jwk_is_its_key() {
 #[tokio::test]
 async fn rs256_es256_and_eddsa_tokens_name_principals_with_mapped_roles() {
     let dir = tempfile::tempdir().unwrap();
-    let (r, e0, e, d) = (rsa(), es256("ec-0"), es256("ec-1"), ed25519("ed-1"));
+    let (r, e0, e, d) = (rs256(), es256("ec-0"), es256("ec-1"), ed25519("ed-1"));
     let (_, _, issuers) = with_file(
         dir.path(),
         &[&r, &e0, &e, &d],
@@ -65,7 +64,7 @@ async fn rs256_es256_and_eddsa_tokens_name_principals_with_mapped_roles() {
     assert_eq!(issuers.names(), vec!["corp".to_string()]);
     let c = claims();
     for (s, kid) in [(&r, "rsa-test"), (&e, "ec-1"), (&d, "ed-1")] {
-        let v = issuers.verify(&sign(s, Some(kid), &c)).await.unwrap();
+        let v = issuers.verify(&sign_as(s, Some(kid), &c)).await.unwrap();
         assert_eq!(v.principal.name, "corp:alice", "{:?}", s.alg);
         assert_eq!(v.issuer, "corp");
         assert!(v.principal.is_admin() && v.principal.has(Role::Observe));
@@ -81,7 +80,7 @@ async fn rs256_es256_and_eddsa_tokens_name_principals_with_mapped_roles() {
     // no kid: each key for the algorithm is tried.
     let dev = json!({"iss": ISSUER, "aud": ["elsewhere", "ahp-alt"], "sub": "bob",
                      "exp": now() + 60, "groups": "devs"});
-    let v = issuers.verify(&sign(&e, None, &dev)).await.unwrap();
+    let v = issuers.verify(&sign_as(&e, None, &dev)).await.unwrap();
     assert_eq!(v.principal.name, "corp:bob");
     assert!(v.principal.has(Role::Participate) && v.principal.has(Role::Customize));
     assert!(v.principal.has(Role::Observe) && !v.principal.is_admin());
@@ -92,7 +91,7 @@ async fn rs256_es256_and_eddsa_tokens_name_principals_with_mapped_roles() {
     // No group at all: the default role only.
     let plain = json!({"iss": ISSUER, "aud": "ahp", "sub": "carol", "exp": now() + 60});
     let v = issuers
-        .verify(&sign(&d, Some("ed-1"), &plain))
+        .verify(&sign_as(&d, Some("ed-1"), &plain))
         .await
         .unwrap();
     assert!(v.principal.has(Role::Observe) && !v.principal.has(Role::Participate));
@@ -105,12 +104,15 @@ async fn rs256_es256_and_eddsa_tokens_name_principals_with_mapped_roles() {
     let mut c = claims();
     c["email"] = json!("alice@example.com");
     c["groups"] = json!(["devs"]);
-    let v = issuers.verify(&sign(&e, Some("ec-1"), &c)).await.unwrap();
+    let v = issuers
+        .verify(&sign_as(&e, Some("ec-1"), &c))
+        .await
+        .unwrap();
     assert_eq!(v.principal.name, "corp:alice@example.com");
     assert!(v.principal.sees("someone"));
     // No default role, and groups that map to none.
     c["groups"] = json!(["unrelated"]);
-    let refused = issuers.verify(&sign(&e, Some("ec-1"), &c)).await;
+    let refused = issuers.verify(&sign_as(&e, Some("ec-1"), &c)).await;
     assert_eq!(refused.unwrap_err(), JwtRefused::NoRole);
 }
 
@@ -128,7 +130,7 @@ async fn expired_premature_foreign_and_misaddressed_tokens_are_refused() {
                 c[k] = v.clone();
             }
         }
-        let token = sign(&e, Some("ec-1"), &c);
+        let token = sign_as(&e, Some("ec-1"), &c);
         let issuers = &issuers;
         async move { issuers.verify(&token).await.map(|v| v.principal.name) }
     };
@@ -181,7 +183,7 @@ async fn expired_premature_foreign_and_misaddressed_tokens_are_refused() {
 #[tokio::test]
 async fn bad_signatures_alg_none_and_hmac_key_confusion_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let (r, e) = (rsa(), es256("ec-1"));
+    let (r, e) = (rs256(), es256("ec-1"));
     let (_, _, issuers) = with_file(dir.path(), &[&r, &e], "default_roles = [\"observe\"]");
     let c = claims();
     let refused = |token: String| {
@@ -191,13 +193,13 @@ async fn bad_signatures_alg_none_and_hmac_key_confusion_are_refused() {
     // Another key under the same kid; a payload swapped under a signature.
     let impostor = es256("ec-1");
     assert_eq!(
-        refused(sign(&impostor, Some("ec-1"), &c)).await,
+        refused(sign_as(&impostor, Some("ec-1"), &c)).await,
         JwtRefused::BadSignature
     );
-    let good = sign(&e, Some("ec-1"), &c);
+    let good = sign_as(&e, Some("ec-1"), &c);
     let mut bob = c.clone();
     bob["sub"] = json!("bob");
-    let other = sign(&e, Some("ec-1"), &bob);
+    let other = sign_as(&e, Some("ec-1"), &bob);
     let swapped = {
         let g: Vec<&str> = good.split('.').collect();
         let o: Vec<&str> = other.split('.').collect();
@@ -224,7 +226,7 @@ async fn bad_signatures_alg_none_and_hmac_key_confusion_are_refused() {
     );
     for (alg, name) in [(Algorithm::HS512, "HS512"), (Algorithm::PS256, "PS256")] {
         let key = if alg == Algorithm::PS256 {
-            rsa().key
+            rs256().key
         } else {
             EncodingKey::from_secret(&pem)
         };
@@ -238,7 +240,7 @@ async fn bad_signatures_alg_none_and_hmac_key_confusion_are_refused() {
     );
     // An ES256 token naming the RSA key; a header this verifier cannot honour.
     assert_eq!(
-        refused(sign(&e, Some("rsa-test"), &c)).await,
+        refused(sign_as(&e, Some("rsa-test"), &c)).await,
         JwtRefused::KeyAlgMismatch
     );
     let crit = forged(
@@ -260,7 +262,7 @@ async fn bad_signatures_alg_none_and_hmac_key_confusion_are_refused() {
 fn jwts_are_told_from_static_tokens() {
     let c = claims();
     let e = es256("ec-1");
-    assert!(looks_like_jwt(&sign(&e, Some("ec-1"), &c)));
+    assert!(looks_like_jwt(&sign_as(&e, Some("ec-1"), &c)));
     assert!(looks_like_jwt(&forged(&json!({"alg": "HS256"}), &c, "")));
     for not in [
         "0123456789abcdef-policy",
@@ -268,7 +270,7 @@ fn jwts_are_told_from_static_tokens() {
         "e30.e30.",                           // `{}`: no alg
         &forged(&json!({"alg": 1}), &c, "x"), // alg not a string
         &forged(&json!({"alg": "ES256"}), &c, "a b"),
-        &format!("x{}", sign(&e, None, &c)), // a header that no longer decodes
+        &format!("x{}", sign_as(&e, None, &c)), // a header that no longer decodes
     ] {
         assert!(!looks_like_jwt(not), "{not}");
     }
@@ -292,9 +294,9 @@ async fn an_unknown_kid_rereads_the_file_and_a_changed_file_is_read_again() {
     let (path, _, issuers) = with_file(dir.path(), &[&k1], "default_roles = [\"observe\"]");
     let c = claims();
     let (t1, t2, t3) = (
-        sign(&k1, Some("k1"), &c),
-        sign(&k2, Some("k2"), &c),
-        sign(&k3, Some("k3"), &c),
+        sign_as(&k1, Some("k1"), &c),
+        sign_as(&k2, Some("k2"), &c),
+        sign_as(&k3, Some("k3"), &c),
     );
     assert!(issuers.verify(&t1).await.is_ok());
     // The file gains k2 unseen by a stat: the unknown kid reads it again.
@@ -309,7 +311,7 @@ async fn an_unknown_kid_rereads_the_file_and_a_changed_file_is_read_again() {
         JwtRefused::UnknownKid
     );
     assert_eq!(
-        issuers.verify(&sign(&k3, None, &c)).await.unwrap_err(),
+        issuers.verify(&sign_as(&k3, None, &c)).await.unwrap_err(),
         JwtRefused::NoKey("EdDSA")
     );
     // A change a stat sees is read at once, refresh allowance or not.
@@ -324,11 +326,11 @@ async fn an_unknown_kid_rereads_the_file_and_a_changed_file_is_read_again() {
 #[tokio::test]
 async fn a_file_replaced_by_a_rename_or_a_symlink_swap_is_read_again() {
     let dir = tempfile::tempdir().unwrap();
-    let (k1, k2, k3) = (es256("k1"), es256("k2"), rsa());
+    let (k1, k2, k3) = (es256("k1"), es256("k2"), rs256());
     let (path, _, issuers) = with_file(dir.path(), &[&k1], "default_roles = [\"observe\"]");
     let c = claims();
-    let (t1, t2) = (sign(&k1, Some("k1"), &c), sign(&k2, Some("k2"), &c));
-    let t3 = sign(&k3, Some("rsa-test"), &c);
+    let (t1, t2) = (sign_as(&k1, Some("k1"), &c), sign_as(&k2, Some("k2"), &c));
+    let t3 = sign_as(&k3, Some("rsa-test"), &c);
     assert!(issuers.verify(&t1).await.is_ok());
     // Spend the unknown-kid refresh, so only the stat can find what follows.
     assert_eq!(
@@ -378,7 +380,7 @@ async fn a_missing_file_is_read_once_it_appears() {
     let cfg = config(path.to_str().unwrap(), "default_roles = [\"observe\"]");
     let issuers = Issuers::from_config(cfg.reloadable(), None);
     let e = es256("k1");
-    let t = sign(&e, Some("k1"), &claims());
+    let t = sign_as(&e, Some("k1"), &claims());
     let why = issuers.verify(&t).await.unwrap_err();
     assert_eq!(why, JwtRefused::KeysUnavailable("corp".into()));
     assert_eq!(
@@ -404,7 +406,7 @@ async fn symmetric_weak_and_mislabelled_keys_are_never_used() {
     };
     let weak = Signer {
         alg: Algorithm::RS256,
-        key: rsa().key,
+        key: rs256().key,
         jwk: json!({"kty": "RSA", "kid": "weak", "n": BASE64URL_NOPAD.encode(&[0xc5; 128]), "e": "AQAB"}),
     };
     let (_, _, issuers) = with_file(
@@ -413,9 +415,9 @@ async fn symmetric_weak_and_mislabelled_keys_are_never_used() {
         "default_roles = [\"observe\"]",
     );
     let c = claims();
-    assert!(issuers.verify(&sign(&e, Some("ec-1"), &c)).await.is_ok());
+    assert!(issuers.verify(&sign_as(&e, Some("ec-1"), &c)).await.is_ok());
     let why = issuers
-        .verify(&sign(&oct, Some("oct"), &c))
+        .verify(&sign_as(&oct, Some("oct"), &c))
         .await
         .unwrap_err();
     assert_eq!(why, JwtRefused::AlgNotAccepted("HS256"));
@@ -426,7 +428,10 @@ async fn symmetric_weak_and_mislabelled_keys_are_never_used() {
         (&for_encryption, "ec-enc"),
         (&weak, "weak"),
     ] {
-        let why = issuers.verify(&sign(s, Some(kid), &c)).await.unwrap_err();
+        let why = issuers
+            .verify(&sign_as(s, Some(kid), &c))
+            .await
+            .unwrap_err();
         assert_eq!(why, JwtRefused::UnknownKid, "{kid}");
     }
 }
@@ -437,7 +442,7 @@ async fn standing_tells_valid_changed_and_gone() {
     let e = es256("k1");
     let (_, mut cfg, before) = with_file(dir.path(), &[&e], "default_roles = [\"observe\"]");
     let v = before
-        .verify(&sign(&e, Some("k1"), &claims()))
+        .verify(&sign_as(&e, Some("k1"), &claims()))
         .await
         .unwrap();
     let (name, fp) = (v.issuer.as_str(), v.fingerprint);
@@ -449,7 +454,7 @@ async fn standing_tells_valid_changed_and_gone() {
     // The server's visibility, which the entry does not override.
     let mut cfg2 = cfg.clone();
     let fp2 = after
-        .verify(&sign(&e, Some("k1"), &claims()))
+        .verify(&sign_as(&e, Some("k1"), &claims()))
         .await
         .unwrap()
         .fingerprint;
@@ -467,7 +472,7 @@ async fn standing_tells_valid_changed_and_gone() {
     assert!(none.is_empty());
     assert_eq!(none.standing(name, fp2), IssuerStanding::Gone);
     assert_eq!(
-        none.verify(&sign(&e, Some("k1"), &claims()))
+        none.verify(&sign_as(&e, Some("k1"), &claims()))
             .await
             .unwrap_err(),
         JwtRefused::NoIssuer

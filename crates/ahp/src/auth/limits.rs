@@ -221,7 +221,7 @@ impl RateLimiter {
     pub fn from_config(cfg: Reloadable<'_>) -> Self {
         let now = Instant::now();
         let by_name = cfg
-            .rate_limits()
+            .all_rate_limits()
             .into_iter()
             .map(|(name, l)| (name, Entry::new(l, now)))
             .collect();
@@ -244,7 +244,7 @@ impl RateLimiter {
         let now = Instant::now();
         let mut st = self.lock();
         let mut old = std::mem::take(&mut st.by_name);
-        for (name, limits) in cfg.rate_limits() {
+        for (name, limits) in cfg.all_rate_limits() {
             let fresh = Entry::new(limits, now);
             let entry = match old.remove(&name) {
                 Some(e) => fresh.retuned_from(&e, now),

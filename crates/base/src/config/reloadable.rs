@@ -4,6 +4,8 @@
 //! applies a change to them. So which settings a reload reaches is the
 //! type's business, not a comment's.
 
+use std::collections::BTreeMap;
+
 use super::{
     Config, CustomizationsConfig, JwtConfig, PolicyConfig, PrincipalConfig, RateLimits, Visibility,
 };
@@ -12,6 +14,8 @@ use super::{
 /// `session_visibility` (the principals' default), `[[jwt]]`, the rate
 /// limits (`[server]` defaults and each principal's own), `[policy]` and
 /// `[customizations]`. The same view serves at start and at each reload.
+/// One entry is read at start even so: the one `[sdk] principal` names,
+/// with the rest of `[sdk]` (docs/sdk.md, "Limits").
 #[derive(Clone, Copy)]
 pub struct Reloadable<'a>(&'a Config);
 
@@ -42,7 +46,7 @@ impl<'a> Reloadable<'a> {
     }
 
     /// Each named principal's limits (see [`Config::all_rate_limits`]).
-    pub fn rate_limits(self) -> Vec<(String, RateLimits)> {
+    pub fn all_rate_limits(self) -> Vec<(String, RateLimits)> {
         self.0.all_rate_limits()
     }
 
@@ -53,6 +57,12 @@ impl<'a> Reloadable<'a> {
 
     pub fn policy(self) -> &'a PolicyConfig {
         &self.0.policy
+    }
+
+    /// Who may transform which section: the policy's principals (see
+    /// [`Config::transform_principals`]).
+    pub fn transform_principals(self) -> BTreeMap<String, Option<Vec<String>>> {
+        self.0.transform_principals()
     }
 
     pub fn customizations(self) -> &'a CustomizationsConfig {
