@@ -10,11 +10,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 started=$SECONDS
-# Runs a phase, then says how long it took.
+# Runs a phase, then says how long it took, and the CPU time its processes
+# took: on 2 cores, a run can take no less than half the CPU time of all.
 phase() {
   local name=$1 t0=$SECONDS
   shift
-  "$@"
+  local TIMEFORMAT="test.sh: phase $name: CPU %0U s user + %0S s system"
+  time "$@"
   echo "test.sh: phase $name: $((SECONDS - t0)) s (total $((SECONDS - started)) s)" >&2
 }
 
@@ -37,11 +39,11 @@ df -h . | sed 's/^/test.sh: disk: /'
 # release build's output goes to target/release-build.log, shown if it fails.
 background=()
 # NAME COMMAND...: COMMAND in a process group of its own (so that stopping
-# it stops its compilers too), saying its time when it ends.
+# it stops its compilers too), saying its time and CPU time when it ends.
 start_background() {
   local name=$1
   shift
-  setsid bash -c 't0=$SECONDS; "$@" || exit; echo "test.sh: $0 (background): $((SECONDS - t0)) s" >&2' \
+  setsid bash -c 'TIMEFORMAT="test.sh: $0 (background): %0R s, CPU %0U s user + %0S s system"; time "$@"' \
     "$name" "$@" &
   background+=($!)
 }
