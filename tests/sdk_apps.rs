@@ -90,20 +90,9 @@ async fn a_node_app_converses_and_its_callbacks_rewrite_is_policed_and_audited()
     assert!(e["message"].as_str().unwrap().contains("restricted"), "{e}");
 
     // An MCP server outside the allow-list (the default: none): refused.
-    let seen = node_app(&scenario(
-        &b,
-        &model,
-        json!({"mcpServers": {"tools": {"type": "local", "command": "/bin/false", "args": [], "tools": ["*"]}}}),
-    ));
+    let seen = node_app(&scenario(&b, &model, an_mcp_server()));
     assert!(event(&seen, "created").is_none(), "{seen:?}");
-    let e = event(&seen, "error").expect("refused");
-    assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("client_mcp_servers"),
-        "{e}"
-    );
+    failed_with(&seen, "client_mcp_servers");
     let refused: Vec<Value> = records(dir.path(), "sdk_session")
         .into_iter()
         .filter(|r| r["decision"] == "refused")
@@ -115,24 +104,21 @@ async fn a_node_app_converses_and_its_callbacks_rewrite_is_policed_and_audited()
     assert_eq!(rules, ["restricted", "client_mcp_servers"]);
 }
 
+/// An app's session that brings a local MCP server, `/bin/false`.
+fn an_mcp_server() -> Value {
+    json!({"mcpServers": {"tools": {"type": "local", "command": "/bin/false", "args": [], "tools": ["*"]}}})
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reload_changes_which_mcp_servers_an_app_may_start() {
     let (model, dir, b) = stack("", "").await;
-    let servers = json!({"mcpServers": {"tools": {"type": "local", "command": "/bin/false", "args": [], "tools": ["*"]}}});
-    let seen = node_app(&scenario(&b, &model, servers.clone()));
-    let e = event(&seen, "error").expect("refused before the reload");
-    assert!(
-        e["message"]
-            .as_str()
-            .unwrap()
-            .contains("client_mcp_servers"),
-        "{e}"
-    );
+    let seen = node_app(&scenario(&b, &model, an_mcp_server()));
+    failed_with(&seen, "client_mcp_servers");
     // `[policy.customizations]` is reloadable, for SDK apps as for AHP
     // clients: the gate reads it at each session, not once at start.
     b.append_config("[policy.customizations]\nclient_mcp_servers = [\"/bin/false\"]\n");
     b.hangup("policy reloaded").await;
-    let seen = node_app(&scenario(&b, &model, servers));
+    let seen = node_app(&scenario(&b, &model, an_mcp_server()));
     assert!(event(&seen, "error").is_none(), "{seen:?}");
     assert!(event(&seen, "created").is_some(), "{seen:?}");
     let decisions: Vec<Value> = records(dir.path(), "sdk_session")
