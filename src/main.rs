@@ -26,7 +26,7 @@ enum Command {
     Serve {
         /// TOML config file (see config/bridge.toml); defaults apply without one.
         /// SIGHUP re-reads its [policy], [[principals]], [server] token and
-        /// rate limits.
+        /// session_visibility, [[jwt]], rate limits and [customizations].
         #[arg(long)]
         config: Option<PathBuf>,
         /// Address to listen on; overrides [server] listen.
