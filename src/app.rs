@@ -82,7 +82,7 @@ pub fn audit_policy(log: &AuditLog, policy: &Policy) -> anyhow::Result<()> {
 /// policy in force is the log's first record of this run.
 pub fn copilot_backend(
     host: &Arc<Host>,
-    cfg: &Arc<Config>,
+    cfg: &Config,
     policy: &PolicySource,
     audit: Option<&AuditTrail>,
 ) -> Arc<Bridge> {

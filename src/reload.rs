@@ -46,8 +46,7 @@ pub fn load(path: &Path, running: &Config) -> anyhow::Result<Reloaded> {
     let mut cfg = Config::load(path)?;
     cfg.server.listen = running.server.listen;
     cfg.validate()?;
-    let reloadable = cfg.reloadable();
-    let policy = Policy::build(reloadable.policy(), reloadable.transform_principals())?;
+    let policy = Policy::from_config(&cfg)?;
     Ok(Reloaded { cfg, policy })
 }
 

@@ -216,8 +216,8 @@ fn builds_action_from_json(code: &str) -> bool {
 }
 
 /// The signature of every `fn` in `text` (from `fn` to its body or `;`),
-/// with whether it is `pub`.
-fn signatures(text: &str) -> Vec<(bool, String)> {
+/// with whether it is `pub` and the (0-based) line it starts on.
+fn signatures(text: &str) -> Vec<(bool, String, usize)> {
     let code: String = text
         .lines()
         .map(|l| l.split("//").next().unwrap_or_default())
@@ -236,7 +236,8 @@ fn signatures(text: &str) -> Vec<(bool, String)> {
         if is_word {
             let line_start = before.rfind('\n').map_or(0, |i| i + 1);
             let public = before[line_start..].trim_start().starts_with("pub");
-            out.push((public, after[..end].to_owned()));
+            let line = code[..code.len() - rest.len() + at].matches('\n').count();
+            out.push((public, after[..end].to_owned(), line));
         }
         rest = &after[end.min(after.len()).max(1)..];
     }
@@ -253,7 +254,7 @@ fn signature_violations(rel: &str, text: &str) -> Vec<String> {
     // Test code builds what a client would send: the rules are for the product.
     let text = text.split("#[cfg(test)]").next().unwrap_or_default();
     let mut out = Vec::new();
-    for (public, sig) in signatures(text) {
+    for (public, sig, _) in signatures(text) {
         let name = sig
             .split(['(', '<'])
             .next()
@@ -326,25 +327,12 @@ fn the_hosts_api_is_typed() {
         }
         let text = text.split("#[cfg(test)]").next().unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
-        for (i, line) in lines.iter().enumerate() {
-            let Some(at) = line.find("pub fn ").or_else(|| line.find("pub async fn ")) else {
-                continue;
-            };
-            if line[..at].trim_start().starts_with("//") {
+        for (_, sig, i) in signatures(text) {
+            // `pub` to the crate's users: not `pub(crate)`, not `pub(super)`.
+            let head = lines[i].trim_start();
+            if !(head.starts_with("pub fn ") || head.starts_with("pub async fn ")) {
                 continue;
             }
-            let sig: String = lines[i..]
-                .iter()
-                .take_while(|l| !l.contains('{') && !l.ends_with(';'))
-                .chain(
-                    lines[i..]
-                        .iter()
-                        .find(|l| l.contains('{') || l.ends_with(';')),
-                )
-                .copied()
-                .collect::<Vec<_>>()
-                .join(" ");
-            let sig = sig.split('{').next().unwrap_or_default();
             if !(sig.contains("Value") || sig.contains("JsonObject") || sig.contains("serde_json"))
             {
                 continue;

@@ -15,8 +15,8 @@ use ahp_types::actions::{
     SessionCustomizationsChangedAction, SessionMcpServerStateChangedAction, StateAction,
 };
 use ahp_types::state::{
-    ChildCustomization, Customization, ErrorInfo, McpServerErrorState, McpServerReadyState,
-    McpServerStartingState, McpServerState, McpServerStoppedState,
+    ChildCustomization, Customization, McpServerReadyState, McpServerStartingState, McpServerState,
+    McpServerStoppedState,
 };
 use tracing::{info, warn};
 
@@ -25,7 +25,7 @@ use super::custom::runtime_map::{Applied, Contribution};
 use super::custom::CustomizationState;
 use super::custom::{agent_named, client_shape, shape, vet, ClientEntry, ClientOutcome};
 use super::decisions;
-use crate::ahp::customizations::{children_of, id_of};
+use crate::ahp::customizations::{children_of, id_of, mcp_server_error};
 use crate::ahp::host::Host;
 use crate::audit::customization::{CustomizationDecision, CustomizationRecord, Source};
 use crate::audit::decision::DecisionRecord;
@@ -509,16 +509,7 @@ fn mcp_id(listed: &[Customization], name: &str) -> Option<String> {
 }
 
 fn mcp_state(s: &McpServerStatus) -> McpServerState {
-    let error = |message: String| {
-        McpServerState::Error(McpServerErrorState {
-            error: ErrorInfo {
-                error_type: "mcp".into(),
-                message,
-                stack: None,
-                meta: None,
-            },
-        })
-    };
+    let error = |message: String| mcp_server_error("mcp", message);
     match s.status.as_str() {
         "connected" => McpServerState::Ready(McpServerReadyState {}),
         "pending" => McpServerState::Starting(McpServerStartingState::default()),

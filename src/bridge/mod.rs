@@ -65,7 +65,7 @@ use crate::config::Reloadable;
 use crate::policy::PolicyReader;
 use crate::runtime::calls::{self, Method};
 use crate::runtime::connection::RuntimeConn;
-use crate::runtime::session_config::{ModelProvider, Secret, SessionConfig};
+use crate::runtime::session_config::{Secret, SessionConfig};
 use crate::transform::router::Router;
 
 pub struct Bridge {
@@ -106,7 +106,7 @@ impl Bridge {
         let bridge = Arc::new_cyclic(|me| Self {
             me: me.clone(),
             host: Arc::downgrade(host),
-            pool: Arc::new(Pool::new(settings.runtime(), settings.sdk().is_some())),
+            pool: Arc::new(Pool::new(&settings.runtime, settings.sdk.is_some())),
             settings,
             router,
             policy,
@@ -365,7 +365,10 @@ impl Bridge {
     /// does not count): a runtime that answers pings but never finishes
     /// must not hold the turn, and the session, forever.
     async fn end_if_silent(me: Weak<Self>, uri: String, turn_id: String) {
-        let Some(limit) = me.upgrade().map(|b| b.settings.turn_inactivity_timeout()) else {
+        let Some(limit) = me
+            .upgrade()
+            .map(|b| b.settings.runtime.turn_inactivity_timeout)
+        else {
             return;
         };
         let mut deadline = tokio::time::Instant::now() + limit;
@@ -437,11 +440,7 @@ impl Bridge {
             model: model.clone(),
             working_directory: self.working_directory(&host, uri),
             tools: want.runtime_tools(),
-            provider: self.settings.provider().map(|p| ModelProvider {
-                kind: p.kind.clone(),
-                base_url: p.base_url.clone(),
-                api_key: p.resolved_api_key(),
-            }),
+            provider: self.settings.model_provider(),
             system_message: want.system_message(&policy),
             github_token: host.github_token_for(uri).map(Secret),
             customizations: want.customizations.clone(),
@@ -466,7 +465,7 @@ impl Bridge {
     /// first, else `[runtime] working_directory`, else the bridge's own.
     fn working_directory(&self, host: &Host, uri: &str) -> String {
         host.working_directory(uri)
-            .or_else(|| self.settings.default_working_directory().map(Into::into))
+            .or_else(|| self.settings.runtime.working_directory.clone())
             .or_else(|| std::env::current_dir().ok())
             .map_or_else(|| "/".into(), |p| p.display().to_string())
     }
@@ -480,7 +479,7 @@ impl Bridge {
             .flatten();
         current
             .or_else(|| self.host().and_then(|h| h.session_model(uri)))
-            .unwrap_or_else(|| self.settings.default_model().to_owned())
+            .unwrap_or_else(|| self.settings.runtime.model.clone())
     }
 
     /// Switches the runtime session to `wanted` when it uses another model

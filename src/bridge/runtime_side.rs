@@ -89,7 +89,7 @@ impl Bridge {
             policy: self.policy.clone(),
             customizing: self.customizing.clone(),
         };
-        let gate = SdkGate::new(self.settings.sdk()?.clone(), parts, audit);
+        let gate = SdkGate::new(self.settings.sdk.clone()?, parts, audit);
         Some(self.stop.keep_gate(gate))
     }
 }
@@ -232,7 +232,7 @@ impl Bridge {
     /// call is over by then).
     fn client_tool_deadline(&self, uri: &str, tool_call_id: &str, request_id: &str, name: &str) {
         let me = self.me.clone();
-        let limit = self.settings.client_tool_timeout();
+        let limit = self.settings.runtime.client_tool_timeout;
         let (uri, id, request, name) = (
             uri.to_owned(),
             tool_call_id.to_owned(),

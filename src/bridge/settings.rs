@@ -4,13 +4,16 @@
 //! through the policy reader, so a key read here needs a restart.
 
 use super::sdk::SdkSettings;
-use crate::config::{Config, ProviderConfig, RuntimeConfig};
+use crate::config::{Config, RuntimeConfig};
+use crate::runtime::session_config::ModelProvider;
 
 /// The bridge's start-only settings: `[runtime]` (the pool's processes, a
 /// turn's deadlines, a new runtime session's defaults) and the SDK gate's.
 pub struct BridgeSettings {
-    runtime: RuntimeConfig,
-    sdk: Option<SdkSettings>,
+    /// `[runtime]`.
+    pub(super) runtime: RuntimeConfig,
+    /// The SDK gate's, with `[sdk]`.
+    pub(super) sdk: Option<SdkSettings>,
 }
 
 impl BridgeSettings {
@@ -21,36 +24,13 @@ impl BridgeSettings {
         }
     }
 
-    /// `[runtime]`, for the pool.
-    pub(super) fn runtime(&self) -> &RuntimeConfig {
-        &self.runtime
-    }
-
-    /// The SDK gate's, with `[sdk]`.
-    pub(super) fn sdk(&self) -> Option<&SdkSettings> {
-        self.sdk.as_ref()
-    }
-
-    pub(super) fn client_tool_timeout(&self) -> std::time::Duration {
-        self.runtime.client_tool_timeout
-    }
-
-    pub(super) fn turn_inactivity_timeout(&self) -> std::time::Duration {
-        self.runtime.turn_inactivity_timeout
-    }
-
-    /// `[runtime] model`: a session's when neither it nor its config names one.
-    pub(super) fn default_model(&self) -> &str {
-        &self.runtime.model
-    }
-
-    /// `[runtime] working_directory`: a session's when it names none.
-    pub(super) fn default_working_directory(&self) -> Option<&std::path::Path> {
-        self.runtime.working_directory.as_deref()
-    }
-
-    /// `[runtime.provider]`: the model provider every session uses, if set.
-    pub(super) fn provider(&self) -> Option<&ProviderConfig> {
-        self.runtime.provider.as_ref()
+    /// `[runtime.provider]` as a runtime session is given it (its key read
+    /// from the environment at each bind, so a rotated key is taken).
+    pub(super) fn model_provider(&self) -> Option<ModelProvider> {
+        self.runtime.provider.as_ref().map(|p| ModelProvider {
+            kind: p.kind.clone(),
+            base_url: p.base_url.clone(),
+            api_key: p.resolved_api_key(),
+        })
     }
 }

@@ -136,7 +136,8 @@ fn dependencies(manifest: &str) -> Vec<String> {
 /// The crates keep the layers: the bottom depends on no crate of the
 /// workspace, each layer above it only on those below it (ARCHITECTURE.md,
 /// "The crates"), none but the north side on an AHP crate and none on
-/// `anyhow`; the binary's crate on all.
+/// `anyhow`; the binary's crate on all. The lists are whole, so no
+/// `[dependencies]` names `ahp-bridge-testkit`: it is for tests only.
 #[test]
 fn the_crate_graph_follows_the_layers() {
     let ahp = |d: &Vec<String>| d.iter().any(|n| n == "ahp" || n.starts_with("ahp-types"));
@@ -206,37 +207,31 @@ fn fields_holding_config(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// The entry points: they read the file and build the components from it,
-/// and a reload is checked against the config in force. And the view that
-/// gives a reload its keys (a borrow of one config, no copy of it).
+/// The entry points (`src/`): they read the file and build the components
+/// from it, and a reload is checked against the config in force. And the
+/// view that gives a reload its keys (`crates/base/src/config/`: a borrow
+/// of one config, no copy of it). Paths in the one tree.
 const MAY_HOLD_CONFIG: &[&str] = &[
-    "src/main.rs",
-    "src/app.rs",
-    "src/run.rs",
-    "src/reload.rs",
-    "crates/base/src/config/reloadable.rs",
+    "main.rs",
+    "app.rs",
+    "run.rs",
+    "reload.rs",
+    "config/reloadable.rs",
 ];
 
 /// Each component is built from its own settings and keeps them: only the
 /// entry points hold the whole `Config`.
 #[test]
 fn no_component_holds_the_whole_config() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut held = Vec::new();
     let mut read_files = 0;
-    for (dir, _, _) in CRATES {
-        let src = root.join(dir);
-        let mut files = Vec::new();
-        rust_files(&src, &mut files);
-        for f in files {
-            let rel = f.strip_prefix(root).unwrap().to_string_lossy().into_owned();
-            if MAY_HOLD_CONFIG.contains(&rel.as_str()) || rel.ends_with("_tests.rs") {
-                continue;
-            }
-            read_files += 1;
-            for line in fields_holding_config(&read(&f)) {
-                held.push(format!("{rel}: {line}"));
-            }
+    for (rel, text) in workspace_sources() {
+        if MAY_HOLD_CONFIG.contains(&rel.as_str()) || rel.ends_with("_tests.rs") {
+            continue;
+        }
+        read_files += 1;
+        for line in fields_holding_config(text) {
+            held.push(format!("{rel}: {line}"));
         }
     }
     assert!(read_files > 100, "read the crates ({read_files} files)");
@@ -263,27 +258,4 @@ fn the_config_field_check_sees_what_it_must() {
     // A test-only item elsewhere does not end the file's checked part.
     let after_helper = "#[cfg(test)]\nfn helper() {}\nstruct C {\n    cfg: Config,\n}\n";
     assert_eq!(fields_holding_config(after_helper), ["cfg: Config,"]);
-}
-
-/// `crates/testkit` is for tests: no crate's `[dependencies]` names it, so
-/// nothing shipped links it.
-#[test]
-fn the_testkit_is_a_dev_dependency_only() {
-    let manifests = [
-        "Cargo.toml",
-        "crates/base/Cargo.toml",
-        "crates/audit/Cargo.toml",
-        "crates/runtime/Cargo.toml",
-        "crates/transform/Cargo.toml",
-        "crates/customize/Cargo.toml",
-        "crates/ahp/Cargo.toml",
-    ];
-    for m in manifests {
-        let deps = dependencies(m);
-        assert!(!deps.is_empty(), "read {m}");
-        assert!(
-            !deps.iter().any(|d| d == "ahp-bridge-testkit"),
-            "{m} links the testkit"
-        );
-    }
 }

@@ -5,15 +5,15 @@
 
 use ahp_types::state::{
     ChildCustomization, Customization, CustomizationEnablement, CustomizationLoadState,
-    CustomizationType, DirectoryCustomization, McpServerCustomization, McpServerState,
-    McpServerStoppedState, PluginCustomization,
+    CustomizationType, DirectoryCustomization, ErrorInfo, McpServerCustomization,
+    McpServerErrorState, McpServerState, McpServerStoppedState, PluginCustomization,
 };
 
 use crate::protocol::uri::file_uri_of;
 use ahp_bridge_base::config::{Contents, HostContainer, HostSource};
 
 /// The AHP type of a directory's contents.
-pub fn contents_type(c: Contents) -> CustomizationType {
+fn contents_type(c: Contents) -> CustomizationType {
     match c {
         Contents::Skill => CustomizationType::Skill,
         Contents::Agent => CustomizationType::Agent,
@@ -146,6 +146,19 @@ pub fn children_of(c: &Customization) -> &[ChildCustomization] {
         Customization::Directory(d) => d.children.as_deref().unwrap_or_default(),
         _ => &[],
     }
+}
+
+/// An MCP server's `error` state: `error_type` says whose (`policy`,
+/// `mcp`), `message` why.
+pub fn mcp_server_error(error_type: &str, message: String) -> McpServerState {
+    McpServerState::Error(McpServerErrorState {
+        error: ErrorInfo {
+            error_type: error_type.into(),
+            message,
+            stack: None,
+            meta: None,
+        },
+    })
 }
 
 /// An MCP server the runtime has not started (yet).

@@ -116,13 +116,7 @@ pub(crate) fn agent_plugins(bytes: &[u8]) -> Result<Manifest, ManifestError> {
     if fields.get("extensions").is_some_and(|e| !e.is_object()) {
         warnings.push(format!("{rel}: `extensions` is not an object; ignored"));
     }
-    Ok(Manifest {
-        name,
-        version: text(&fields, "version"),
-        description: text(&fields, "description"),
-        warnings,
-        fields,
-    })
+    Ok(with_texts(name, warnings, fields))
 }
 
 fn check_author(author: Option<&Value>) -> Result<(), String> {
@@ -139,6 +133,17 @@ fn check_author(author: Option<&Value>) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// The manifest of `fields`, its version and description read from them.
+fn with_texts(name: String, warnings: Vec<String>, fields: Map<String, Value>) -> Manifest {
+    Manifest {
+        name,
+        version: text(&fields, "version"),
+        description: text(&fields, "description"),
+        warnings,
+        fields,
+    }
 }
 
 fn text(fields: &Map<String, Value>, key: &str) -> Option<String> {
@@ -167,13 +172,7 @@ pub(crate) fn open_plugin(rel: &str, bytes: &[u8]) -> Result<Manifest, ManifestE
             warnings.push(format!("{rel}: `{key}` is not a string; ignored"));
         }
     }
-    Ok(Manifest {
-        name,
-        version: text(&fields, "version"),
-        description: text(&fields, "description"),
-        warnings,
-        fields,
-    })
+    Ok(with_texts(name, warnings, fields))
 }
 
 /// Where an open layout keeps its MCP servers.

@@ -6,11 +6,11 @@
 use ahp_types::state::{
     AgentCustomization, ChildCustomization, Customization, CustomizationDegradedState,
     CustomizationErrorState, CustomizationLoadState, CustomizationLoadedState,
-    CustomizationLoadingState, ErrorInfo, HookCustomization, McpServerErrorState, McpServerState,
-    PromptCustomization, RuleCustomization, SkillCustomization,
+    CustomizationLoadingState, HookCustomization, McpServerState, PromptCustomization,
+    RuleCustomization, SkillCustomization,
 };
 
-use crate::ahp::customizations::stopped_mcp_server;
+use crate::ahp::customizations::{mcp_server_error, stopped_mcp_server};
 use crate::customize::{Child, ChildKind, Load, Package};
 
 /// How many child problems a container's message names before it counts.
@@ -239,14 +239,7 @@ pub fn withheld(c: &Customization, why: &str) -> Option<Withheld> {
             if matches!(&m.state, McpServerState::Error(e) if e.error.message == why) {
                 return None;
             }
-            let state = McpServerState::Error(McpServerErrorState {
-                error: ErrorInfo {
-                    error_type: "policy".into(),
-                    message: why.to_owned(),
-                    stack: None,
-                    meta: None,
-                },
-            });
+            let state = mcp_server_error("policy", why.to_owned());
             return Some(Withheld::Server(m.id.clone(), state));
         }
         Customization::Unknown(_) => return None,

@@ -61,11 +61,16 @@ pub async fn listen(
     stop: CancellationToken,
     draining: CancellationToken,
 ) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
-    let listener = TcpListener::bind(gate.cfg.listen)
+    let listener = TcpListener::bind(gate.settings.sdk.listen)
         .await
-        .map_err(|e| anyhow::anyhow!("cannot listen for SDK apps on {}: {e}", gate.cfg.listen))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "cannot listen for SDK apps on {}: {e}",
+                gate.settings.sdk.listen
+            )
+        })?;
     let addr = listener.local_addr()?;
-    let tls = match &gate.cfg.tls {
+    let tls = match &gate.settings.sdk.tls {
         Some(t) => {
             let tls = Tls::load(t, "sdk.tls")?;
             tls.watch(stop.clone());
@@ -73,7 +78,7 @@ pub async fn listen(
         }
         None => None,
     };
-    let slots = Arc::new(Semaphore::new(gate.max_connections));
+    let slots = Arc::new(Semaphore::new(gate.settings.max_connections));
     let task = tokio::spawn(async move {
         loop {
             let (stream, peer) = tokio::select! {
@@ -102,7 +107,7 @@ pub async fn listen(
                     None => serve(gate, stream, conn, peer).await,
                     Some(tls) => {
                         let handshake = tokio::time::timeout(
-                            gate.handshake_timeout,
+                            gate.settings.handshake_timeout,
                             tls.acceptor().accept(stream),
                         )
                         .await;
@@ -124,19 +129,23 @@ pub(super) async fn serve<S>(gate: Arc<SdkGate>, io: S, conn: u64, peer: String)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let max = gate.max_frame_bytes;
+    let max = gate.settings.max_frame_bytes;
     let mut app = Framed::new(io, ContentLengthCodec::new(max));
     let client = format!("sdk:{conn}");
     // The app says who it is first, within the handshake deadline.
-    let connect =
-        match tokio::time::timeout(gate.handshake_timeout, first_connect(&gate, &mut app)).await {
-            Ok(Some(id)) => id,
-            Ok(None) => return,
-            Err(_) => {
-                debug!(%client, "SDK connection sent no connect within the handshake deadline");
-                return;
-            }
-        };
+    let connect = match tokio::time::timeout(
+        gate.settings.handshake_timeout,
+        first_connect(&gate, &mut app),
+    )
+    .await
+    {
+        Ok(Some(id)) => id,
+        Ok(None) => return,
+        Err(_) => {
+            debug!(%client, "SDK connection sent no connect within the handshake deadline");
+            return;
+        }
+    };
     let (runtime, connected) = match open_runtime(&gate, conn).await {
         Ok(r) => r,
         Err(e) => {
@@ -172,7 +181,7 @@ where
         finish: CancellationToken::new(),
         flush: CancellationToken::new(),
         ended_by_stop: Mutex::new(Vec::new()),
-        send_timeout: gate.call_timeout,
+        send_timeout: gate.settings.call_timeout,
     });
     if !gate.conns().add(conn, shared.clone()) {
         return;
@@ -255,21 +264,27 @@ async fn open_runtime(
     conn: u64,
 ) -> anyhow::Result<(Framed<TcpStream, ContentLengthCodec>, Box<RawValue>)> {
     let reach: Reach = gate.reach(conn).await?;
-    let stream = tokio::time::timeout(gate.call_timeout, TcpStream::connect(reach.addr.as_str()))
-        .await
-        .map_err(|_| {
-            anyhow::anyhow!(
-                "the runtime at {} did not accept within {:?}",
-                reach.addr,
-                gate.call_timeout
-            )
-        })??;
+    let stream = tokio::time::timeout(
+        gate.settings.call_timeout,
+        TcpStream::connect(reach.addr.as_str()),
+    )
+    .await
+    .map_err(|_| {
+        anyhow::anyhow!(
+            "the runtime at {} did not accept within {:?}",
+            reach.addr,
+            gate.settings.call_timeout
+        )
+    })??;
     stream.set_nodelay(true)?;
-    let mut rt = Framed::new(stream, ContentLengthCodec::new(gate.max_frame_bytes));
+    let mut rt = Framed::new(
+        stream,
+        ContentLengthCodec::new(gate.settings.max_frame_bytes),
+    );
     let id = format!("{OWN_ID}connect");
     let hello = json!({"jsonrpc": "2.0", "id": id, "method": "connect", "params": {"token": reach.token.as_ref().map(|t| t.0.as_str())}});
     rt.send(hello.to_string()).await?;
-    let answer = tokio::time::timeout(gate.call_timeout, async {
+    let answer = tokio::time::timeout(gate.settings.call_timeout, async {
         while let Some(frame) = rt.next().await {
             let frame = frame?;
             let env: Envelope = serde_json::from_slice(&frame)?;
@@ -290,7 +305,7 @@ async fn open_runtime(
     .map_err(|_| {
         anyhow::anyhow!(
             "the runtime did not answer connect within {:?}",
-            gate.call_timeout
+            gate.settings.call_timeout
         )
     })??;
     Ok((rt, answer))

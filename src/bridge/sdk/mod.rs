@@ -28,7 +28,7 @@ use crate::audit::log::AuditLog;
 use crate::audit::sdk_session::{SdkDecision, SdkFinding, SdkSessionRecord};
 use crate::audit::sha256_hex;
 use crate::bridge::shutting_down::SHUTTING_DOWN;
-use crate::config::{OnViolation, SdkConfig};
+use crate::config::OnViolation;
 use crate::policy::rego::{lexical, Body, ClientKind, Input};
 use crate::policy::PolicyReader;
 use crate::runtime::app_wire::AppSessionParams;
@@ -52,9 +52,9 @@ pub use settings::SdkSettings;
 /// What SDK connections share: the settings, who they act as, the way to
 /// a runtime, the router and the audit log.
 pub struct SdkGate {
-    cfg: SdkConfig,
+    /// `[sdk]`, its principal and its connections' bounds, as at start.
+    settings: SdkSettings,
     token_sha256: Option<[u8; 32]>,
-    principal: Arc<Principal>,
     /// Where `[policy.customizations] client_mcp_servers` is read (a
     /// reload changes it).
     customizing: Arc<Customizing>,
@@ -69,10 +69,6 @@ pub struct SdkGate {
     owner: Weak<dyn Starts>,
     next_slot: AtomicUsize,
     next_conn: AtomicU64,
-    max_frame_bytes: usize,
-    handshake_timeout: Duration,
-    call_timeout: Duration,
-    max_connections: usize,
 }
 
 /// The parts of the bridge an SDK gate works with.
@@ -94,19 +90,13 @@ impl SdkGate {
         parts: Parts,
         audit: Option<Arc<AuditLog>>,
     ) -> Arc<Self> {
-        let SdkSettings {
-            sdk,
-            principal,
-            max_frame_bytes,
-            handshake_timeout,
-            call_timeout,
-            max_connections,
-        } = settings;
         Arc::new(Self {
-            mirror: mirror::Mirror::new(parts.host, principal.clone()),
+            mirror: mirror::Mirror::new(parts.host, settings.principal.clone()),
             conns: conns::Conns::default(),
-            token_sha256: sdk.token().map(|t| Sha256::digest(t.as_bytes()).into()),
-            principal,
+            token_sha256: settings
+                .sdk
+                .token()
+                .map(|t| Sha256::digest(t.as_bytes()).into()),
             customizing: parts.customizing,
             router: parts.router,
             policy: parts.policy,
@@ -115,11 +105,7 @@ impl SdkGate {
             owner: parts.owner,
             next_slot: AtomicUsize::new(0),
             next_conn: AtomicU64::new(1),
-            max_frame_bytes,
-            handshake_timeout,
-            call_timeout,
-            max_connections,
-            cfg: sdk,
+            settings,
         })
     }
 
@@ -184,7 +170,7 @@ impl SdkGate {
     }
 
     fn principal(&self) -> Arc<Principal> {
-        self.principal.clone()
+        self.settings.principal.clone()
     }
 
     fn mirror(&self) -> &mirror::Mirror {
@@ -210,7 +196,7 @@ impl SdkGate {
         let object: Map<String, Value> = serde_json::from_str(raw).map_err(bad)?;
         let typed: AppSessionParams = serde_json::from_str(raw).map_err(bad)?;
         let policy = self.policy.current();
-        let strip = self.cfg.on_violation == OnViolation::Strip;
+        let strip = self.settings.sdk.on_violation == OnViolation::Strip;
         let customization_policy = self.customizing.customization_policy();
         let rules = Rules {
             policy: &policy,
@@ -233,7 +219,7 @@ impl SdkGate {
                 refused = true;
             }
         }
-        let on_violation = self.cfg.on_violation.as_str();
+        let on_violation = self.settings.sdk.on_violation.as_str();
         let decision = match (refused, v.violations.is_empty()) {
             (true, _) => SdkDecision::Refused,
             (false, true) => SdkDecision::Allowed,
@@ -245,7 +231,7 @@ impl SdkGate {
             session: session.clone(),
             method: method.to_owned(),
             client: shared.client.clone(),
-            principal: self.principal.name.clone(),
+            principal: self.settings.principal.name.clone(),
             decision,
             findings: v
                 .violations
@@ -318,6 +304,7 @@ impl SdkGate {
         config.entry("model").or_insert(Value::Null);
         let config = Value::Object(config);
         let subject = self
+            .settings
             .principal
             .subject(Some(&shared.client), ClientKind::Sdk);
         let at = (!session.is_empty()).then_some(session);

@@ -30,15 +30,7 @@ impl SdkSettings {
             .iter()
             .find(|p| p.name == sdk.principal)
             .expect("validation refuses an [sdk] principal no [[principals]] entry names");
-        let visibility = p
-            .session_visibility
-            .unwrap_or(cfg.server.session_visibility);
-        let principal = Arc::new(Principal::new(
-            &p.name,
-            &p.roles,
-            p.sections.as_deref(),
-            visibility,
-        ));
+        let principal = Arc::new(Principal::from_config(p, cfg.server.session_visibility));
         Some(Self {
             sdk,
             principal,

@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use ahp_bridge_base::config::{Role, Visibility};
+use ahp_bridge_base::config::{PrincipalConfig, Role, Visibility};
 use ahp_bridge_base::policy::rego::{ClientKind, Subject};
 
 /// A principal may not do something; says which role it lacks and for what.
@@ -54,6 +54,13 @@ impl Principal {
             sections: sections.map(|s| s.iter().cloned().collect()),
             claims: None,
         }
+    }
+
+    /// A `[[principals]]` entry's principal; its sessions are seen as
+    /// `server` (`[server] session_visibility`) says unless it says itself.
+    pub fn from_config(p: &PrincipalConfig, server: Visibility) -> Self {
+        let visibility = p.session_visibility.unwrap_or(server);
+        Self::new(&p.name, &p.roles, p.sections.as_deref(), visibility)
     }
 
     /// The same principal, carrying the verified claims of its JWT.

@@ -99,13 +99,7 @@ impl Principals {
             by_digest.push((digest(t), Arc::new(p)));
         }
         for p in cfg.principals() {
-            let visibility = p.session_visibility.unwrap_or(server_visibility);
-            let principal = Arc::new(Principal::new(
-                &p.name,
-                &p.roles,
-                p.sections.as_deref(),
-                visibility,
-            ));
+            let principal = Arc::new(Principal::from_config(p, server_visibility));
             if let Some(id) = p.cert_identity.as_deref().and_then(CertIdentity::parse) {
                 by_cert.push((id, principal.clone()));
             }

@@ -11,8 +11,6 @@ use ahp_bridge_base::config::{Config, ServerConfig};
 #[derive(Debug)]
 pub struct HostSettings {
     server: ServerConfig,
-    /// `(total, per IP)`, derived from `[server]` and the pool's size.
-    connection_limits: (usize, usize),
     /// `[runtime]`'s pool size, for the readiness status.
     pool_size: usize,
     /// `[runtime] turn_inactivity_timeout`: how long a revoked connection's
@@ -32,7 +30,6 @@ impl HostSettings {
     pub fn from_config(cfg: &Config) -> Self {
         Self {
             server: cfg.server.clone(),
-            connection_limits: cfg.connection_limits(),
             pool_size: cfg.runtime.pool_size(),
             turn_inactivity_timeout: cfg.runtime.turn_inactivity_timeout,
             working_directory: cfg.runtime.working_directory.clone(),
@@ -45,8 +42,10 @@ impl HostSettings {
         &self.server
     }
 
+    /// `(total, per IP)`: `[server]`'s, or what the descriptor limit
+    /// leaves now with this pool's runtimes.
     pub fn connection_limits(&self) -> (usize, usize) {
-        self.connection_limits
+        self.server.connection_limits(self.pool_size)
     }
 
     pub fn pool_size(&self) -> usize {

@@ -41,7 +41,7 @@ pub struct ServerConfig {
     #[serde(deserialize_with = "duration")]
     pub handshake_timeout: Duration,
     /// Connections held at once; unset: derived from the process's file
-    /// descriptor limit (see [`Config::connection_limits`]).
+    /// descriptor limit (see [`ServerConfig::connection_limits`]).
     pub max_connections: Option<usize>,
     /// Connections held at once from one peer address; unset: as many as
     /// `max_connections`.
@@ -181,18 +181,18 @@ const RESERVED_FDS: usize = 64;
 /// Per runtime process: its stdin, stdout, stderr (and a spare).
 const FDS_PER_RUNTIME: usize = 4;
 
-impl Config {
+impl ServerConfig {
     /// How many connections are held at once, in all and from one address:
     /// as configured, or what the file descriptor limit leaves once the
-    /// bridge's own files are counted, so the defaults never run the
-    /// process out of descriptors.
-    pub fn connection_limits(&self) -> (usize, usize) {
+    /// bridge's own files and its `pool_size` runtimes are counted, so the
+    /// defaults never run the process out of descriptors.
+    pub fn connection_limits(&self, pool_size: usize) -> (usize, usize) {
         let derived = || {
-            let reserve = RESERVED_FDS + FDS_PER_RUNTIME * self.runtime.pool_size();
+            let reserve = RESERVED_FDS + FDS_PER_RUNTIME * pool_size;
             fd_limit().saturating_sub(reserve).max(16)
         };
-        let total = self.server.max_connections.unwrap_or_else(derived);
-        (total, self.server.max_connections_per_ip.unwrap_or(total))
+        let total = self.max_connections.unwrap_or_else(derived);
+        (total, self.max_connections_per_ip.unwrap_or(total))
     }
 }
 

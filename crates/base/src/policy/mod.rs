@@ -55,9 +55,11 @@ pub struct Policy {
 
 impl Policy {
     /// The policy of a validated config, with the `[policy.rego]` files it
-    /// names read and compiled (the one read of them per load).
+    /// names read and compiled (the one read of them per load). At start
+    /// and at each reload: it reads only reloadable keys.
     pub fn from_config(cfg: &Config) -> Result<Self, ConfigError> {
-        Self::build(&cfg.policy, cfg.transform_principals())
+        let r = cfg.reloadable();
+        Self::build(r.policy(), r.transform_principals())
     }
 
     /// `[policy]` with the principals that may transform (name -> allow-list,
