@@ -461,10 +461,9 @@ fn check_config(file: &Path) -> anyhow::Result<()> {
     if let Some(r) = policy.rego() {
         let points: Vec<&str> = r.points().map(|p| p.as_str()).collect();
         println!(
-            "rego revision {} ({}; {}; modules: {}; points: {})",
+            "rego revision {} ({}; {} modules; points: {})",
             r.revision(),
             r.enforcement().as_str(),
-            if r.on_vm() { "vm" } else { "interpreter" },
             r.modules().len(),
             points.join(", ")
         );

@@ -76,7 +76,7 @@ impl Policy {
                 let compiled = Rego::compile(&sources, r.enforcement, r.timeout).map_err(|e| {
                     crate::config::ConfigError {
                         key: "policy.rego.modules".into(),
-                        reason: e.0,
+                        reason: e.to_string(),
                     }
                 })?;
                 Some(Arc::new(compiled))
@@ -134,7 +134,6 @@ impl Policy {
                 "timeoutMs": r.timeout().as_millis() as u64,
                 "modules": r.modules(),
                 "points": r.points().map(|p| p.as_str()).collect::<Vec<_>>(),
-                "evaluator": if r.on_vm() { "vm" } else { "interpreter" },
             });
         }
         // serde_json's Map is sorted (no preserve_order): canonical, as the audit hashes records.

@@ -1,52 +1,60 @@
 //! Loading a policy: its modules and data into a prepared interpreter (a
-//! syntax or analysis error names the module's file and line), the points'
-//! sets compiled to regorus's VM, the revision, and what in the modules
-//! regorus may get wrong.
+//! syntax or analysis error names the module's file, line and column, with
+//! the source line and a caret), the static part of the strict check
+//! ([`super::check`]), the revision, and what in the modules regorus may
+//! get wrong.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
-use regorus::languages::rego::compiler::Compiler;
-use regorus::rvm::program::Program;
 use regorus::{Engine, Value};
 use sha2::{Digest, Sha256};
 
-use super::point::{Point, Sets};
+use super::{check, quiet};
 use crate::config::RegoSources;
 
-/// An engine with every module and data file loaded (Rego v1), not prepared.
-pub(crate) fn engine(sources: &RegoSources) -> Result<Engine, CompileError> {
+/// An engine with every module and data file loaded (Rego v1) and
+/// prepared, the static part of the strict check passed, and what regorus
+/// said of the modules on the way (its warnings, which it would otherwise
+/// write to the process's stderr). Print output is gathered, never written.
+pub(crate) fn engine(sources: &RegoSources) -> Result<(Engine, Vec<String>), CompileError> {
+    let (loaded, said) = quiet::captured(|| load(sources));
+    let mut engine = loaded?;
+    let found = check::statically(&mut engine);
+    if !found.is_empty() {
+        return Err(CompileError::new(found));
+    }
+    Ok((engine, said))
+}
+
+fn load(sources: &RegoSources) -> Result<Engine, CompileError> {
     let mut engine = Engine::new();
     engine.set_rego_v0(false);
+    engine.set_gather_prints(true);
     for (name, text) in &sources.modules {
         engine
             .add_policy(name.clone(), text.clone())
-            .map_err(|e| CompileError(one_error(&e)))?;
+            .map_err(|e| CompileError::one(diagnostic(&e)))?;
     }
     for (name, doc) in &sources.data {
         engine
             .add_data(Value::from(doc.clone()))
-            .map_err(|e| CompileError(format!("{name}: {}", one_error(&e))))?;
+            .map_err(|e| CompileError::one(format!("{name}: {}", diagnostic(&e))))?;
     }
     // Analysis (undefined names, unsafe variables, recursion) happens when
     // an engine is first prepared: do it now, so a load fails here and not
     // at the first decision.
     engine
         .eval_query("true".to_owned(), false)
-        .map_err(|e| CompileError(one_error(&e)))?;
+        .map_err(|e| CompileError::one(diagnostic(&e)))?;
     Ok(engine)
 }
 
-/// regorus's error with its source excerpt, on one line for the log.
-/// Generic over the error: `{:#}` is regorus's error with its causes,
+/// regorus's error with its causes and its source excerpt, lines kept (the
+/// caret must stand under the place): `{:#}` is the error with its causes,
 /// and this crate names no `anyhow` type.
-pub(super) fn one_error(e: &impl std::fmt::Display) -> String {
+pub(crate) fn diagnostic(e: &impl std::fmt::Display) -> String {
     let text = format!("{e:#}");
-    text.lines()
-        .map(str::trim_end)
-        .filter(|l| !l.trim().is_empty())
-        .collect::<Vec<_>>()
-        .join(" | ")
+    let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+    let first = lines.iter().position(|l| !l.is_empty()).unwrap_or(0);
+    lines[first..].join("\n")
 }
 
 /// SHA-256 (hex) of the modules (name and text, in order) and the data
@@ -91,41 +99,25 @@ pub(super) fn split_imports(sources: &RegoSources, packages: &[String]) -> Vec<S
     out
 }
 
-/// The VM's program of every declared set, or `None` (logged) where the VM
-/// cannot run the policy: the interpreter decides then.
-pub(super) fn vm_program(
-    engine: &Engine,
-    points: &BTreeMap<Point, Sets>,
-) -> Option<(Arc<Program>, Value)> {
-    let rules: Vec<String> = points
-        .iter()
-        .flat_map(|(p, s)| {
-            let deny = s.deny.then(|| format!("{}.deny", p.package()));
-            let warn = s.warn.then(|| format!("{}.warn", p.package()));
-            deny.into_iter().chain(warn)
-        })
-        .collect();
-    let first = rules.first()?;
-    let mut e = engine.clone();
-    let compiled = (|| -> Result<Arc<Program>, String> {
-        let policy = e
-            .compile_with_entrypoint(&regorus::Rc::from(first.as_str()))
-            .map_err(|e| one_error(&e))?;
-        let entries: Vec<&str> = rules.iter().map(String::as_str).collect();
-        Compiler::compile_from_policy(&policy, &entries).map_err(|e| e.to_string())
-    })();
-    match compiled {
-        Ok(program) => Some((program, engine.get_data())),
-        Err(why) => {
-            tracing::warn!(
-                "the Rego VM cannot run this policy ({why}); the interpreter decides, more slowly"
-            );
-            None
-        }
-    }
+/// A policy refused at load: each finding a diagnostic, with its file,
+/// line and column, the source line and a caret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", .findings.join("\n"))]
+pub struct CompileError {
+    findings: Vec<String>,
 }
 
-/// A policy that does not compile: its file and line are in the message.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct CompileError(pub String);
+impl CompileError {
+    pub(crate) fn new(findings: Vec<String>) -> Self {
+        Self { findings }
+    }
+
+    pub(crate) fn one(finding: String) -> Self {
+        Self::new(vec![finding])
+    }
+
+    /// Each finding, as printed (lines kept).
+    pub fn findings(&self) -> &[String] {
+        &self.findings
+    }
+}

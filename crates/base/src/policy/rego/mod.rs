@@ -6,24 +6,32 @@
 //! undefined set allows. The built-in rules decide first; a Rego deny adds
 //! to them.
 //!
-//! Evaluation is in-process (regorus) and bounded by a deadline the
+//! Evaluation is in-process, by regorus's interpreter: the one engine that
+//! decides, evaluates (`policy eval`) and tests (`policy test`), so what
+//! one accepts no other refuses. It is bounded by a deadline the
 //! interpreter checks as it works, so a decision never waits on anything
 //! but the CPU and never outlives its budget. An evaluation that errs, runs
 //! past its deadline or yields a rule of the wrong type is the outcome
 //! `error`, which refuses as a deny does. With `enforcement = "report"`
 //! nothing is refused: a deny is recorded as `would_deny`.
 //!
+//! A module set is put in force only once it passes the strict check
+//! ([`check`]): what would err at every evaluation is refused at load.
+//!
 //! Pure: the sources come in as text ([`RegoSources`], read by the config).
 //! Loading them is [`compile`]; each point's `input` is built in
 //! [`input`]; `policy test`'s runner of `test_*` rules is [`testing`].
 
+mod check;
 mod compile;
+pub mod examples;
 mod input;
 mod point;
+mod quiet;
 pub mod testing;
 
-pub(crate) use compile::engine;
-use compile::{one_error, split_imports, vm_program};
+use compile::split_imports;
+pub(crate) use compile::{diagnostic, engine};
 pub use compile::{revision, CompileError};
 pub use input::{lexical, Body, ClientKind, ClientRef, Customization, Input, Server, Subject};
 pub use point::Point;
@@ -35,10 +43,6 @@ use std::num::NonZeroU32;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use std::sync::Arc;
-
-use regorus::rvm::program::Program;
-use regorus::rvm::RegoVM;
 use regorus::utils::limits::ExecutionTimerConfig;
 use regorus::{Engine, Value};
 
@@ -53,6 +57,9 @@ const MAX_MESSAGE_BYTES: usize = 1024;
 /// How many work units the interpreter does between two looks at the clock:
 /// small enough that a 50 ms budget is kept to well under a millisecond.
 const CHECK_INTERVAL: u32 = 64;
+
+/// The least deadline of one evaluation of the strict check at load.
+const CHECK_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// What a decision came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -124,17 +131,11 @@ impl Decision {
 }
 
 /// The compiled modules and data: one revision, shared by every reader of
-/// the policy in force. The points' sets are compiled once more to
-/// regorus's VM, which decides in a fraction of the interpreter's time;
-/// where the VM cannot run a policy (a construct it lacks), the prepared
-/// interpreter decides instead. Either kind of evaluator is taken from a
-/// pool and given back.
+/// the policy in force. A prepared interpreter is taken from a pool for
+/// each decision and given back.
 pub struct Rego {
     prototype: Engine,
     pool: Mutex<Vec<Engine>>,
-    /// The VM's program of every declared set, and the data it reads.
-    program: Option<(Arc<Program>, Value)>,
-    vms: Mutex<Vec<RegoVM>>,
     /// Each point a package is declared for, with the sets it declares (an
     /// undeclared rule is no rule path to the interpreter: never asked).
     points: BTreeMap<Point, Sets>,
@@ -157,16 +158,17 @@ impl fmt::Debug for Rego {
 }
 
 impl Rego {
-    /// Compiles `sources`; an error names the module's file and line.
+    /// Compiles `sources` and checks them strictly; an error holds every
+    /// finding, each naming the module's file, line and column.
     pub fn compile(
         sources: &RegoSources,
         enforcement: Enforcement,
         timeout: Duration,
     ) -> Result<Self, CompileError> {
-        let prototype = engine(sources)?;
+        let (prototype, said) = engine(sources)?;
         let packages = prototype
             .get_packages()
-            .map_err(|e| CompileError(one_error(&e)))?;
+            .map_err(|e| CompileError::one(diagnostic(&e)))?;
         let mut points: BTreeMap<Point, Sets> = BTreeMap::new();
         // get_packages is in the order the modules were added.
         for ((name, _), package) in sources.modules.iter().zip(&packages) {
@@ -176,29 +178,39 @@ impl Rego {
             let declares = |rule: &str| {
                 prototype
                     .has_declared_rule_rooted_at(name, rule)
-                    .map_err(|e| CompileError(format!("{name}: {}", one_error(&e))))
+                    .map_err(|e| CompileError::one(format!("{name}: {}", diagnostic(&e))))
             };
             let sets = points.entry(point).or_default();
             sets.deny |= declares("deny")?;
             sets.warn |= declares("warn")?;
         }
-        let program = vm_program(&prototype, &points);
-        let warnings = split_imports(sources, &packages);
-        for w in &warnings {
-            tracing::warn!("{w}");
-        }
-        Ok(Self {
+        let mut warnings = split_imports(sources, &packages);
+        warnings.extend(said);
+        let rego = Self {
             warnings,
             prototype,
             pool: Mutex::new(Vec::new()),
-            program,
-            vms: Mutex::new(Vec::new()),
             points,
             revision: revision(sources),
             enforcement,
             timeout,
             modules: sources.modules.iter().map(|(n, _)| n.clone()).collect(),
-        })
+        };
+        // The dynamic part of the strict check: each set, as a decision
+        // reads it, on the documented inputs (a generous deadline: a load
+        // is not a request, and a slow machine must not refuse a policy).
+        let found = check::on_examples(&rego.points, |point, sets, doc| {
+            let input = Value::from(doc.clone());
+            rego.interpret(point, sets, input, CHECK_TIMEOUT.max(timeout))
+                .map(drop)
+        });
+        if !found.is_empty() {
+            return Err(CompileError::new(found));
+        }
+        for w in &rego.warnings {
+            tracing::warn!("{w}");
+        }
+        Ok(rego)
     }
 
     pub fn revision(&self) -> &str {
@@ -216,12 +228,6 @@ impl Rego {
     /// What in the modules regorus may get wrong, said at every load.
     pub fn warnings(&self) -> &[String] {
         &self.warnings
-    }
-
-    /// Whether regorus's VM decides (else the interpreter: the VM could not
-    /// compile the policy).
-    pub fn on_vm(&self) -> bool {
-        self.program.is_some()
     }
 
     /// The module files, as named in errors.
@@ -268,7 +274,7 @@ impl Rego {
             if limit.is_zero() {
                 Err("no time was left to decide".to_owned())
             } else {
-                input.and_then(|v| self.evaluate(point, declared, v, limit))
+                input.and_then(|v| self.interpret(point, declared, v, limit))
             }
         };
         let d = self.conclude(point, sets);
@@ -304,41 +310,6 @@ impl Rego {
     }
 
     /// The point's `deny` and `warn` sets, or why they could not be had.
-    fn evaluate(
-        &self,
-        point: Point,
-        declared: Sets,
-        value: Value,
-        limit: Duration,
-    ) -> Result<(Vec<String>, Vec<String>), String> {
-        let Some((program, data)) = &self.program else {
-            return self.interpret(point, declared, value, limit);
-        };
-        let pooled = self.vms.lock().unwrap_or_else(|p| p.into_inner()).pop();
-        let mut vm = match pooled {
-            Some(vm) => vm,
-            None => {
-                let mut vm = RegoVM::new();
-                vm.load_program(program.clone());
-                vm.set_data(data.clone())
-                    .map_err(|e| format!("data: {e}"))?;
-                vm
-            }
-        };
-        vm.set_execution_timer_config(Some(timer(limit)));
-        vm.set_input(value);
-        let result = sets(point, declared, |rule| {
-            vm.execute_entry_point_by_name(rule)
-                .map_err(|e| e.to_string())
-        });
-        // A VM that erred may be mid-way through anything: not reused.
-        if result.is_ok() {
-            give_back(&self.vms, vm);
-        }
-        result
-    }
-
-    /// As [`Self::evaluate`], with the interpreter.
     fn interpret(
         &self,
         point: Point,
@@ -350,8 +321,13 @@ impl Rego {
         engine.set_execution_timer_config(timer(limit));
         engine.set_input(value);
         let result = sets(point, declared, |rule| {
-            engine.eval_rule(rule.to_owned()).map_err(|e| one_error(&e))
+            engine
+                .eval_rule(rule.to_owned())
+                .map_err(|e| diagnostic(&e))
         });
+        // `print` output is gathered (never written to stderr): dropped
+        // here, so a pooled engine does not keep it.
+        let _ = engine.take_prints();
         // An engine that erred may be mid-way through anything: not reused.
         if result.is_ok() {
             give_back(&self.pool, engine);

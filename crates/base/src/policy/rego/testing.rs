@@ -8,7 +8,7 @@ use std::time::Duration;
 use regex::Regex;
 use regorus::Value;
 
-use super::{engine, one_error, timer, CompileError};
+use super::{diagnostic, engine, timer, CompileError};
 use crate::config::RegoSources;
 
 /// One test's result.
@@ -28,11 +28,11 @@ const TEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Runs every test of `sources`, in module order; the modules must compile.
 pub fn run(sources: &RegoSources) -> Result<Vec<TestResult>, CompileError> {
-    let prototype = engine(sources)?;
+    let (prototype, _) = engine(sources)?;
     // Each module's package (`data.PKG`), in the order they were added.
     let packages = prototype
         .get_packages()
-        .map_err(|e| CompileError(one_error(&e)))?;
+        .map_err(|e| CompileError::one(diagnostic(&e)))?;
     // A rule head at the start of a line, as `opa fmt` writes rules.
     let head = Regex::new(r"(?m)^(test_[A-Za-z0-9_]*)\b").expect("valid");
     let mut out = Vec::new();
@@ -50,7 +50,7 @@ pub fn run(sources: &RegoSources) -> Result<Vec<TestResult>, CompileError> {
                 Ok(Value::Bool(true)) => None,
                 Ok(Value::Undefined) => Some("undefined".to_owned()),
                 Ok(v) => Some(format!("{v}")),
-                Err(err) => Some(one_error(&err)),
+                Err(err) => Some(diagnostic(&err)),
             };
             out.push(TestResult {
                 rule,
