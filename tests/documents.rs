@@ -54,3 +54,28 @@ fn a_file_named_nowhere_is_caught() {
         vec!["src/bridge/bridged_sessions.rs".to_string()]
     );
 }
+
+/// The example input of each decision point that docs/policy.md shows is
+/// the one the strict check evaluates every policy on: the same documents.
+#[test]
+fn the_policy_pages_example_inputs_are_the_strict_checks() {
+    use ahp_copilot_bridge::policy::rego::examples;
+    let page =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/policy.md"))
+            .unwrap();
+    let shown: Vec<serde_json::Value> = page
+        .split("```json\n")
+        .skip(1)
+        .filter_map(|block| block.split("\n```").next())
+        .filter_map(|text| serde_json::from_str(text).ok())
+        .collect();
+    let mut count = 0;
+    for (point, example) in examples::all() {
+        assert!(
+            shown.contains(example),
+            "docs/policy.md does not show the {point} example the check uses:\n{example:#}"
+        );
+        count += 1;
+    }
+    assert_eq!(count, 6, "each point's examples");
+}

@@ -464,7 +464,9 @@ impl Bridge {
     /// The working directory a runtime session is given: the session's
     /// first, else `[runtime] working_directory`, else the bridge's own.
     fn working_directory(&self, host: &Host, uri: &str) -> String {
-        host.working_directory(uri)
+        host.working_directories(uri)
+            .into_iter()
+            .next()
             .or_else(|| self.settings.runtime.working_directory.clone())
             .or_else(|| std::env::current_dir().ok())
             .map_or_else(|| "/".into(), |p| p.display().to_string())

@@ -15,7 +15,7 @@ use super::transform_clients::HostClients;
 use super::{decisions, Bridge};
 use crate::audit::decision::DecisionRecord;
 use crate::audit::log::AuditLog;
-use crate::policy::rego::{Body, Input, Subject};
+use crate::policy::rego::{lexical, Body, Input, Subject};
 use crate::runtime::calls::{self, GithubCredentials, SessionDestroy, SessionRef};
 use crate::runtime::connection::{ReplyFuture, RuntimeHandler};
 use crate::runtime::events::{PermissionRequest, RuntimeEvent, SESSION_EVENT};
@@ -183,7 +183,17 @@ impl Bridge {
             Some(h) => h.subject_of(starter.as_deref()),
             None => Subject::nobody(),
         };
-        let body = Body::Permission { request: &p.raw };
+        let dirs: Vec<String> = match self.host.upgrade() {
+            Some(h) => h.working_directories(uri),
+            None => vec![],
+        }
+        .iter()
+        .map(|p| lexical(&p.to_string_lossy()))
+        .collect();
+        let body = Body::Permission {
+            request: &p.raw,
+            working_directories: &dirs,
+        };
         let d = rego.decide(&Input::new(&subject, Some(uri), body), Duration::MAX);
         if d.recorded() {
             let record = DecisionRecord::new(&d, &subject, Some(uri), p.kind.clone());

@@ -23,13 +23,14 @@ use self::vet::{vet, Rules, Vetted, Violation};
 use super::customizing::Customizing;
 use super::pool::{Pool, Starts};
 use crate::ahp::auth::Principal;
+use crate::ahp::protocol::uri::file_uri_of;
 use crate::audit::decision::DecisionRecord;
 use crate::audit::log::AuditLog;
 use crate::audit::sdk_session::{SdkDecision, SdkFinding, SdkSessionRecord};
 use crate::audit::sha256_hex;
 use crate::bridge::shutting_down::SHUTTING_DOWN;
 use crate::config::OnViolation;
-use crate::policy::rego::{lexical, Body, ClientKind, Input};
+use crate::policy::rego::{lexical, session_config, Body, ClientKind, Input};
 use crate::policy::PolicyReader;
 use crate::runtime::app_wire::AppSessionParams;
 use crate::runtime::process::Reach;
@@ -288,21 +289,29 @@ impl SdkGate {
     ) -> Option<String> {
         let policy = self.policy.current();
         let rego = policy.rego()?;
-        let mut config = params.clone();
-        // Every folder the session may work in, as paths with `..` resolved.
+        // Every folder the session may work in, as paths with `..` resolved
+        // and as `file:` URIs: the document an AHP client's session has.
         let extra = params
             .get("additionalDirectories")
             .and_then(Value::as_array);
-        let dirs: Vec<Value> = params
+        let sent: Vec<&str> = params
             .get("workingDirectory")
             .into_iter()
             .chain(extra.into_iter().flatten())
             .filter_map(Value::as_str)
-            .map(|d| Value::String(lexical(d)))
             .collect();
-        config.insert("workingDirectories".into(), Value::Array(dirs));
-        config.entry("model").or_insert(Value::Null);
-        let config = Value::Object(config);
+        let paths: Vec<String> = sent.iter().map(|d| lexical(d)).collect();
+        let uris: Vec<String> = sent
+            .iter()
+            .map(|d| file_uri_of(std::path::Path::new(d)))
+            .collect();
+        let model = params.get("model").and_then(Value::as_str);
+        let provider = params
+            .get("provider")
+            .and_then(|p| p.get("type"))
+            .and_then(Value::as_str);
+        let sent = Value::Object(params.clone());
+        let config = session_config(provider, &paths, &uris, model, Some(&sent));
         let subject = self
             .settings
             .principal

@@ -10,7 +10,7 @@ use ahp_types::common::JsonObject;
 use ahp_types::state::{
     ChatState, ChatSummary, SessionConfigState, SessionLifecycle, SessionState, SessionStatus,
 };
-use serde_json::{json, Value};
+use serde_json::Value;
 use tracing::info;
 
 use super::reply::Empty;
@@ -25,7 +25,7 @@ use crate::protocol::errors::AhpError;
 use crate::protocol::params::CreateSession;
 use crate::protocol::uri::{chat_uri_of, check_session_uri, working_directory};
 use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
-use ahp_bridge_base::policy::rego::{lexical, Body, ClientKind};
+use ahp_bridge_base::policy::rego::{lexical, session_config, Body, ClientKind};
 
 fn invalid(why: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidParams, why)
@@ -90,13 +90,8 @@ fn decide_session(
         .filter_map(|d| working_directory(d).ok())
         .map(|p| lexical(&p.to_string_lossy()))
         .collect();
-    let config = json!({
-        "provider": provider,
-        "workingDirectories": paths,
-        "workingDirectoryUris": dirs,
-        "model": model,
-        "config": values,
-    });
+    let sent = values.map(|v| Value::Object(v.clone()));
+    let config = session_config(provider, &paths, dirs, model, sent.as_ref());
     let client = host.client_id_of(conn);
     let subject = principal.subject(client.as_deref(), ClientKind::Ahp);
     let about = model.unwrap_or("(default model)").to_owned();

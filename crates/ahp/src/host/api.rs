@@ -385,17 +385,20 @@ impl Host {
 
     // ── for the backend ──────────────────────────────────────────────────
 
-    /// The session's first working directory, as a local path.
-    pub fn working_directory(&self, session: &str) -> Option<PathBuf> {
+    /// The session's working directories, as local paths (the first is
+    /// the runtime's; a policy reads them all).
+    pub fn working_directories(&self, session: &str) -> Vec<PathBuf> {
         let st = self.lock();
-        let first = st
+        let Some(dirs) = st
             .sessions
-            .state(session)?
-            .working_directories
-            .as_ref()?
-            .first()?
-            .clone();
-        working_directory(&first).ok()
+            .state(session)
+            .and_then(|s| s.working_directories.clone())
+        else {
+            return vec![];
+        };
+        dirs.iter()
+            .filter_map(|d| working_directory(d).ok())
+            .collect()
     }
 
     /// The session's customizations as its state holds them now (the

@@ -350,12 +350,12 @@ fn expr_calls(e: &Expr, out: &mut Vec<(String, Span)>) {
 }
 
 /// The dynamic part: each declared set of each point, evaluated on each
-/// documented example input of the point with `eval`, must be a set (or
-/// array) of strings. `eval` is the deciding evaluator's own path, so what
-/// passes here decides the same way in service.
+/// documented example input of the point with `erred` (why it erred, if
+/// it did), must be a set (or array) of strings. `erred` is the deciding
+/// evaluator's own path, so what passes here decides the same way in service.
 pub(super) fn on_examples(
     points: &BTreeMap<Point, Sets>,
-    mut eval: impl FnMut(Point, Sets, &serde_json::Value) -> Result<(), String>,
+    mut erred: impl FnMut(Point, Sets, &serde_json::Value) -> Option<String>,
 ) -> Vec<String> {
     let mut out = Vec::new();
     for (point, sets) in points {
@@ -363,7 +363,7 @@ pub(super) fn on_examples(
             continue;
         }
         for (i, example) in super::examples::of(*point).iter().enumerate() {
-            if let Err(why) = eval(*point, *sets, example) {
+            if let Some(why) = erred(*point, *sets, example) {
                 out.push(format!(
                     "{}: on the documented example input {} of `{}` (docs/policy.md), the policy errs, and so would refuse every such request:\n{why}",
                     point.package(),

@@ -7,7 +7,8 @@
 use regorus::{Engine, Value};
 use sha2::{Digest, Sha256};
 
-use super::{check, quiet};
+use super::check::statically;
+use super::quiet::captured;
 use crate::config::RegoSources;
 
 /// An engine with every module and data file loaded (Rego v1) and
@@ -15,9 +16,9 @@ use crate::config::RegoSources;
 /// said of the modules on the way (its warnings, which it would otherwise
 /// write to the process's stderr). Print output is gathered, never written.
 pub(crate) fn engine(sources: &RegoSources) -> Result<(Engine, Vec<String>), CompileError> {
-    let (loaded, said) = quiet::captured(|| load(sources));
+    let (loaded, said) = captured(|| load(sources));
     let mut engine = loaded?;
-    let found = check::statically(&mut engine);
+    let found = statically(&mut engine);
     if !found.is_empty() {
         return Err(CompileError::new(found));
     }

@@ -12,6 +12,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::point::Point;
+use crate::policy::rules::added_span;
 
 /// Where a requester comes from: an AHP client or an SDK app.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -127,15 +128,22 @@ pub enum Body<'a> {
     /// `createSession` params, or an SDK app's `session.create` params):
     /// JSON because they are passed on as the requester wrote them.
     Session { config: &'a Json },
-    /// `ahp.transform`: one section an owner changed.
+    /// `ahp.transform`: one section an owner changed. The document also
+    /// holds `action` and the text `added` and `removed`, as the built-in
+    /// `deny` rule computes them ([`added_span`]).
     Transform {
         section: &'a str,
         before: &'a str,
         after: &'a str,
         owner: &'a str,
     },
-    /// `ahp.permission`: the runtime's request as it sent it.
-    Permission { request: &'a Json },
+    /// `ahp.permission`: the runtime's request as it sent it, and the
+    /// session's working directories (paths, `..` resolved).
+    Permission {
+        request: &'a Json,
+        #[serde(rename = "working_directories")]
+        working_directories: &'a [String],
+    },
     /// `ahp.customization`: one container before the runtime gets it.
     Customization { customization: &'a Customization },
 }
@@ -236,28 +244,32 @@ impl<'a> Input<'a> {
             ("session", opt(self.session)),
         ];
         match &self.body {
-            Body::OptIn { sections } => doc.push((
-                "sections",
-                Value::from(
-                    sections
-                        .iter()
-                        .map(|x| Value::from(x.as_str()))
-                        .collect::<Vec<_>>(),
-                ),
-            )),
+            Body::OptIn { sections } => doc.push(("sections", strings(sections))),
             Body::Session { config } => doc.push(("config", Value::from((*config).clone()))),
             Body::Transform {
                 section,
                 before,
                 after,
                 owner,
+            } => {
+                let (added, removed) = changed(before, after);
+                doc.extend([
+                    ("section", Value::from(*section)),
+                    ("action", Value::from("transform")),
+                    ("before", Value::from(*before)),
+                    ("after", Value::from(*after)),
+                    ("added", Value::from(added)),
+                    ("removed", Value::from(removed)),
+                    ("owner", Value::from(*owner)),
+                ])
+            }
+            Body::Permission {
+                request,
+                working_directories,
             } => doc.extend([
-                ("section", Value::from(*section)),
-                ("before", Value::from(*before)),
-                ("after", Value::from(*after)),
-                ("owner", Value::from(*owner)),
+                ("request", Value::from((*request).clone())),
+                ("working_directories", strings(working_directories)),
             ]),
-            Body::Permission { request } => doc.push(("request", Value::from((*request).clone()))),
             Body::Customization { customization } => {
                 let json = serde_json::to_value(customization).unwrap_or(Json::Null);
                 doc.push(("customization", Value::from(json)));
@@ -266,8 +278,51 @@ impl<'a> Input<'a> {
         object(doc)
     }
 
-    /// The document as JSON (`policy eval`, tests, docs).
+    /// The document as JSON (`policy eval`, tests, docs): the same
+    /// document the evaluator takes.
     pub fn to_json(&self) -> Json {
-        serde_json::to_value(self).unwrap_or(Json::Null)
+        serde_json::to_value(self.to_value()).unwrap_or(Json::Null)
     }
+}
+
+fn strings(items: &[String]) -> Value {
+    Value::from(
+        items
+            .iter()
+            .map(|x| Value::from(x.as_str()))
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// The text a rewrite inserted and the text it took out: what lies between
+/// the common prefix and the common suffix of the two, on character
+/// boundaries (the span the built-in `deny` rule searches).
+pub fn changed<'t>(before: &'t str, after: &'t str) -> (&'t str, &'t str) {
+    let span = added_span(before, after);
+    let suffix = after.len() - span.end;
+    let removed = before
+        .get(span.start..before.len().saturating_sub(suffix).max(span.start))
+        .unwrap_or("");
+    (&after[span], removed)
+}
+
+/// `ahp.session`'s `config`: one document whoever asked, an AHP client's
+/// `createSession` or an SDK app's `session.create`. `paths` are the
+/// working directories as the runtime gets them (`..` resolved), `uris`
+/// as they were sent (an SDK app sends paths: their `file:` URIs), `sent`
+/// the request's own settings as the requester wrote them.
+pub fn session_config(
+    provider: Option<&str>,
+    paths: &[String],
+    uris: &[String],
+    model: Option<&str>,
+    sent: Option<&Json>,
+) -> Json {
+    serde_json::json!({
+        "provider": provider,
+        "workingDirectories": paths,
+        "workingDirectoryUris": uris,
+        "model": model,
+        "config": sent,
+    })
 }

@@ -33,7 +33,10 @@ pub mod testing;
 use compile::split_imports;
 pub(crate) use compile::{diagnostic, engine};
 pub use compile::{revision, CompileError};
-pub use input::{lexical, Body, ClientKind, ClientRef, Customization, Input, Server, Subject};
+pub use input::{
+    changed, lexical, session_config, Body, ClientKind, ClientRef, Customization, Input, Server,
+    Subject,
+};
 pub use point::Point;
 use point::Sets;
 
@@ -202,7 +205,7 @@ impl Rego {
         let found = check::on_examples(&rego.points, |point, sets, doc| {
             let input = Value::from(doc.clone());
             rego.interpret(point, sets, input, CHECK_TIMEOUT.max(timeout))
-                .map(drop)
+                .err()
         });
         if !found.is_empty() {
             return Err(CompileError::new(found));

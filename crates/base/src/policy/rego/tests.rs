@@ -69,11 +69,54 @@ fn the_transform_input_is_the_documented_document() {
             "client": {"id": "c1", "kind": "ahp"},
             "session": "ahp-session:/x",
             "section": "tone",
+            "action": "transform",
             "before": "Be concise.",
             "after": "Be concise. Sure.",
+            "added": " Sure.",
+            "removed": "",
             "owner": "c1",
         })
     );
+    // What was inserted and taken out, between the common prefix and suffix.
+    assert_eq!(changed("Be concise.", "Be brief."), ("brief", "concise"));
+    assert_eq!(changed("abc", "abc"), ("", ""));
+    assert_eq!(
+        changed("Be concise. Always.", "Be concise."),
+        ("", " Always.")
+    );
+    assert_eq!(changed("été", "était"), ("ait", "é"));
+}
+
+/// Each point's document is built once, the same whoever asked: an AHP
+/// client's session and an SDK app's have one shape.
+#[test]
+fn a_session_has_one_document_from_ahp_and_sdk_alike() {
+    let uris = vec!["file:///srv/work/app".to_owned()];
+    let paths = vec!["/srv/work/app".to_owned()];
+    let ahp_sent = json!({"model": "gpt-4.1"});
+    let sdk_sent =
+        json!({"sessionId": "s", "model": "gpt-4.1", "workingDirectory": "/srv/work/app"});
+    let ahp = session_config(
+        Some("copilot"),
+        &paths,
+        &uris,
+        Some("gpt-4.1"),
+        Some(&ahp_sent),
+    );
+    let sdk = session_config(None, &paths, &uris, Some("gpt-4.1"), Some(&sdk_sent));
+    let keys = |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
+    assert_eq!(keys(&ahp), keys(&sdk));
+    assert_eq!(ahp["workingDirectories"], sdk["workingDirectories"]);
+    for (point, example) in examples::all() {
+        assert_eq!(example["point"], point.as_str());
+        if point == Point::Session {
+            assert_eq!(
+                keys(&example["config"]),
+                keys(&ahp),
+                "the documented examples too"
+            );
+        }
+    }
 }
 
 #[test]
@@ -97,8 +140,14 @@ fn each_point_has_its_own_fields() {
     assert_eq!(session["point"], "session");
     assert_eq!(session["config"]["workingDirectory"], "/srv/work");
     let request = json!({"kind": "shell", "fullCommandText": "rm -rf /"});
-    let perm = Input::new(&s, Some("u"), Body::Permission { request: &request }).to_json();
+    let dirs = vec!["/srv/work".to_owned()];
+    let body = Body::Permission {
+        request: &request,
+        working_directories: &dirs,
+    };
+    let perm = Input::new(&s, Some("u"), body).to_json();
     assert_eq!(perm["point"], "permission");
+    assert_eq!(perm["working_directories"], json!(["/srv/work"]));
     assert_eq!(perm["request"]["kind"], "shell");
     let c = Customization {
         kind: "mcp_server".into(),
@@ -155,7 +204,14 @@ fn a_point_without_a_package_allows() {
     let s = Subject::nobody();
     let request = json!({"kind": "shell"});
     let d = rego.decide(
-        &Input::new(&s, None, Body::Permission { request: &request }),
+        &Input::new(
+            &s,
+            None,
+            Body::Permission {
+                request: &request,
+                working_directories: &[],
+            },
+        ),
         BUDGET,
     );
     assert_eq!(d.outcome, Outcome::Allowed);
@@ -351,7 +407,10 @@ fn the_value_built_directly_is_the_json_document() {
             after: "b",
             owner: "c1",
         },
-        Body::Permission { request: &request },
+        Body::Permission {
+            request: &request,
+            working_directories: &[],
+        },
         Body::Customization { customization: &c },
     ] {
         let input = Input::new(&s, Some("ahp-session:/x"), body);
