@@ -54,6 +54,8 @@ mod operations;
 mod principals;
 #[path = "../reload.rs"]
 mod reload;
+#[path = "../runtime_start.rs"]
+mod runtime_start;
 #[path = "../sdk_apps.rs"]
 mod sdk_apps;
 #[path = "../tls.rs"]
