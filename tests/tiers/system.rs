@@ -18,6 +18,8 @@ mod cli;
 mod client_plugins;
 #[path = "../customizations.rs"]
 mod customizations;
+#[path = "../demo_policy.rs"]
+mod demo_policy;
 #[path = "../deploy.rs"]
 mod deploy;
 #[path = "../drain.rs"]
