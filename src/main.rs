@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use ahp_copilot_bridge::config::{Config, LogConfig, LogFormat};
+use ahp_copilot_bridge::demo::policy::TryPolicy;
 use ahp_copilot_bridge::policy::Policy;
 use ahp_copilot_bridge::telemetry::traces::Traces;
 use clap::{Parser, Subcommand};
@@ -41,6 +42,15 @@ enum Command {
         /// e.g. https://ui.example or http://192.168.1.5:* (repeatable).
         #[arg(long = "allow-origin", value_name = "ORIGIN")]
         allow_origin: Vec<String>,
+        /// Run the Rego modules in DIR as the demo's [policy.rego], enforced:
+        /// every *.rego but *_test.rego, every *.json but input.json as data
+        /// (as examples/policy/ lays a policy out).
+        #[arg(long, value_name = "DIR")]
+        policy: Option<PathBuf>,
+        /// With --policy: report mode; a deny is recorded as would_deny in the
+        /// audit log and nothing is refused.
+        #[arg(long, requires = "policy")]
+        report: bool,
     },
     /// Audit log tools.
     Audit {
@@ -249,12 +259,16 @@ fn main() -> ExitCode {
         Command::Demo {
             listen,
             allow_origin,
+            policy,
+            report,
         } => {
             init_logs(&LogConfig::default());
+            let policy = policy.map(|dir| TryPolicy { dir, report });
             runtime().and_then(|rt| {
                 rt.block_on(ahp_copilot_bridge::run::demo(
                     listen,
                     &allow_origin,
+                    policy.as_ref(),
                     |line| eprintln!("{line}"),
                 ))
             })

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use crate::app::{self, Agent};
 use crate::config::{Config, ProviderConfig};
 use crate::demo::model::ScriptedModel;
+use crate::demo::policy::TryPolicy;
 
 /// Runs the host in front of the runtime until SIGTERM or SIGINT, then
 /// shuts down gracefully within `[server] shutdown_timeout`; SIGHUP reloads
@@ -117,11 +118,15 @@ const DEMO_TRANSFORM_TIMEOUT: std::time::Duration = std::time::Duration::from_se
 /// Everything offline: the scripted model, the real CLI pointed at it, the
 /// host, which browsers on loopback (and `allow_origins`) may reach.
 /// `say` prints its lines for the person who started it.
+/// With `policy`, its folder's modules are the demo's `[policy.rego]`.
 pub async fn demo(
     listen: SocketAddr,
     allow_origins: &[String],
+    policy: Option<&TryPolicy>,
     say: impl Fn(String),
 ) -> anyhow::Result<()> {
+    // Read before anything starts: a folder without a module fails at once.
+    let rego = policy.map(TryPolicy::rego).transpose()?;
     let model = ScriptedModel::start().await?;
     let state =
         std::env::temp_dir().join(format!("ahp-copilot-bridge-demo-{}", std::process::id()));
@@ -134,8 +139,15 @@ pub async fn demo(
     offline_runtime(&mut cfg, &model.base_url(), &state);
     // A person answers transforms in the console: five seconds is too short.
     cfg.policy.transform_timeout = DEMO_TRANSFORM_TIMEOUT;
+    cfg.policy.rego = rego.clone();
+    // A module that does not compile fails here, naming its file and line.
     let running = app::start(Arc::new(cfg), Agent::Copilot).await?;
     say(format!("scripted model on {}", model.base_url()));
+    if let (Some(p), Some(rego)) = (policy, &rego) {
+        let current = running.policy.current();
+        let revision = current.rego().map(|r| r.revision()).unwrap_or_default();
+        say(p.describe(rego, revision));
+    }
     say(format!("in a turn, {}", crate::demo::model::DEMO_HELP));
     say(format!(
         "audit log: {}",

@@ -93,7 +93,11 @@ impl Pool {
             .ok_or_else(|| anyhow::anyhow!("the bridge is gone"))?
             .handler();
         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
-        let rt = process::start(&self.cfg, slot, handler, self.listen).await?;
+        // Logged here, once per failed start, whoever asked for it (a
+        // session, /readyz, a restart): with a spawned runtime's last words.
+        let rt = process::start(&self.cfg, slot, handler, self.listen)
+            .await
+            .inspect_err(|e| warn!(slot, "runtime did not start: {e}"))?;
         let conn = rt.conn.clone();
         let closed = conn.closed_token();
         tokio::spawn(async move {

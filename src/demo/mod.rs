@@ -1,4 +1,5 @@
 //! The offline demo's pieces; the scripted model also serves the tests.
 pub mod conversation;
 pub mod model;
+pub mod policy;
 pub mod reply;

@@ -18,6 +18,8 @@ mod cli;
 mod client_plugins;
 #[path = "../customizations.rs"]
 mod customizations;
+#[path = "../demo_policy.rs"]
+mod demo_policy;
 #[path = "../deploy.rs"]
 mod deploy;
 #[path = "../drain.rs"]
@@ -54,6 +56,8 @@ mod operations;
 mod principals;
 #[path = "../reload.rs"]
 mod reload;
+#[path = "../runtime_start.rs"]
+mod runtime_start;
 #[path = "../sdk_apps.rs"]
 mod sdk_apps;
 #[path = "../tls.rs"]

@@ -3,7 +3,12 @@
 //! pinned version).
 
 use std::path::PathBuf;
+use std::process::ExitStatus;
 use std::time::Duration;
+
+use ahp_bridge_base::telemetry::Escaped;
+
+use crate::stderr_tail::StderrTail;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -30,7 +35,41 @@ pub enum RuntimeError {
     ConnectCall(String),
     #[error("runtime speaks protocol version {found}, this bridge speaks only {speaks}; install the pinned CLI (scripts/install-runtime.sh)")]
     Protocol { found: u64, speaks: u64 },
+    /// A runtime this bridge spawned failed to start (`cause`): how it
+    /// ended, and its stderr's last lines (bounded, secrets redacted),
+    /// which say why far better than "connection closed".
+    #[error("{cause}; {}", last_words(status.as_ref(), stderr))]
+    Ended {
+        cause: Box<RuntimeError>,
+        /// None when it had not exited within the wait (a grandchild may
+        /// hold on).
+        status: Option<ExitStatus>,
+        stderr: StderrTail,
+    },
     /// Reading a spawned runtime's output or setting up its socket.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+}
+
+/// How a runtime that failed to start ended and what it said, on one line:
+/// each stderr line escaped as a client's strings are in the log, so a
+/// control character or an ANSI sequence cannot forge or hide a line.
+fn last_words(status: Option<&ExitStatus>, stderr: &StderrTail) -> String {
+    let ended = match status {
+        Some(s) => format!("the runtime ended ({s})"),
+        None => "the runtime had not ended".to_owned(),
+    };
+    if stderr.lines.is_empty() {
+        return format!("{ended}, saying nothing on stderr");
+    }
+    let lines: Vec<String> = stderr
+        .lines
+        .iter()
+        .map(|l| format!("\"{}\"", Escaped(l)))
+        .collect();
+    let cut = if stderr.cut { "... " } else { "" };
+    format!(
+        "{ended}; its last words on stderr: {cut}{}",
+        lines.join(" | ")
+    )
 }

@@ -15,5 +15,6 @@ pub mod repeats;
 pub mod requests;
 pub mod schema;
 pub mod session_config;
+pub mod stderr_tail;
 
 pub use error::RuntimeError;

@@ -12,6 +12,7 @@ use tracing::{debug, info, warn};
 use super::connection::{RuntimeConn, RuntimeHandler};
 use super::session_config::Secret;
 use crate::error::RuntimeError;
+use crate::stderr_tail::{last_words, secrets, StderrWatch};
 use ahp_bridge_base::config::RuntimeConfig;
 
 /// A live runtime: the connection and, when we spawned it, the child process.
@@ -94,7 +95,7 @@ pub async fn start(
         return spawn_listening(cfg, slot, handler).await;
     }
     let program = resolve_program(&cfg.command[0]);
-    let mut child = spawn_piped(&program, &cfg.command[1..], cfg, None).await?;
+    let (mut child, stderr) = spawn_piped(&program, &cfg.command[1..], cfg, None).await?;
     let stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");
     let conn = RuntimeConn::start(
@@ -104,14 +105,16 @@ pub async fn start(
         cfg.call_timeout,
         cfg.max_frame_bytes,
     );
-    let version = match tokio::time::timeout(cfg.call_timeout, conn.handshake(None)).await {
-        Ok(v) => v?,
-        Err(_) => {
-            return Err(RuntimeError::HandshakeTimeout {
-                program,
-                after: cfg.call_timeout,
-            })
-        }
+    let greeted = match tokio::time::timeout(cfg.call_timeout, conn.handshake(None)).await {
+        Ok(v) => v,
+        Err(_) => Err(RuntimeError::HandshakeTimeout {
+            program: program.clone(),
+            after: cfg.call_timeout,
+        }),
+    };
+    let version = match greeted {
+        Ok(v) => v,
+        Err(e) => return Err(ended(e, &mut child, stderr.as_ref()).await),
     };
     info!(program = %program.display(), slot, pid = child.id(), %version, "runtime started");
     Ok(Runtime {
@@ -138,7 +141,47 @@ async fn spawn_listening(
     let mut bytes = [0u8; 24];
     getrandom::fill(&mut bytes).map_err(|e| RuntimeError::NoRandomness(e.to_string()))?;
     let token = hex::encode(bytes);
-    let mut child = spawn_piped(&program, &args, cfg, Some(&token)).await?;
+    let (mut child, stderr) = spawn_piped(&program, &args, cfg, Some(&token)).await?;
+    match listen_and_connect(cfg, &program, &mut child, handler, &token).await {
+        Ok((conn, addr, version)) => {
+            info!(program = %program.display(), slot, pid = child.id(), %addr, %version, "runtime started, listening for SDK apps");
+            Ok(Runtime {
+                conn,
+                child: Some(child),
+                reach: Some(Reach {
+                    addr,
+                    token: Some(Secret(token)),
+                }),
+            })
+        }
+        Err(e) => Err(ended(e, &mut child, stderr.as_ref()).await),
+    }
+}
+
+/// A spawned runtime's failure to start, with how it ended and its last
+/// words on stderr.
+async fn ended(
+    cause: RuntimeError,
+    child: &mut Child,
+    stderr: Option<&StderrWatch>,
+) -> RuntimeError {
+    let (status, stderr) = last_words(child, stderr).await;
+    RuntimeError::Ended {
+        cause: Box::new(cause),
+        status,
+        stderr,
+    }
+}
+
+/// Waits for `child`'s line saying its port, and connects there with
+/// `token`: the connection, its address and the runtime's version.
+async fn listen_and_connect(
+    cfg: &RuntimeConfig,
+    program: &Path,
+    child: &mut Child,
+    handler: Arc<dyn RuntimeHandler>,
+    token: &str,
+) -> Result<(Arc<RuntimeConn>, String, String), RuntimeError> {
     let stdout = child.stdout.take().expect("piped stdout");
     let mut lines = BufReader::new(stdout).lines();
     let port = tokio::time::timeout(cfg.call_timeout, async {
@@ -155,7 +198,7 @@ async fn spawn_listening(
     })
     .await
     .map_err(|_| RuntimeError::ListenTimeout {
-        program: program.clone(),
+        program: program.to_owned(),
         after: cfg.call_timeout,
     })??;
     // What it prints later is read and logged, so its pipe never fills.
@@ -165,16 +208,8 @@ async fn spawn_listening(
         }
     });
     let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port)).to_string();
-    let (conn, version) = connect_tcp(cfg, &addr, handler, Some(&token)).await?;
-    info!(program = %program.display(), slot, pid = child.id(), %addr, %version, "runtime started, listening for SDK apps");
-    Ok(Runtime {
-        conn,
-        child: Some(child),
-        reach: Some(Reach {
-            addr,
-            token: Some(Secret(token)),
-        }),
-    })
+    let (conn, version) = connect_tcp(cfg, &addr, handler, Some(token)).await?;
+    Ok((conn, addr, version))
 }
 
 /// A job for the spawner thread.
@@ -245,14 +280,14 @@ fn die_with_parent(cmd: &mut Command) {
 fn die_with_parent(_cmd: &mut Command) {}
 
 /// Spawns the runtime with its stdio piped, dying with this process, its
-/// stderr read into the log; with `token`, the connection token it is to
-/// demand of its TCP clients.
+/// stderr read into the log and its last lines kept; with `token`, the
+/// connection token it is to demand of its TCP clients.
 async fn spawn_piped(
     program: &Path,
     args: &[String],
     cfg: &RuntimeConfig,
     token: Option<&str>,
-) -> Result<Child, RuntimeError> {
+) -> Result<(Child, Option<StderrWatch>), RuntimeError> {
     let mut cmd = Command::new(program);
     cmd.args(args).envs(&cfg.env);
     if let Some(token) = token {
@@ -266,8 +301,8 @@ async fn spawn_piped(
         program: program.to_owned(),
         reason: e.to_string(),
     })?;
-    log_stderr(&mut child);
-    Ok(child)
+    let stderr = StderrWatch::start(&mut child, secrets(&cfg.env, token));
+    Ok((child, stderr))
 }
 
 /// Connects to a runtime at `addr` (`HOST:PORT`) and does its handshake with
@@ -291,17 +326,4 @@ async fn connect_tcp(
     let conn = RuntimeConn::start(r, w, handler, cfg.call_timeout, cfg.max_frame_bytes);
     let version = conn.handshake(token).await?;
     Ok((conn, version))
-}
-
-/// What a spawned runtime says on stderr goes to the log (debug), so its
-/// pipe never fills.
-fn log_stderr(child: &mut Child) {
-    if let Some(stderr) = child.stderr.take() {
-        tokio::spawn(async move {
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                debug!(target: "runtime", "{line}");
-            }
-        });
-    }
 }

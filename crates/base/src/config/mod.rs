@@ -39,7 +39,8 @@ pub use policy_rules::{
 pub use pool::{RuntimeAddresses, MAX_PROCESSES};
 pub use principals::{CertIdentity, PrincipalConfig, Role, Visibility, TOKEN_PRINCIPAL};
 pub use rego::{
-    Enforcement, RegoConfig, RegoSources, MAX_REGO_FILES, MAX_REGO_FILE_BYTES, MAX_REGO_TOTAL_BYTES,
+    Enforcement, RegoConfig, RegoSources, DEFAULT_REGO_TIMEOUT, MAX_REGO_FILES,
+    MAX_REGO_FILE_BYTES, MAX_REGO_TOTAL_BYTES,
 };
 pub use reloadable::Reloadable;
 pub use runtime::{ProviderConfig, RuntimeConfig};

@@ -34,8 +34,11 @@ pub struct RegoConfig {
     pub timeout: Duration,
 }
 
+/// One evaluation's deadline when `timeout` is not set.
+pub const DEFAULT_REGO_TIMEOUT: Duration = Duration::from_millis(50);
+
 fn default_timeout() -> Duration {
-    Duration::from_millis(50)
+    DEFAULT_REGO_TIMEOUT
 }
 
 /// What a Rego deny does: `enforce` refuses, `report` only records
