@@ -423,4 +423,61 @@ fn policy_test_runs_each_test_rule_and_fails_on_a_failing_one() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("config policy.rego.modules"), "{err}");
     assert!(err.contains("p.rego:"), "the module's file and line: {err}");
+
+    // The strict check: modules that compile but would err at every
+    // evaluation are refused by `config check`, each with its finding, and
+    // the diagnostic keeps its lines (the caret under the place).
+    let refusals = [
+        ("deny := \"x\"\n", "is a string, not a set of strings"),
+        (
+            "deny contains \"x\" if {\n    input.point == \"never\"\n    no_such_func(1)\n}\n",
+            "undefined function no_such_func",
+        ),
+        (
+            "deny contains \"x\" if time.now_ns() < 0\n\nwarn contains \"x\" if http.send({}).status_code == 1\n",
+            "http.send",
+        ),
+        ("deny contains x if {\n    y == 1\n}\n", "unsafe"),
+        (
+            "deny := {\"a\"}\n\ndeny contains \"b\" if true\n",
+            "conflicting rules data.ahp.opt_in.deny",
+        ),
+    ];
+    for (body, finding) in refusals {
+        std::fs::write(
+            dir.path().join("p.rego"),
+            format!("package ahp.opt_in\n\n{body}"),
+        )
+        .unwrap();
+        let out = bin()
+            .args(["config", "check"])
+            .arg(&config)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{body}: {err}");
+        assert!(err.contains(finding), "{body}: {err}");
+        assert!(
+            !err.contains("could not schedule"),
+            "regorus's own stderr: {err}"
+        );
+    }
+    // OPA's walk and time.* compile and are accepted.
+    std::fs::write(
+        dir.path().join("p.rego"),
+        "package ahp.opt_in\n\ndeny contains v if {\n    walk(input.sections, [_, v])\n    v == \"bad\"\n    time.now_ns() > 0\n}\n",
+    )
+    .unwrap();
+    let out = bin()
+        .args(["config", "check"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.is_empty(), "nothing on stderr: {err}");
+    std::fs::write(&input, r#"{"sections": ["tone", "bad"]}"#).unwrap();
+    let out = policy_eval(&config, "opt_in", &input);
+    let sets: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(sets["deny"], serde_json::json!(["bad"]));
 }

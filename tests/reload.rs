@@ -278,4 +278,32 @@ async fn a_changed_rego_module_applies_and_a_broken_one_keeps_the_running_policy
     assert!(line.contains("tone.rego:"), "the file and line: {line}");
     assert_eq!(config_reload_failures(&bridge), 1.0);
     assert_eq!(rego_revisions(dir.path()), second, "no half-loaded policy");
+
+    // Modules that compile but would err at every evaluation fail the
+    // strict check: refused whole, counted, and the last good revision
+    // keeps deciding.
+    let strict = [
+        (
+            "package ahp.opt_in\n\ndeny := \"x\"\n",
+            "not a set of strings",
+        ),
+        (
+            "package ahp.opt_in\n\ndeny contains \"x\" if no_such_func(1)\n",
+            "undefined function no_such_func",
+        ),
+    ];
+    for (n, (text, finding)) in strict.into_iter().enumerate() {
+        let mark = bridge.log_mark();
+        std::fs::write(&module, text).unwrap();
+        bridge.wait_log(mark, "reload refused").await;
+        // The finding keeps its lines: it may be on a line after the first.
+        let log = bridge.all_log_lines().join("\n");
+        assert!(log.contains(finding), "{log}");
+        assert_eq!(config_reload_failures(&bridge), 2.0 + n as f64);
+        assert_eq!(
+            rego_revisions(dir.path()),
+            second,
+            "the running policy stays"
+        );
+    }
 }
