@@ -77,7 +77,8 @@ enum PolicyCommand {
     /// and errors (every test with --verbose) and "policy test: N passed, N
     /// failed, N skipped, N errors". Exit 0 when all pass; 2 when a test
     /// failed, erred or was skipped (unless -z); 1 when the modules do not
-    /// load or compile, --run is not a regular expression or no test ran.
+    /// load or compile, --run is not a regular expression, no test ran or
+    /// the command line is wrong.
     Test(ahp_copilot_bridge::policy_cli::TestArgs),
     /// Decide one input document at one point with the [policy.rego] of a
     /// config; prints {"deny": [...], "warn": [...]}. An input whose own
@@ -193,7 +194,21 @@ fn init_telemetry(cfg: &Config) -> anyhow::Result<Option<Traces>> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `policy test`'s 2 means a test did not pass (as `opa test`'s):
+            // a usage error there is 1, as OPA's, so CI can tell them apart.
+            let policy_test = std::env::args().skip(1).take(2).eq(["policy", "test"]);
+            let code = if policy_test && e.use_stderr() {
+                1
+            } else {
+                e.exit_code()
+            };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
     if matches!(
         cli.command,
         Command::Config { .. } | Command::Audit { .. } | Command::Policy { .. }

@@ -207,6 +207,10 @@ fn policy_test_reports_as_opa_test_does() {
     let (code, text, _) = policy_test(dir.path(), &["--exit-zero-on-skipped"]);
     assert_eq!(code, Some(0), "{text}");
 
+    // A usage error is 1 too, not a test's 2 (clap's own status).
+    let (code, _, err) = policy_test(dir.path(), &["--no-such-flag"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("--no-such-flag"), "{err}");
     // Nothing to run is not a pass: exit 1, as for a module that does not compile.
     let (code, _, err) = policy_test(dir.path(), &["--run", "nothing"]);
     assert_eq!(code, Some(1), "{err}");
