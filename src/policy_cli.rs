@@ -4,6 +4,8 @@
 
 mod report;
 
+pub use report::Format;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,16 +21,6 @@ use crate::policy::Policy;
 /// as `opa test`'s; 0 when all passed; a load error (a module that does not
 /// compile, a bad `--run`, no test found) is 1.
 pub const TESTS_DID_NOT_PASS: u8 = 2;
-
-/// How `policy test` prints its results.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
-    /// A line per failure (per test with --verbose) and a count.
-    Pretty,
-    /// One JSON document on stdout: the results (with --coverage, the
-    /// coverage report holding them), in `opa test --format json`'s shape.
-    Json,
-}
 
 /// `policy test`'s arguments, as `opa test` names them.
 #[derive(Debug, clap::Args)]

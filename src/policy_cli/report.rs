@@ -8,8 +8,17 @@ use std::io::Write;
 
 use serde_json::{json, Value};
 
-use super::Format;
 use crate::policy::rego::testing::{Coverage, FileCoverage, Outcome, Report, TestResult};
+
+/// How `policy test` prints its results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// A line per failure (per test with --verbose) and a count.
+    Pretty,
+    /// One JSON document on stdout: the results (with --coverage, the
+    /// coverage report holding them), in `opa test --format json`'s shape.
+    Json,
+}
 
 /// The results by outcome.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
