@@ -82,15 +82,18 @@ enum Command {
 
 #[derive(Subcommand)]
 enum PolicyCommand {
-    /// Run every test_* rule of the modules: PASS or FAIL per test; exit 0
-    /// only when all pass.
-    Test {
-        /// .rego files or folders of them (and .json data files).
-        #[arg(required = true)]
-        paths: Vec<PathBuf>,
-    },
+    /// Run the modules' tests as `opa test` does: every rule named test_*
+    /// (todo_test_* rules are SKIPPED), in any package. Prints the failures
+    /// and errors (every test with --verbose) and "policy test: N passed, N
+    /// failed, N skipped, N errors". Exit 0 when all pass; 2 when a test
+    /// failed, erred or was skipped (unless -z); 1 when the modules do not
+    /// load or compile, --run is not a regular expression, no test ran or
+    /// the command line is wrong.
+    Test(ahp_copilot_bridge::policy_cli::TestArgs),
     /// Decide one input document at one point with the [policy.rego] of a
-    /// config; prints {"deny": [...], "warn": [...]}.
+    /// config; prints {"deny": [...], "warn": [...]}. An input whose own
+    /// "point" field names another point is decided at --point, with a
+    /// warning on stderr.
     Eval {
         #[arg(long)]
         config: PathBuf,
@@ -201,7 +204,21 @@ fn init_telemetry(cfg: &Config) -> anyhow::Result<Option<Traces>> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // `policy test`'s 2 means a test did not pass (as `opa test`'s):
+            // a usage error there is 1, as OPA's, so CI can tell them apart.
+            let policy_test = std::env::args().skip(1).take(2).eq(["policy", "test"]);
+            let code = if policy_test && e.use_stderr() {
+                1
+            } else {
+                e.exit_code()
+            };
+            let _ = e.print();
+            std::process::exit(code);
+        }
+    };
     if matches!(
         cli.command,
         Command::Config { .. } | Command::Audit { .. } | Command::Policy { .. }
@@ -215,12 +232,27 @@ fn main() -> ExitCode {
         Command::Policy { command } => {
             let out = &mut std::io::stdout().lock();
             let ran = match command {
-                PolicyCommand::Test { paths } => ahp_copilot_bridge::policy_cli::test(&paths, out),
+                // `opa test`'s statuses: 1 when nothing could be run.
+                PolicyCommand::Test(args) => {
+                    return match ahp_copilot_bridge::policy_cli::test(&args, out) {
+                        Ok(code) => ExitCode::from(code),
+                        Err(e) => {
+                            eprintln!("error: {e:#}");
+                            ExitCode::from(1)
+                        }
+                    };
+                }
                 PolicyCommand::Eval {
                     config,
                     point,
                     input,
-                } => ahp_copilot_bridge::policy_cli::eval(&config, &point, &input, out),
+                } => ahp_copilot_bridge::policy_cli::eval(
+                    &config,
+                    &point,
+                    &input,
+                    out,
+                    &mut std::io::stderr(),
+                ),
             };
             match ran {
                 Ok(true) => return ExitCode::SUCCESS,

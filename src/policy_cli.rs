@@ -2,6 +2,10 @@
 //! the command line, as the bridge runs them, so a policy is tested in CI
 //! and a decision reproduced from a logged input before anything is served.
 
+mod report;
+
+pub use report::Format;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -9,45 +13,90 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 
 use crate::config::{Config, Enforcement, RegoConfig, RegoSources};
-use crate::policy::rego::{testing, Point};
+use crate::policy::rego::testing::{self, TestFilter};
+use crate::policy::rego::Point;
 use crate::policy::Policy;
 
-/// Runs every `test_*` rule of the modules under `paths` (files or folders
-/// of `.rego`; `.json` files are data); prints PASS or FAIL per test and a
-/// count. Whether all passed.
-pub fn test(paths: &[PathBuf], out: &mut impl Write) -> anyhow::Result<bool> {
-    let sources = read_paths(paths)?;
+/// `policy test`'s exit status when a test failed, erred or was skipped,
+/// as `opa test`'s; 0 when all passed; a load error (a module that does not
+/// compile, a bad `--run`, no test found) is 1.
+pub const TESTS_DID_NOT_PASS: u8 = 2;
+
+/// `policy test`'s arguments, as `opa test` names them.
+#[derive(Debug, clap::Args)]
+pub struct TestArgs {
+    /// .rego files or folders of them (and .json data files).
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Run only the tests whose full name (data.PACKAGE.test_NAME) matches
+    /// this regular expression.
+    #[arg(short, long, value_name = "REGEX")]
+    pub run: Option<String>,
+    /// Print every test's line (PASS, FAIL, ERROR, SKIPPED) with its time,
+    /// not only the failures and errors.
+    #[arg(short, long)]
+    pub verbose: bool,
+    /// Report which lines of each module the tests evaluated and which
+    /// they did not.
+    #[arg(short, long)]
+    pub coverage: bool,
+    /// Output format.
+    #[arg(short, long, value_enum, default_value_t = Format::Pretty)]
+    pub format: Format,
+    /// Skipped (todo_test_) tests do not make the exit status 2.
+    #[arg(short = 'z', long)]
+    pub exit_zero_on_skipped: bool,
+}
+
+/// Runs the tests of the modules under `args.paths` (files or folders of
+/// `.rego`; `.json` files are data) and prints them as `args` asks. The
+/// exit status: 0 when all passed, [`TESTS_DID_NOT_PASS`] otherwise; an
+/// error when nothing could be run.
+pub fn test(args: &TestArgs, out: &mut impl Write) -> anyhow::Result<u8> {
+    let filter = args
+        .run
+        .as_deref()
+        .map(|p| TestFilter::new(p).with_context(|| format!("--run {p:?}")))
+        .transpose()?;
+    let sources = read_paths(&args.paths)?;
     if sources.modules.is_empty() {
-        bail!("no .rego module under {}", shown(paths));
+        bail!("no .rego module under {}", shown(&args.paths));
     }
-    let results = testing::run(&sources).map_err(|e| anyhow!("{e}"))?;
-    let failed = results.iter().filter(|r| !r.passed).count();
-    for r in &results {
-        match &r.why {
-            None => writeln!(out, "PASS {} ({})", r.rule, r.module)?,
-            Some(why) => writeln!(out, "FAIL {} ({}): {why}", r.rule, r.module)?,
+    let options = testing::Options {
+        filter,
+        coverage: args.coverage,
+        ..testing::Options::default()
+    };
+    let report = testing::run(&sources, &options).map_err(|e| anyhow!("{e}"))?;
+    // A run that tested nothing fails (as `opa test --fail-on-empty`): a
+    // CI job must not pass because its tests were not found.
+    if report.results.is_empty() {
+        match &args.run {
+            Some(p) => bail!("no test in {} matches --run {p:?}", shown(&args.paths)),
+            None => bail!("no test_* rule in {}", shown(&args.paths)),
         }
     }
-    if results.is_empty() {
-        writeln!(out, "no test_* rule in {}", shown(paths))?;
-        return Ok(false);
-    }
-    writeln!(
-        out,
-        "policy test: {} passed, {failed} failed",
-        results.len() - failed
-    )?;
-    Ok(failed == 0)
+    report::print(&report, args.format, args.verbose, out)?;
+    let counts = report::Counts::of(&report.results);
+    let skipped_fail = counts.skipped > 0 && !args.exit_zero_on_skipped;
+    Ok(if counts.failed + counts.errors > 0 || skipped_fail {
+        TESTS_DID_NOT_PASS
+    } else {
+        0
+    })
 }
 
 /// Decides the document in `input` at `point` with the `[policy.rego]` of
 /// `config`; prints `{"deny": [...], "warn": [...]}` (and `"error"` when
-/// the evaluation erred). Whether it decided without an error.
+/// the evaluation erred) on `out`, and on `warn` a warning when the
+/// document's own `point` field names another point. Whether it decided
+/// without an error.
 pub fn eval(
     config: &Path,
     point: &str,
     input: &Path,
     out: &mut impl Write,
+    warn: &mut impl Write,
 ) -> anyhow::Result<bool> {
     let point = Point::parse(point).ok_or_else(|| {
         let all: Vec<&str> = Point::ALL.iter().map(|p| p.as_str()).collect();
@@ -64,6 +113,20 @@ pub fn eval(
         serde_json::from_str(&text).with_context(|| format!("{}: not JSON", input.display()))?;
     if !doc.is_object() {
         bail!("{}: the input must be a JSON object", input.display());
+    }
+    // A logged input names the point it was decided at: deciding it at
+    // another is most likely a slip, but --point is what was asked.
+    if let Some(named) = doc
+        .get("point")
+        .filter(|p| p.as_str() != Some(point.as_str()))
+    {
+        writeln!(
+            warn,
+            "warning: {} has \"point\": {named}, but --point is {}: deciding at {}",
+            input.display(),
+            point.as_str(),
+            point.as_str()
+        )?;
     }
     // As the bridge would: within the policy's own deadline.
     let d = rego.decide_json(point, &doc, Duration::MAX);

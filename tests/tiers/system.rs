@@ -52,6 +52,8 @@ mod host_surface;
 mod limits;
 #[path = "../operations.rs"]
 mod operations;
+#[path = "../policy_cli.rs"]
+mod policy_cli;
 #[path = "../principals.rs"]
 mod principals;
 #[path = "../reload.rs"]

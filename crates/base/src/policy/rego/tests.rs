@@ -331,19 +331,25 @@ fn tests_pass_and_fail_by_their_rule() {
     let t = "package ahp.transform_test\n\nimport data.ahp.transform\n\n\
         test_outsider_denied if {\n    count(transform.deny) == 1 with input as {\"section\": \"tone\", \"principal\": \"bob\", \"claims\": {\"groups\": []}, \"after\": \"\"}\n}\n\n\
         test_wrong if {\n    count(transform.deny) == 5 with input as {\"section\": \"tone\", \"principal\": \"bob\", \"claims\": {}, \"after\": \"\"}\n}\n";
-    let results = testing::run(&sources(&[("t.rego", TRANSFORM), ("t_test.rego", t)])).unwrap();
-    let got: Vec<(&str, bool)> = results
+    let sources = sources(&[("t.rego", TRANSFORM), ("t_test.rego", t)]);
+    let results = testing::run(&sources, &testing::Options::default())
+        .unwrap()
+        .results;
+    let got: Vec<(String, bool)> = results
         .iter()
-        .map(|r| (r.rule.as_str(), r.passed))
+        .map(|r| (r.full_name(), r.outcome == testing::Outcome::Pass))
         .collect();
     assert_eq!(
         got,
         [
-            ("data.ahp.transform_test.test_outsider_denied", true),
-            ("data.ahp.transform_test.test_wrong", false),
+            ("data.ahp.transform_test.test_outsider_denied".into(), true),
+            ("data.ahp.transform_test.test_wrong".into(), false),
         ]
     );
-    assert_eq!(results[1].why.as_deref(), Some("undefined"));
+    assert_eq!(
+        results[1].outcome,
+        testing::Outcome::Fail("undefined".into())
+    );
 }
 
 #[test]
