@@ -237,16 +237,24 @@ async fn each_point_denies_and_warns_on_the_real_cli() {
         "a warned command runs"
     );
 
-    // ahp.permission: denied without asking any client; the command never runs.
+    // ahp.permission: denied without asking any client: no client ever sees
+    // the call pending confirmation; it ends failed with the policy's
+    // messages, and the command never runs.
     fixtures::script(&st.model, "shell-permission");
     let mut sub = start_turn(&c, "rego", "t3", "run it").await;
     let denied = wait_action(&mut sub, |a| match a {
-        StateAction::ChatToolCallConfirmed(x) if !x.approved => Some(x.clone()),
+        StateAction::ChatToolCallReady(r) if r.confirmed.is_none() => {
+            panic!("a pending confirmation reached the client: {a:?}")
+        }
+        StateAction::ChatToolCallComplete(x) if !x.result.success => Some(x.clone()),
         _ => None,
     })
     .await;
-    let message = serde_json::to_value(&denied.reason_message).unwrap();
-    assert_eq!(message, json!("no writes to ran.txt"));
+    let result = serde_json::to_value(&denied.result).unwrap().to_string();
+    assert!(
+        result.contains("Denied by policy: no writes to ran.txt"),
+        "{result}"
+    );
     assert_eq!(wait_turn_end(&mut sub, "t3").await.kind, "complete");
     assert!(
         !st.dir.path().join("ran.txt").exists(),

@@ -187,9 +187,13 @@ impl TurnMapper {
         vec![StateAction::ChatToolCallReady(ready)]
     }
 
-    /// A permission the operator's policy refused: the call shown asked,
-    /// then denied with `reason` (as a client's denial would end it), and
-    /// never completed after.
+    /// A permission the operator's policy refused. No client is asked, so
+    /// no client may see the call pending confirmation, not even for one
+    /// action: the call is shown as needing none and ends failed, with the
+    /// policy's messages as its result. (AHP 1.0's reducer reaches the
+    /// `cancelled` state only from a pending confirmation, so "denied" is
+    /// said by the result.) A call already shown to the clients (asked
+    /// before, or running) is denied as a client's denial would end it.
     pub fn refuse(
         &mut self,
         id: &str,
@@ -198,12 +202,42 @@ impl TurnMapper {
         message: &str,
         reason: &str,
     ) -> Vec<StateAction> {
-        let mut actions = self.ask_confirmation(id, name, input, message);
-        if actions.is_empty() && self.completed.contains(id) {
-            return actions;
+        if self.completed.contains(id) {
+            return vec![];
         }
-        actions.push(StateAction::ChatToolCallConfirmed(
-            ChatToolCallConfirmedAction {
+        let unseen = !self.tools.contains(id) || self.deferred.contains_key(id);
+        if !unseen {
+            return self.deny_shown(id, input, message, reason);
+        }
+        let mut actions = if self.tools.contains(id) {
+            vec![]
+        } else {
+            self.open_tool(OpenTool {
+                id,
+                name,
+                input,
+                client: None,
+                confirmed: true,
+                message,
+            })
+        };
+        let denied = format!("Denied by policy: {reason}");
+        actions.extend(self.complete_tool(id, false, &denied, name));
+        actions
+    }
+
+    /// A call the clients were shown, denied as a client would deny it.
+    fn deny_shown(
+        &mut self,
+        id: &str,
+        input: &Value,
+        message: &str,
+        reason: &str,
+    ) -> Vec<StateAction> {
+        let ready = self.ready(id, input, message);
+        let actions = vec![
+            StateAction::ChatToolCallReady(ready),
+            StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
                 turn_id: self.turn_id.clone(),
                 tool_call_id: id.to_owned(),
                 meta: None,
@@ -214,8 +248,8 @@ impl TurnMapper {
                 user_suggestion: None,
                 reason_message: Some(StringOrMarkdown::Plain(reason.to_owned())),
                 selected_option_id: None,
-            },
-        ));
+            }),
+        ];
         self.mark_completed(id);
         actions
     }

@@ -160,3 +160,42 @@ fn a_runtime_tool_that_needs_permission_is_never_running_before_it_is_confirmed(
     apply(&mut chat, fresh);
     assert_eq!(tool_status(&chat, "d"), "pending-confirmation");
 }
+
+/// A permission the policy refused reaches no client as a pending
+/// confirmation, announced by the runtime first or not: the call goes
+/// from streaming (or nothing) to ended, failed with the policy's reason.
+#[test]
+fn a_refused_permission_is_never_pending_on_any_client() {
+    for announced in [true, false] {
+        let mut chat: ahp_types::state::ChatState = serde_json::from_value(json!({
+            "resource": "ahp-chat:/x", "title": "Chat", "status": 1,
+            "modifiedAt": "2026-01-01T00:00:00Z", "turns": []}))
+        .unwrap();
+        let started = json!({"turnId": "t", "startedAt": "2026-01-01T00:00:00Z",
+            "message": {"text": "go", "origin": {"kind": "user"}}});
+        let started = StateAction::ChatTurnStarted(serde_json::from_value(started).unwrap());
+        apply(&mut chat, vec![started]);
+        let mut m = TurnMapper::new("t");
+        if announced {
+            let start = json!({"toolCallId": "c", "toolName": "bash", "arguments": {"command": "rm -rf /"}});
+            apply(&mut chat, m.map(&event("tool.execution_start", start), 1));
+        }
+        let refused = m.refuse("c", "bash", &json!("rm -rf /"), "Allow shell", "no rm");
+        for a in &refused {
+            if let StateAction::ChatToolCallReady(r) = a {
+                assert!(r.confirmed.is_some(), "a pending confirmation: {a:?}");
+            }
+        }
+        apply(&mut chat, refused);
+        assert_eq!(
+            tool_status(&chat, "c"),
+            "completed",
+            "announced: {announced}"
+        );
+        let v = serde_json::to_value(&chat).unwrap().to_string();
+        assert!(v.contains("Denied by policy: no rm"), "{v}");
+        // The runtime's own end of the call changes nothing after.
+        let done = json!({"toolCallId": "c", "success": false});
+        assert!(m.map(&event("tool.execution_complete", done), 1).is_empty());
+    }
+}

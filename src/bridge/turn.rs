@@ -234,9 +234,9 @@ impl RunningTurn {
         self.chat
     }
 
-    /// `permission.requested` the operator's policy refused: shown asked
-    /// and denied at once, with `reason`; the runtime is told "denied" and
-    /// no client is asked.
+    /// `permission.requested` the operator's policy refused: the call is
+    /// never shown pending (no client is asked) and ends denied, with
+    /// `reason`; the runtime is told "denied".
     pub fn refuse_permission(&mut self, p: &PermissionRequest, reason: &str, fx: &mut Effects) {
         self.heard();
         let (tool_call_id, tool_name, input, message) = shown(p);
