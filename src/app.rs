@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::on_disk::OnDisk;
 use crate::admin::{self, ready::Readiness};
 use crate::ahp::backend::{Backend, ClientPhase};
 use crate::ahp::host::Host;
@@ -16,6 +17,7 @@ use crate::audit::record::PolicyRecord;
 use crate::audit::syslog::Shipper;
 use crate::bridge::audit_channel::AuditChannel;
 use crate::bridge::audit_port::LogPort;
+use crate::bridge::decisions::AuditRecorder;
 use crate::bridge::{Bridge, BridgeSettings};
 use crate::config::Config;
 use crate::policy::{Policy, PolicySource};
@@ -99,6 +101,8 @@ pub fn copilot_backend(
             tracing::error!("the policy record was not written: {e}");
         }
     }
+    let recorder = AuditRecorder::new(audit.map(|a| a.log.clone()));
+    host.governor().set_recorder(Arc::new(recorder));
     Bridge::new(
         host,
         BridgeSettings::from_config(cfg),
@@ -154,6 +158,8 @@ pub struct Running {
     pub tls: Option<Arc<Tls>>,
     /// The admin listener's TLS (`https://`).
     pub admin_tls: Option<Arc<Tls>>,
+    /// Whether the config file on disk is in force (a reload can refuse it).
+    pub on_disk: Arc<OnDisk>,
 }
 
 impl Running {
@@ -282,6 +288,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     cfg.validate()?;
     let policy = Arc::new(PolicySource::new(Policy::from_config(&cfg)?));
     let host = Host::new(&cfg, policy.reader());
+    let on_disk = Arc::new(OnDisk::default());
     let mut bridge = None;
     let mut audit = None;
     let backend: Arc<dyn Backend> = match agent {
@@ -338,6 +345,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     let admin = match cfg.admin.listen {
         Some(at) => {
             let readiness = Readiness {
+                on_disk: on_disk.clone(),
                 stopping: stopping.clone(),
                 accepting: accepting.clone(),
                 bridge: bridge.as_ref().map(Arc::downgrade),
@@ -366,6 +374,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
         policy,
         tls,
         admin_tls,
+        on_disk,
     })
 }
 

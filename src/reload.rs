@@ -23,6 +23,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
+use crate::admin::on_disk::OnDisk;
 use crate::ahp::auth::Principals;
 use crate::ahp::host::Host;
 use crate::ahp::net::tls::{Tls, POLL};
@@ -59,6 +60,8 @@ pub struct Targets {
     pub audit: Option<Arc<AuditLog>>,
     /// The listeners' certificates: read again too (they are also watched).
     pub tls: Vec<Arc<Tls>>,
+    /// Whether the file on disk is in force (`/healthz` says).
+    pub on_disk: Arc<OnDisk>,
 }
 
 /// Why the file is read again.
@@ -129,10 +132,12 @@ pub fn start(
             match load(path, &running) {
                 Ok(new) => {
                     info!(path = %path.display(), ?cause, "config reloaded");
+                    targets.on_disk.in_force();
                     apply(path, new, &targets).await
                 }
                 Err(e) => {
                     metrics().config_reload_failed();
+                    targets.on_disk.refuse(path, &format!("{e:#}"));
                     error!(path = %path.display(), ?cause, "reload refused, nothing changed: {e:#}")
                 }
             }

@@ -35,6 +35,7 @@ pub async fn serve(
                 .chain(&running.admin_tls)
                 .cloned()
                 .collect(),
+            on_disk: running.on_disk.clone(),
         };
         crate::reload::start(config_path, cfg, targets, running.shutdown.clone())?;
     }

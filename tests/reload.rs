@@ -305,5 +305,26 @@ async fn a_changed_rego_module_applies_and_a_broken_one_keeps_the_running_policy
             second,
             "the running policy stays"
         );
+        // Alive, and saying the file on disk is not in force, by its name.
+        let health = http::get(bridge.admin, "/healthz", &[]).unwrap();
+        assert_eq!(health.status, 200);
+        assert!(
+            health.body.contains("bridge.toml is refused"),
+            "{}",
+            health.body
+        );
     }
+    let ready = http::get(bridge.admin, "/readyz", &[]).unwrap();
+    let ready: Value = serde_json::from_str(&ready.body).unwrap();
+    assert!(
+        ready["config"].as_str().unwrap().contains("is refused"),
+        "{ready}"
+    );
+
+    // A good module again: in force, and said so.
+    let mark = bridge.log_mark();
+    std::fs::write(&module, deny("tone is fixed")).unwrap();
+    bridge.wait_log(mark, "policy reloaded").await;
+    let health = http::get(bridge.admin, "/healthz", &[]).unwrap();
+    assert_eq!(health.body, "ok\n");
 }

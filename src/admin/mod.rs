@@ -4,6 +4,7 @@
 //! token; it binds loopback unless `[admin] expose` says otherwise.
 
 pub mod http;
+pub mod on_disk;
 mod pinned;
 pub mod probe;
 pub mod ready;
@@ -97,7 +98,11 @@ async fn route(req: &Request, readiness: &Readiness) -> (u16, &'static str, Stri
         return (405, "text/plain", "only GET and HEAD\n".into());
     }
     match req.path.as_str() {
-        "/healthz" => (200, "text/plain", "ok\n".into()),
+        // Alive whatever the file says; a refused file is said, not failed.
+        "/healthz" => match readiness.on_disk.refused() {
+            None => (200, "text/plain", "ok\n".into()),
+            Some(why) => (200, "text/plain", format!("ok\nconfig: {why}\n")),
+        },
         "/readyz" => {
             let report = readiness.check().await;
             let status = if report.ready() { 200 } else { 503 };

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::on_disk::OnDisk;
 use crate::audit::log::AuditLog;
 use crate::bridge::Bridge;
 use crate::telemetry::CheckFailed;
@@ -24,11 +25,15 @@ pub struct Readiness {
     pub bridge: Option<Weak<Bridge>>,
     pub audit: Option<Arc<AuditLog>>,
     pub state: Option<PathBuf>,
+    /// Whether the config file on disk is in force: said, never failed.
+    pub on_disk: Arc<OnDisk>,
 }
 
-/// Every check's outcome, by name.
+/// Every check's outcome, by name, and whether the config file on disk is
+/// in force (which does not decide readiness: the last good one serves).
 pub struct Report {
     pub checks: Vec<(&'static str, Result<(), CheckFailed>)>,
+    pub config_refused: Option<String>,
 }
 
 impl Report {
@@ -49,7 +54,8 @@ impl Report {
                 ((*name).to_owned(), Value::String(said))
             })
             .collect();
-        json!({"ready": self.ready(), "checks": checks})
+        let config = self.config_refused.as_deref().unwrap_or("in force");
+        json!({"ready": self.ready(), "checks": checks, "config": config})
     }
 }
 
@@ -59,6 +65,7 @@ impl Readiness {
             let why = Err(CheckFailed("the bridge is shutting down".to_owned()));
             return Report {
                 checks: vec![("shutdown", why)],
+                config_refused: self.on_disk.refused(),
             };
         }
         let mut checks = vec![("listener", self.listener())];
@@ -75,7 +82,10 @@ impl Readiness {
         if let Some(path) = &self.state {
             checks.push(("state", crate::telemetry::writable(path)));
         }
-        Report { checks }
+        Report {
+            checks,
+            config_refused: self.on_disk.refused(),
+        }
     }
 
     fn listener(&self) -> Result<(), CheckFailed> {

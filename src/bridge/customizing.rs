@@ -8,7 +8,6 @@
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
 
 use ahp_types::actions::{
     SessionCustomizationRemovedAction, SessionCustomizationUpdatedAction,
@@ -24,17 +23,16 @@ use super::custom::rego as rego_custom;
 use super::custom::runtime_map::{Applied, Contribution};
 use super::custom::CustomizationState;
 use super::custom::{agent_named, client_shape, shape, vet, ClientEntry, ClientOutcome};
-use super::decisions;
 use crate::ahp::customizations::{children_of, id_of, mcp_server_error};
 use crate::ahp::host::Host;
 use crate::audit::customization::{CustomizationDecision, CustomizationRecord, Source};
-use crate::audit::decision::DecisionRecord;
 use crate::audit::log::AuditLog;
 use crate::audit::record::now_rfc3339;
 use crate::config::watch::FolderWatch;
 use crate::config::Reloadable;
 use crate::customize::read_package;
-use crate::policy::rego::{Body, Input, Subject};
+use crate::policy::governor::{Ask, Recording};
+use crate::policy::rego::Body;
 use crate::policy::PolicyReader;
 use crate::runtime::customizations::RuntimeCustomizations;
 use crate::runtime::events::McpServerStatus;
@@ -377,33 +375,41 @@ impl Customizing {
         state: &[Customization],
         contributions: Vec<Contribution>,
     ) -> Vec<Contribution> {
-        let policy = self.policy.current();
-        let Some(rego) = policy.rego() else {
+        if self.policy.current().rego().is_none() {
             return contributions;
+        }
+        let Some(host) = self.host() else {
+            // The host gone (the bridge stopping): nothing reaches the runtime.
+            return vec![];
         };
-        let host = self.host();
         let mut kept = Vec::with_capacity(contributions.len());
         for c in contributions {
-            let subject = match &host {
-                Some(h) => h.subject_of(c.client_id.as_deref()),
-                None => Subject::nobody(),
-            };
+            let subject = host.subject_of(c.client_id.as_deref());
             let doc = rego_custom::customization_of(&c);
             let body = Body::Customization {
                 customization: &doc,
             };
-            let d = rego.decide(&Input::new(&subject, Some(uri), body), Duration::MAX);
             let about = format!("{} {}", doc.kind, doc.name);
-            let key = format!("{uri}\0{}\0{}\0{}", c.id, d.revision, d.outcome.as_str());
-            if d.recorded() && self.first_decision(key) {
-                let record = DecisionRecord::new(&d, &subject, Some(uri), about);
-                decisions::record(self.audit.clone(), record);
+            let verdict = host.governor().decide(Ask {
+                subject: &subject,
+                session: Some(uri),
+                body,
+                about: &about,
+                recording: Recording::Deferred,
+            });
+            let refused = verdict.refused().map(str::to_owned);
+            if let Some(decided) = verdict.decided() {
+                let d = &decided.decision;
+                let key = format!("{uri}\0{}\0{}\0{}", c.id, d.revision, d.outcome.as_str());
+                if self.first_decision(key) {
+                    host.governor().record(decided);
+                }
             }
-            if !d.refuses() {
+            let Some(reason) = refused else {
                 kept.push(c);
                 continue;
-            }
-            let why = format!("withheld by policy: {}", d.reason());
+            };
+            let why = format!("withheld by policy: {reason}");
             let shown = state.iter().find(|s| id_of(s) == Some(c.id.as_str()));
             match shown.and_then(|s| shape::withheld(s, &why)) {
                 Some(shape::Withheld::Container(now)) => self.updated(uri, now),
@@ -427,11 +433,6 @@ impl Customizing {
     fn first_decision(&self, key: String) -> bool {
         let mut seen = self.decided.lock().unwrap_or_else(|e| e.into_inner());
         seen.insert(key)
-    }
-
-    /// Where the bridge's records go (none without `[audit] path`).
-    pub fn audit_log(&self) -> Option<Arc<AuditLog>> {
-        self.audit.clone()
     }
 
     pub fn write_records(&self, records: Vec<CustomizationRecord>) {

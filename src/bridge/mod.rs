@@ -25,7 +25,7 @@ pub mod binding;
 mod bridged_sessions;
 pub mod custom;
 mod customizing;
-mod decisions;
+pub mod decisions;
 mod effects;
 pub mod input;
 mod phases;

@@ -2,11 +2,10 @@
 //! sets going (a turn, a cancel, a confirmation, a client joining or
 //! leaving with its plugins), a session's creation, restore and disposal.
 
+use super::sdk;
 use super::turn::TurnRequest;
 use super::Bridge;
-use super::{decisions, sdk};
-use crate::ahp::backend::{Backend, ClientPhase, Decided};
-use crate::audit::decision::DecisionRecord;
+use crate::ahp::backend::{Backend, ClientPhase};
 use crate::runtime::calls::{SessionDestroy, SessionRef};
 
 impl Backend for Bridge {
@@ -32,12 +31,6 @@ impl Backend for Bridge {
 
     fn authenticated(&self, principal: &str) {
         self.hand_credentials(principal);
-    }
-
-    fn decided(&self, decided: Decided) {
-        let d = &decided;
-        let record = DecisionRecord::new(&d.decision, &d.subject, d.session.as_deref(), &*d.about);
-        decisions::record(self.customizing.audit_log(), record);
     }
 
     fn session_disposed(&self, session: &str) {

@@ -12,17 +12,16 @@ use tracing::{debug, info, warn};
 use super::pool::Starts;
 use super::sdk::{Parts, SdkGate};
 use super::transform_clients::HostClients;
-use super::{decisions, Bridge};
-use crate::audit::decision::DecisionRecord;
+use super::Bridge;
 use crate::audit::log::AuditLog;
-use crate::policy::rego::{lexical, Body, Input, Subject};
+use crate::policy::governor::{Ask, Recording};
+use crate::policy::rego::{lexical, Body};
 use crate::runtime::calls::{self, GithubCredentials, SessionDestroy, SessionRef};
 use crate::runtime::connection::{ReplyFuture, RuntimeHandler};
 use crate::runtime::events::{PermissionRequest, RuntimeEvent, SESSION_EVENT};
 use crate::runtime::mismatch::Mismatch;
 use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
 use crate::runtime::session_config::Secret;
-use std::time::Duration;
 
 /// How long a runtime tool is shown streaming before running, unless a
 /// permission prompt for it comes first (the runtime sends it right after
@@ -88,6 +87,7 @@ impl Bridge {
             router: self.router.clone(),
             policy: self.policy.clone(),
             customizing: self.customizing.clone(),
+            governor: self.host().map(|h| h.governor().clone())?,
         };
         let gate = SdkGate::new(self.settings.sdk.clone()?, parts, audit);
         Some(self.stop.keep_gate(gate))
@@ -176,30 +176,29 @@ impl Bridge {
     /// runtime sent it, asked for the client that started the turn; the
     /// reason when it refuses (then no client is asked).
     fn decide_permission(&self, uri: &str, p: &PermissionRequest) -> Option<String> {
-        let policy = self.policy.current();
-        let rego = policy.rego()?;
-        let starter = self.sessions.with(uri, |s| s.turn_starter()).flatten();
-        let subject = match self.host.upgrade() {
-            Some(h) => h.subject_of(starter.as_deref()),
-            None => Subject::nobody(),
+        // The host gone (the bridge stopping): refused, never waved through.
+        let Some(host) = self.host.upgrade() else {
+            return Some("the bridge is stopping".to_owned());
         };
-        let dirs: Vec<String> = match self.host.upgrade() {
-            Some(h) => h.working_directories(uri),
-            None => vec![],
-        }
-        .iter()
-        .map(|p| lexical(&p.to_string_lossy()))
-        .collect();
+        let starter = self.sessions.with(uri, |s| s.turn_starter()).flatten();
+        let subject = host.subject_of(starter.as_deref());
+        let dirs: Vec<String> = host
+            .working_directories(uri)
+            .iter()
+            .map(|p| lexical(&p.to_string_lossy()))
+            .collect();
         let body = Body::Permission {
             request: &p.raw,
             working_directories: &dirs,
         };
-        let d = rego.decide(&Input::new(&subject, Some(uri), body), Duration::MAX);
-        if d.recorded() {
-            let record = DecisionRecord::new(&d, &subject, Some(uri), p.kind.clone());
-            decisions::record(self.customizing.audit_log(), record);
-        }
-        d.refuses().then(|| d.reason())
+        let verdict = host.governor().decide(Ask {
+            subject: &subject,
+            session: Some(uri),
+            body,
+            about: &p.kind,
+            recording: Recording::Now,
+        });
+        verdict.refused().map(str::to_owned)
     }
 
     /// A client tool call: run by its owner if it is still an active

@@ -115,20 +115,6 @@ pub trait Backend: Send + Sync + 'static {
     fn authenticated(&self, _principal: &str) {}
     /// Something happened in `session` that the agent must act on.
     fn phase(&self, session: &str, phase: ClientPhase);
-    /// The operator's Rego policy decided something worth a record (a
-    /// deny, a would-deny, a warning or an error) on the host's side.
-    fn decided(&self, _decided: Decided) {}
-}
-
-/// A Rego decision the host made, with what the record names.
-#[derive(Debug, Clone)]
-pub struct Decided {
-    pub decision: ahp_bridge_base::policy::rego::Decision,
-    /// Who asked (its principal and client are named).
-    pub subject: ahp_bridge_base::policy::rego::Subject,
-    pub session: Option<String>,
-    /// What was decided on (the sections of an opt-in, a session's model).
-    pub about: String,
 }
 
 /// An active client as the agent needs it: its tools and its

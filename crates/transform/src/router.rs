@@ -28,8 +28,9 @@ use ahp_bridge_audit::record::{
     now_rfc3339, OwnerOutcome, OwnerRecord, SectionDecision, SectionRecord, TransformRecord,
 };
 use ahp_bridge_base::config::{AuditConfig, OnFailure};
+use ahp_bridge_base::policy::governor::{rewrite, Rewrite};
 use ahp_bridge_base::policy::redact::{self, RestoreError};
-use ahp_bridge_base::policy::rego::{Body, Decision, Input, Subject};
+use ahp_bridge_base::policy::rego::{Decision, Subject};
 use ahp_bridge_base::policy::rules::BrokenRule;
 use ahp_bridge_base::policy::{owners, OptIn, Policy, PolicyReader};
 
@@ -403,15 +404,23 @@ fn apply_rules(
             Err(RestoreError::UnknownPlaceholder) => return OwnerOutcome::Malformed,
             Err(RestoreError::TooLarge) => return OwnerOutcome::Oversize,
         };
-        let checked = policy
-            .rules(&id)
-            .check(&id, context.allowed(), &original[&id], &restored)
-            .and_then(|()| {
-                match rego_refuses(policy, context, j, &id, &original[&id], &restored) {
-                    true => Err(BrokenRule::Rego),
-                    false => Ok(()),
-                }
-            });
+        let nobody = Subject::nobody();
+        let asked = Rewrite {
+            subject: context.opt_in.map_or(&nobody, |o| &o.subject),
+            session: context.session,
+            section: &id,
+            owner: &j.client_id,
+            allowed: context.allowed(),
+            before: &original[&id],
+            after: &restored,
+            budget: context
+                .deadline
+                .saturating_duration_since(tokio::time::Instant::now()),
+        };
+        let (checked, decision) = rewrite(policy, &asked);
+        if let Some(d) = decision {
+            j.rego.insert(id.clone(), d);
+        }
         match checked {
             Ok(()) => {
                 j.replaced.insert(id, restored);
@@ -428,43 +437,6 @@ fn apply_rules(
     } else {
         OwnerOutcome::Unchanged
     }
-}
-
-/// Asks `ahp.transform` about one changed section (within what is left of
-/// the request's deadline); keeps a decision worth recording in `j.rego`.
-/// Whether it refuses the rewrite.
-fn rego_refuses(
-    policy: &Policy,
-    context: &OwnerContext<'_>,
-    j: &mut Judged,
-    id: &str,
-    before: &str,
-    after: &str,
-) -> bool {
-    let Some(r) = policy.rego() else {
-        return false;
-    };
-    if before == after {
-        return false;
-    }
-    let nobody = Subject::nobody();
-    let subject = context.opt_in.map_or(&nobody, |o| &o.subject);
-    let body = Body::Transform {
-        section: id,
-        before,
-        after,
-        owner: &j.client_id,
-    };
-    let input = Input::new(subject, Some(context.session), body);
-    let left = context
-        .deadline
-        .saturating_duration_since(tokio::time::Instant::now());
-    let d = r.decide(&input, left);
-    let refuses = d.refuses();
-    if d.recorded() {
-        j.rego.insert(id.to_owned(), d);
-    }
-    refuses
 }
 
 #[cfg(test)]

@@ -11,7 +11,6 @@
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use serde_json::value::RawValue;
 use serde_json::{json, Map, Value};
@@ -24,13 +23,13 @@ use super::customizing::Customizing;
 use super::pool::{Pool, Starts};
 use crate::ahp::auth::Principal;
 use crate::ahp::protocol::uri::file_uri_of;
-use crate::audit::decision::DecisionRecord;
 use crate::audit::log::AuditLog;
 use crate::audit::sdk_session::{SdkDecision, SdkFinding, SdkSessionRecord};
 use crate::audit::sha256_hex;
 use crate::bridge::shutting_down::SHUTTING_DOWN;
 use crate::config::OnViolation;
-use crate::policy::rego::{lexical, session_config, Body, ClientKind, Input};
+use crate::policy::governor::{Ask, Governor, Recording};
+use crate::policy::rego::{lexical, session_config, Body, ClientKind};
 use crate::policy::PolicyReader;
 use crate::runtime::app_wire::AppSessionParams;
 use crate::runtime::process::Reach;
@@ -65,6 +64,8 @@ pub struct SdkGate {
     conns: conns::Conns,
     router: Arc<Router>,
     policy: PolicyReader,
+    /// The one decision path: an app's session is decided as a client's is.
+    governor: Arc<Governor>,
     audit: Option<Arc<AuditLog>>,
     pool: Arc<Pool>,
     owner: Weak<dyn Starts>,
@@ -80,6 +81,8 @@ pub(super) struct Parts {
     pub router: Arc<Router>,
     pub policy: PolicyReader,
     pub customizing: Arc<Customizing>,
+    /// The one decision path (the host's).
+    pub governor: Arc<Governor>,
 }
 
 impl SdkGate {
@@ -99,6 +102,7 @@ impl SdkGate {
                 .token()
                 .map(|t| Sha256::digest(t.as_bytes()).into()),
             customizing: parts.customizing,
+            governor: parts.governor,
             router: parts.router,
             policy: parts.policy,
             audit,
@@ -287,8 +291,6 @@ impl SdkGate {
         session: &str,
         params: &Map<String, Value>,
     ) -> Option<String> {
-        let policy = self.policy.current();
-        let rego = policy.rego()?;
         // Every folder the session may work in, as paths with `..` resolved
         // and as `file:` URIs: the document an AHP client's session has.
         let extra = params
@@ -318,13 +320,14 @@ impl SdkGate {
             .subject(Some(&shared.client), ClientKind::Sdk);
         let at = (!session.is_empty()).then_some(session);
         let body = Body::Session { config: &config };
-        let d = rego.decide(&Input::new(&subject, at, body), Duration::MAX);
-        if d.recorded() {
-            let about = config["model"].as_str().unwrap_or("(default model)");
-            let record = DecisionRecord::new(&d, &subject, at, about);
-            super::decisions::record(self.audit.clone(), record);
-        }
-        d.refuses().then(|| d.reason())
+        let verdict = self.governor.decide(Ask {
+            subject: &subject,
+            session: at,
+            body,
+            about: model.unwrap_or("(default model)"),
+            recording: Recording::Now,
+        });
+        verdict.refused().map(str::to_owned)
     }
 
     /// Appends a record before the request goes on (audit before effect).

@@ -18,6 +18,7 @@ use super::session_config;
 use crate::auth::access::check_action;
 use crate::auth::Principal;
 use crate::host::clients::ConnId;
+use crate::host::rego::decide;
 use crate::host::sessions::PROVIDER;
 use crate::host::{Host, NewSession};
 use crate::protocol::actions::Action;
@@ -94,14 +95,10 @@ fn decide_session(
     let config = session_config(provider, &paths, dirs, model, sent.as_ref());
     let client = host.client_id_of(conn);
     let subject = principal.subject(client.as_deref(), ClientKind::Ahp);
-    let about = model.unwrap_or("(default model)").to_owned();
-    host.decide(
-        &subject,
-        Some(uri),
-        Body::Session { config: &config },
-        about,
-    )
-    .map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))
+    let about = model.unwrap_or("(default model)");
+    let body = Body::Session { config: &config };
+    decide(host.governor(), &subject, Some(uri), body, about)
+        .map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))
 }
 
 /// The creator's own active-client entry (`createSession.activeClient`), as
@@ -135,8 +132,14 @@ fn own_entry(
         let body = Body::OptIn {
             sections: &o.sections,
         };
-        host.decide(&subject, Some(uri), body, o.sections.join(","))
-            .map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))?;
+        decide(
+            host.governor(),
+            &subject,
+            Some(uri),
+            body,
+            &o.sections.join(","),
+        )
+        .map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))?;
     }
     Ok(Some(set))
 }

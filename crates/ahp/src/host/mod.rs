@@ -42,7 +42,8 @@ use super::protocol::uri::{channel_kind, ChannelKind, ROOT_URI};
 use super::protocol::versions::Version;
 use ahp_bridge_base::config::Config;
 use ahp_bridge_base::jsonrpc::{self, RpcError};
-use ahp_bridge_base::policy::rego::{Body, ClientKind, Subject};
+use ahp_bridge_base::policy::governor::Governor;
+use ahp_bridge_base::policy::rego::{Body, ClientKind};
 use ahp_bridge_base::policy::PolicyReader;
 
 pub mod api;
@@ -71,6 +72,8 @@ pub struct Host {
     credentials: Credentials,
     /// The policy in force: the catalogue advertises its hidden sections.
     policy: PolicyReader,
+    /// The one decision path (the policy in force, the audit path).
+    governor: Arc<Governor>,
     state: Mutex<HostState>,
     backend: OnceLock<Arc<dyn Backend>>,
     durable: Durable,
@@ -124,6 +127,7 @@ impl Host {
         };
         Arc::new(Self {
             credentials: Credentials::from_config(cfg.reloadable()),
+            governor: Arc::new(Governor::new(policy.clone())),
             policy,
             settings,
             state: Mutex::new(HostState {
@@ -238,17 +242,9 @@ impl Host {
         self.credentials.tokens()
     }
 
-    /// Asks the policy in force (its Rego modules, if any) about `body`;
-    /// a decision worth recording goes to the backend (see `rego.rs`).
-    pub(crate) fn decide(
-        &self,
-        subject: &Subject,
-        session: Option<&str>,
-        body: Body<'_>,
-        about: String,
-    ) -> Result<(), rego::Refused> {
-        let policy = self.policy.current();
-        rego::decide(&policy, self.backend(), subject, session, body, about)
+    /// The one decision path, which the join gives its audit path and asks too.
+    pub fn governor(&self) -> &Arc<Governor> {
+        &self.governor
     }
 
     pub fn set_backend(&self, backend: Arc<dyn Backend>) {
@@ -403,7 +399,7 @@ impl Host {
                 sections: &opt_in.sections,
             };
             let about = opt_in.sections.join(",");
-            self.decide(&subject, Some(&d.channel), body, about)
+            rego::decide(&self.governor, &subject, Some(&d.channel), body, &about)
                 .map_err(|r| Rejection(r.0))?;
         }
         let mut st = self.lock();
