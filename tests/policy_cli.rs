@@ -12,6 +12,15 @@ fn bin() -> Command {
 }
 
 /// `policy eval --config CONFIG --point POINT --input INPUT`, run to its end.
+/// `config check CONFIG`, run to its end.
+fn config_check(config: &std::path::Path) -> std::process::Output {
+    bin()
+        .args(["config", "check"])
+        .arg(config)
+        .output()
+        .unwrap()
+}
+
 fn policy_eval(
     config: impl AsRef<std::ffi::OsStr>,
     point: &str,
@@ -124,11 +133,7 @@ fn policy_test_runs_each_test_rule_and_fails_on_a_failing_one() {
         "package ahp.opt_in\n\ndeny contains msg if {\n    msg := \n}\n",
     )
     .unwrap();
-    let out = bin()
-        .args(["config", "check"])
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = config_check(&config);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("config policy.rego.modules"), "{err}");
@@ -159,11 +164,7 @@ fn policy_test_runs_each_test_rule_and_fails_on_a_failing_one() {
             format!("package ahp.opt_in\n\n{body}"),
         )
         .unwrap();
-        let out = bin()
-            .args(["config", "check"])
-            .arg(&config)
-            .output()
-            .unwrap();
+        let out = config_check(&config);
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{body}: {err}");
         assert!(err.contains(finding), "{body}: {err}");
@@ -178,11 +179,7 @@ fn policy_test_runs_each_test_rule_and_fails_on_a_failing_one() {
         "package ahp.opt_in\n\ndeny contains v if {\n    walk(input.sections, [_, v])\n    v == \"bad\"\n    time.now_ns() > 0\n}\n",
     )
     .unwrap();
-    let out = bin()
-        .args(["config", "check"])
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = config_check(&config);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
     assert!(err.is_empty(), "nothing on stderr: {err}");

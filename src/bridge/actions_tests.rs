@@ -113,6 +113,19 @@ fn apply(chat: &mut ahp_types::state::ChatState, actions: Vec<StateAction>) {
     }
 }
 
+/// A chat whose turn `t` is running, as the official reducer has it.
+fn chat_with_turn_t() -> ahp_types::state::ChatState {
+    let mut chat: ahp_types::state::ChatState = serde_json::from_value(json!({
+        "resource": "ahp-chat:/x", "title": "Chat", "status": 1,
+        "modifiedAt": "2026-01-01T00:00:00Z", "turns": []}))
+    .unwrap();
+    let started = json!({"turnId": "t", "startedAt": "2026-01-01T00:00:00Z",
+        "message": {"text": "go", "origin": {"kind": "user"}}});
+    let started = StateAction::ChatTurnStarted(serde_json::from_value(started).unwrap());
+    apply(&mut chat, vec![started]);
+    chat
+}
+
 fn tool_status(chat: &ahp_types::state::ChatState, id: &str) -> String {
     let v = serde_json::to_value(chat).unwrap();
     let parts = v["activeTurn"]["responseParts"].as_array().unwrap().clone();
@@ -125,14 +138,7 @@ fn tool_status(chat: &ahp_types::state::ChatState, id: &str) -> String {
 
 #[test]
 fn a_runtime_tool_that_needs_permission_is_never_running_before_it_is_confirmed() {
-    let mut chat: ahp_types::state::ChatState = serde_json::from_value(json!({
-        "resource": "ahp-chat:/x", "title": "Chat", "status": 1,
-        "modifiedAt": "2026-01-01T00:00:00Z", "turns": []}))
-    .unwrap();
-    let started = json!({"turnId": "t", "startedAt": "2026-01-01T00:00:00Z",
-        "message": {"text": "go", "origin": {"kind": "user"}}});
-    let started = StateAction::ChatTurnStarted(serde_json::from_value(started).unwrap());
-    apply(&mut chat, vec![started]);
+    let mut chat = chat_with_turn_t();
     let mut m = TurnMapper::new("t");
     let start = json!({"toolCallId": "c", "toolName": "bash", "arguments": {"command": "ls"}});
     apply(&mut chat, m.map(&event("tool.execution_start", start), 1));
@@ -167,14 +173,7 @@ fn a_runtime_tool_that_needs_permission_is_never_running_before_it_is_confirmed(
 #[test]
 fn a_refused_permission_is_never_pending_on_any_client() {
     for announced in [true, false] {
-        let mut chat: ahp_types::state::ChatState = serde_json::from_value(json!({
-            "resource": "ahp-chat:/x", "title": "Chat", "status": 1,
-            "modifiedAt": "2026-01-01T00:00:00Z", "turns": []}))
-        .unwrap();
-        let started = json!({"turnId": "t", "startedAt": "2026-01-01T00:00:00Z",
-            "message": {"text": "go", "origin": {"kind": "user"}}});
-        let started = StateAction::ChatTurnStarted(serde_json::from_value(started).unwrap());
-        apply(&mut chat, vec![started]);
+        let mut chat = chat_with_turn_t();
         let mut m = TurnMapper::new("t");
         if announced {
             let start = json!({"toolCallId": "c", "toolName": "bash", "arguments": {"command": "rm -rf /"}});

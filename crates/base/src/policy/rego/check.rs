@@ -270,13 +270,7 @@ fn stmt_calls(stmt: &LiteralStmt, out: &mut Vec<(String, Span)>) {
             value,
             collection,
             ..
-        } => {
-            if let Some(k) = key {
-                expr_calls(k, out);
-            }
-            expr_calls(value, out);
-            expr_calls(collection, out);
-        }
+        } => membership_calls(key.as_ref(), value, collection, out),
         Literal::Expr { expr, .. } | Literal::NotExpr { expr, .. } => expr_calls(expr, out),
         Literal::Every { domain, query, .. } => {
             expr_calls(domain, out);
@@ -339,14 +333,22 @@ fn expr_calls(e: &Expr, out: &mut Vec<(String, Span)>) {
             value,
             collection,
             ..
-        } => {
-            if let Some(k) = key {
-                expr_calls(k, out);
-            }
-            expr_calls(value, out);
-            expr_calls(collection, out);
-        }
+        } => membership_calls(key.as_ref(), value, collection, out),
     }
+}
+
+/// `some k, v in c` and `k, v in c` alike.
+fn membership_calls(
+    key: Option<&Ref<Expr>>,
+    value: &Expr,
+    collection: &Expr,
+    out: &mut Vec<(String, Span)>,
+) {
+    if let Some(k) = key {
+        expr_calls(k, out);
+    }
+    expr_calls(value, out);
+    expr_calls(collection, out);
 }
 
 /// The dynamic part: each declared set of each point, evaluated on each
