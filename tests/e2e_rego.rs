@@ -32,7 +32,11 @@ warn contains sprintf("%s was rewritten by %s", [input.section, input.owner]) if
 const OPT_IN: &str = r#"
 package ahp.opt_in
 
-deny contains "guidelines belong to the operator" if "guidelines" in input.sections
+# OPA's walk, as a team pastes it: the sections as a tree.
+deny contains "guidelines belong to the operator" if {
+	walk(input.sections, [_, v])
+	v == "guidelines"
+}
 
 warn contains "an opt-in to custom_instructions is watched" if "custom_instructions" in input.sections
 "#;
@@ -45,7 +49,11 @@ deny contains "no sessions in /etc" if {
 	startswith(d, "/etc")
 }
 
-warn contains "a session on the default model" if input.config.model == null
+# time.*: asked at every session.
+warn contains "a session on the default model" if {
+	input.config.model == null
+	time.now_ns() > 0
+}
 "#;
 
 const PERMISSION: &str = r#"
