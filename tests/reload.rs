@@ -230,6 +230,19 @@ async fn customizations_change_with_the_file_for_the_sessions_after_it() {
 }
 
 /// The `rego.revision` of each `policy` record in the log, in order.
+/// Why `createSession` with its creator opted in to `tone` fails, if it does.
+async fn opt_in_refused(bridge: &BridgeProcess, channel: &str) -> Option<String> {
+    let mut raw = Raw::connect(&format!("ws://{}/?tkn={TOKEN}", bridge.addr)).await;
+    let init = json!({"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "ide",
+                      "initialSubscriptions": []});
+    raw.call(json!(1), "initialize", init).await;
+    let entry =
+        json!({"clientId": "ide", "tools": [], "systemMessageTransform": {"sections": ["tone"]}});
+    let params = json!({"channel": channel, "provider": "copilot", "activeClient": entry});
+    let created = raw.call(json!(2), "createSession", params).await;
+    created["error"]["message"].as_str().map(str::to_owned)
+}
+
 fn rego_revisions(dir: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
     text.lines()
@@ -319,6 +332,14 @@ async fn a_changed_rego_module_applies_and_a_broken_one_keeps_the_running_policy
     assert!(
         ready["config"].as_str().unwrap().contains("is refused"),
         "{ready}"
+    );
+    // The last good revision still decides: an opt-in to tone is refused
+    // with its message (the refused modules would have erred instead).
+    assert_eq!(
+        opt_in_refused(&bridge, "ahp-session:/after-refusals")
+            .await
+            .as_deref(),
+        Some("tone is fixed by the governance team")
     );
 
     // A good module again: in force, and said so.
