@@ -48,7 +48,7 @@ impl TryPolicy {
 /// each `*.json` but `input.json` data; enforced, or only reported with
 /// `report`. A folder without a module is an error naming it; whether the
 /// modules compile is for `Policy::from_config` to say (naming the file).
-pub fn rego_of(dir: &Path, report: bool) -> anyhow::Result<RegoConfig> {
+fn rego_of(dir: &Path, report: bool) -> anyhow::Result<RegoConfig> {
     let mut modules = Vec::new();
     let mut data = Vec::new();
     let entries = std::fs::read_dir(dir).with_context(|| format!("--policy {}", dir.display()))?;
@@ -91,7 +91,7 @@ pub fn rego_of(dir: &Path, report: bool) -> anyhow::Result<RegoConfig> {
 
 /// The names of `paths` (the files of one folder), for the line saying
 /// what the demo runs.
-pub fn names(paths: &[PathBuf]) -> String {
+fn names(paths: &[PathBuf]) -> String {
     let names: Vec<String> = paths
         .iter()
         .map(|p| {

@@ -38,7 +38,7 @@ pub enum RuntimeError {
     /// A runtime this bridge spawned failed to start (`cause`): how it
     /// ended, and its stderr's last lines (bounded, secrets redacted),
     /// which say why far better than "connection closed".
-    #[error("{cause}; {}", last_words(status.as_ref(), stderr))]
+    #[error("{cause}; {}", how_it_ended(status.as_ref(), stderr))]
     Ended {
         cause: Box<RuntimeError>,
         /// None when it had not exited within the wait (a grandchild may
@@ -54,7 +54,7 @@ pub enum RuntimeError {
 /// How a runtime that failed to start ended and what it said, on one line:
 /// each stderr line escaped as a client's strings are in the log, so a
 /// control character or an ANSI sequence cannot forge or hide a line.
-fn last_words(status: Option<&ExitStatus>, stderr: &StderrTail) -> String {
+fn how_it_ended(status: Option<&ExitStatus>, stderr: &StderrTail) -> String {
     let ended = match status {
         Some(s) => format!("the runtime ended ({s})"),
         None => "the runtime had not ended".to_owned(),

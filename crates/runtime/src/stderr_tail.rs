@@ -122,13 +122,17 @@ impl StderrWatch {
             kept: Arc::default(),
             ended: CancellationToken::new(),
         };
-        let (kept, ended) = (watch.kept.clone(), watch.ended.clone());
+        // Weak: once the start is over the watch is dropped, and the lines
+        // of a runtime that runs for weeks are logged, not kept.
+        let (kept, ended) = (Arc::downgrade(&watch.kept), watch.ended.clone());
         tokio::spawn(async move {
             let mut lines = BufReader::new(stderr).lines();
             while let Ok(Some(line)) = lines.next_line().await {
                 let line = redact(line, &secrets);
                 debug!(target: "runtime", "{line}");
-                kept.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+                if let Some(kept) = kept.upgrade() {
+                    kept.lock().unwrap_or_else(|p| p.into_inner()).push(line);
+                }
             }
             ended.cancel();
         });

@@ -396,6 +396,7 @@ fn apply_rules(
     j: &mut Judged,
 ) -> OwnerOutcome {
     let none = Vec::new();
+    let nobody = Subject::nobody();
     for (id, text) in answered {
         let hidden = ask.hidden.get(&id).unwrap_or(&none);
         let restored = match redact::restore(&text, hidden, policy.max_response_bytes()) {
@@ -404,7 +405,6 @@ fn apply_rules(
             Err(RestoreError::UnknownPlaceholder) => return OwnerOutcome::Malformed,
             Err(RestoreError::TooLarge) => return OwnerOutcome::Oversize,
         };
-        let nobody = Subject::nobody();
         let asked = Rewrite {
             subject: context.opt_in.map_or(&nobody, |o| &o.subject),
             session: context.session,
@@ -413,9 +413,7 @@ fn apply_rules(
             allowed: context.allowed(),
             before: &original[&id],
             after: &restored,
-            budget: context
-                .deadline
-                .saturating_duration_since(tokio::time::Instant::now()),
+            deadline: context.deadline,
         };
         let (checked, decision) = rewrite(policy, &asked);
         if let Some(d) = decision {

@@ -82,11 +82,6 @@ impl Verdict {
     pub fn decided(self) -> Option<Decided> {
         self.decided
     }
-
-    /// The decision, when it is worth a record.
-    pub fn decision(&self) -> Option<&Decision> {
-        self.decided.as_ref().map(|d| &d.decision)
-    }
 }
 
 /// The owner every governed action goes through: the policy in force and
@@ -163,8 +158,8 @@ pub struct Rewrite<'a> {
     pub allowed: Option<&'a BTreeSet<String>>,
     pub before: &'a str,
     pub after: &'a str,
-    /// What is left of the transform request's one deadline.
-    pub budget: Duration,
+    /// The transform request's one deadline (read only when Rego decides).
+    pub deadline: tokio::time::Instant,
 }
 
 /// A rewrite's decision: the section's built-in rules, then (if they pass
@@ -189,7 +184,10 @@ pub fn rewrite(policy: &Policy, w: &Rewrite<'_>) -> (Result<(), BrokenRule>, Opt
         after: w.after,
         owner: w.owner,
     };
-    let d = rego.decide(&Input::new(w.subject, Some(w.session), body), w.budget);
+    let budget = w
+        .deadline
+        .saturating_duration_since(tokio::time::Instant::now());
+    let d = rego.decide(&Input::new(w.subject, Some(w.session), body), budget);
     let verdict = if d.refuses() {
         Err(BrokenRule::Rego)
     } else {

@@ -116,9 +116,4 @@ impl CompileError {
     pub(crate) fn one(finding: String) -> Self {
         Self::new(vec![finding])
     }
-
-    /// Each finding, as printed (lines kept).
-    pub fn findings(&self) -> &[String] {
-        &self.findings
-    }
 }

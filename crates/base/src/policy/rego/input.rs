@@ -119,8 +119,7 @@ pub struct Server {
 }
 
 /// What a point decides on, beside who asks.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(untagged)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Body<'a> {
     /// `ahp.opt_in`: the sections a client opts in to.
     OptIn { sections: &'a [String] },
@@ -141,7 +140,6 @@ pub enum Body<'a> {
     /// session's working directories (paths, `..` resolved).
     Permission {
         request: &'a Json,
-        #[serde(rename = "working_directories")]
         working_directories: &'a [String],
     },
     /// `ahp.customization`: one container before the runtime gets it.
@@ -199,15 +197,14 @@ fn object(pairs: Vec<(&str, Value)>) -> Value {
     Value::from(map)
 }
 
-/// One decision's `input`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One decision's `input`: its document is [`Self::to_value`] (built once,
+/// whoever asked).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Input<'a> {
     pub point: &'static str,
-    #[serde(flatten)]
     pub subject: &'a Subject,
     /// The AHP session's URI, where there is one.
     pub session: Option<&'a str>,
-    #[serde(flatten)]
     pub body: Body<'a>,
 }
 

@@ -18,7 +18,6 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// What regorus writes to stderr starts with one of these.
 const REGORUS: &[&str] = &[
     "could not schedule all statements",
-    "\n-->",
     "-->",
     "Warning: Target specifications",
     "         ",
@@ -79,10 +78,7 @@ fn split(text: &str) -> (Vec<String>, String) {
             // regorus's excerpts start with a blank line.
             in_excerpt = true;
             ours.push(String::new());
-        } else if REGORUS
-            .iter()
-            .any(|p| bare.starts_with(p.trim_start_matches('\n')))
-        {
+        } else if REGORUS.iter().any(|p| bare.starts_with(p)) {
             ours.push(bare.to_owned());
             in_excerpt = bare.starts_with("-->");
         } else {

@@ -21,7 +21,7 @@ use super::{diagnostic, engine, timer, CompileError};
 use crate::config::RegoSources;
 
 /// Each test's deadline: a test that loops is an ERROR, not a hang.
-pub const TEST_TIMEOUT: Duration = Duration::from_secs(10);
+const TEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// OPA's prefixes: a test, and a test written down but not run yet.
 const TEST_PREFIX: &str = "test_";
@@ -192,13 +192,7 @@ fn judged<E: std::fmt::Display>(value: Result<Value, E>) -> Outcome {
         Ok(Value::Bool(true)) => Outcome::Pass,
         Ok(Value::Undefined) => Outcome::Fail("undefined".to_owned()),
         Ok(v) => Outcome::Fail(format!("{v}")),
-        // regorus's message opens with a line break before its excerpt.
-        Err(err) => Outcome::Error(
-            format!("{err:#}")
-                .trim_start_matches(['\n', '\r'])
-                .trim_end()
-                .to_owned(),
-        ),
+        Err(err) => Outcome::Error(diagnostic(&err)),
     }
 }
 

@@ -1,17 +1,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::config::RegoSources;
-
-fn sources(modules: &[(&str, &str)]) -> RegoSources {
-    RegoSources {
-        modules: modules
-            .iter()
-            .map(|(n, t)| (n.to_string(), t.to_string()))
-            .collect(),
-        data: vec![],
-    }
-}
+use crate::policy::rego::tests::sources;
 
 fn run_all(modules: &[(&str, &str)]) -> Vec<TestResult> {
     run(&sources(modules), &Options::default()).unwrap().results

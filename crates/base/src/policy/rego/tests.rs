@@ -7,7 +7,7 @@ use crate::config::{Enforcement, RegoSources};
 
 const BUDGET: Duration = Duration::from_secs(5);
 
-fn sources(modules: &[(&str, &str)]) -> RegoSources {
+pub(super) fn sources(modules: &[(&str, &str)]) -> RegoSources {
     RegoSources {
         modules: modules
             .iter()
