@@ -101,6 +101,46 @@ async fn a_malformed_action_of_a_known_type_is_refused_naming_the_field() {
     assert_eq!(rejection(&c, &chat_of("ahp-session:/m"), 3, ok).await, None);
 }
 
+/// A client's `session/configChanged` is held to the schema
+/// `resolveSessionConfig` offers, as `createSession.config` is: the reducer
+/// would keep any key for good, so a client changing keys grew the session
+/// (and its stored row) with every message (issue 44).
+#[tokio::test]
+async fn a_session_config_change_outside_the_schema_is_refused() {
+    let mut cfg = test_config();
+    cfg.runtime.models = vec!["other-model".into()];
+    let r = start_host(cfg).await;
+    let c = initialized(&r, "cfg").await;
+    create_session(&c, "ahp-session:/cfg", None).await;
+    c.subscribe("ahp-session:/cfg".into())
+        .await
+        .expect("subscribe");
+    let change = |config: Value| json!({"type": "session/configChanged", "config": config});
+    for (seq, config, says) in [
+        (
+            1,
+            json!({"k0001": "v"}),
+            "config.\"k0001\" is not a setting of this host",
+        ),
+        (2, json!({"model": 7}), "config.model must be a string"),
+        (
+            3,
+            json!({"model": "no-such-model"}),
+            "model \"no-such-model\" is not offered here",
+        ),
+    ] {
+        let reason = rejection(&c, "ahp-session:/cfg", seq, change(config)).await;
+        let reason = reason.expect("refused");
+        assert!(reason.starts_with(says), "{reason}");
+    }
+    // A model the host offers is applied, and nothing else was kept.
+    let ok = change(json!({"model": "other-model"}));
+    assert_eq!(rejection(&c, "ahp-session:/cfg", 4, ok).await, None);
+    let snap = raw_subscribe(&c, "ahp-session:/cfg").await;
+    let values = &snap["snapshot"]["state"]["config"]["values"];
+    assert_eq!(values, &json!({"model": "other-model"}), "{snap}");
+}
+
 #[tokio::test]
 async fn commands_not_offered_are_32601_naming_the_method_and_writes_are_refused() {
     let r = start_host(test_config()).await;

@@ -1,12 +1,12 @@
 //! What a client's action must pass beyond its principal's roles: the
 //! checks only the state can answer (a client sets only its own entry,
 //! answers only its own tool calls), and what its fields must be (a
-//! working directory the runtime can be given). Pure functions of the
+//! working directory the runtime can be given, a config the schema has). Pure functions of the
 //! action and the sessions' state.
 
 use ahp_types::actions::StateAction;
 
-use super::sessions::Sessions;
+use super::sessions::{Sessions, MODEL_SETTING};
 use crate::protocol::actions::Rejection;
 use crate::protocol::uri::working_directory;
 
@@ -109,11 +109,38 @@ pub(super) fn check_directories(action: &StateAction) -> Result<(), Rejection> {
         .map_err(|e| Rejection(format!("field `{field}`: {e}")))
 }
 
-/// The model a message chooses, in an action that carries a message.
+/// A client's `session/configChanged` holds only this host's settings, as
+/// `createSession.config` must (the schema `resolveSessionConfig` offers:
+/// the model, a string; which models, [`chosen_model`] and the host
+/// check). The reducer merges every key it is given into the session's
+/// state for good, stored at each boundary: a key outside the schema
+/// would be kept, and a client changing keys would grow the session with
+/// every message (issue 44).
+pub(super) fn check_config(action: &StateAction) -> Result<(), Rejection> {
+    let StateAction::SessionConfigChanged(a) = action else {
+        return Ok(());
+    };
+    for (key, value) in &a.config {
+        if key != MODEL_SETTING {
+            return Err(Rejection(format!(
+                "config.{key:?} is not a setting of this host (see resolveSessionConfig)"
+            )));
+        }
+        if !value.is_string() {
+            return Err(Rejection(format!(
+                "config.{MODEL_SETTING} must be a string"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The model an action chooses: a message's, or a session config's.
 pub(super) fn chosen_model(action: &StateAction) -> Option<&str> {
     let message = match action {
         StateAction::ChatTurnStarted(a) => &a.message,
         StateAction::ChatPendingMessageSet(a) => &a.message,
+        StateAction::SessionConfigChanged(a) => return a.config.get(MODEL_SETTING)?.as_str(),
         _ => return None,
     };
     message.model.as_ref().map(|m| m.id.as_str())

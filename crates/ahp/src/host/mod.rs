@@ -24,7 +24,7 @@ use serde_json::Value;
 use tracing::debug;
 
 use self::catch_up::{Reconnected, View};
-use self::checks::{check_directories, check_own, chosen_model, starts_turn};
+use self::checks::{check_config, check_directories, check_own, chosen_model, starts_turn};
 use self::clients::{Clients, ConnId};
 use self::credentials::Credentials;
 use self::durable::{is_boundary, Durable};
@@ -393,6 +393,7 @@ impl Host {
             self.check_model(model).map_err(|e| Rejection(e.message))?;
         }
         check_directories(&action.action)?;
+        check_config(&action.action)?;
         if let Some(opt_in) = &action.opt_in {
             let subject = principal.subject(Some(&origin.client_id), ClientKind::Ahp);
             let body = Body::OptIn {
