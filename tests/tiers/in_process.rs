@@ -29,6 +29,8 @@ mod host_bad_input;
 mod host_files;
 #[path = "../host_paging.rs"]
 mod host_paging;
+#[path = "../host_turns.rs"]
+mod host_turns;
 #[path = "../jwt.rs"]
 mod jwt;
 #[path = "../layout.rs"]

@@ -75,10 +75,9 @@ pub(crate) fn list_sessions(
     })
 }
 
-/// Every turn stays in the chat state (snapshots carry them all and no
-/// `turnsNextCursor` is ever set), so there is nothing older to load:
-/// without a cursor the answer is `{}`, and any cursor is one this host
-/// never issued, which the spec says MUST be InvalidParams.
+/// `fetchTurns`: the host dispatches the page before `cursor` (before the
+/// chat state's window without one) as `chat/turnsLoaded`, then answers
+/// `{}`. A cursor this host did not issue is InvalidParams, as the spec says.
 pub(crate) fn fetch_turns(
     host: &Host,
     principal: &Principal,
@@ -90,12 +89,8 @@ pub(crate) fn fetch_turns(
             format!("no chat {:?}", p.channel),
         ));
     }
-    match p.cursor {
-        None => Ok(FetchTurnsResult {}),
-        Some(_) => Err(invalid(
-            "unrecognised `cursor`: this host keeps every turn in the chat state and never sets `turnsNextCursor`",
-        )),
-    }
+    host.load_turns(&p.channel, p.cursor.as_deref())?;
+    Ok(FetchTurnsResult {})
 }
 
 #[cfg(test)]

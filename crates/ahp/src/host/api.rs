@@ -20,7 +20,6 @@ use tracing::{info, warn};
 
 use super::clients::ConnId;
 use super::credentials::{close_after_turn, CredentialsReloaded};
-use super::durable::SessionRestoreError;
 use super::outbound::{Outbound, OutboundQueue};
 use super::sessions::{now_iso, NewSession};
 use super::subscriptions::not_found;
@@ -33,7 +32,6 @@ use crate::protocol::uri::{channel_kind, working_directory, ChannelKind, ROOT_UR
 use ahp_bridge_base::config::{Reloadable, Role};
 use ahp_bridge_base::jsonrpc::{ErrorCode, Peer, RpcError};
 use ahp_bridge_base::policy::rego::{ClientKind, Subject};
-use ahp_bridge_base::store::Store;
 use ahp_bridge_base::telemetry::metrics;
 
 /// A registered connection: its id, its peer for host -> client calls, its
@@ -332,7 +330,7 @@ impl Host {
         Ok(())
     }
 
-    fn update_active_sessions(&self) {
+    pub(super) fn update_active_sessions(&self) {
         let n = self.lock().sessions.len();
         metrics().set_sessions(n);
         let n = n as i64;
@@ -536,39 +534,6 @@ impl Host {
     /// The sessions `principal` created.
     pub fn sessions_owned_by(&self, principal: &str) -> Vec<String> {
         self.lock().sessions.owned_by(principal)
-    }
-
-    /// Records what the backend needs to find a session again.
-    pub fn set_backend_ref(&self, session: &str, backend_ref: &str) {
-        let st = self.lock();
-        self.durable.save(&st.sessions, session, Some(backend_ref));
-    }
-
-    /// Takes the store: its sessions come back as `ready` (the backend is
-    /// told of each with its reference), and `serverSeq` continues above the
-    /// ceiling it holds. Call once, before serving. Returns how many
-    /// sessions came back.
-    pub fn restore_sessions(&self, store: Store) -> Result<usize, SessionRestoreError> {
-        let path = store.path().to_owned();
-        let mut restored = Vec::new();
-        {
-            let mut st = self.lock();
-            let (revived, first_seq) = self.durable.attach(store, &mut st.replay)?;
-            for r in revived {
-                let uri = r.session.uri.clone();
-                if st.sessions.insert(r.session).is_ok() {
-                    restored.push((uri, r.backend_ref));
-                }
-            }
-            info!(path = %path.display(), sessions = restored.len(), first_seq, "state restored");
-        }
-        self.update_active_sessions();
-        if let Some(b) = self.backend() {
-            for (uri, backend_ref) in &restored {
-                b.session_restored(uri, backend_ref.as_deref());
-            }
-        }
-        Ok(restored.len())
     }
 }
 

@@ -3,6 +3,10 @@
 //! on start; and `serverSeq` reserved in blocks, so a new instance continues
 //! above every number an earlier one issued.
 //!
+//! A chat's turns older than its window (see [`super::window`]) are kept
+//! in the store too, or, in a host without one, in a temporary store of
+//! their own: they cost disk, not memory, either way.
+//!
 //! Active clients, their grace and subscriptions do not survive: they belong
 //! to connections. A turn that was running when the process died is gone
 //! (its chat is restored as of its last boundary); a completed one never is.
@@ -16,7 +20,7 @@ use tracing::error;
 use super::replay::ReplayBuffer;
 use super::sessions::{NewSession, Sessions};
 use crate::protocol::uri::chat_uri_of;
-use ahp_bridge_base::store::{Store, StoreError, StoredSession, SEQ_BLOCK};
+use ahp_bridge_base::store::{Store, StoreError, StoredSession, TurnChanges, SEQ_BLOCK};
 
 /// Why the store's sessions could not be taken at start.
 #[derive(Debug, thiserror::Error)]
@@ -32,18 +36,27 @@ pub enum SessionRestoreError {
 enum ReviveError {
     #[error("its stored state does not parse: {0}")]
     State(#[from] serde_json::Error),
+    #[error("its stored turns are not readable: {0}")]
+    Turns(#[from] StoreError),
     #[error("the stored session has no chat")]
     NoChat,
 }
 
 /// The store, once the host has one; without it sessions live in memory.
 #[derive(Default)]
-pub(super) struct Durable(OnceLock<Store>);
+pub(super) struct Durable {
+    store: OnceLock<Store>,
+    /// Without a store: the temporary one older turns go to, opened at the
+    /// first turn to leave a window (`None`: it could not be; turns stay).
+    scratch: OnceLock<Option<Store>>,
+}
 
 /// A stored session made live again, and what the backend gave it.
 pub(super) struct Revived {
     pub session: NewSession,
     pub backend_ref: Option<String>,
+    /// How many of its chat's turns the store keeps beyond its window.
+    pub archived: u64,
 }
 
 /// Whether an applied action ends something worth keeping: a turn, or a
@@ -88,14 +101,17 @@ impl Durable {
         replay.reserved(ceiling);
         let mut revived = Vec::new();
         for s in stored {
-            match revive(&s) {
+            match revive(&s).and_then(|mut r| {
+                r.archived = store.turn_count(&s.uri)?;
+                Ok(r)
+            }) {
                 Ok(r) => revived.push(r),
                 Err(e) => {
                     tracing::warn!(session = ?s.uri, "stored session not restored (kept in the store): {e}")
                 }
             }
         }
-        if self.0.set(store).is_err() {
+        if self.store.set(store).is_err() {
             return Err(SessionRestoreError::AlreadyAttached);
         }
         Ok((revived, first))
@@ -106,7 +122,7 @@ impl Durable {
     pub(super) fn next_seq(&self, replay: &mut ReplayBuffer) -> u64 {
         match replay.next() {
             Ok(seq) => seq,
-            Err(last) => match self.0.get() {
+            Err(last) => match self.store.get() {
                 Some(store) => match store.raise_seq_ceiling(last + SEQ_BLOCK) {
                     Ok(()) => {
                         replay.reserved(last + SEQ_BLOCK);
@@ -124,24 +140,93 @@ impl Durable {
         }
     }
 
-    /// Writes `session` as it is now. Called under the state lock, so
-    /// writes keep their order.
-    pub(super) fn save(&self, sessions: &Sessions, session: &str, backend_ref: Option<&str>) {
-        let (Some(store), Some(mut stored)) = (self.0.get(), sessions.stored(session)) else {
-            return;
+    /// Writes `session` as it is now, with `turns` (those that left its
+    /// window, in the same transaction). Called under the state lock, so
+    /// writes keep their order. `false`: `turns` are not stored.
+    pub(super) fn save(
+        &self,
+        sessions: &Sessions,
+        session: &str,
+        backend_ref: Option<&str>,
+        turns: &TurnChanges,
+    ) -> bool {
+        let Some(store) = self.store.get() else {
+            return turns.is_empty() || self.save_scratch(session, turns);
+        };
+        let Some(mut stored) = sessions.stored(session) else {
+            return turns.is_empty();
         };
         stored.backend_ref = backend_ref.map(String::from);
-        if let Err(e) = store.save_session(&stored) {
-            error!(session = %session, "session not stored; a restart would lose this change: {e:#}");
+        match store.save_session(&stored, turns) {
+            Ok(()) => true,
+            Err(e) => {
+                error!(session = %session, "session not stored; a restart would lose this change: {e:#}");
+                false
+            }
         }
+    }
+
+    fn save_scratch(&self, session: &str, turns: &TurnChanges) -> bool {
+        let Some(scratch) = self.archive() else {
+            return false;
+        };
+        match scratch.change_turns(session, turns) {
+            Ok(()) => true,
+            Err(e) => {
+                error!(session = %session, "older turns not kept in the temporary store; they stay in memory: {e:#}");
+                false
+            }
+        }
+    }
+
+    /// Where turns that leave a window go: the store, or without one the
+    /// temporary store. `None`: neither, so windows do not shrink.
+    pub(super) fn archive(&self) -> Option<&Store> {
+        if let Some(store) = self.store.get() {
+            return Some(store);
+        }
+        self.scratch
+            .get_or_init(|| {
+                Store::temporary()
+                    .inspect_err(|e| error!("no temporary store for older turns; chats keep every turn in memory: {e:#}"))
+                    .ok()
+            })
+            .as_ref()
+    }
+
+    /// The stored turns of `session` with ordinals in `from..to`.
+    pub(super) fn turns(
+        &self,
+        session: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<String>, StoreError> {
+        match self.archive() {
+            Some(s) => s.turns(session, from, to),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The ordinal of the newest stored turn of `session` with id `id`.
+    pub(super) fn turn_ordinal(&self, session: &str, id: &str) -> Option<u64> {
+        let found = self.archive()?.turn_ordinal(session, id);
+        found
+            .inspect_err(|e| error!(session = %session, "stored turns not read: {e:#}"))
+            .ok()
+            .flatten()
     }
 
     /// Forgets a disposed session.
     pub(super) fn forget(&self, session: &str) {
-        if let Some(store) = self.0.get() {
-            if let Err(e) = store.delete_session(session) {
-                error!(session = %session, "disposed session not removed from the store: {e:#}");
-            }
+        let Some(store) = self
+            .store
+            .get()
+            .or(self.scratch.get().and_then(Option::as_ref))
+        else {
+            return;
+        };
+        if let Err(e) = store.delete_session(session) {
+            error!(session = %session, "disposed session not removed from the store: {e:#}");
         }
     }
 }
@@ -175,6 +260,7 @@ fn revive(s: &StoredSession) -> Result<Revived, ReviveError> {
             legacy_chat,
         },
         backend_ref: s.backend_ref.clone(),
+        archived: 0,
     })
 }
 

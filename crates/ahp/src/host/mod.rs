@@ -1,8 +1,9 @@
 //! The host: its state behind one lock, split into parts that each own
 //! their fields ([`sessions::Sessions`]: the AHP state; [`clients::Clients`]:
 //! connections and presence; [`replay::ReplayBuffer`]: `serverSeq` and replay;
-//! [`durable::Durable`]: the store), and the one path every action takes:
-//! check, apply with the official reducer, sequence, keep for replay,
+//! [`durable::Durable`]: the store; [`history`]: what is kept over time),
+//! and the one path every action takes: check, apply with the official
+//! reducer, sequence, keep for replay,
 //! broadcast, store at a boundary, then raise the phase it means to the
 //! backend. The operations commands and the backend call are in [`api`];
 //! a reload of who may connect, and the closing of revoked connections, in
@@ -30,7 +31,7 @@ use self::credentials::Credentials;
 use self::durable::{is_boundary, Durable};
 use self::outbound::DeltaKey;
 use self::replay::ReplayBuffer;
-use self::sessions::{now_iso, Sessions, PROVIDER};
+use self::sessions::{Sessions, PROVIDER};
 use super::auth::access::check_action;
 use super::auth::tokens::Tokens;
 use super::auth::{Principal, Principals};
@@ -52,6 +53,7 @@ mod checks;
 pub mod clients;
 mod credentials;
 mod durable;
+mod history;
 mod host_channels;
 pub mod outbound;
 pub(crate) mod rego;
@@ -59,6 +61,7 @@ mod replay;
 pub mod sessions;
 mod settings;
 pub mod subscriptions;
+mod window;
 
 pub use credentials::CredentialsReloaded;
 pub use durable::SessionRestoreError;
@@ -309,7 +312,7 @@ impl Host {
         let action = action.into();
         let (seq, session) = {
             let mut st = self.lock();
-            st.sessions.apply(channel, &action)?;
+            self.apply(&mut st, channel, &action)?;
             let session = st.sessions.session_of(channel).map(String::from);
             (self.commit(&mut st, channel, &action, None), session)
         };
@@ -428,7 +431,7 @@ impl Host {
                 .check_turn(&principal.name)
                 .map_err(|l| Rejection(l.to_string()))?;
         }
-        st.sessions.apply(&channel, &action)?;
+        self.apply(&mut st, &channel, &action)?;
         if turn {
             self.credentials.limits().take_turn(&principal.name);
         }
@@ -498,10 +501,7 @@ impl Host {
             server.replay_buffer_bytes,
         );
         if is_boundary(&action.action) {
-            if let Some(session) = st.sessions.session_of(channel).map(String::from) {
-                st.sessions.touch(&session, now_iso());
-                self.durable.save(&st.sessions, &session, None);
-            }
+            self.at_boundary(st, channel, &action.action);
             self.boundaries.send_modify(|n| *n += 1);
         }
         seq

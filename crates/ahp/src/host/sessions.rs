@@ -17,11 +17,13 @@ use ahp_types::state::{
 };
 use serde_json::Value;
 
+use super::window::{self, Bounds};
 use crate::auth::Principal;
 use crate::extension::{self, TransformOptIn};
 use crate::protocol::actions::{Action, Rejection};
 use crate::protocol::uri::{channel_kind, local_path, ChannelKind, ROOT_URI};
 use ahp_bridge_base::config::Role;
+use ahp_bridge_base::store::StoredTurn;
 
 /// The one agent provider this host serves.
 pub const PROVIDER: &str = "copilot";
@@ -59,6 +61,9 @@ struct ChatEntry {
     session: String,
     /// The turn a client started here, and that client: (turn id, client id).
     started_by: Option<(String, String)>,
+    /// How many of its turns are kept in the store only, all older than
+    /// `state.turns`: the ordinal of `state.turns[0]` (see [`window`]).
+    archived: u64,
 }
 
 /// A session about to exist: its state, its one chat, who owns it.
@@ -106,6 +111,7 @@ impl Sessions {
                 state: s.chat,
                 session: s.uri.clone(),
                 started_by: None,
+                archived: 0,
             },
         );
         let entry = SessionEntry {
@@ -276,6 +282,73 @@ impl Sessions {
 
     pub(super) fn chat(&self, chat: &str) -> Option<&ChatState> {
         self.chats.get(chat).map(|c| &c.state)
+    }
+
+    /// The chat of a session.
+    pub(super) fn chat_of(&self, session: &str) -> Option<&str> {
+        self.entries.get(session).map(|e| e.chat.as_str())
+    }
+
+    /// How many of `chat`'s turns are in the store only (see [`ChatEntry`]).
+    pub(super) fn archived(&self, chat: &str) -> Option<u64> {
+        self.chats.get(chat).map(|c| c.archived)
+    }
+
+    /// The window of `chat` starts at its `first`th turn: the cursor says so.
+    pub(super) fn set_archived(&mut self, chat: &str, first: u64) {
+        if let Some(c) = self.chats.get_mut(chat) {
+            c.archived = first;
+            c.state.turns_next_cursor = window::cursor(first);
+        }
+    }
+
+    /// Takes `chat`'s turns past `bounds` out of its state; returns them
+    /// numbered for the store, oldest first.
+    pub(super) fn evict(&mut self, chat: &str, bounds: Bounds) -> Vec<StoredTurn> {
+        let Some(c) = self.chats.get_mut(chat) else {
+            return Vec::new();
+        };
+        let gone = window::split_oldest(&mut c.state.turns, bounds);
+        let first = c.archived;
+        let out: Vec<StoredTurn> = gone
+            .into_iter()
+            .zip(first..)
+            .map(|((t, text), ordinal)| StoredTurn {
+                ordinal,
+                id: t.id,
+                text,
+            })
+            .collect();
+        if !out.is_empty() {
+            self.set_archived(chat, first + out.len() as u64);
+        }
+        out
+    }
+
+    /// Turns that [`Sessions::evict`] took whose store write failed come
+    /// back into the state, so nothing is lost.
+    pub(super) fn put_back(&mut self, chat: &str, turns: &[StoredTurn]) {
+        let Some(c) = self.chats.get_mut(chat) else {
+            return;
+        };
+        let mut back: Vec<_> = turns
+            .iter()
+            .filter_map(|t| serde_json::from_str(&t.text).ok())
+            .collect();
+        back.append(&mut c.state.turns);
+        c.state.turns = back;
+        let first = c.archived.saturating_sub(turns.len() as u64);
+        self.set_archived(chat, first);
+    }
+
+    /// The `loaded` turns a `chat/turnsLoaded` put ahead of `chat`'s window
+    /// leave the state again (the store has them; the clients that asked
+    /// have them now), and the cursor is the window's again.
+    pub(super) fn unload(&mut self, chat: &str, loaded: usize) {
+        if let Some(c) = self.chats.get_mut(chat) {
+            c.state.turns.drain(..loaded.min(c.state.turns.len()));
+            c.state.turns_next_cursor = window::cursor(c.archived);
+        }
     }
 
     /// The opt-in of `client_id` in `session`.

@@ -52,6 +52,12 @@ pub struct ServerConfig {
     pub outbound_queue_bytes: usize,
     /// A client action larger than this (serialized) is refused.
     pub max_action_bytes: usize,
+    /// Completed turns a chat keeps in memory (and in its snapshots); older
+    /// ones are in the state store, paged back by `fetchTurns`.
+    pub turn_window: usize,
+    /// The same bound in bytes of the turns' JSON (the newest turn is kept
+    /// whatever its size). Also the most one `fetchTurns` page carries.
+    pub turn_window_bytes: usize,
     /// Reload what SIGHUP reloads when the config file changes (written in
     /// place, renamed over, or a Kubernetes ConfigMap's `..data` swap).
     pub reload_on_change: bool,
@@ -122,6 +128,8 @@ impl Default for ServerConfig {
             replay_buffer_bytes: 16 * 1024 * 1024,
             outbound_queue_bytes: 16 * 1024 * 1024,
             max_action_bytes: 256 * 1024,
+            turn_window: 64,
+            turn_window_bytes: 1024 * 1024,
             drain: Duration::from_secs(20),
             reload_on_change: true,
             shutdown_timeout: Duration::from_secs(10),
@@ -247,6 +255,12 @@ impl ServerConfig {
                 64 * 1024,
             ),
             ("server.max_action_bytes", self.max_action_bytes, 1024),
+            ("server.turn_window", self.turn_window, 1),
+            (
+                "server.turn_window_bytes",
+                self.turn_window_bytes,
+                64 * 1024,
+            ),
             ("server.max_resource_bytes", self.max_resource_bytes, 1),
         ] {
             if v < min {

@@ -1,8 +1,10 @@
 //! What survives a restart, in SQLite (rusqlite with its bundled library: one
 //! file, transactions, no server to run): each AHP session's state and its
 //! chats as of the last turn or metadata boundary, the backend's reference for
-//! it (the runtime session id), and the ceiling of `serverSeq`, so that a new
-//! instance never issues a number an earlier one did.
+//! it (the runtime session id), the turns older than what its chat keeps in
+//! memory (appended one at a time as they leave it, read back a page at a
+//! time), and the ceiling of `serverSeq`, so that a new instance never issues
+//! a number an earlier one did.
 //!
 //! Writes are synchronous and few (a turn's end, a title, a working
 //! directory; never a streamed delta). WAL with `synchronous = NORMAL`: a
@@ -35,7 +37,8 @@ pub enum StoreError {
 }
 
 /// The schema this code writes; an older file is migrated, a newer refused.
-const SCHEMA_VERSION: i64 = 1;
+/// 2: the `turns` table.
+const SCHEMA_VERSION: i64 = 2;
 
 /// How many sequence numbers an instance reserves at a time: the ceiling is
 /// written once per this many actions, not per action.
@@ -66,6 +69,29 @@ pub struct StoredChat {
     pub uri: String,
     /// The chat's state document.
     pub state: Value,
+}
+
+/// One turn a session's chat no longer keeps in memory: its place in the
+/// chat (0 the first turn ever), its id, its document as JSON text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredTurn {
+    pub ordinal: u64,
+    pub id: String,
+    pub text: String,
+}
+
+/// What a save changes in a session's stored turns: those from `drop_from`
+/// on go first (a truncated chat), then `append` is added.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnChanges {
+    pub drop_from: Option<u64>,
+    pub append: Vec<StoredTurn>,
+}
+
+impl TurnChanges {
+    pub fn is_empty(&self) -> bool {
+        self.drop_from.is_none() && self.append.is_empty()
+    }
 }
 
 impl Store {
@@ -124,7 +150,43 @@ impl Store {
                  COMMIT;",
             )?;
         }
+        if version < 2 {
+            // No reference to `sessions`: a host without a store keeps its
+            // older turns in a temporary store that has no sessions.
+            conn.execute_batch(
+                "BEGIN;
+                 CREATE TABLE IF NOT EXISTS turns (
+                     session TEXT NOT NULL,
+                     ordinal INTEGER NOT NULL,
+                     id TEXT NOT NULL,
+                     turn TEXT NOT NULL,
+                     PRIMARY KEY (session, ordinal)
+                 );
+                 CREATE INDEX IF NOT EXISTS turns_by_id ON turns (session, id);
+                 PRAGMA user_version = 2;
+                 COMMIT;",
+            )?;
+        }
         Ok(())
+    }
+
+    /// A private store in a temporary file SQLite deletes when it closes:
+    /// where a host without a state store keeps its older turns, so that
+    /// they cost disk, not memory.
+    pub fn temporary() -> Result<Self, StoreError> {
+        let path = PathBuf::new();
+        let conn = Connection::open(&path).map_err(|e| StoreError::Open {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        Self::prepare(&conn).map_err(|e| StoreError::Unusable {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        Ok(Self {
+            conn: Mutex::new(conn),
+            path,
+        })
     }
 
     pub fn path(&self) -> &Path {
@@ -185,11 +247,14 @@ impl Store {
         Ok(out)
     }
 
-    /// Writes a session and its chats, replacing what was stored, in one
-    /// transaction. The backend reference is kept unless `s` carries one.
-    pub fn save_session(&self, s: &StoredSession) -> Result<(), StoreError> {
+    /// Writes a session and its chats, replacing what was stored, and
+    /// `turns`, in one transaction: a turn that leaves the chat's document
+    /// is never in neither. The backend reference is kept unless `s`
+    /// carries one.
+    pub fn save_session(&self, s: &StoredSession, turns: &TurnChanges) -> Result<(), StoreError> {
         let mut conn = self.conn();
         let tx = conn.transaction()?;
+        change_turns(&tx, &s.uri, turns)?;
         tx.execute(
             "INSERT INTO sessions (uri, owner, created_at, modified_at, state, backend_ref)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -218,11 +283,56 @@ impl Store {
         Ok(())
     }
 
-    /// Forgets a session and its chats.
+    /// Forgets a session, its chats and its turns.
     pub fn delete_session(&self, uri: &str) -> Result<(), StoreError> {
-        self.conn()
-            .execute("DELETE FROM sessions WHERE uri = ?1", params![uri])?;
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        tx.execute("DELETE FROM turns WHERE session = ?1", params![uri])?;
+        tx.execute("DELETE FROM sessions WHERE uri = ?1", params![uri])?;
+        tx.commit()?;
         Ok(())
+    }
+
+    /// Changes a session's stored turns alone (a store that keeps no
+    /// sessions, see [`Store::temporary`]).
+    pub fn change_turns(&self, session: &str, turns: &TurnChanges) -> Result<(), StoreError> {
+        let mut conn = self.conn();
+        let tx = conn.transaction()?;
+        change_turns(&tx, session, turns)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// How many turns of `session` are stored: the next ordinal.
+    pub fn turn_count(&self, session: &str) -> Result<u64, StoreError> {
+        let n: i64 = self.conn().query_row(
+            "SELECT COALESCE(MAX(ordinal) + 1, 0) FROM turns WHERE session = ?1",
+            params![session],
+            |r| r.get(0),
+        )?;
+        Ok(n as u64)
+    }
+
+    /// The stored turns of `session` with ordinals in `from..to`, oldest
+    /// first, as JSON text.
+    pub fn turns(&self, session: &str, from: u64, to: u64) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(
+            "SELECT turn FROM turns WHERE session = ?1 AND ordinal >= ?2 AND ordinal < ?3
+             ORDER BY ordinal",
+        )?;
+        let rows = stmt.query_map(params![session, from as i64, to as i64], |r| r.get(0))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The ordinal of the newest stored turn of `session` with id `id`.
+    pub fn turn_ordinal(&self, session: &str, id: &str) -> Result<Option<u64>, StoreError> {
+        let n: Option<i64> = self.conn().query_row(
+            "SELECT MAX(ordinal) FROM turns WHERE session = ?1 AND id = ?2",
+            params![session, id],
+            |r| r.get(0),
+        )?;
+        Ok(n.map(|n| n as u64))
     }
 
     /// The highest `serverSeq` any instance may have issued (0: none yet).
@@ -257,6 +367,26 @@ impl Store {
     }
 }
 
+fn change_turns(
+    tx: &rusqlite::Transaction<'_>,
+    session: &str,
+    turns: &TurnChanges,
+) -> Result<(), StoreError> {
+    if let Some(from) = turns.drop_from {
+        tx.execute(
+            "DELETE FROM turns WHERE session = ?1 AND ordinal >= ?2",
+            params![session, from as i64],
+        )?;
+    }
+    let mut insert = tx.prepare_cached(
+        "INSERT OR REPLACE INTO turns (session, ordinal, id, turn) VALUES (?1, ?2, ?3, ?4)",
+    )?;
+    for t in &turns.append {
+        insert.execute(params![session, t.ordinal as i64, t.id, t.text])?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -286,13 +416,13 @@ mod tests {
             let store = Store::open(&path).unwrap();
             let mut first = session("ahp-session:/a", "one");
             first.backend_ref = Some("rt-a".into());
-            store.save_session(&first).unwrap();
+            store.save_session(&first, &TurnChanges::default()).unwrap();
             // A later save without a reference keeps the one stored.
             store
-                .save_session(&session("ahp-session:/a", "two"))
+                .save_session(&session("ahp-session:/a", "two"), &TurnChanges::default())
                 .unwrap();
             store
-                .save_session(&session("ahp-session:/b", "three"))
+                .save_session(&session("ahp-session:/b", "three"), &TurnChanges::default())
                 .unwrap();
             store.delete_session("ahp-session:/b").unwrap();
         }
@@ -307,6 +437,92 @@ mod tests {
             .query_row("SELECT COUNT(*) FROM chats", [], |r| r.get(0))
             .unwrap();
         assert_eq!(orphan, 1, "a disposed session's chats go with it");
+    }
+
+    fn turn(ordinal: u64, id: &str) -> StoredTurn {
+        StoredTurn {
+            ordinal,
+            id: id.into(),
+            text: format!("{{\"id\":\"{id}\"}}"),
+        }
+    }
+
+    #[test]
+    fn turns_are_appended_paged_truncated_and_forgotten() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.sqlite3");
+        let a = "ahp-session:/a";
+        {
+            let store = Store::open(&path).unwrap();
+            let append = (0..5).map(|i| turn(i, &format!("t{i}"))).collect();
+            let changes = TurnChanges {
+                drop_from: None,
+                append,
+            };
+            store.save_session(&session(a, "one"), &changes).unwrap();
+        }
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.turn_count(a).unwrap(), 5, "turns survive a reopen");
+        assert_eq!(
+            store.turns(a, 1, 3).unwrap(),
+            vec![r#"{"id":"t1"}"#, r#"{"id":"t2"}"#]
+        );
+        assert_eq!(store.turn_ordinal(a, "t3").unwrap(), Some(3));
+        assert_eq!(store.turn_ordinal(a, "nope").unwrap(), None);
+        // A truncation drops the later turns before new ones are added.
+        let changes = TurnChanges {
+            drop_from: Some(2),
+            append: vec![turn(2, "u2")],
+        };
+        store.change_turns(a, &changes).unwrap();
+        assert_eq!(store.turn_count(a).unwrap(), 3);
+        assert_eq!(store.turn_ordinal(a, "t3").unwrap(), None);
+        assert_eq!(store.turns(a, 2, 9).unwrap(), vec![r#"{"id":"u2"}"#]);
+        store.delete_session(a).unwrap();
+        assert_eq!(
+            store.turn_count(a).unwrap(),
+            0,
+            "a disposed session's turns go"
+        );
+    }
+
+    #[test]
+    fn a_first_version_store_gains_the_turns_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.sqlite3");
+        Connection::open(&path)
+            .unwrap()
+            .execute_batch(
+                "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                 CREATE TABLE sessions (uri TEXT PRIMARY KEY, owner TEXT NOT NULL,
+                     created_at TEXT NOT NULL, modified_at TEXT NOT NULL, state TEXT NOT NULL,
+                     backend_ref TEXT);
+                 CREATE TABLE chats (uri TEXT PRIMARY KEY,
+                     session TEXT NOT NULL REFERENCES sessions(uri) ON DELETE CASCADE,
+                     state TEXT NOT NULL);
+                 INSERT INTO sessions VALUES ('ahp-session:/old', 'alice', 't', 't', '{}', NULL);
+                 PRAGMA user_version = 1;",
+            )
+            .unwrap();
+        let store = Store::open(&path).unwrap();
+        assert_eq!(store.sessions().unwrap().len(), 1, "its sessions are kept");
+        assert_eq!(store.turn_count("ahp-session:/old").unwrap(), 0);
+        let v: i64 = store
+            .conn()
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(v, SCHEMA_VERSION);
+    }
+
+    #[test]
+    fn a_temporary_store_keeps_turns_without_sessions() {
+        let store = Store::temporary().unwrap();
+        let changes = TurnChanges {
+            drop_from: None,
+            append: vec![turn(0, "t0")],
+        };
+        store.change_turns("ahp-session:/m", &changes).unwrap();
+        assert_eq!(store.turns("ahp-session:/m", 0, 1).unwrap().len(), 1);
     }
 
     #[test]
