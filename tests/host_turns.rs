@@ -238,6 +238,14 @@ async fn without_a_state_store_old_turns_still_come_back() {
     let c = initialized(&r, "reader").await;
     create_session(&c, SESSION, None).await;
     run_turns(&r, 0, 10);
-    assert_eq!(ids(&host_chat(&r)), ["t7", "t8", "t9"], "memory holds the window");
-    assert_eq!(ids(&fetch_everything(&c).await), all(10), "a temporary store the rest");
+    assert_eq!(
+        ids(&host_chat(&r)),
+        ["t7", "t8", "t9"],
+        "memory holds the window"
+    );
+    assert_eq!(
+        ids(&fetch_everything(&c).await),
+        all(10),
+        "a temporary store the rest"
+    );
 }

@@ -17,7 +17,7 @@ pub(super) struct ReplayBuffer {
     /// Numbers above this are not reserved in the store yet.
     ceiling: u64,
     kept: VecDeque<Kept>,
-    /// Bytes of the envelopes in `kept`.
+    /// Bytes of what `kept` holds (envelopes and channel names).
     kept_bytes: usize,
 }
 
@@ -27,6 +27,15 @@ struct Kept {
     channel: String,
     /// The `action` notification's params, serialized.
     envelope: String,
+}
+
+impl Kept {
+    /// What it costs against `[server] replay_buffer_bytes`: the channel
+    /// name counts as well as the envelope (many actions on short-lived
+    /// channels must not hide behind small envelopes).
+    fn bytes(&self) -> usize {
+        self.envelope.len() + self.channel.len()
+    }
 }
 
 impl ReplayBuffer {
@@ -96,15 +105,16 @@ impl ReplayBuffer {
         max_count: usize,
         max_bytes: usize,
     ) {
-        self.kept_bytes += envelope.len();
-        self.kept.push_back(Kept {
+        let kept = Kept {
             seq,
             channel: channel.to_owned(),
             envelope,
-        });
+        };
+        self.kept_bytes += kept.bytes();
+        self.kept.push_back(kept);
         while self.kept.len() > max_count || self.kept_bytes > max_bytes {
             match self.kept.pop_front() {
-                Some(old) => self.kept_bytes -= old.envelope.len(),
+                Some(old) => self.kept_bytes -= old.bytes(),
                 None => break,
             }
         }
@@ -173,5 +183,23 @@ mod tests {
         replay.keep(second, "c", "{\"n\":2}".into(), 10, 1 << 20);
         let channels = HashSet::from(["c"]);
         assert_eq!(replay.since(first, &channels).map(|v| v.len()), Some(1));
+    }
+
+    #[test]
+    fn channel_names_count_against_the_bytes() {
+        let mut replay = ReplayBuffer::new();
+        replay.continue_above(0);
+        replay.reserved(1000);
+        let long = "c".repeat(100);
+        let mut first = 0;
+        for i in 0..4 {
+            let seq = replay.next().unwrap();
+            first = if i == 0 { seq } else { first };
+            replay.keep(seq, &long, "{}".into(), 10, 250);
+        }
+        let channels = HashSet::from([long.as_str()]);
+        // 102 bytes each: two fit in 250, the envelopes alone would not say so.
+        assert_eq!(replay.since(first, &channels), None);
+        assert_eq!(replay.since(first + 1, &channels).map(|v| v.len()), Some(2));
     }
 }
