@@ -187,10 +187,17 @@ impl BridgeProcess {
         let path = dir.join("bridge.toml");
         std::fs::write(&path, config).unwrap();
         let bin = env!("CARGO_BIN_EXE_ahp-copilot-bridge");
-        let mut cmd = match nofile {
-            Some(n) => {
-                let mut c = Command::new("prlimit");
-                c.arg(format!("--nofile={n}:{n}")).arg(bin);
+        // A profiler around the bridge, for the memory benches:
+        // AHP_BENCH_WRAP="heaptrack -o /tmp/bridge" (words split on spaces).
+        let wrap = std::env::var("AHP_BENCH_WRAP").unwrap_or_default();
+        let mut words: Vec<String> = wrap.split_whitespace().map(String::from).collect();
+        if let Some(n) = nofile {
+            words.splice(0..0, ["prlimit".to_owned(), format!("--nofile={n}:{n}")]);
+        }
+        let mut cmd = match words.split_first() {
+            Some((first, rest)) => {
+                let mut c = Command::new(first);
+                c.args(rest).arg(bin);
                 c
             }
             None => Command::new(bin),
