@@ -1,12 +1,14 @@
 //! What a client's action must pass beyond its principal's roles: the
 //! checks only the state can answer (a client sets only its own entry,
-//! answers only its own tool calls), and what its fields must be (a
+//! answers only its own tool calls; what a session or chat holds stays
+//! within its `[server]` bound), and what its fields must be (a
 //! working directory the runtime can be given, a config the schema has). Pure functions of the
 //! action and the sessions' state.
 
 use ahp_types::actions::StateAction;
 
 use super::sessions::{Sessions, MODEL_SETTING};
+use super::settings::HostSettings;
 use crate::protocol::actions::Rejection;
 use crate::protocol::uri::working_directory;
 
@@ -44,6 +46,36 @@ pub(super) fn check_own(
         ),
         _ => Ok(()),
     }
+}
+
+/// What a client's action would grow past its `[server]` bound, refused
+/// naming the key: the reducers keep what these actions add for the
+/// session's life (and store it at each boundary), so without a bound a
+/// client grows a session with every message (issue 44).
+pub(super) fn check_bounds(
+    sessions: &Sessions,
+    channel: &str,
+    action: &StateAction,
+    settings: &HostSettings,
+) -> Result<(), Rejection> {
+    // Only a session's list: `chat/workingDirectorySet` is not a client's
+    // action (`client_may_dispatch`).
+    let StateAction::SessionWorkingDirectorySet(a) = action else {
+        return Ok(());
+    };
+    let held = sessions
+        .state(channel)
+        .and_then(|s| s.working_directories.as_deref());
+    let held = held.unwrap_or_default();
+    let max = settings.server().max_working_directories;
+    // A directory already held is no change (the reducer's no-op).
+    if held.len() < max || held.contains(&a.directory) {
+        return Ok(());
+    }
+    Err(Rejection(format!(
+        "session/workingDirectorySet: the session holds {} working directories, the most [server] max_working_directories ({max}) allows; remove one first",
+        held.len()
+    )))
 }
 
 /// A confirmation answers only a tool call that waits for one.

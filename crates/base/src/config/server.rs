@@ -52,6 +52,11 @@ pub struct ServerConfig {
     pub outbound_queue_bytes: usize,
     /// A client action larger than this (serialized) is refused.
     pub max_action_bytes: usize,
+    /// Working directories one session may hold: a client's
+    /// `session/workingDirectorySet` that would add one more is refused,
+    /// and so is a `createSession` listing more. The reducer appends every
+    /// new directory and never prunes.
+    pub max_working_directories: usize,
     /// Reload what SIGHUP reloads when the config file changes (written in
     /// place, renamed over, or a Kubernetes ConfigMap's `..data` swap).
     pub reload_on_change: bool,
@@ -122,6 +127,7 @@ impl Default for ServerConfig {
             replay_buffer_bytes: 16 * 1024 * 1024,
             outbound_queue_bytes: 16 * 1024 * 1024,
             max_action_bytes: 256 * 1024,
+            max_working_directories: 64,
             drain: Duration::from_secs(20),
             reload_on_change: true,
             shutdown_timeout: Duration::from_secs(10),
@@ -247,6 +253,11 @@ impl ServerConfig {
                 64 * 1024,
             ),
             ("server.max_action_bytes", self.max_action_bytes, 1024),
+            (
+                "server.max_working_directories",
+                self.max_working_directories,
+                1,
+            ),
             ("server.max_resource_bytes", self.max_resource_bytes, 1),
         ] {
             if v < min {
