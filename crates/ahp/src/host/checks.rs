@@ -49,33 +49,52 @@ pub(super) fn check_own(
 }
 
 /// What a client's action would grow past its `[server]` bound, refused
-/// naming the key: the reducers keep what these actions add for the
-/// session's life (and store it at each boundary), so without a bound a
-/// client grows a session with every message (issue 44).
+/// naming the key: the reducers keep what these actions add (a session's
+/// working directories for its life, stored at each boundary; a chat's
+/// queued messages until they run), so without a bound a client grows a
+/// session with every message (issue 44).
 pub(super) fn check_bounds(
     sessions: &Sessions,
     channel: &str,
     action: &StateAction,
     settings: &HostSettings,
 ) -> Result<(), Rejection> {
-    // Only a session's list: `chat/workingDirectorySet` is not a client's
-    // action (`client_may_dispatch`).
-    let StateAction::SessionWorkingDirectorySet(a) = action else {
-        return Ok(());
-    };
-    let held = sessions
-        .state(channel)
-        .and_then(|s| s.working_directories.as_deref());
-    let held = held.unwrap_or_default();
-    let max = settings.server().max_working_directories;
-    // A directory already held is no change (the reducer's no-op).
-    if held.len() < max || held.contains(&a.directory) {
-        return Ok(());
+    use ahp_types::state::PendingMessageKind;
+    match action {
+        // A session's list only: `chat/workingDirectorySet` is not a
+        // client's action (`client_may_dispatch`).
+        StateAction::SessionWorkingDirectorySet(a) => {
+            let held = sessions
+                .state(channel)
+                .and_then(|s| s.working_directories.as_deref());
+            let held = held.unwrap_or_default();
+            let max = settings.server().max_working_directories;
+            // A directory already held is no change (the reducer's no-op).
+            if held.len() < max || held.contains(&a.directory) {
+                return Ok(());
+            }
+            Err(Rejection(format!(
+                "session/workingDirectorySet: the session holds {} working directories, the most [server] max_working_directories ({max}) allows; remove one first",
+                held.len()
+            )))
+        }
+        StateAction::ChatPendingMessageSet(a) if a.kind == PendingMessageKind::Queued => {
+            let held = sessions
+                .chat(channel)
+                .and_then(|c| c.queued_messages.as_deref());
+            let held = held.unwrap_or_default();
+            let max = settings.server().max_queued_messages;
+            // A message already queued is replaced in place.
+            if held.len() < max || held.iter().any(|m| m.id == a.id) {
+                return Ok(());
+            }
+            Err(Rejection(format!(
+                "chat/pendingMessageSet: the chat holds {} queued messages, the most [server] max_queued_messages ({max}) allows; wait for one to run or remove one",
+                held.len()
+            )))
+        }
+        _ => Ok(()),
     }
-    Err(Rejection(format!(
-        "session/workingDirectorySet: the session holds {} working directories, the most [server] max_working_directories ({max}) allows; remove one first",
-        held.len()
-    )))
 }
 
 /// A confirmation answers only a tool call that waits for one.

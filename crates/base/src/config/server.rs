@@ -57,6 +57,10 @@ pub struct ServerConfig {
     /// and so is a `createSession` listing more. The reducer appends every
     /// new directory and never prunes.
     pub max_working_directories: usize,
+    /// Messages one chat may hold queued (`chat/pendingMessageSet` of kind
+    /// `queued` with a new id; each at most `max_action_bytes`): one more is
+    /// refused. They wait there while a turn runs.
+    pub max_queued_messages: usize,
     /// Reload what SIGHUP reloads when the config file changes (written in
     /// place, renamed over, or a Kubernetes ConfigMap's `..data` swap).
     pub reload_on_change: bool,
@@ -128,6 +132,7 @@ impl Default for ServerConfig {
             outbound_queue_bytes: 16 * 1024 * 1024,
             max_action_bytes: 256 * 1024,
             max_working_directories: 64,
+            max_queued_messages: 16,
             drain: Duration::from_secs(20),
             reload_on_change: true,
             shutdown_timeout: Duration::from_secs(10),
@@ -258,6 +263,7 @@ impl ServerConfig {
                 self.max_working_directories,
                 1,
             ),
+            ("server.max_queued_messages", self.max_queued_messages, 1),
             ("server.max_resource_bytes", self.max_resource_bytes, 1),
         ] {
             if v < min {
