@@ -157,7 +157,7 @@ async fn main() {
             |i| json!({"type": "chat/draftChanged", "draft": {"text": format!("draft {i:08} {}", "x".repeat(64))}}),
         ),
         (
-            "session/workingDirectorySet (a new one each)",
+            "session/workingDirectorySet (refused past 64)",
             "session",
             |i| json!({"type": "session/workingDirectorySet", "directory": format!("file:///tmp/fuzz/{i:08}-{}", "d".repeat(48))}),
         ),

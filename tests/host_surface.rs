@@ -141,6 +141,114 @@ async fn a_session_config_change_outside_the_schema_is_refused() {
     assert_eq!(values, &json!({"model": "other-model"}), "{snap}");
 }
 
+/// A session's working directories are held to `[server]
+/// max_working_directories`: the reducer appends every new one for the
+/// session's life (stored at each boundary), so a client adding directories
+/// grew the session with every message (issue 44).
+#[tokio::test]
+async fn working_directories_past_the_bound_are_refused_naming_the_key() {
+    let mut cfg = test_config();
+    cfg.server.max_working_directories = 2;
+    let r = start_host(cfg).await;
+    let c = initialized(&r, "wd").await;
+    let dir = |i: u32| format!("file:///tmp/wd-{i}");
+    let create = |uri: &str, dirs: Vec<String>| json!({"channel": uri, "provider": "copilot", "workingDirectories": dirs});
+    // createSession is held to it too.
+    let e = c
+        .request::<_, Value>(
+            "createSession",
+            create("ahp-session:/wd0", vec![dir(1), dir(2), dir(3)]),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(rpc_code(&e), -32602, "{e}");
+    assert!(
+        e.to_string()
+            .contains("[server] max_working_directories (2)"),
+        "{e}"
+    );
+    c.request::<_, Value>("createSession", create("ahp-session:/wd", vec![dir(1)]))
+        .await
+        .expect("createSession within the bound");
+    let uri = "ahp-session:/wd";
+    c.subscribe(uri.into()).await.expect("subscribe");
+    let set = |d: String| json!({"type": "session/workingDirectorySet", "directory": d});
+    assert_eq!(rejection(&c, uri, 1, set(dir(2))).await, None);
+    // One already held changes nothing: not refused at the bound.
+    assert_eq!(rejection(&c, uri, 2, set(dir(1))).await, None);
+    let reason = rejection(&c, uri, 3, set(dir(3))).await.expect("refused");
+    assert!(
+        reason.contains("holds 2 working directories")
+            && reason.contains("[server] max_working_directories (2)"),
+        "{reason}"
+    );
+    // Removing one makes room again.
+    let removed = json!({"type": "session/workingDirectoryRemoved", "directory": dir(1)});
+    assert_eq!(rejection(&c, uri, 4, removed).await, None);
+    assert_eq!(rejection(&c, uri, 5, set(dir(3))).await, None);
+    let snap = raw_subscribe(&c, uri).await;
+    let held = &snap["snapshot"]["state"]["workingDirectories"];
+    assert_eq!(held, &json!([dir(2), dir(3)]), "{snap}");
+    // A chat's list is not a client's to grow at all.
+    let chat = chat_of(uri);
+    c.subscribe(chat.clone()).await.expect("subscribe");
+    let chat_set = json!({"type": "chat/workingDirectorySet", "directory": dir(4)});
+    let reason = rejection(&c, &chat, 6, chat_set).await.expect("refused");
+    assert!(
+        reason.contains("may only be dispatched by the host"),
+        "{reason}"
+    );
+}
+
+/// A chat's queue is held to `[server] max_queued_messages`: each queued
+/// message with a new id was appended while a turn ran, with nothing but
+/// `turns_per_minute` to slow it (issue 44).
+#[tokio::test]
+async fn queued_messages_past_the_bound_are_refused_naming_the_key() {
+    let mut cfg = test_config();
+    cfg.server.max_queued_messages = 2;
+    let r = start_host(cfg).await;
+    let c = initialized(&r, "q").await;
+    create_session(&c, "ahp-session:/q", None).await;
+    let chat = chat_of("ahp-session:/q");
+    c.subscribe(chat.clone()).await.expect("subscribe");
+    // A turn runs (no runtime ends it), so the queue waits.
+    let turn = json!({"type": "chat/turnStarted", "turnId": "t1", "startedAt": "2026-01-01T00:00:00Z",
+        "message": {"text": "hi", "origin": {"kind": "user"}}});
+    assert_eq!(rejection(&c, &chat, 1, turn).await, None);
+    let queued = |id: &str, text: &str| {
+        json!({"type": "chat/pendingMessageSet", "kind": "queued", "id": id,
+            "message": {"text": text, "origin": {"kind": "user"}}})
+    };
+    assert_eq!(rejection(&c, &chat, 2, queued("q1", "one")).await, None);
+    assert_eq!(rejection(&c, &chat, 3, queued("q2", "two")).await, None);
+    // A queued id is replaced in place: not refused at the bound.
+    assert_eq!(
+        rejection(&c, &chat, 4, queued("q1", "one again")).await,
+        None
+    );
+    let reason = rejection(&c, &chat, 5, queued("q3", "three"))
+        .await
+        .expect("refused");
+    assert!(
+        reason.contains("holds 2 queued messages")
+            && reason.contains("[server] max_queued_messages (2)"),
+        "{reason}"
+    );
+    // Removing one makes room again.
+    let removed = json!({"type": "chat/pendingMessageRemoved", "kind": "queued", "id": "q1"});
+    assert_eq!(rejection(&c, &chat, 6, removed).await, None);
+    assert_eq!(rejection(&c, &chat, 7, queued("q3", "three")).await, None);
+    let snap = raw_subscribe(&c, &chat).await;
+    let ids: Vec<&str> = snap["snapshot"]["state"]["queuedMessages"]
+        .as_array()
+        .expect("queued messages")
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["q2", "q3"], "{snap}");
+}
+
 #[tokio::test]
 async fn commands_not_offered_are_32601_naming_the_method_and_writes_are_refused() {
     let r = start_host(test_config()).await;

@@ -13,7 +13,7 @@
 //!   life and the binding of its runtime session, here;
 //! - south -> north: runtime events and requests, in [`runtime_side`];
 //! - what a turn maps to: [`actions`] (events), [`input`] (questions);
-//!   its spans: [`turn_trace`];
+//!   its spans: [`turn_trace`]; its inactivity deadline: [`silence`];
 //! - what a runtime session is bound to: [`binding`];
 //! - transforms: the router asks clients through [`transform_clients`] and
 //!   writes through [`audit_port`].
@@ -36,6 +36,7 @@ mod session;
 mod settings;
 pub mod shutdown;
 pub mod shutting_down;
+mod silence;
 pub mod transform_clients;
 pub mod turn;
 mod turn_trace;
@@ -340,13 +341,14 @@ impl Bridge {
         let spans = TurnSpans::start(&uri, &turn.turn_id, &asked, turn.by.as_ref());
         let by = turn.by.as_ref().map(|b| b.client_id.clone());
         let begun = |s: &mut BridgedSession| s.begin(&turn.turn_id, &turn.chat, model, spans, by);
-        if self.sessions.with(&uri, begun).is_none() {
+        let Some(over) = self.sessions.with(&uri, begun) else {
             return;
-        }
+        };
         tokio::spawn(Self::end_if_silent(
             self.me.clone(),
             uri.clone(),
             turn.turn_id.clone(),
+            over,
         ));
         if let Err(e) = self.send(&uri, &turn).await {
             warn!(session = %uri, "turn not started: {e:#}");
@@ -356,39 +358,6 @@ impl Bridge {
                 .change(&uri, |s, fx| s.fail("runtime", &msg, fx))
             {
                 self.carry_out(fx);
-            }
-        }
-    }
-
-    /// Ends turn `turn_id` when the runtime says nothing for it for
-    /// `[runtime] turn_inactivity_timeout` (time spent waiting on a client
-    /// does not count): a runtime that answers pings but never finishes
-    /// must not hold the turn, and the session, forever.
-    async fn end_if_silent(me: Weak<Self>, uri: String, turn_id: String) {
-        let Some(limit) = me
-            .upgrade()
-            .map(|b| b.settings.runtime.turn_inactivity_timeout)
-        else {
-            return;
-        };
-        let mut deadline = tokio::time::Instant::now() + limit;
-        loop {
-            tokio::time::sleep_until(deadline).await;
-            let Some(b) = me.upgrade() else { return };
-            let now = tokio::time::Instant::now();
-            match b.sessions.with(&uri, |s| s.last_heard(&turn_id)).flatten() {
-                // Over, or another turn by now.
-                None => return,
-                // Waiting on a client: the runtime is quiet for a reason.
-                Some(None) => deadline = now + limit,
-                Some(Some(heard)) if heard + limit > now => deadline = heard + limit,
-                Some(Some(_)) => {
-                    let shown = humantime::format_duration(limit);
-                    let why = format!("the agent runtime sent nothing for {shown} ([runtime] turn_inactivity_timeout); the turn is stopped");
-                    warn!(session = %uri, turn = %turn_id, "{why}");
-                    b.change(&uri, |s, fx| s.silent(&why, fx));
-                    return;
-                }
             }
         }
     }

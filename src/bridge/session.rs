@@ -13,7 +13,7 @@ use tokio::sync::{oneshot, watch};
 
 use super::binding::Binding;
 use super::effects::{Effects, RuntimeCall};
-use super::turn::RunningTurn;
+use super::turn::{RunningTurn, TurnOver};
 use super::turn_trace::TurnSpans;
 use crate::runtime::calls::ToolOutcome;
 use crate::runtime::events::{PermissionRequest, RuntimeEvent};
@@ -194,7 +194,8 @@ impl BridgedSession {
     }
 
     /// Starts a turn (the caller waited for `Idle`). Not bound yet: the
-    /// message's model is the one to bind with, no switch.
+    /// message's model is the one to bind with, no switch. Returns what
+    /// ends when the turn does.
     pub fn begin(
         &mut self,
         turn_id: &str,
@@ -202,13 +203,14 @@ impl BridgedSession {
         model: Option<&str>,
         spans: TurnSpans,
         starter: Option<String>,
-    ) {
+    ) -> TurnOver {
         let stale_idle = matches!(self.turn, TurnState::Idle { stale_idle: true });
         if let (None, Some(m)) = (&self.bound, model) {
             self.model = Some(m.to_owned());
         }
-        let turn = RunningTurn::new(turn_id, chat, stale_idle, spans, starter);
+        let (turn, over) = RunningTurn::new(turn_id, chat, stale_idle, spans, starter);
         self.set_turn(TurnState::Running(Box::new(turn)));
+        over
     }
 
     /// Ends the running turn (if one runs), moving to `next`; see

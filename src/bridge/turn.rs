@@ -5,6 +5,7 @@
 //! returns the [`Effects`] it asks for.
 
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::time::Instant;
 
 use ahp_types::actions::{
@@ -78,7 +79,13 @@ pub(super) struct RunningTurn {
     /// The client that started it (a queued message: none): who the
     /// operator's Rego policy sees asking for its permissions.
     starter: Option<String>,
+    /// Never sent: dropped with the turn, which ends its [`TurnOver`].
+    _over: oneshot::Sender<Infallible>,
 }
+
+/// Ends (with an error: nothing is ever sent) when its running turn is
+/// over, however it ended: what waits on the turn's deadline stops then.
+pub(super) type TurnOver = oneshot::Receiver<Infallible>;
 
 /// The `inputNeeded` id of a tool call's mirror.
 pub(super) fn mirror_id(tool_call_id: &str) -> String {
@@ -97,8 +104,9 @@ impl RunningTurn {
         stale_idle: bool,
         spans: TurnSpans,
         starter: Option<String>,
-    ) -> Self {
-        Self {
+    ) -> (Self, TurnOver) {
+        let (over, turn_over) = oneshot::channel();
+        let turn = Self {
             mapper: TurnMapper::new(turn_id),
             started: Instant::now(),
             last_heard: tokio::time::Instant::now(),
@@ -111,7 +119,9 @@ impl RunningTurn {
             inputs: HashMap::new(),
             spans,
             starter,
-        }
+            _over: over,
+        };
+        (turn, turn_over)
     }
 
     /// The client that started the turn, if a client did.

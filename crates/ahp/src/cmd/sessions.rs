@@ -1,5 +1,5 @@
 //! `createSession`: every field checked before the session exists (its
-//! URI, provider, working directories, config, the creator's own
+//! URI, provider, working directories and how many, config, the creator's own
 //! active-client entry and the role its opt-in needs), then handed to the
 //! host whole. `disposeSession` is the host's `remove_session`.
 
@@ -51,6 +51,14 @@ pub(crate) fn create(
         ));
     }
     let dirs = c.working_directories.unwrap_or_default();
+    // As a client's `session/workingDirectorySet` is held to it later.
+    let max = host.settings().server().max_working_directories;
+    if dirs.len() > max {
+        return Err(invalid(format!(
+            "field `workingDirectories`: {} directories, more than [server] max_working_directories ({max}) allows",
+            dirs.len()
+        )));
+    }
     for (i, d) in dirs.iter().enumerate() {
         working_directory(d)
             .map_err(|e| invalid(format!("field `workingDirectories[{i}]`: {e}")))?;

@@ -1,12 +1,14 @@
 //! What a client's action must pass beyond its principal's roles: the
 //! checks only the state can answer (a client sets only its own entry,
-//! answers only its own tool calls), and what its fields must be (a
+//! answers only its own tool calls; what a session or chat holds stays
+//! within its `[server]` bound), and what its fields must be (a
 //! working directory the runtime can be given, a config the schema has). Pure functions of the
 //! action and the sessions' state.
 
 use ahp_types::actions::StateAction;
 
 use super::sessions::{Sessions, MODEL_SETTING};
+use super::settings::HostSettings;
 use crate::protocol::actions::Rejection;
 use crate::protocol::uri::working_directory;
 
@@ -42,6 +44,55 @@ pub(super) fn check_own(
             &a.tool_call_id,
             "chat/toolCallContentChanged",
         ),
+        _ => Ok(()),
+    }
+}
+
+/// What a client's action would grow past its `[server]` bound, refused
+/// naming the key: the reducers keep what these actions add (a session's
+/// working directories for its life, stored at each boundary; a chat's
+/// queued messages until they run), so without a bound a client grows a
+/// session with every message (issue 44).
+pub(super) fn check_bounds(
+    sessions: &Sessions,
+    channel: &str,
+    action: &StateAction,
+    settings: &HostSettings,
+) -> Result<(), Rejection> {
+    use ahp_types::state::PendingMessageKind;
+    match action {
+        // A session's list only: `chat/workingDirectorySet` is not a
+        // client's action (`client_may_dispatch`).
+        StateAction::SessionWorkingDirectorySet(a) => {
+            let held = sessions
+                .state(channel)
+                .and_then(|s| s.working_directories.as_deref());
+            let held = held.unwrap_or_default();
+            let max = settings.server().max_working_directories;
+            // A directory already held is no change (the reducer's no-op).
+            if held.len() < max || held.contains(&a.directory) {
+                return Ok(());
+            }
+            Err(Rejection(format!(
+                "session/workingDirectorySet: the session holds {} working directories, the most [server] max_working_directories ({max}) allows; remove one first",
+                held.len()
+            )))
+        }
+        StateAction::ChatPendingMessageSet(a) if a.kind == PendingMessageKind::Queued => {
+            let held = sessions
+                .chat(channel)
+                .and_then(|c| c.queued_messages.as_deref());
+            let held = held.unwrap_or_default();
+            let max = settings.server().max_queued_messages;
+            // A message already queued is replaced in place.
+            if held.len() < max || held.iter().any(|m| m.id == a.id) {
+                return Ok(());
+            }
+            Err(Rejection(format!(
+                "chat/pendingMessageSet: the chat holds {} queued messages, the most [server] max_queued_messages ({max}) allows; wait for one to run or remove one",
+                held.len()
+            )))
+        }
         _ => Ok(()),
     }
 }

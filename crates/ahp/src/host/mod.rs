@@ -418,6 +418,7 @@ impl Host {
             )));
         }
         check_own(&st.sessions, &channel, &origin.client_id, &action.action)?;
+        checks::check_bounds(&st.sessions, &channel, &action.action, &self.settings)?;
         let turn = starts_turn(&action.action);
         if turn {
             if let Some(standing) = st.clients.revoked(conn) {

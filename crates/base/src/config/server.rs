@@ -58,6 +58,15 @@ pub struct ServerConfig {
     /// The same bound in bytes of the turns' JSON (the newest turn is kept
     /// whatever its size). Also the most one `fetchTurns` page carries.
     pub turn_window_bytes: usize,
+    /// Working directories one session may hold: a client's
+    /// `session/workingDirectorySet` that would add one more is refused,
+    /// and so is a `createSession` listing more. The reducer appends every
+    /// new directory and never prunes.
+    pub max_working_directories: usize,
+    /// Messages one chat may hold queued (`chat/pendingMessageSet` of kind
+    /// `queued` with a new id; each at most `max_action_bytes`): one more is
+    /// refused. They wait there while a turn runs.
+    pub max_queued_messages: usize,
     /// Reload what SIGHUP reloads when the config file changes (written in
     /// place, renamed over, or a Kubernetes ConfigMap's `..data` swap).
     pub reload_on_change: bool,
@@ -130,6 +139,8 @@ impl Default for ServerConfig {
             max_action_bytes: 256 * 1024,
             turn_window: 64,
             turn_window_bytes: 1024 * 1024,
+            max_working_directories: 64,
+            max_queued_messages: 16,
             drain: Duration::from_secs(20),
             reload_on_change: true,
             shutdown_timeout: Duration::from_secs(10),
@@ -261,6 +272,12 @@ impl ServerConfig {
                 self.turn_window_bytes,
                 64 * 1024,
             ),
+            (
+                "server.max_working_directories",
+                self.max_working_directories,
+                1,
+            ),
+            ("server.max_queued_messages", self.max_queued_messages, 1),
             ("server.max_resource_bytes", self.max_resource_bytes, 1),
         ] {
             if v < min {

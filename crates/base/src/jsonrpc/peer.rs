@@ -101,19 +101,19 @@ impl Peer {
         let text = serde_json::to_string(&out).map_err(|_| CallError::Closed)?;
         let (tx, rx) = oneshot::channel();
         self.pending().insert(id.clone(), tx);
+        // However the call ends (a timeout, a failed send, or its caller
+        // dropping it before the answer), its entry goes with it: else a
+        // dropped call stays pending for the connection's life.
+        let _waiting = Waiting { peer: self, id };
         // A close that raced the insert above must still fail this call.
         if self.closed.load(Ordering::Acquire) || !(self.send)(text) {
-            self.pending().remove(&id);
             return Err(CallError::Closed);
         }
         match tokio::time::timeout(timeout, rx).await {
             Ok(Ok(Ok((value, bytes)))) => Ok(Answered { value, bytes }),
             Ok(Ok(Err(e))) => Err(CallError::Rpc(e)),
             Ok(Err(_)) => Err(CallError::Closed),
-            Err(_) => {
-                self.pending().remove(&id);
-                Err(CallError::Timeout(timeout))
-            }
+            Err(_) => Err(CallError::Timeout(timeout)),
         }
     }
 
@@ -135,6 +135,19 @@ impl Peer {
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
         self.pending().clear();
+    }
+}
+
+/// A call in flight: dropped, it takes the call's `pending` entry out
+/// (already gone when the answer or a close came first).
+struct Waiting<'a> {
+    peer: &'a Peer,
+    id: Id,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.peer.pending().remove(&self.id);
     }
 }
 
@@ -164,6 +177,23 @@ mod tests {
                 .unwrap_err(),
             CallError::Closed
         );
+    }
+
+    /// A caller that gives up on a call (drops its future, as a `select!`
+    /// or a cancelled task does) leaves nothing pending behind.
+    #[tokio::test]
+    async fn a_dropped_call_is_no_longer_pending() {
+        use std::future::Future;
+        use std::task::{Context, Poll, Waker};
+        let peer = Peer::new(|_| true);
+        let mut call = Box::pin(peer.call("x", Value::Null, Duration::from_secs(3600)));
+        let mut cx = Context::from_waker(Waker::noop());
+        // Polled once: sent, and waiting for its answer.
+        assert!(matches!(call.as_mut().poll(&mut cx), Poll::Pending));
+        assert_eq!(peer.pending().len(), 1);
+        drop(call);
+        assert!(peer.pending().is_empty());
+        assert!(!peer.complete(&Id::Num(1), Ok(Value::Null), 0));
     }
 
     #[tokio::test]
