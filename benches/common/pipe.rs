@@ -114,6 +114,14 @@ impl PipeRuntime {
             .expect("a connection within 20 s")
             .expect("listener alive")
     }
+
+    /// As [`Self::next_conn`], `None` when none comes within `wait`.
+    pub async fn try_next_conn(&mut self, wait: Duration) -> Option<PipeConn> {
+        tokio::time::timeout(wait, self.conns.recv())
+            .await
+            .ok()
+            .flatten()
+    }
 }
 
 impl PipeConn {
@@ -132,6 +140,41 @@ impl PipeConn {
             .await
             .expect("an answer within 20 s")
             .expect("connection alive")
+    }
+
+    /// As [`Self::ask`], the answer alone; `None` when the connection is
+    /// gone or no answer comes within `wait` (a fuzzer goes on).
+    pub async fn try_ask(
+        &self,
+        method: &'static str,
+        params: Value,
+        wait: Duration,
+    ) -> Option<Value> {
+        let (done, rx) = oneshot::channel();
+        self.asks
+            .send(Ask {
+                method,
+                params,
+                done,
+            })
+            .ok()?;
+        let (_, answer) = tokio::time::timeout(wait, rx).await.ok()?.ok()?;
+        Some(answer)
+    }
+
+    /// The session ids the peer created (or resumed) since the last call,
+    /// without waiting; `None` when the connection is gone.
+    pub fn created_so_far(&mut self) -> Option<Vec<String>> {
+        let mut ids = Vec::new();
+        loop {
+            match self.created.try_recv() {
+                Ok(id) => ids.push(id),
+                Err(mpsc::error::TryRecvError::Empty) => return Some(ids),
+                Err(mpsc::error::TryRecvError::Disconnected) => {
+                    return (!ids.is_empty()).then_some(ids)
+                }
+            }
+        }
     }
 
     /// The next session id the peer created (or resumed).
