@@ -128,14 +128,7 @@ impl PipeConn {
     /// Sends `method` as a request and returns the time to its answer,
     /// measured at the pipe, and the answer.
     pub async fn ask(&self, method: &'static str, params: Value) -> (Duration, Value) {
-        let (done, rx) = oneshot::channel();
-        self.asks
-            .send(Ask {
-                method,
-                params,
-                done,
-            })
-            .expect("connection alive");
+        let rx = self.send_ask(method, params).expect("connection alive");
         tokio::time::timeout(Duration::from_secs(20), rx)
             .await
             .expect("an answer within 20 s")
@@ -150,16 +143,25 @@ impl PipeConn {
         params: Value,
         wait: Duration,
     ) -> Option<Value> {
-        let (done, rx) = oneshot::channel();
-        self.asks
-            .send(Ask {
-                method,
-                params,
-                done,
-            })
-            .ok()?;
+        let rx = self.send_ask(method, params)?;
         let (_, answer) = tokio::time::timeout(wait, rx).await.ok()?.ok()?;
         Some(answer)
+    }
+
+    /// Queues the request; `None` when the connection is gone.
+    fn send_ask(
+        &self,
+        method: &'static str,
+        params: Value,
+    ) -> Option<oneshot::Receiver<(Duration, Value)>> {
+        let (done, rx) = oneshot::channel();
+        let ask = Ask {
+            method,
+            params,
+            done,
+        };
+        self.asks.send(ask).ok()?;
+        Some(rx)
     }
 
     /// The session ids the peer created (or resumed) since the last call,
