@@ -65,6 +65,18 @@ fn all(n: usize) -> Vec<String> {
     (0..n).map(|i| format!("t{i}")).collect()
 }
 
+/// The next action on `events` that `wanted` picks.
+async fn next_action(
+    events: &mut ahp::ClientEventStream,
+    wanted: impl Fn(&StateAction) -> bool,
+) -> StateAction {
+    wait_event(events, |e| match e {
+        SubscriptionEvent::Action(env) if wanted(&env.action) => Some(env.action.clone()),
+        _ => None,
+    })
+    .await
+}
+
 /// Subscribes to the chat, then asks for older turns with the cursor its
 /// state carries until none is left, applying every `chat/turnsLoaded` with
 /// the official reducer: the chat as a client sees it in the end.
@@ -86,12 +98,8 @@ async fn fetch_everything(c: &Client) -> ChatState {
             .expect("fetchTurns");
         assert_eq!(ok, json!({}));
         // The host dispatched the page before it answered.
-        let loaded = wait_event(&mut events, |e| match e {
-            SubscriptionEvent::Action(env) => match &env.action {
-                StateAction::ChatTurnsLoaded(_) => Some(env.action.clone()),
-                _ => None,
-            },
-            _ => None,
+        let loaded = next_action(&mut events, |a| {
+            matches!(a, StateAction::ChatTurnsLoaded(_))
         })
         .await;
         apply_action_to_chat(&mut state, &loaded);
@@ -181,14 +189,11 @@ async fn a_truncation_to_a_turn_outside_the_window_loads_it_first() {
     .await;
     // The subscriber sees t2 loaded, then the truncation.
     for _ in 0..2 {
-        let a = wait_event(&mut events, |e| match e {
-            SubscriptionEvent::Action(env) => match &env.action {
-                StateAction::ChatTurnsLoaded(_) | StateAction::ChatTruncated(_) => {
-                    Some(env.action.clone())
-                }
-                _ => None,
-            },
-            _ => None,
+        let a = next_action(&mut events, |a| {
+            matches!(
+                a,
+                StateAction::ChatTurnsLoaded(_) | StateAction::ChatTruncated(_)
+            )
         })
         .await;
         apply_action_to_chat(&mut state, &a);
@@ -214,13 +219,10 @@ async fn a_truncation_to_a_turn_outside_the_window_loads_it_first() {
     let mut events = c.events();
     dispatch_raw(&c, &chat, 2, json!({"type": "chat/truncated"})).await;
     // Its echo: applied, and stored.
-    wait_event(&mut events, |e| match e {
-        SubscriptionEvent::Action(env) => {
-            matches!(&env.action, StateAction::ChatTruncated(t) if t.turn_id.is_none())
-                .then_some(())
-        }
-        _ => None,
-    })
+    next_action(
+        &mut events,
+        |a| matches!(a, StateAction::ChatTruncated(t) if t.turn_id.is_none()),
+    )
     .await;
     let c4 = initialized(&r, "last").await;
     assert!(

@@ -58,7 +58,7 @@ use self::session::{BridgedSession, DRAIN_LIMIT};
 pub use self::settings::BridgeSettings;
 use self::shutdown::Stop;
 use self::shutting_down::SHUTTING_DOWN;
-use self::turn::{mirror_id, TurnRequest};
+use self::turn::{mirror_id, TurnOver, TurnRequest};
 use self::turn_trace::TurnSpans;
 use crate::ahp::host::Host;
 use crate::audit::log::AuditLog;
@@ -360,6 +360,32 @@ impl Bridge {
                 self.carry_out(fx);
             }
         }
+    }
+
+    /// Ends turn `turn_id` when the runtime says nothing for it for
+    /// `[runtime] turn_inactivity_timeout` (time spent waiting on a client
+    /// does not count): a runtime that answers pings but never finishes
+    /// must not hold the turn, and the session, forever. Returns as soon
+    /// as the turn is over (`over`).
+    async fn end_if_silent(me: Weak<Self>, uri: String, turn_id: String, over: TurnOver) {
+        let Some(limit) = me
+            .upgrade()
+            .map(|b| b.settings.runtime.turn_inactivity_timeout)
+        else {
+            return;
+        };
+        let look = || {
+            let b = me.upgrade()?;
+            b.sessions.with(&uri, |s| s.last_heard(&turn_id)).flatten()
+        };
+        if !silence::silent(limit, over, look).await {
+            return;
+        }
+        let Some(b) = me.upgrade() else { return };
+        let shown = humantime::format_duration(limit);
+        let why = format!("the agent runtime sent nothing for {shown} ([runtime] turn_inactivity_timeout); the turn is stopped");
+        warn!(session = %uri, turn = %turn_id, "{why}");
+        b.change(&uri, |s, fx| s.silent(&why, fx));
     }
 
     async fn send(&self, uri: &str, turn: &TurnRequest) -> anyhow::Result<()> {

@@ -1,55 +1,20 @@
 //! A running turn's inactivity deadline (`[runtime] turn_inactivity_timeout`):
 //! one waiter per turn, which ends with its turn rather than at its deadline,
 //! so that turns that end at once leave no task behind for the timeout's
-//! length (at a high turn rate, that many tasks alive).
+//! length (at a high turn rate, that many tasks alive). The waiting alone:
+//! what it ends is `Bridge::end_if_silent`'s.
 
-use std::sync::Weak;
 use std::time::Duration;
 
 use tokio::time::Instant;
-use tracing::warn;
 
 use super::turn::TurnOver;
-use super::Bridge;
-
-impl Bridge {
-    /// Ends turn `turn_id` when the runtime says nothing for it for
-    /// `[runtime] turn_inactivity_timeout` (time spent waiting on a client
-    /// does not count): a runtime that answers pings but never finishes
-    /// must not hold the turn, and the session, forever. Returns as soon
-    /// as the turn is over (`over`).
-    pub(super) async fn end_if_silent(
-        me: Weak<Self>,
-        uri: String,
-        turn_id: String,
-        over: TurnOver,
-    ) {
-        let Some(limit) = me
-            .upgrade()
-            .map(|b| b.settings.runtime.turn_inactivity_timeout)
-        else {
-            return;
-        };
-        let look = || {
-            let b = me.upgrade()?;
-            b.sessions.with(&uri, |s| s.last_heard(&turn_id)).flatten()
-        };
-        if !silent(limit, over, look).await {
-            return;
-        }
-        let Some(b) = me.upgrade() else { return };
-        let shown = humantime::format_duration(limit);
-        let why = format!("the agent runtime sent nothing for {shown} ([runtime] turn_inactivity_timeout); the turn is stopped");
-        warn!(session = %uri, turn = %turn_id, "{why}");
-        b.change(&uri, |s, fx| s.silent(&why, fx));
-    }
-}
 
 /// Waits until the turn is over (false) or has heard nothing for `limit`
 /// (true). `look` tells how the turn stands (see
 /// [`super::session::BridgedSession::last_heard`]); it is asked only at a
 /// deadline, while `over` ends the wait the moment the turn ends.
-async fn silent(
+pub(super) async fn silent(
     limit: Duration,
     mut over: TurnOver,
     look: impl Fn() -> Option<Option<Instant>>,

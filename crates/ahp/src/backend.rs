@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use ahp_bridge_base::policy::OptIn;
 use ahp_types::actions::{ChatInputCompletedAction, StateAction};
-use ahp_types::state::{PendingMessageKind, ToolCallResult, ToolDefinition};
+use ahp_types::state::{PendingMessageKind, SessionActiveClient, ToolCallResult, ToolDefinition};
 
 /// What happened in a session that the agent must act on.
 #[derive(Debug, Clone, PartialEq)]
@@ -157,6 +157,22 @@ pub struct ClientPlugin {
     pub uri: String,
     pub name: String,
     pub nonce: Option<String>,
+}
+
+impl ClientPlugin {
+    /// The plugins an active-client entry publishes.
+    pub(crate) fn all_of(c: &SessionActiveClient) -> Vec<Self> {
+        c.customizations
+            .iter()
+            .flatten()
+            .map(|p| Self {
+                id: p.id.clone(),
+                uri: p.uri.clone(),
+                name: p.name.clone(),
+                nonce: p.nonce.clone(),
+            })
+            .collect()
+    }
 }
 
 /// A turn the host started from the queue, for the agent to run.

@@ -11,15 +11,14 @@ use ahp_types::actions::{
     ChatPendingMessageRemovedAction, ChatTurnStartedAction, RootActiveSessionsChangedAction,
     SessionActiveClientRemovedAction, StateAction,
 };
-use ahp_types::state::{
-    Customization, PendingMessageKind, SessionActiveClient, SessionSummary, ToolCallState,
-};
+use ahp_types::state::{Customization, PendingMessageKind, SessionSummary, ToolCallState};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::clients::ConnId;
 use super::credentials::{close_after_turn, CredentialsReloaded};
+use super::durable::SessionRestoreError;
 use super::outbound::{Outbound, OutboundQueue};
 use super::sessions::{now_iso, NewSession};
 use super::subscriptions::not_found;
@@ -32,6 +31,7 @@ use crate::protocol::uri::{channel_kind, working_directory, ChannelKind, ROOT_UR
 use ahp_bridge_base::config::{Reloadable, Role};
 use ahp_bridge_base::jsonrpc::{ErrorCode, Peer, RpcError};
 use ahp_bridge_base::policy::rego::{ClientKind, Subject};
+use ahp_bridge_base::store::{Store, TurnChanges};
 use ahp_bridge_base::telemetry::metrics;
 
 /// A registered connection: its id, its peer for host -> client calls, its
@@ -117,7 +117,7 @@ impl Host {
             }
             st.sessions
                 .uris()
-                .filter(|u| is_active(&st, u, client))
+                .filter(|u| st.sessions.is_active(u, client))
                 .map(String::from)
                 .collect()
         };
@@ -134,7 +134,7 @@ impl Host {
             let mut st = self.lock();
             st.clients.unsubscribe(conn, uri);
             match st.clients.client_id(conn).map(String::from) {
-                Some(c) if is_active(&st, uri, &c) => c,
+                Some(c) if st.sessions.is_active(uri, &c) => c,
                 _ => return,
             }
         };
@@ -330,7 +330,7 @@ impl Host {
         Ok(())
     }
 
-    pub(super) fn update_active_sessions(&self) {
+    fn update_active_sessions(&self) {
         let n = self.lock().sessions.len();
         metrics().set_sessions(n);
         let n = n as i64;
@@ -423,7 +423,7 @@ impl Host {
                 ActiveClientView {
                     transform_sections: p
                         .map_or(Some(Default::default()), |p| p.transform_sections()),
-                    plugins: client_plugins(c),
+                    plugins: ClientPlugin::all_of(c),
                     may_customize: p.is_some_and(|p| p.has(Role::Customize)),
                     subject: p.map_or_else(
                         || Subject::client(&c.client_id, ClientKind::Ahp),
@@ -535,26 +535,59 @@ impl Host {
     pub fn sessions_owned_by(&self, principal: &str) -> Vec<String> {
         self.lock().sessions.owned_by(principal)
     }
-}
 
-/// The plugins an active-client entry publishes.
-fn client_plugins(c: &SessionActiveClient) -> Vec<ClientPlugin> {
-    c.customizations
-        .iter()
-        .flatten()
-        .map(|p| ClientPlugin {
-            id: p.id.clone(),
-            uri: p.uri.clone(),
-            name: p.name.clone(),
-            nonce: p.nonce.clone(),
-        })
-        .collect()
-}
+    /// `fetchTurns`: the stored page before `cursor` goes to the chat's
+    /// subscribers as `chat/turnsLoaded`, then leaves the host's state
+    /// again (see [`super::durable`]).
+    pub fn load_turns(&self, chat: &str, cursor: Option<&str>) -> Result<(), RpcError> {
+        let mut st = self.lock();
+        let chat = st.sessions.resolve(chat).to_owned();
+        let window = self.settings.window();
+        let Some(loaded) = self.durable.page(&st.sessions, &chat, cursor, window)? else {
+            return Ok(());
+        };
+        let had = st.sessions.chat(&chat).map_or(0, |c| c.turns.len());
+        st.sessions
+            .apply(&chat, &loaded)
+            .map_err(|r| RpcError::new(ErrorCode::InternalError, r.0))?;
+        self.commit(&mut st, &chat, &loaded, None);
+        let now = st.sessions.chat(&chat).map_or(0, |c| c.turns.len());
+        st.sessions.unload(&chat, now.saturating_sub(had));
+        Ok(())
+    }
 
-fn is_active(st: &HostState, session: &str, client_id: &str) -> bool {
-    st.sessions
-        .state(session)
-        .is_some_and(|s| s.active_clients.iter().any(|a| a.client_id == client_id))
+    /// Records what the backend needs to find a session again.
+    pub fn set_backend_ref(&self, session: &str, backend_ref: &str) {
+        let st = self.lock();
+        let none = TurnChanges::default();
+        self.durable
+            .save(&st.sessions, session, Some(backend_ref), &none);
+    }
+
+    /// Takes the store: its sessions come back as `ready` (the backend is
+    /// told of each with its reference), and `serverSeq` continues above the
+    /// ceiling it holds. Call once, before serving. Returns how many
+    /// sessions came back.
+    pub fn restore_sessions(&self, store: Store) -> Result<usize, SessionRestoreError> {
+        let path = store.path().to_owned();
+        let restored = {
+            let mut st = self.lock();
+            let st = &mut *st;
+            let window = self.settings.window();
+            let (restored, first_seq) =
+                self.durable
+                    .restore(store, &mut st.sessions, &mut st.replay, window)?;
+            info!(path = %path.display(), sessions = restored.len(), first_seq, "state restored");
+            restored
+        };
+        self.update_active_sessions();
+        if let Some(b) = self.backend() {
+            for (uri, backend_ref) in &restored {
+                b.session_restored(uri, backend_ref.as_deref());
+            }
+        }
+        Ok(restored.len())
+    }
 }
 
 fn removal(client_id: &str) -> StateAction {

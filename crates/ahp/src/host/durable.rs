@@ -5,7 +5,11 @@
 //!
 //! A chat's turns older than its window (see [`super::window`]) are kept
 //! in the store too, or, in a host without one, in a temporary store of
-//! their own: they cost disk, not memory, either way.
+//! their own: they cost disk, not memory, either way. At a boundary the
+//! turns past the window go in the same write as the session; `fetchTurns`
+//! and a truncation to a turn outside the window bring stored turns back
+//! as `chat/turnsLoaded`, which the host sends; the host's own chat state
+//! holds the window only, whatever was loaded for clients.
 //!
 //! Active clients, their grace and subscriptions do not survive: they belong
 //! to connections. A turn that was running when the process died is gone
@@ -13,13 +17,17 @@
 
 use std::sync::OnceLock;
 
-use ahp_types::actions::StateAction;
-use ahp_types::state::{ChatState, SessionLifecycle, SessionState};
+use ahp_types::actions::{ChatTurnsLoadedAction, StateAction};
+use ahp_types::state::{ChatState, SessionLifecycle, SessionState, Turn};
 use tracing::error;
 
 use super::replay::ReplayBuffer;
-use super::sessions::{NewSession, Sessions};
+use super::sessions::{now_iso, NewSession, Sessions};
+use super::window::{self, Bounds};
+use crate::protocol::actions::Action;
+use crate::protocol::errors::AhpError;
 use crate::protocol::uri::chat_uri_of;
+use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
 use ahp_bridge_base::store::{Store, StoreError, StoredSession, TurnChanges, SEQ_BLOCK};
 
 /// Why the store's sessions could not be taken at start.
@@ -51,8 +59,11 @@ pub(super) struct Durable {
     scratch: OnceLock<Option<Store>>,
 }
 
+/// The sessions a start restored: each URI with its backend reference.
+pub(super) type Restored = Vec<(String, Option<String>)>;
+
 /// A stored session made live again, and what the backend gave it.
-pub(super) struct Revived {
+struct Revived {
     pub session: NewSession,
     pub backend_ref: Option<String>,
     /// How many of its chat's turns the store keeps beyond its window.
@@ -89,7 +100,7 @@ impl Durable {
     /// Takes `store`: the sessions it holds come back, and `replay` continues
     /// above its ceiling (reserving the next block). Returns the sessions
     /// and the first `serverSeq` of this instance.
-    pub(super) fn attach(
+    fn attach(
         &self,
         store: Store,
         replay: &mut ReplayBuffer,
@@ -181,7 +192,7 @@ impl Durable {
 
     /// Where turns that leave a window go: the store, or without one the
     /// temporary store. `None`: neither, so windows do not shrink.
-    pub(super) fn archive(&self) -> Option<&Store> {
+    fn archive(&self) -> Option<&Store> {
         if let Some(store) = self.store.get() {
             return Some(store);
         }
@@ -195,12 +206,7 @@ impl Durable {
     }
 
     /// The stored turns of `session` with ordinals in `from..to`.
-    pub(super) fn turns(
-        &self,
-        session: &str,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<String>, StoreError> {
+    fn turns(&self, session: &str, from: u64, to: u64) -> Result<Vec<String>, StoreError> {
         match self.archive() {
             Some(s) => s.turns(session, from, to),
             None => Ok(Vec::new()),
@@ -208,12 +214,159 @@ impl Durable {
     }
 
     /// The ordinal of the newest stored turn of `session` with id `id`.
-    pub(super) fn turn_ordinal(&self, session: &str, id: &str) -> Option<u64> {
+    fn turn_ordinal(&self, session: &str, id: &str) -> Option<u64> {
         let found = self.archive()?.turn_ordinal(session, id);
         found
             .inspect_err(|e| error!(session = %session, "stored turns not read: {e:#}"))
             .ok()
             .flatten()
+    }
+
+    /// A boundary in `channel`'s session: the session marked changed, its
+    /// chat's window kept to `bounds`, and the session stored with the
+    /// turns that left it (and without those a truncation dropped). A
+    /// failed write puts the turns back: nothing is lost.
+    pub(super) fn at_boundary(
+        &self,
+        sessions: &mut Sessions,
+        channel: &str,
+        action: &StateAction,
+        bounds: Bounds,
+    ) {
+        let Some(session) = sessions.session_of(channel).map(String::from) else {
+            return;
+        };
+        sessions.touch(&session, now_iso());
+        let Some(chat) = sessions.chat_of(&session).map(String::from) else {
+            return;
+        };
+        let mut changes = TurnChanges::default();
+        if let StateAction::ChatTruncated(t) = action {
+            if t.turn_id.is_none() {
+                sessions.set_archived(&chat, 0);
+            }
+            // The window starts at the first turn a truncation may drop.
+            changes.drop_from = sessions.archived(&chat);
+        }
+        if self.archive().is_some() {
+            changes.append = sessions.evict(&chat, bounds);
+        }
+        if !self.save(sessions, &session, None, &changes) {
+            sessions.put_back(&chat, &changes.append);
+        }
+    }
+
+    /// `fetchTurns`: the page of stored turns before `cursor` (before the
+    /// window without one) as a `chat/turnsLoaded` for the host to apply
+    /// and send; `None`: nothing older.
+    pub(super) fn page(
+        &self,
+        sessions: &Sessions,
+        chat: &str,
+        cursor: Option<&str>,
+        bounds: Bounds,
+    ) -> Result<Option<Action>, RpcError> {
+        let (Some(session), Some(archived)) = (sessions.session_of(chat), sessions.archived(chat))
+        else {
+            return Err(RpcError::new(
+                AhpError::SessionNotFound,
+                format!("no chat {chat:?}"),
+            ));
+        };
+        let before = match cursor {
+            None => archived,
+            Some(c) => window::parse_cursor(c).ok_or_else(|| {
+                RpcError::new(
+                    ErrorCode::InvalidParams,
+                    "unrecognised `cursor`: pass back a `turnsNextCursor` of this chat's state",
+                )
+            })?,
+        }
+        // A cursor from before a truncation may name turns gone since.
+        .min(archived);
+        if before == 0 {
+            return Ok(None);
+        }
+        let from = before.saturating_sub(bounds.turns as u64);
+        let unreadable = |e: &dyn std::fmt::Display| {
+            error!(session = %session, "stored turns not read: {e:#}");
+            RpcError::new(
+                ErrorCode::InternalError,
+                "the chat's older turns could not be read",
+            )
+        };
+        let texts = self
+            .turns(session, from, before)
+            .map_err(|e| unreadable(&e))?;
+        let turns =
+            parse_turns(&window::fit_page(texts, bounds.bytes)).map_err(|e| unreadable(&e))?;
+        let first = before - turns.len() as u64;
+        Ok(Some(loaded(turns, first)))
+    }
+
+    /// Before `chat` is truncated by `action` to a turn only the store has:
+    /// that turn applied to the state (a `chat/turnsLoaded` of it, which the
+    /// truncation then leaves last; the host sends it) and the window
+    /// starting at it.
+    pub(super) fn load_truncated(
+        &self,
+        sessions: &mut Sessions,
+        chat: &str,
+        action: &Action,
+    ) -> Option<Action> {
+        let StateAction::ChatTruncated(t) = &action.action else {
+            return None;
+        };
+        let id = t.turn_id.as_deref()?;
+        let held = sessions.chat(chat)?.turns.iter().any(|t| t.id == id);
+        if held || sessions.archived(chat)? == 0 {
+            return None;
+        }
+        let session = sessions.session_of(chat)?.to_owned();
+        let k = self.turn_ordinal(&session, id)?;
+        let texts = self
+            .turns(&session, k, k + 1)
+            .inspect_err(
+                |e| error!(session = %session, "stored turn not read for a truncation: {e:#}"),
+            )
+            .ok()?;
+        let turn = parse_turns(&texts).ok()?;
+        let loaded = loaded(turn, k);
+        sessions.apply(chat, &loaded).ok()?;
+        sessions.set_archived(chat, k);
+        Some(loaded)
+    }
+
+    /// Takes `store` at start: its sessions go into `sessions` (a chat
+    /// stored whole by an earlier version cut to its window now) and
+    /// `replay` continues above its ceiling. Returns each session with its
+    /// backend reference, and the first `serverSeq` of this instance.
+    pub(super) fn restore(
+        &self,
+        store: Store,
+        sessions: &mut Sessions,
+        replay: &mut ReplayBuffer,
+        bounds: Bounds,
+    ) -> Result<(Restored, u64), SessionRestoreError> {
+        let (revived, first_seq) = self.attach(store, replay)?;
+        let mut restored = Vec::new();
+        for r in revived {
+            let uri = r.session.uri.clone();
+            let chat = r.session.chat.resource.clone();
+            if sessions.insert(r.session).is_err() {
+                continue;
+            }
+            sessions.set_archived(&chat, r.archived);
+            let changes = TurnChanges {
+                drop_from: None,
+                append: sessions.evict(&chat, bounds),
+            };
+            if !changes.is_empty() && !self.save(sessions, &uri, None, &changes) {
+                sessions.put_back(&chat, &changes.append);
+            }
+            restored.push((uri, r.backend_ref));
+        }
+        Ok((restored, first_seq))
     }
 
     /// Forgets a disposed session.
@@ -280,4 +433,16 @@ fn rename_chat(session: &str, state: &mut SessionState, chat: &mut ChatState) ->
         c.resource = now.clone();
     }
     Some(old)
+}
+
+/// A `chat/turnsLoaded` of `turns`, the first of them the `first`th.
+fn loaded(turns: Vec<Turn>, first: u64) -> Action {
+    Action::from(StateAction::ChatTurnsLoaded(ChatTurnsLoadedAction {
+        turns,
+        turns_next_cursor: window::cursor(first),
+    }))
+}
+
+fn parse_turns(texts: &[String]) -> Result<Vec<Turn>, serde_json::Error> {
+    texts.iter().map(|t| serde_json::from_str(t)).collect()
 }

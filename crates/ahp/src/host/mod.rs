@@ -1,9 +1,9 @@
 //! The host: its state behind one lock, split into parts that each own
 //! their fields ([`sessions::Sessions`]: the AHP state; [`clients::Clients`]:
 //! connections and presence; [`replay::ReplayBuffer`]: `serverSeq` and replay;
-//! [`durable::Durable`]: the store; [`history`]: what is kept over time),
-//! and the one path every action takes: check, apply with the official
-//! reducer, sequence, keep for replay,
+//! [`durable::Durable`]: the store, and what of a chat's turns only it
+//! keeps), and the one path every action takes: check, apply with the
+//! official reducer, sequence, keep for replay,
 //! broadcast, store at a boundary, then raise the phase it means to the
 //! backend. The operations commands and the backend call are in [`api`];
 //! a reload of who may connect, and the closing of revoked connections, in
@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use ahp_types::actions::{ActionEnvelope, ActionOrigin, StateAction};
 use ahp_types::notifications::{SessionAddedParams, SessionRemovedParams};
-use ahp_types::state::{AgentInfo, RootState, SessionModelInfo, SessionSummary};
+use ahp_types::state::{AgentInfo, RootState, SessionSummary};
 use serde_json::Value;
 use tracing::debug;
 
@@ -53,7 +53,6 @@ mod checks;
 pub mod clients;
 mod credentials;
 mod durable;
-mod history;
 mod host_channels;
 pub mod outbound;
 pub(crate) mod rego;
@@ -112,7 +111,11 @@ impl Host {
             provider: PROVIDER.into(),
             display_name: "GitHub Copilot".into(),
             description: "The GitHub Copilot agent runtime, through ahp-copilot-bridge".into(),
-            models: settings.models().iter().map(|m| model_info(m)).collect(),
+            models: settings
+                .models()
+                .iter()
+                .map(|m| settings::model_info(m))
+                .collect(),
             protected_resources: super::auth::tokens::protected_resources(
                 settings.github_sign_in(),
             ),
@@ -444,6 +447,18 @@ impl Host {
         Ok((session, action.action))
     }
 
+    /// Applies an action with the official reducer; a truncation to a turn
+    /// only the store has gets that turn loaded (and sent) first.
+    fn apply(&self, st: &mut HostState, channel: &str, action: &Action) -> Result<(), Rejection> {
+        if let Some(loaded) = self
+            .durable
+            .load_truncated(&mut st.sessions, channel, action)
+        {
+            self.commit(st, channel, &loaded, None);
+        }
+        st.sessions.apply(channel, action)
+    }
+
     /// Sequences an applied action, keeps it for replay, sends it to the
     /// channel's subscribers and stores its session at a boundary: every
     /// applied action passes here, under the lock.
@@ -502,7 +517,9 @@ impl Host {
             server.replay_buffer_bytes,
         );
         if is_boundary(&action.action) {
-            self.at_boundary(st, channel, &action.action);
+            let window = self.settings.window();
+            self.durable
+                .at_boundary(&mut st.sessions, channel, &action.action, window);
             self.boundaries.send_modify(|n| *n += 1);
         }
         seq
@@ -576,21 +593,5 @@ impl Host {
                 self.models()
             ),
         ))
-    }
-}
-
-/// A model as the root state lists it.
-fn model_info(id: &str) -> SessionModelInfo {
-    SessionModelInfo {
-        id: id.to_owned(),
-        provider: PROVIDER.into(),
-        name: id.to_owned(),
-        max_context_window: None,
-        max_output_tokens: None,
-        max_prompt_tokens: None,
-        supports_vision: None,
-        policy_state: None,
-        config_schema: None,
-        meta: None,
     }
 }

@@ -284,6 +284,12 @@ impl Sessions {
         self.chats.get(chat).map(|c| &c.state)
     }
 
+    /// Whether `client_id` is an active client of `session`.
+    pub(super) fn is_active(&self, session: &str, client_id: &str) -> bool {
+        self.state(session)
+            .is_some_and(|s| s.active_clients.iter().any(|a| a.client_id == client_id))
+    }
+
     /// The chat of a session.
     pub(super) fn chat_of(&self, session: &str) -> Option<&str> {
         self.entries.get(session).map(|e| e.chat.as_str())

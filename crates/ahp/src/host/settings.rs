@@ -6,6 +6,10 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ahp_types::state::SessionModelInfo;
+
+use super::sessions::PROVIDER;
+use super::window::Bounds;
 use ahp_bridge_base::config::{Config, ServerConfig};
 
 #[derive(Debug)]
@@ -66,6 +70,30 @@ impl HostSettings {
 
     pub fn models(&self) -> &[String] {
         &self.models
+    }
+
+    /// How much of a chat stays in memory (`[server] turn_window`, `turn_window_bytes`).
+    pub(super) fn window(&self) -> Bounds {
+        Bounds {
+            turns: self.server.turn_window,
+            bytes: self.server.turn_window_bytes,
+        }
+    }
+}
+
+/// A model as the root state lists it.
+pub(super) fn model_info(id: &str) -> SessionModelInfo {
+    SessionModelInfo {
+        id: id.to_owned(),
+        provider: PROVIDER.into(),
+        name: id.to_owned(),
+        max_context_window: None,
+        max_output_tokens: None,
+        max_prompt_tokens: None,
+        supports_vision: None,
+        policy_state: None,
+        config_schema: None,
+        meta: None,
     }
 }
 
