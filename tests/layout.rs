@@ -27,6 +27,8 @@ enum Layer {
     Runtime,
     /// `ahp/`: the north side, AHP only.
     Ahp,
+    /// `upstream/`: the AHP client of the runtime's own AHP host.
+    Upstream,
     /// `customize/`: customization packages read, vetted and materialized, pure.
     Customize,
     /// `bridge/`: the only place north, south and the transform core meet.
@@ -47,6 +49,7 @@ fn layer_of(rel: &str) -> Layer {
         "ahp" => Layer::Ahp,
         "bridge" => Layer::Bridge,
         "customize" => Layer::Customize,
+        "upstream" => Layer::Upstream,
         _ => Layer::Entry,
     }
 }
@@ -72,6 +75,7 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
         "store",
         "telemetry",
         "transform",
+        "upstream",
     ];
     match layer {
         Layer::Bottom => (
@@ -100,6 +104,7 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
         Layer::Audit => (&["audit", "config", "policy", "telemetry"], false),
         Layer::Runtime => (&["runtime", "config", "jsonrpc", "telemetry"], false),
         Layer::Customize => (&["customize", "config", "telemetry", "sections"], false),
+        Layer::Upstream => (&["upstream", "config", "jsonrpc", "telemetry"], true),
         Layer::Ahp => (
             &[
                 "ahp",
@@ -121,6 +126,7 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
                 "audit",
                 "config",
                 "customize",
+                "upstream",
                 "jsonrpc",
                 "policy",
                 "sections",

@@ -16,6 +16,7 @@ const CRATES: &[(&str, &str, &str)] = &[
     ("crates/transform/src", "transform", "ahp_bridge_transform"),
     ("crates/customize/src", "customize", "ahp_bridge_customize"),
     ("crates/ahp/src", "ahp", "ahp_bridge_host"),
+    ("crates/upstream/src", "upstream", "ahp_bridge_upstream"),
 ];
 
 /// A file of the crate at module `prefix` as the one tree sees it:
@@ -135,7 +136,7 @@ fn dependencies(manifest: &str) -> Vec<String> {
 
 /// The crates keep the layers: the bottom depends on no crate of the
 /// workspace, each layer above it only on those below it (ARCHITECTURE.md,
-/// "The crates"), none but the north side on an AHP crate and none on
+/// "The crates"), none but the north side and the upstream client on an AHP crate and none on
 /// `anyhow`; the binary's crate on all. The lists are whole, so no
 /// `[dependencies]` names `ahp-bridge-testkit`: it is for tests only.
 #[test]
@@ -158,13 +159,16 @@ fn the_crate_graph_follows_the_layers() {
         ("customize", &["ahp-bridge-base"]),
         ("transform", &["ahp-bridge-audit", "ahp-bridge-base"]),
         ("ahp", &["ahp-bridge-base"]),
+        ("upstream", &["ahp-bridge-base"]),
     ];
     for (name, may) in layers {
         let deps = dependencies(&format!("crates/{name}/Cargo.toml"));
         assert!(deps.len() > 3, "read the manifest of {name}: {deps:?}");
         assert_eq!(ours(&deps), *may, "{name}");
-        // The north side is the one layer that speaks AHP.
-        assert_eq!(ahp(&deps), *name == "ahp", "{name}: {deps:?}");
+        // The north side and the upstream client are the layers that speak
+        // AHP: one as a host, the other as a client of the runtime's host.
+        let speaks_ahp = *name == "ahp" || *name == "upstream";
+        assert_eq!(ahp(&deps), speaks_ahp, "{name}: {deps:?}");
         // A library crate returns its own error types; anyhow is the binary's.
         assert!(
             !deps.iter().any(|n| n == "anyhow"),

@@ -66,15 +66,8 @@ pub struct ModelProvider {
     pub api_key: Option<String>,
 }
 
-/// A credential: carried to the runtime, never shown by `Debug`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(pub String);
-
-impl std::fmt::Debug for Secret {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Secret(..)")
-    }
-}
+/// A credential (the bottom's: the upstream AHP side carries them too).
+pub use ahp_bridge_base::config::Secret;
 
 /// What `session.create` and `session.resume` fix for a runtime session.
 #[derive(Debug, Clone, PartialEq)]

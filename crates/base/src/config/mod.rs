@@ -20,6 +20,7 @@ mod rego;
 mod reloadable;
 mod runtime;
 mod sdk;
+mod secret;
 mod server;
 mod state;
 mod tls;
@@ -45,6 +46,7 @@ pub use rego::{
 pub use reloadable::Reloadable;
 pub use runtime::{ProviderConfig, RuntimeConfig};
 pub use sdk::{OnViolation, SdkConfig};
+pub use secret::Secret;
 pub use server::ServerConfig;
 pub use state::{StateConfig, DEFAULT_STATE_FILE};
 pub use tls::{AdminTlsConfig, ClientAuth, TlsConfig};
