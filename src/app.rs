@@ -293,6 +293,11 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     let mut audit = None;
     let backend: Arc<dyn Backend> = match agent {
         Agent::None => Arc::new(NullBackend(Arc::downgrade(&host))),
+        Agent::Copilot if cfg.runtime.protocol == crate::config::RuntimeProtocol::Ahp => {
+            anyhow::bail!(
+                "config runtime.protocol: \"ahp\" is not served by this build yet (docs/agent-host.md)"
+            );
+        }
         Agent::Copilot => {
             audit = open_audit(&cfg, &host)?;
             let b = copilot_backend(&host, &cfg, &policy, audit.as_ref());

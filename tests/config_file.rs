@@ -17,6 +17,7 @@ const TABLES: &[(&str, &str)] = &[
     ("jwt", "[[jwt]]"),
     ("runtime", "[runtime]"),
     ("runtime.provider", "[runtime.provider]"),
+    ("runtime.ahp", "[runtime.ahp]"),
     ("policy", "[policy]"),
     ("policy.overrides.ID", "[policy.overrides.tone]"),
     ("policy.sections.ID", "[policy.sections.tone]"),

@@ -19,6 +19,7 @@ mod principals;
 mod rego;
 mod reloadable;
 mod runtime;
+mod runtime_ahp;
 mod sdk;
 mod secret;
 mod server;
@@ -45,6 +46,7 @@ pub use rego::{
 };
 pub use reloadable::Reloadable;
 pub use runtime::{ProviderConfig, RuntimeConfig};
+pub use runtime_ahp::{AhpHostConfig, RuntimeProtocol, AHP_HOST_SECTIONS};
 pub use sdk::{OnViolation, SdkConfig};
 pub use secret::Secret;
 pub use server::ServerConfig;
@@ -156,6 +158,7 @@ impl Config {
         self.validate_rate_limits()?;
         self.audit.validate()?;
         self.runtime.validate()?;
+        self.validate_runtime_protocol()?;
         self.policy.validate()?;
         self.admin.validate()?;
         self.validate_transport()?;

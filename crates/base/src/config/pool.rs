@@ -71,7 +71,9 @@ impl RuntimeConfig {
                 ),
             ));
         }
-        for addr in list {
+        // An AHP host's URL is checked with the rest of `[runtime.ahp]`.
+        let jsonrpc = self.protocol == super::RuntimeProtocol::Jsonrpc;
+        for addr in list.into_iter().filter(|_| jsonrpc) {
             if addr.parse::<std::net::SocketAddr>().is_err() {
                 return Err(bad(
                     "runtime.connect",

@@ -8,11 +8,15 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{bad, duration, ConfigError, RuntimeAddresses};
+use super::{bad, duration, AhpHostConfig, ConfigError, RuntimeAddresses, RuntimeProtocol};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RuntimeConfig {
+    /// Which wire the runtime speaks: its JSON-RPC, or AHP as its own host.
+    pub protocol: RuntimeProtocol,
+    /// `[runtime.ahp]`: read with `protocol = "ahp"`.
+    pub ahp: AhpHostConfig,
     /// argv of the Copilot CLI in server mode; argv[0] is looked up in the
     /// project-local install (.runtime/) first, then PATH.
     pub command: Vec<String>,
@@ -53,6 +57,8 @@ pub struct RuntimeConfig {
 impl Default for RuntimeConfig {
     fn default() -> Self {
         Self {
+            protocol: RuntimeProtocol::Jsonrpc,
+            ahp: AhpHostConfig::default(),
             command: [
                 "copilot",
                 "--headless",
