@@ -2,6 +2,7 @@
 //! the runtime's wire, typed from its schema ([`schema`], generated) and, for
 //! what the schema leaves out, by hand ([`requests`], [`session_config`]);
 //! knows nothing of AHP. JSON exists only in [`connection`]'s frames.
+pub mod ahp_host;
 pub mod app_wire;
 pub mod calls;
 pub mod codec;

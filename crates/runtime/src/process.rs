@@ -95,7 +95,7 @@ pub async fn start(
         return spawn_listening(cfg, slot, handler).await;
     }
     let program = resolve_program(&cfg.command[0]);
-    let (mut child, stderr) = spawn_piped(&program, &cfg.command[1..], cfg, None).await?;
+    let (mut child, stderr) = spawn_piped(&program, &cfg.command[1..], &cfg.env, None).await?;
     let stdin = child.stdin.take().expect("piped stdin");
     let stdout = child.stdout.take().expect("piped stdout");
     let conn = RuntimeConn::start(
@@ -141,7 +141,9 @@ async fn spawn_listening(
     let mut bytes = [0u8; 24];
     getrandom::fill(&mut bytes).map_err(|e| RuntimeError::NoRandomness(e.to_string()))?;
     let token = hex::encode(bytes);
-    let (mut child, stderr) = spawn_piped(&program, &args, cfg, Some(&token)).await?;
+    let mut env = cfg.env.clone();
+    env.insert("COPILOT_CONNECTION_TOKEN".into(), token.clone());
+    let (mut child, stderr) = spawn_piped(&program, &args, &env, Some(&token)).await?;
     match listen_and_connect(cfg, &program, &mut child, handler, &token).await {
         Ok((conn, addr, version)) => {
             info!(program = %program.display(), slot, pid = child.id(), %addr, %version, "runtime started, listening for SDK apps");
@@ -160,7 +162,7 @@ async fn spawn_listening(
 
 /// A spawned runtime's failure to start, with how it ended and its last
 /// words on stderr.
-async fn ended(
+pub(crate) async fn ended(
     cause: RuntimeError,
     child: &mut Child,
     stderr: Option<&StderrWatch>,
@@ -279,20 +281,17 @@ fn die_with_parent(cmd: &mut Command) {
 #[cfg(not(target_os = "linux"))]
 fn die_with_parent(_cmd: &mut Command) {}
 
-/// Spawns the runtime with its stdio piped, dying with this process, its
-/// stderr read into the log and its last lines kept; with `token`, the
-/// connection token it is to demand of its TCP clients.
-async fn spawn_piped(
+/// Spawns the runtime with its stdio piped and `env` added to this
+/// process's, dying with this process, its stderr read into the log and its
+/// last lines kept without `secret` (the connection token it was given).
+pub(crate) async fn spawn_piped(
     program: &Path,
     args: &[String],
-    cfg: &RuntimeConfig,
-    token: Option<&str>,
+    env: &std::collections::BTreeMap<String, String>,
+    secret: Option<&str>,
 ) -> Result<(Child, Option<StderrWatch>), RuntimeError> {
     let mut cmd = Command::new(program);
-    cmd.args(args).envs(&cfg.env);
-    if let Some(token) = token {
-        cmd.env("COPILOT_CONNECTION_TOKEN", token);
-    }
+    cmd.args(args).envs(env);
     cmd.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -301,7 +300,7 @@ async fn spawn_piped(
         program: program.to_owned(),
         reason: e.to_string(),
     })?;
-    let stderr = StderrWatch::start(&mut child, secrets(&cfg.env, token));
+    let stderr = StderrWatch::start(&mut child, secrets(env, secret));
     Ok((child, stderr))
 }
 

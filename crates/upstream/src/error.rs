@@ -12,6 +12,15 @@ pub enum UpstreamError {
     /// Sealing the token failed (a malformed public key).
     #[error("could not seal the GitHub token to the agent host's key: {0}")]
     Seal(String),
+    /// The host could not be reached (the URL here never carries the token).
+    #[error("cannot reach the agent host at {url}: {reason}")]
+    Connect { url: String, reason: String },
+    /// A request failed or the connection ended under it.
+    #[error("the agent host's {method} failed: {reason}")]
+    Rpc {
+        method: &'static str,
+        reason: String,
+    },
     /// The host refused `authenticate`, in its own words.
     #[error("the agent host refused the GitHub token: {0}")]
     Auth(String),

@@ -5,7 +5,9 @@
 //! bridge's north side or of the runtime's JSON-RPC.
 
 pub mod error;
+pub mod link;
 pub mod meta;
 pub mod seal;
+mod transport;
 
 pub use error::UpstreamError;
