@@ -18,8 +18,9 @@ use crate::audit::syslog::Shipper;
 use crate::bridge::audit_channel::AuditChannel;
 use crate::bridge::audit_port::LogPort;
 use crate::bridge::decisions::AuditRecorder;
+use crate::bridge::relay::{GithubToken, OperatorSection, Relay, RelaySettings};
 use crate::bridge::{Bridge, BridgeSettings};
-use crate::config::Config;
+use crate::config::{Config, Secret};
 use crate::policy::{Policy, PolicySource};
 use crate::store::Store;
 use crate::transform::router::{RecordOptions, Router};
@@ -113,6 +114,62 @@ pub fn copilot_backend(
     )
 }
 
+/// The relay to the runtime's own AHP host (`[runtime] protocol = "ahp"`),
+/// linked and authenticated before it returns; the policy in force is the
+/// log's first record of this run, as with the JSON-RPC runtime.
+pub async fn relay_backend(
+    host: &Arc<Host>,
+    cfg: &Config,
+    policy: &PolicySource,
+    audit: Option<&AuditTrail>,
+) -> anyhow::Result<Arc<Relay>> {
+    let current = policy.current();
+    tracing::info!(sha256 = %current.policy_sha256(), "policy loaded");
+    if let Some(a) = audit {
+        if let Err(e) = audit_policy(&a.log, &current) {
+            tracing::error!("the policy record was not written: {e}");
+        }
+    }
+    let recorder = AuditRecorder::new(audit.map(|a| a.log.clone()));
+    host.governor().set_recorder(Arc::new(recorder));
+    let ahp = &cfg.runtime.ahp;
+    let github = match (&ahp.github_token_file, &ahp.github_token_env) {
+        (Some(f), _) => GithubToken::File(f.clone()),
+        (None, Some(v)) => GithubToken::Env(v.clone()),
+        (None, None) => anyhow::bail!("config runtime.ahp: no GitHub token source"),
+    };
+    let connection_token = match &ahp.connection_token_file {
+        Some(f) => {
+            let t = std::fs::read_to_string(f).map_err(|e| {
+                anyhow::anyhow!(
+                    "config runtime.ahp.connection_token_file {}: {e}",
+                    f.display()
+                )
+            })?;
+            Some(Secret(t.trim().to_owned()))
+        }
+        None => None,
+    };
+    // The host's HOME beside the state store, so its sessions outlive a
+    // restart of the bridge as the bridge's own do.
+    let home = match cfg.state_path() {
+        Some(p) => p
+            .parent()
+            .unwrap_or(std::path::Path::new("."))
+            .join("copilot-ahp-host"),
+        None => std::env::temp_dir().join(format!("ahp-bridge-host-{}", std::process::id())),
+    };
+    let settings = RelaySettings {
+        runtime: cfg.runtime.clone(),
+        home,
+        connection_token,
+        github,
+        operator_sections: OperatorSection::all_of(&cfg.policy),
+        audit: audit.map(|a| a.log.clone()),
+    };
+    Ok(crate::bridge::relay::start(host, settings).await?)
+}
+
 /// How often `x-host://status` looks for a change to send.
 const STATUS_TICK: Duration = Duration::from_secs(1);
 
@@ -150,6 +207,9 @@ pub struct Running {
     accepting: CancellationToken,
     /// The bridge to the runtime, with [`Agent::Copilot`].
     pub bridge: Option<Arc<Bridge>>,
+    /// The relay to the runtime's AHP host, with [`Agent::Copilot`] and
+    /// `[runtime] protocol = "ahp"`.
+    pub relay: Option<Arc<Relay>>,
     /// The audit log, with [`Agent::Copilot`] and `[audit] path`.
     pub audit: Option<AuditTrail>,
     /// The policy in force; a reload replaces it here.
@@ -217,6 +277,9 @@ impl Running {
             if let Some(b) = &self.bridge {
                 b.end_turns_for_shutdown().await;
             }
+            if let Some(r) = &self.relay {
+                r.end_turns_for_shutdown().await;
+            }
             self.shutdown.cancel();
             self.host.all_disconnected().await;
             if let Some(b) = &self.bridge {
@@ -226,6 +289,9 @@ impl Running {
                 b.shutdown().runtime_requests_answered().await;
                 b.stop_runtime().await;
             }
+            if let Some(r) = &self.relay {
+                r.stop().await;
+            }
         };
         let finished = tokio::time::timeout(limit, sequence).await.is_ok();
         if !finished {
@@ -233,6 +299,9 @@ impl Running {
             self.shutdown.cancel();
             if let Some(b) = &self.bridge {
                 b.stop_runtime().await;
+            }
+            if let Some(r) = &self.relay {
+                r.stop().await;
             }
         }
         // The last checkpoint, the file synced, the syslog queue drained.
@@ -290,13 +359,15 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     let host = Host::new(&cfg, policy.reader());
     let on_disk = Arc::new(OnDisk::default());
     let mut bridge = None;
+    let mut relay = None;
     let mut audit = None;
     let backend: Arc<dyn Backend> = match agent {
         Agent::None => Arc::new(NullBackend(Arc::downgrade(&host))),
         Agent::Copilot if cfg.runtime.protocol == crate::config::RuntimeProtocol::Ahp => {
-            anyhow::bail!(
-                "config runtime.protocol: \"ahp\" is not served by this build yet (docs/agent-host.md)"
-            );
+            audit = open_audit(&cfg, &host)?;
+            let r = relay_backend(&host, &cfg, &policy, audit.as_ref()).await?;
+            relay = Some(r.clone());
+            r
         }
         Agent::Copilot => {
             audit = open_audit(&cfg, &host)?;
@@ -375,6 +446,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
         stopped,
         accepting,
         bridge,
+        relay,
         audit,
         policy,
         tls,

@@ -24,3 +24,4 @@ pub use ahp_bridge_customize as customize;
 pub use ahp_bridge_host as ahp;
 pub use ahp_bridge_runtime as runtime;
 pub use ahp_bridge_transform as transform;
+pub use ahp_bridge_upstream as upstream;

@@ -14,8 +14,6 @@ use super::sdk::{Parts, SdkGate};
 use super::transform_clients::HostClients;
 use super::Bridge;
 use crate::audit::log::AuditLog;
-use crate::policy::governor::{Ask, Recording};
-use crate::policy::rego::{lexical, Body};
 use crate::runtime::calls::{self, GithubCredentials, SessionDestroy, SessionRef};
 use crate::runtime::connection::{ReplyFuture, RuntimeHandler};
 use crate::runtime::events::{PermissionRequest, RuntimeEvent, SESSION_EVENT};
@@ -181,24 +179,7 @@ impl Bridge {
             return Some("the bridge is stopping".to_owned());
         };
         let starter = self.sessions.with(uri, |s| s.turn_starter()).flatten();
-        let subject = host.subject_of(starter.as_deref());
-        let dirs: Vec<String> = host
-            .working_directories(uri)
-            .iter()
-            .map(|p| lexical(&p.to_string_lossy()))
-            .collect();
-        let body = Body::Permission {
-            request: &p.raw,
-            working_directories: &dirs,
-        };
-        let verdict = host.governor().decide(Ask {
-            subject: &subject,
-            session: Some(uri),
-            body,
-            about: &p.kind,
-            recording: Recording::Now,
-        });
-        verdict.refused().map(str::to_owned)
+        super::permission::refusal(&host, uri, starter.as_deref(), &p.raw, &p.kind)
     }
 
     /// A client tool call: run by its owner if it is still an active

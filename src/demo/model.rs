@@ -14,11 +14,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tracing::debug;
 
+use super::http::{read_request, respond, Request};
 use super::reply::Reply;
 
 #[derive(Default)]
@@ -124,11 +125,18 @@ impl ScriptedModel {
     /// the next scripted reply (which is recorded with its request).
     async fn serve(&self, s: TcpStream) -> std::io::Result<()> {
         let mut r = BufReader::new(s);
-        let (method, path, body) = read_request(&mut r).await?;
+        let Request {
+            method, path, body, ..
+        } = read_request(&mut r).await?;
         let mut s = r.into_inner();
-        if method == "GET" && path.ends_with("/models") {
-            let b = json!({"object": "list", "data": [{"id": "gpt-4.1", "object": "model", "owned_by": "scripted"}]}).to_string();
-            return respond(&mut s, 200, "application/json", b.as_bytes()).await;
+        if let Some(answer) = copilot_route(&method, &path) {
+            return respond(
+                &mut s,
+                200,
+                "application/json",
+                answer.to_string().as_bytes(),
+            )
+            .await;
         }
         if !(method == "POST" && path.ends_with("/chat/completions")) {
             return respond(&mut s, 404, "text/plain", b"not found").await;
@@ -187,30 +195,26 @@ impl ScriptedModel {
     }
 }
 
-/// An HTTP/1.1 request's method, path and body (up to 64 MiB).
-async fn read_request(r: &mut BufReader<TcpStream>) -> std::io::Result<(String, String, Vec<u8>)> {
-    let mut line = String::new();
-    r.read_line(&mut line).await?;
-    let mut parts = line.split_whitespace();
-    let (method, path) = (
-        parts.next().unwrap_or("").to_owned(),
-        parts.next().unwrap_or("").to_owned(),
-    );
-    let mut len = 0usize;
-    loop {
-        let mut h = String::new();
-        if r.read_line(&mut h).await? == 0 || h == "\r\n" || h == "\n" {
-            break;
+/// The routes other than a completion: the model list (an OpenAI
+/// provider's `/v1/models`, or Copilot's `/models`, which wants each
+/// model's capabilities), and the two calls with which the runtime's AHP
+/// host picks its model (`/auto`: without an answer its turns hang).
+fn copilot_route(method: &str, path: &str) -> Option<Value> {
+    let path = path.split('?').next().unwrap_or_default();
+    Some(match (method, path) {
+        ("GET", p) if p.ends_with("/models") => json!({"object": "list", "data": [{
+            "id": "gpt-4.1", "object": "model", "owned_by": "scripted", "name": "GPT-4.1",
+            "capabilities": {"family": "gpt-4.1", "type": "chat",
+                "limits": {"max_context_window_tokens": 128000, "max_output_tokens": 16384, "max_prompt_tokens": 128000},
+                "supports": {"streaming": true, "tool_calls": true}}}]}),
+        ("POST", "/auto") => {
+            json!({"selected_model": {"id": "gpt-4.1"}, "session_token": "scripted-session"})
         }
-        if let Some((k, v)) = h.split_once(':') {
-            if k.trim().eq_ignore_ascii_case("content-length") {
-                len = v.trim().parse().unwrap_or(0);
-            }
+        ("POST", "/models/session") => {
+            json!({"selected_model": "gpt-4.1", "session_token": "scripted-session", "available_models": ["gpt-4.1"]})
         }
-    }
-    let mut body = vec![0u8; len.min(64 * 1024 * 1024)];
-    r.read_exact(&mut body).await?;
-    Ok((method, path, body))
+        _ => return None,
+    })
 }
 
 /// The prompts the model understands when nothing is scripted (the demo).
@@ -292,13 +296,6 @@ async fn finish_stream(s: &mut TcpStream, model: &str) -> std::io::Result<()> {
         "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}});
     sse(s, &usage).await?;
     s.write_all(b"data: [DONE]\n\n").await?;
-    s.shutdown().await
-}
-
-async fn respond(s: &mut TcpStream, code: u16, ctype: &str, body: &[u8]) -> std::io::Result<()> {
-    let head = format!("HTTP/1.1 {code} X\r\ncontent-type: {ctype}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n", body.len());
-    s.write_all(head.as_bytes()).await?;
-    s.write_all(body).await?;
     s.shutdown().await
 }
 

@@ -185,6 +185,7 @@ fn the_crate_graph_follows_the_layers() {
             "ahp-bridge-host",
             "ahp-bridge-runtime",
             "ahp-bridge-transform",
+            "ahp-bridge-upstream",
         ]
     );
 }

@@ -2,6 +2,7 @@
 //! client over a real WebSocket, and a raw socket for what the client cannot send.
 #![allow(dead_code)]
 
+pub mod agent_host;
 pub mod browser;
 pub mod console;
 pub mod e2e;

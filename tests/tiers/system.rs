@@ -24,6 +24,8 @@ mod demo_policy;
 mod deploy;
 #[path = "../drain.rs"]
 mod drain;
+#[path = "../e2e_agent_host.rs"]
+mod e2e_agent_host;
 #[path = "../e2e_policy.rs"]
 mod e2e_policy;
 #[path = "../e2e_pool.rs"]

@@ -5,7 +5,6 @@
 //! second host on it). It dies with the bridge ([`crate::process`]'s
 //! spawner). Nothing here speaks AHP: this is the process.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use ahp_bridge_base::config::{RuntimeConfig, Secret};
@@ -14,7 +13,7 @@ use tokio::process::Child;
 use tracing::{debug, info};
 
 use crate::error::RuntimeError;
-use crate::process::{ended, resolve_program, spawn_piped};
+use crate::process::{ended, resolve_program, spawn_piped, Env};
 
 /// The flag the CLI 1.0.102 host needs ("AHP hosting requires the
 /// AHP_CLIENT feature").
@@ -86,10 +85,7 @@ pub async fn spawn_ahp_host(
 
 /// `[runtime.env]`, the feature flag, and each place of [`PLACES`] not set
 /// there made under `home`.
-fn host_env(
-    given: &BTreeMap<String, String>,
-    home: &Path,
-) -> Result<BTreeMap<String, String>, RuntimeError> {
+fn host_env(given: &Env, home: &Path) -> Result<Env, RuntimeError> {
     let mut env = given.clone();
     env.entry(FEATURE_FLAGS.0.into())
         .or_insert_with(|| FEATURE_FLAGS.1.into());
@@ -147,6 +143,7 @@ fn port_of(url: &str) -> Option<u16> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeMap;
 
     #[test]
     fn the_endpoint_lines_port() {

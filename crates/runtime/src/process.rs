@@ -214,6 +214,9 @@ async fn listen_and_connect(
     Ok((conn, addr, version))
 }
 
+/// Variables a spawned runtime is given, beside this process's own.
+pub(crate) type Env = std::collections::BTreeMap<String, String>;
+
 /// A job for the spawner thread.
 type Spawn = Box<dyn FnOnce() + Send>;
 
@@ -287,7 +290,7 @@ fn die_with_parent(_cmd: &mut Command) {}
 pub(crate) async fn spawn_piped(
     program: &Path,
     args: &[String],
-    env: &std::collections::BTreeMap<String, String>,
+    env: &Env,
     secret: Option<&str>,
 ) -> Result<(Child, Option<StderrWatch>), RuntimeError> {
     let mut cmd = Command::new(program);

@@ -21,6 +21,12 @@ pub enum UpstreamError {
         method: &'static str,
         reason: String,
     },
+    /// The host refused a command, in its own words.
+    #[error("the agent host refused {method}: {message}")]
+    Refused {
+        method: &'static str,
+        message: String,
+    },
     /// The host refused `authenticate`, in its own words.
     #[error("the agent host refused the GitHub token: {0}")]
     Auth(String),

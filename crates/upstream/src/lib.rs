@@ -4,6 +4,7 @@
 //! never carry a credential ([`error`]). AHP types only; nothing of the
 //! bridge's north side or of the runtime's JSON-RPC.
 
+pub mod calls;
 pub mod error;
 pub mod link;
 pub mod meta;

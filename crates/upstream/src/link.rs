@@ -92,7 +92,7 @@ async fn authenticate(
 ) -> Result<String, UpstreamError> {
     let announced = CopilotMeta::of(init.meta.as_ref())?;
     let challenge = announced.auth_challenge.as_ref().ok_or_else(|| {
-        UpstreamError::Announcement("initialize carried no _meta.copilot.authChallenge".into())
+        UpstreamError::Announcement("initialize carried no _meta copilot.authChallenge".into())
     })?;
     let root = init
         .snapshots

@@ -1,7 +1,8 @@
-//! What the Copilot host announces under `_meta.copilot` about
-//! authenticating: the connection's challenge (in `initialize`'s answer) and
-//! the keys a credential is sealed to (in its root state). Typed here so a
-//! host that changes them fails with a sentence, not a default.
+//! What the Copilot host announces in `_meta` about authenticating, under
+//! dotted keys: `copilot.authChallenge`, the connection's challenge (in
+//! `initialize`'s answer), and `copilot.encryptionKeys`, the keys a
+//! credential is sealed to (in its root state). Typed here so a host that
+//! changes them fails with a sentence, not a default.
 
 use serde::Deserialize;
 
@@ -12,14 +13,11 @@ pub const SEALED_BOX: &str = "x25519-sealedbox";
 /// The use a GitHub token is sealed for.
 pub const AUTH_TOKEN: &str = "auth-token";
 
-/// `_meta.copilot` as the host fills it; each part may be absent from one
-/// of the two places it appears.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+/// The host's `_meta` keys this side reads; each is absent from one of the
+/// two places the host fills.
+#[derive(Debug, Default)]
 pub struct CopilotMeta {
-    #[serde(default)]
     pub auth_challenge: Option<AuthChallenge>,
-    #[serde(default)]
     pub encryption_keys: Vec<EncryptionKey>,
 }
 
@@ -41,22 +39,29 @@ pub struct EncryptionKey {
     pub key_id: String,
     /// Standard base64 of the raw 32-byte key.
     pub public_key: String,
-    #[serde(default)]
-    pub uses: Vec<String>,
+    /// What it is for: `auth-token` or `mcp-auth-token`.
+    #[serde(rename = "use")]
+    pub purpose: String,
     pub algorithm: String,
 }
 
 impl CopilotMeta {
-    /// `_meta.copilot` of a `_meta` object; an absent `copilot` is empty,
-    /// a malformed one an error that names the field.
+    /// What a `_meta` object says; absent keys are empty, a malformed one
+    /// an error that names it.
     pub fn of(
         meta: Option<&serde_json::Map<String, serde_json::Value>>,
     ) -> Result<Self, UpstreamError> {
-        let Some(copilot) = meta.and_then(|m| m.get("copilot")) else {
+        let Some(meta) = meta else {
             return Ok(Self::default());
         };
-        CopilotMeta::deserialize(copilot)
-            .map_err(|e| UpstreamError::Announcement(format!("_meta.copilot: {e}")))
+        let mut read = Self::default();
+        if let Some(v) = meta.get("copilot.authChallenge") {
+            read.auth_challenge = Some(field(v, "copilot.authChallenge")?);
+        }
+        if let Some(v) = meta.get("copilot.encryptionKeys") {
+            read.encryption_keys = field(v, "copilot.encryptionKeys")?;
+        }
+        Ok(read)
     }
 
     /// The key a GitHub token is sealed to: an `auth-token` key this side
@@ -64,12 +69,12 @@ impl CopilotMeta {
     pub fn auth_key(&self) -> Result<&EncryptionKey, UpstreamError> {
         self.encryption_keys
             .iter()
-            .find(|k| k.algorithm == SEALED_BOX && k.uses.iter().any(|u| u == AUTH_TOKEN))
+            .find(|k| k.algorithm == SEALED_BOX && k.purpose == AUTH_TOKEN)
             .ok_or_else(|| {
                 let offered: Vec<String> = self
                     .encryption_keys
                     .iter()
-                    .map(|k| format!("{} for {}", k.algorithm, k.uses.join("+")))
+                    .map(|k| format!("{} for {}", k.algorithm, k.purpose))
                     .collect();
                 UpstreamError::Announcement(format!(
                     "no {SEALED_BOX} key for {AUTH_TOKEN} (offered: {})",
@@ -83,6 +88,13 @@ impl CopilotMeta {
     }
 }
 
+fn field<T: serde::de::DeserializeOwned>(
+    v: &serde_json::Value,
+    key: &str,
+) -> Result<T, UpstreamError> {
+    T::deserialize(v).map_err(|e| UpstreamError::Announcement(format!("_meta.{key}: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -94,20 +106,21 @@ mod tests {
 
     #[test]
     fn picks_the_sealed_box_key_for_auth_tokens() {
-        let m = meta(json!({"copilot": {"encryptionKeys": [
-            {"keyId": "h", "publicKey": "AAAA", "uses": ["auth-token"], "algorithm": "hpke-x25519-hkdf-sha256-aes256gcm"},
-            {"keyId": "m", "publicKey": "AAAA", "uses": ["mcp-auth-token"], "algorithm": "x25519-sealedbox"},
-            {"keyId": "a", "publicKey": "AAAA", "uses": ["mcp-auth-token", "auth-token"], "algorithm": "x25519-sealedbox"}
-        ]}}));
+        // As CLI 1.0.102's root state carries them.
+        let m = meta(json!({"copilot.encryptionKeys": [
+            {"keyId": "h", "publicKey": "AAAA", "use": "auth-token", "algorithm": "hpke-x25519-hkdf-sha256-aes256gcm"},
+            {"keyId": "m", "publicKey": "AAAA", "use": "mcp-auth-token", "algorithm": "x25519-sealedbox"},
+            {"keyId": "a", "publicKey": "AAAA", "use": "auth-token", "algorithm": "x25519-sealedbox"}
+        ], "copilot.projectManagement": {"available": true}}));
         let c = CopilotMeta::of(Some(&m)).unwrap();
         assert_eq!(c.auth_key().unwrap().key_id, "a");
     }
 
     #[test]
     fn no_usable_key_names_what_was_offered() {
-        let m = meta(json!({"copilot": {"encryptionKeys": [
-            {"keyId": "h", "publicKey": "AAAA", "uses": ["auth-token"], "algorithm": "hpke-x25519-hkdf-sha256-aes256gcm"}
-        ]}}));
+        let m = meta(json!({"copilot.encryptionKeys": [
+            {"keyId": "h", "publicKey": "AAAA", "use": "auth-token", "algorithm": "hpke-x25519-hkdf-sha256-aes256gcm"}
+        ]}));
         let e = CopilotMeta::of(Some(&m))
             .unwrap()
             .auth_key()
@@ -128,8 +141,19 @@ mod tests {
 
     #[test]
     fn a_malformed_challenge_names_its_field() {
-        let m = meta(json!({"copilot": {"authChallenge": {"challenge": 7}}}));
+        let m = meta(json!({"copilot.authChallenge": {"challenge": 7}}));
         let e = CopilotMeta::of(Some(&m)).unwrap_err().to_string();
-        assert!(e.contains("_meta.copilot"), "{e}");
+        assert!(e.contains("_meta.copilot.authChallenge"), "{e}");
+        let m = meta(
+            json!({"copilot.authChallenge": {"challenge": "c", "responseMaxAgeSeconds": 300, "required": true}}),
+        );
+        assert_eq!(
+            CopilotMeta::of(Some(&m))
+                .unwrap()
+                .auth_challenge
+                .unwrap()
+                .challenge,
+            "c"
+        );
     }
 }

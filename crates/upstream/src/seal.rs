@@ -1,7 +1,7 @@
 //! The sealed GitHub token the Copilot host's `authenticate` takes:
 //! `copilot-sealed.v1.<keyId>.<base64url(crypto_box_seal(plaintext))>`,
 //! the plaintext binding the token to this connection's challenge, a fresh
-//! nonce and the time, so a sealed token seen once is worth nothing on
+//! nonce (128 bits, lowercase hex) and the time, so a sealed token seen once is worth nothing on
 //! another connection or a second time.
 
 use ahp_bridge_base::config::Secret;
@@ -59,7 +59,8 @@ pub fn sealed_token(
     })?;
     let mut nonce = [0u8; 16];
     getrandom::fill(&mut nonce).map_err(|e| UpstreamError::Seal(format!("no randomness: {e}")))?;
-    let nonce = BASE64URL_NOPAD.encode(&nonce);
+    // The host takes 128 random bits as 32 lowercase hex characters.
+    let nonce = hex::encode(nonce);
     let plaintext = serde_json::to_vec(&Plaintext {
         cty: "text",
         ctx: Context {
@@ -94,7 +95,7 @@ mod tests {
         let key = EncryptionKey {
             key_id: "k1".into(),
             public_key: public,
-            uses: vec![AUTH_TOKEN.into()],
+            purpose: AUTH_TOKEN.into(),
             algorithm: crate::meta::SEALED_BOX.into(),
         };
         (secret, key)
@@ -139,7 +140,10 @@ mod tests {
         let b = open(&secret, &sealed_token(&key, &binding, &t, 1).unwrap());
         let nonce =
             |p: &serde_json::Value| p["ctx"]["connection"]["nonce"].as_str().unwrap().to_owned();
-        assert_eq!(nonce(&a).len(), 22);
+        assert_eq!(nonce(&a).len(), 32);
+        assert!(nonce(&a)
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)));
         assert_ne!(nonce(&a), nonce(&b));
     }
 

@@ -1,0 +1,19 @@
+//! Why the relay could not start, link, or create a session.
+
+use crate::runtime::RuntimeError;
+use crate::upstream::UpstreamError;
+
+/// Why the relay could not start or link.
+#[derive(Debug, thiserror::Error)]
+pub enum RelayError {
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    #[error("the agent host did not start: {0}")]
+    Start(#[from] RuntimeError),
+    #[error("cannot read the GitHub token: {0}")]
+    Token(String),
+    #[error("the agent host is not linked (the bridge is linking again)")]
+    NotLinked,
+    #[error("the bridge is stopping")]
+    Stopping,
+}

@@ -1,0 +1,185 @@
+//! What the host sends, carried to the bridge's own state: a chat action
+//! on the session's north chat as it came (the turn ids are the ones the
+//! bridge's clients chose), a session's input requests with their chat
+//! renamed, the rest of the session's own bookkeeping left upstream (the
+//! bridge keeps its sessions' lifecycle, clients and config itself). The
+//! bridge's own actions come back as echoes and are dropped: the north
+//! applied them when its client dispatched them. A pending tool call is
+//! decided by the policy first.
+
+use std::sync::Arc;
+
+use ahp::{ClientEvent, SubscriptionEvent};
+use ahp_types::actions::{
+    ActionEnvelope, ChatToolCallConfirmedAction, ChatToolCallReadyAction,
+    SessionInputNeededRemovedAction, SessionInputNeededSetAction, StateAction,
+};
+use ahp_types::state::{
+    SessionInputRequest, ToolCallConfirmationReason, ToolCallConfirmationState,
+};
+use tracing::{debug, info};
+
+use super::sessions::{Relayed, Side};
+use super::Relay;
+
+/// Carries one event of the host.
+pub(super) async fn handle(relay: &Arc<Relay>, ev: ClientEvent) {
+    let SubscriptionEvent::Action(env) = ev.event else {
+        // The host's own catalogue notifications: the bridge keeps its own.
+        return;
+    };
+    let Some((r, side)) = relay.sessions.of_up(&env.channel) else {
+        return;
+    };
+    if let Some(origin) = &env.origin {
+        if origin.client_id == relay.client_id {
+            echo(relay, &r, &env);
+            return;
+        }
+    }
+    match side {
+        Side::Chat => chat_action(relay, &r, env.action).await,
+        Side::Session => session_action(relay, &r, env.action),
+    }
+}
+
+/// The host's echo of the bridge's own action: dropped, but a refusal of a
+/// turn ends the turn here, in the host's words.
+fn echo(relay: &Relay, r: &Relayed, env: &ActionEnvelope) {
+    let Some(why) = &env.rejection_reason else {
+        return;
+    };
+    if let StateAction::ChatTurnStarted(a) = &env.action {
+        relay.sessions.with(&r.north, |r| r.turn = None);
+        relay.end_turn_north(&r.north, &a.turn_id, why);
+    } else {
+        crate::telemetry::metrics().runtime_mismatch("agent_host_rejection");
+        info!(session = %r.north, "the agent host refused an action of the bridge: {why}");
+    }
+}
+
+async fn chat_action(relay: &Arc<Relay>, r: &Relayed, action: StateAction) {
+    let ended = matches!(
+        action,
+        StateAction::ChatTurnComplete(_)
+            | StateAction::ChatError(_)
+            | StateAction::ChatTurnCancelled(_)
+    );
+    let action = match action {
+        StateAction::ChatToolCallReady(a) if a.confirmed.is_none() => {
+            match decide(relay, r, a).await {
+                Some(a) => a,
+                None => return,
+            }
+        }
+        a => a,
+    };
+    relay.send_north(&r.north_chat, action);
+    if ended {
+        relay.sessions.with(&r.north, |r| {
+            r.turn = None;
+            r.denied.clear();
+        });
+        relay.start_queued_if_idle(&r.north);
+    }
+}
+
+/// A tool call waiting on a confirmation: the policy decides before any
+/// client sees it. Refused, the host is told no (its call ends failed, as
+/// a client's no ends it) and the clients see it confirmed by the setting,
+/// never pending; allowed, it goes to the clients to confirm.
+async fn decide(
+    relay: &Arc<Relay>,
+    r: &Relayed,
+    mut ready: ChatToolCallReadyAction,
+) -> Option<StateAction> {
+    let request = ready
+        .meta
+        .as_ref()
+        .and_then(|m| m.get("permissionRequest"))
+        .cloned();
+    let Some(request) = request else {
+        // Nothing for the policy to read: the clients confirm it.
+        return Some(StateAction::ChatToolCallReady(ready));
+    };
+    let kind = request["kind"].as_str().unwrap_or("unknown").to_owned();
+    let host = relay.host()?;
+    let starter = r
+        .turn
+        .as_ref()
+        .and_then(|(_, by)| by.as_ref())
+        .map(|d| d.client_id.clone());
+    let refusal =
+        crate::bridge::permission::refusal(&host, &r.north, starter.as_deref(), &request, &kind);
+    let Some(refused) = refusal else {
+        return Some(StateAction::ChatToolCallReady(ready));
+    };
+    debug!(session = %r.north, tool_call = %ready.tool_call_id, "the policy refused a tool call");
+    relay
+        .sessions
+        .with(&r.north, |r| r.denied.insert(ready.tool_call_id.clone()));
+    let no = StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
+        turn_id: ready.turn_id.clone(),
+        tool_call_id: ready.tool_call_id.clone(),
+        meta: None,
+        approved: false,
+        confirmed: Some(ToolCallConfirmationReason::Setting),
+        reason: None,
+        edited_tool_input: None,
+        user_suggestion: None,
+        reason_message: Some(format!("Denied by policy: {refused}").into()),
+        selected_option_id: None,
+    });
+    if let Some(chat) = &r.up_chat {
+        relay.send_up(chat, no).await;
+    }
+    ready.confirmed = Some(ToolCallConfirmationReason::Setting);
+    Some(StateAction::ChatToolCallReady(ready))
+}
+
+/// A session action of the host: its input requests pass (their chat
+/// renamed; none for a call the policy denied), and its title; the rest is
+/// the host's own bookkeeping.
+fn session_action(relay: &Relay, r: &Relayed, action: StateAction) {
+    let Some(up_chat) = &r.up_chat else { return };
+    let rename = |id: &str| id.replacen(up_chat.as_str(), &r.north_chat, 1);
+    let action = match action {
+        StateAction::SessionInputNeededSet(mut a) => {
+            let denied = |call: &str| r.denied.contains(call);
+            match &mut a.request {
+                SessionInputRequest::ToolConfirmation(q) => {
+                    let call = match &q.tool_call {
+                        ToolCallConfirmationState::PendingConfirmation(c) => &c.tool_call_id,
+                        ToolCallConfirmationState::PendingResultConfirmation(c) => &c.tool_call_id,
+                        ToolCallConfirmationState::Unknown(_) => return,
+                    };
+                    if denied(call) {
+                        return;
+                    }
+                    q.id = rename(&q.id);
+                    q.chat = r.north_chat.clone();
+                }
+                SessionInputRequest::ChatInput(q) => {
+                    q.id = rename(&q.id);
+                    q.chat = r.north_chat.clone();
+                }
+                SessionInputRequest::ToolClientExecution(q) => {
+                    q.id = rename(&q.id);
+                    q.chat = r.north_chat.clone();
+                }
+                _ => return,
+            }
+            StateAction::SessionInputNeededSet(Box::new(SessionInputNeededSetAction {
+                request: a.request,
+            }))
+        }
+        StateAction::SessionInputNeededRemoved(a) => {
+            StateAction::SessionInputNeededRemoved(SessionInputNeededRemovedAction {
+                id: rename(&a.id),
+            })
+        }
+        a @ StateAction::SessionTitleChanged(_) => a,
+        _ => return,
+    };
+    relay.send_north(&r.north, action);
+}

@@ -1,0 +1,143 @@
+//! The link to the runtime's AHP host, kept up: the first connection made
+//! before the bridge serves (so a host that cannot start or refuses the
+//! token stops the start, in its own words), then events read in order
+//! until the connection ends or a ping goes unanswered; then the turns in
+//! flight end with [`LINK_LOST`](super::LINK_LOST), and the link is made
+//! again with backoff (a host the bridge started is started again if it
+//! died): a fresh `initialize`, a fresh challenge, a fresh sealed token,
+//! and every relayed session subscribed again. The host keeps its sessions,
+//! so nothing the clients held is lost.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use ahp::ClientEventStream;
+use tracing::{info, warn};
+
+use super::error::RelayError;
+use super::{inbound, Relay, RelaySettings, LINK_LOST};
+use crate::ahp::host::Host;
+use crate::upstream::calls;
+use crate::upstream::link::{link, Target};
+
+/// The first wait before linking again, and the longest.
+const BACKOFF_FIRST: Duration = Duration::from_millis(250);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// Links to the host (starting it without `connect`) and authenticates
+/// before it returns, so a wrong token or a host that cannot start fails
+/// the bridge's start with the host's own words; then keeps the link up.
+pub async fn start(host: &Arc<Host>, settings: RelaySettings) -> Result<Arc<Relay>, RelayError> {
+    let relay = Relay::new(host, settings);
+    let events = Supervisor::connect(&relay).await?;
+    tokio::spawn(Supervisor::run(relay.clone(), events));
+    Ok(relay)
+}
+
+/// The link's keeper.
+struct Supervisor;
+
+impl Supervisor {
+    /// Reads events until the link ends, then links again, until the relay
+    /// stops.
+    async fn run(relay: Arc<Relay>, mut events: ClientEventStream) {
+        let metrics = crate::telemetry::metrics();
+        metrics.runtime_up(0, true);
+        loop {
+            pump(&relay, &mut events).await;
+            relay.set_client(None);
+            metrics.runtime_up(0, false);
+            if relay.stop.is_cancelled() {
+                return;
+            }
+            for (r, turn) in relay.sessions.take_running() {
+                relay.end_turn_north(&r.north, &turn, LINK_LOST);
+            }
+            warn!("the link to the agent host was lost; linking again");
+            let mut wait = BACKOFF_FIRST;
+            events = loop {
+                tokio::select! {
+                    _ = relay.stop.cancelled() => return,
+                    _ = tokio::time::sleep(wait) => {}
+                }
+                match Self::connect(&relay).await {
+                    Ok(ev) => break ev,
+                    Err(e) => {
+                        warn!(retry_in = ?(wait * 2).min(BACKOFF_MAX), "linking to the agent host failed: {e}");
+                        wait = (wait * 2).min(BACKOFF_MAX);
+                    }
+                }
+            };
+            metrics.runtime_restarted(0);
+            metrics.runtime_up(0, true);
+            info!("linked to the agent host again");
+        }
+    }
+
+    /// Starts the host if the bridge runs it and it is not running,
+    /// connects, authenticates, and subscribes every relayed session again.
+    async fn connect(relay: &Arc<Relay>) -> Result<ClientEventStream, RelayError> {
+        let rt = &relay.settings.runtime;
+        let (url, token) = match rt.ahp_url() {
+            Some(url) => (url.to_owned(), relay.settings.connection_token.clone()),
+            None => {
+                let (url, token) = relay
+                    .process
+                    .running(&relay.settings.runtime, &relay.settings.home)
+                    .await?;
+                (url, Some(token))
+            }
+        };
+        let github = relay.settings.github.read()?;
+        let target = Target {
+            url: &url,
+            token: token.as_ref(),
+            call_timeout: rt.call_timeout,
+            max_frame_bytes: rt.max_frame_bytes,
+        };
+        let linked = link(&target, &relay.client_id, &github).await?;
+        for r in relay.sessions.all() {
+            let state = calls::session_state(&linked.client, &r.up).await?;
+            if let Some(chat) = &state.default_chat {
+                relay.sessions.set_up_chat(&r.north, chat);
+                calls::subscribe(&linked.client, chat).await?;
+            }
+        }
+        relay.set_client(Some(linked.client));
+        info!(%url, sessions = relay.sessions.len(), "linked to the agent host");
+        Ok(linked.events)
+    }
+}
+
+/// Reads `events` until the link ends, a ping goes unanswered, or the relay
+/// stops.
+async fn pump(relay: &Arc<Relay>, events: &mut ClientEventStream) {
+    let rt = &relay.settings.runtime;
+    let every = (!rt.health_interval.is_zero()).then_some(rt.health_interval);
+    let mut ticks = every.map(tokio::time::interval);
+    loop {
+        let tick = async {
+            match ticks.as_mut() {
+                Some(t) => {
+                    t.tick().await;
+                }
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = relay.stop.cancelled() => return,
+            ev = events.recv() => match ev {
+                Some(ev) => inbound::handle(relay, ev).await,
+                None => return,
+            },
+            _ = tick => {
+                let Some(client) = relay.client() else { return };
+                if !matches!(tokio::time::timeout(rt.health_timeout, client.ping()).await, Ok(Ok(()))) {
+                    warn!(timeout = ?rt.health_timeout, "the agent host did not answer a ping");
+                    client.shutdown().await;
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,429 @@
+//! The bridge in front of the runtime's own AHP host (`[runtime] protocol
+//! = "ahp"`): the north host keeps its clients, principals, sessions and
+//! policy as ever, and this backend carries each session to a session of
+//! the runtime's host and back. Turns, tool calls and input requests are
+//! already AHP on both sides, so actions pass typed and whole, their
+//! channels renamed; what the policy decides (a permission, the sections a
+//! session starts with) is decided here before the host or a client sees it.
+
+mod error;
+mod host_process;
+mod inbound;
+mod link;
+mod sections;
+mod sessions;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Weak};
+
+use ahp::Client;
+use ahp_types::actions::{
+    ChatErrorAction, ChatToolCallConfirmedAction, ChatTurnCancelledAction, ChatTurnStartedAction,
+    SessionCreationFailedAction, SessionReadyAction, StateAction,
+};
+use ahp_types::state::{
+    ErrorInfo, ErrorResponsePart, Message, MessageKind, MessageOrigin, ToolCallConfirmationReason,
+};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+use self::sessions::RelaySessions;
+use crate::ahp::backend::{Backend, ClientPhase, Dispatcher};
+use crate::ahp::host::Host;
+use crate::ahp::protocol::uri::{chat_uri_of, file_uri_of};
+use crate::audit::log::AuditLog;
+use crate::config::{RuntimeConfig, Secret};
+use crate::upstream::calls;
+
+use self::host_process::HostProcess;
+pub use error::RelayError;
+pub use link::start;
+pub use sections::OperatorSection;
+
+/// What a turn in flight ends with when the link to the host is lost.
+pub const LINK_LOST: &str =
+    "the agent host connection was lost during the turn; send the message again";
+
+/// What the relay is started with, read from the config at start.
+pub struct RelaySettings {
+    /// `[runtime]`: the command, `connect`, `[runtime.env]`, the deadlines.
+    pub runtime: RuntimeConfig,
+    /// Where a host the bridge starts keeps its state (its HOME).
+    pub home: PathBuf,
+    /// `[runtime.ahp] connection_token_file`'s token, read at start.
+    pub connection_token: Option<Secret>,
+    /// Where the GitHub token is read at each connection.
+    pub github: GithubToken,
+    /// `[policy.overrides]` as sections the operator adds to every session.
+    pub operator_sections: Vec<sections::OperatorSection>,
+    /// The audit log a session's sections are recorded in.
+    pub audit: Option<Arc<AuditLog>>,
+}
+
+/// `[runtime.ahp] github_token_file` or `github_token_env`.
+#[derive(Debug, Clone)]
+pub enum GithubToken {
+    File(PathBuf),
+    Env(String),
+}
+
+impl GithubToken {
+    /// The token now (a rotated file is read anew at each connection).
+    fn read(&self) -> Result<Secret, RelayError> {
+        let (what, value) = match self {
+            Self::File(p) => (
+                format!("runtime.ahp.github_token_file {}", p.display()),
+                std::fs::read_to_string(p).map_err(|e| e.to_string()),
+            ),
+            Self::Env(v) => (
+                format!("runtime.ahp.github_token_env {v}"),
+                std::env::var(v).map_err(|e| e.to_string()),
+            ),
+        };
+        match value {
+            Ok(t) if !t.trim().is_empty() => Ok(Secret(t.trim().to_owned())),
+            Ok(_) => Err(RelayError::Token(format!("{what}: empty"))),
+            Err(e) => Err(RelayError::Token(format!("{what}: {e}"))),
+        }
+    }
+}
+
+/// The backend that relays to the runtime's AHP host.
+pub struct Relay {
+    me: Weak<Relay>,
+    host: Weak<Host>,
+    settings: RelaySettings,
+    sessions: RelaySessions,
+    /// The client of the current link; `None` while the link is down.
+    client: Mutex<Option<Client>>,
+    /// The one `clientId` the bridge has upstream, for its whole life: its
+    /// echoes are recognised by it.
+    client_id: String,
+    /// Actions for the host, sent in the order they were queued by one
+    /// task, so a confirmation never overtakes the turn it belongs to.
+    outbound: tokio::sync::mpsc::UnboundedSender<(String, StateAction)>,
+    /// The host the bridge started (without `connect`).
+    process: HostProcess,
+    stop: CancellationToken,
+}
+
+impl Relay {
+    /// The relay, not linked yet ([`start`] links it).
+    fn new(host: &Arc<Host>, settings: RelaySettings) -> Arc<Self> {
+        let (outbound, queued) = tokio::sync::mpsc::unbounded_channel();
+        let relay = Arc::new_cyclic(|me| Self {
+            me: me.clone(),
+            host: Arc::downgrade(host),
+            settings,
+            sessions: RelaySessions::default(),
+            client: Mutex::new(None),
+            client_id: format!("ahp-copilot-bridge-{}", uuid::Uuid::new_v4().simple()),
+            outbound,
+            process: HostProcess::default(),
+            stop: CancellationToken::new(),
+        });
+        tokio::spawn(send_in_order(Arc::downgrade(&relay), queued));
+        relay
+    }
+
+    fn host(&self) -> Option<Arc<Host>> {
+        self.host.upgrade()
+    }
+
+    fn client(&self) -> Option<Client> {
+        self.client
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn set_client(&self, c: Option<Client>) {
+        *self.client.lock().unwrap_or_else(|e| e.into_inner()) = c;
+    }
+
+    /// How many sessions are relayed.
+    pub fn sessions(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// The pid of the host the bridge started, while it runs.
+    pub async fn host_pid(&self) -> Option<u32> {
+        self.process.pid().await
+    }
+
+    /// Whether the link to the host is up (authenticated).
+    pub fn linked(&self) -> bool {
+        self.client().is_some()
+    }
+
+    /// Dispatches `action` on the host's `channel`; a failure is logged
+    /// (the link's loss is the supervisor's to handle).
+    async fn send_up(&self, channel: &str, action: StateAction) {
+        let Some(client) = self.client() else {
+            warn!(%channel, "no link to the agent host: an action was not sent");
+            return;
+        };
+        if let Err(e) = calls::dispatch(&client, channel, action).await {
+            warn!(%channel, "the agent host did not take an action: {e}");
+        }
+    }
+
+    /// Dispatches `action` on the bridge's own `channel`; a refusal is a
+    /// mismatch between the two hosts' states, counted.
+    fn send_north(&self, channel: &str, action: StateAction) {
+        let Some(host) = self.host() else { return };
+        if let Err(r) = host.dispatch(channel, action) {
+            crate::telemetry::metrics().runtime_mismatch("agent_host_action");
+            warn!(%channel, "an action of the agent host did not apply here: {}", r.0);
+        }
+    }
+
+    /// Creates the upstream session of `north` with its sections, then
+    /// says `session/ready` (or `session/creationFailed` in the host's
+    /// words).
+    async fn create(self: Arc<Self>, north: String) {
+        let result = self.create_upstream(&north).await;
+        let action = match result {
+            Ok(()) => StateAction::SessionReady(SessionReadyAction {}),
+            Err(e) => {
+                self.sessions.remove(&north);
+                warn!(session = %north, "the agent host did not create the session: {e}");
+                StateAction::SessionCreationFailed(SessionCreationFailedAction {
+                    error: ErrorInfo {
+                        error_type: "agentHost".into(),
+                        message: e.to_string(),
+                        stack: None,
+                        meta: None,
+                    },
+                })
+            }
+        };
+        self.send_north(&north, action);
+    }
+
+    async fn create_upstream(&self, north: &str) -> Result<(), RelayError> {
+        let host = self.host().ok_or(RelayError::Stopping)?;
+        let client = self.client().ok_or(RelayError::NotLinked)?;
+        let up = format!("copilot:/{}", uuid::Uuid::new_v4());
+        let dirs: Vec<String> = host
+            .working_directories(north)
+            .iter()
+            .map(|p| file_uri_of(p))
+            .collect();
+        let config = sections::session_config(&self.settings.operator_sections);
+        self.sessions.add(north, &chat_uri_of(north), &up);
+        let state = calls::create_session(&client, &up, dirs, config).await?;
+        if let Some(chat) = &state.default_chat {
+            self.sessions.set_up_chat(north, chat);
+            calls::subscribe(&client, chat).await?;
+        }
+        host.set_backend_ref(north, &up);
+        info!(session = %north, upstream = %up, "session relayed to the agent host");
+        Ok(())
+    }
+
+    fn start_turn(&self, north: &str, turn_id: String, text: String, by: Option<Dispatcher>) {
+        let Some(up_chat) = self
+            .sessions
+            .with(north, |r| {
+                r.turn = Some((turn_id.clone(), by));
+                r.up_chat.clone()
+            })
+            .flatten()
+        else {
+            self.end_turn_north(
+                north,
+                &turn_id,
+                "the session is not linked to the agent host",
+            );
+            return;
+        };
+        let started = StateAction::ChatTurnStarted(ChatTurnStartedAction {
+            turn_id,
+            started_at: now(),
+            message: Message {
+                text,
+                origin: MessageOrigin {
+                    kind: MessageKind::User,
+                },
+                attachments: None,
+                model: None,
+                agent: None,
+                meta: None,
+            },
+            queued_message_id: None,
+            meta: None,
+        });
+        self.queue_up(up_chat, started);
+    }
+
+    /// Ends `turn_id` on the bridge's side with an error saying `why`.
+    fn end_turn_north(&self, north: &str, turn_id: &str, why: &str) {
+        let error = StateAction::ChatError(ChatErrorAction {
+            turn_id: turn_id.to_owned(),
+            duration: 0,
+            part: ErrorResponsePart {
+                error: ErrorInfo {
+                    error_type: "agentHost".into(),
+                    message: why.to_owned(),
+                    stack: None,
+                    meta: None,
+                },
+                resumable: None,
+            },
+            meta: None,
+        });
+        self.send_north(&chat_uri_of(north), error);
+    }
+
+    /// Starts the chat's next queued message, if no turn runs.
+    fn start_queued_if_idle(&self, north: &str) {
+        if self.sessions.with(north, |r| r.turn.is_some()) != Some(false) {
+            return;
+        }
+        let Some(host) = self.host() else { return };
+        if let Some(next) = host.start_next_queued(&chat_uri_of(north)) {
+            self.start_turn(north, next.turn_id, next.text, None);
+        }
+    }
+
+    /// The upstream chat and running turn of `north`, for an action about it.
+    fn turn_of(&self, north: &str) -> Option<(String, String)> {
+        self.sessions
+            .with(north, |r| {
+                Some((r.up_chat.clone()?, r.turn.as_ref()?.0.clone()))
+            })
+            .flatten()
+    }
+
+    /// Ends every running turn with "the host is shutting down" and tells
+    /// the host to cancel it.
+    pub async fn end_turns_for_shutdown(&self) {
+        for (r, turn) in self.sessions.take_running() {
+            self.end_turn_north(&r.north, &turn, crate::bridge::shutting_down::SHUTTING_DOWN);
+            if let Some(chat) = &r.up_chat {
+                let cancel = StateAction::ChatTurnCancelled(ChatTurnCancelledAction {
+                    turn_id: turn,
+                    duration: 0,
+                    meta: None,
+                });
+                self.send_up(chat, cancel).await;
+            }
+        }
+    }
+
+    /// Stops the link and a host the bridge started.
+    pub async fn stop(&self) {
+        self.stop.cancel();
+        if let Some(c) = self.client() {
+            c.shutdown().await;
+        }
+        self.process.stop().await;
+    }
+}
+
+impl Backend for Relay {
+    fn session_created(&self, session: &str) {
+        if let Some(me) = self.me.upgrade() {
+            tokio::spawn(me.create(session.to_owned()));
+        }
+    }
+
+    fn session_restored(&self, session: &str, backend_ref: Option<&str>) {
+        // The host keeps its sessions across restarts: the same upstream
+        // session is subscribed again when the link is up.
+        if let Some(up) = backend_ref {
+            self.sessions.add(session, &chat_uri_of(session), up);
+        }
+    }
+
+    fn session_disposed(&self, session: &str) {
+        let Some(r) = self.sessions.remove(session) else {
+            return;
+        };
+        let Some(client) = self.client() else { return };
+        tokio::spawn(async move {
+            if let Err(e) = calls::dispose_session(&client, &r.up).await {
+                warn!(upstream = %r.up, "the agent host did not dispose the session: {e}");
+            }
+        });
+    }
+
+    fn phase(&self, session: &str, phase: ClientPhase) {
+        match phase {
+            ClientPhase::TurnStarted {
+                turn_id, text, by, ..
+            } => self.start_turn(session, turn_id, text, Some(by)),
+            ClientPhase::PendingMessageSet {
+                steering: false, ..
+            } => self.start_queued_if_idle(session),
+            ClientPhase::TurnCancelled { .. } => {
+                let Some((chat, turn_id)) = self.turn_of(session) else {
+                    return;
+                };
+                self.sessions.with(session, |r| r.turn = None);
+                let cancel = StateAction::ChatTurnCancelled(ChatTurnCancelledAction {
+                    turn_id,
+                    duration: 0,
+                    meta: None,
+                });
+                self.queue_up(chat, cancel);
+            }
+            ClientPhase::ToolCallConfirmed {
+                tool_call_id,
+                approved,
+            } => {
+                let Some((chat, turn_id)) = self.turn_of(session) else {
+                    return;
+                };
+                let confirmed = StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
+                    turn_id,
+                    tool_call_id,
+                    meta: None,
+                    approved,
+                    confirmed: Some(ToolCallConfirmationReason::UserAction),
+                    reason: None,
+                    edited_tool_input: None,
+                    user_suggestion: None,
+                    reason_message: None,
+                    selected_option_id: None,
+                });
+                self.queue_up(chat, confirmed);
+            }
+            ClientPhase::InputCompleted(a) => {
+                let Some((chat, _)) = self.turn_of(session) else {
+                    return;
+                };
+                self.queue_up(chat, StateAction::ChatInputCompleted(a));
+            }
+            // Steering, client tools and plugins are not relayed (docs/agent-host.md).
+            ClientPhase::PendingMessageSet { steering: true, .. }
+            | ClientPhase::ToolCallCompleted { .. }
+            | ClientPhase::ActiveClientSet { .. }
+            | ClientPhase::ActiveClientRemoved { .. } => {}
+        }
+    }
+}
+
+impl Relay {
+    /// Queues `action` for the host's `channel`, after what was queued before.
+    fn queue_up(&self, channel: String, action: StateAction) {
+        let _ = self.outbound.send((channel, action));
+    }
+}
+
+/// Sends what [`Relay::queue_up`] queued, one at a time, until the relay goes.
+async fn send_in_order(
+    relay: Weak<Relay>,
+    mut queued: tokio::sync::mpsc::UnboundedReceiver<(String, StateAction)>,
+) {
+    while let Some((channel, action)) = queued.recv().await {
+        let Some(r) = relay.upgrade() else { return };
+        r.send_up(&channel, action).await;
+    }
+}
+
+/// Now, as AHP's timestamps are written.
+fn now() -> String {
+    jiff::Timestamp::now().to_string()
+}

@@ -1,0 +1,156 @@
+//! The relay's map between the bridge's sessions and the host's: each
+//! north session's upstream session (a `copilot:/<uuid>` the bridge chose,
+//! never derived from the client's URI), both default chats, the turn that
+//! runs, and the tool calls the policy denied (whose echoes the clients
+//! must not see). Small per session: URIs, one turn, a few ids.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+use crate::ahp::backend::Dispatcher;
+
+/// One relayed session.
+#[derive(Debug, Clone)]
+pub(super) struct Relayed {
+    pub north: String,
+    pub north_chat: String,
+    pub up: String,
+    /// The host's default chat, once its snapshot said it.
+    pub up_chat: Option<String>,
+    /// The running turn: its id and who started it (the subject the
+    /// permission policy asks about).
+    pub turn: Option<(String, Option<Dispatcher>)>,
+    /// Tool calls the policy denied: the host's later actions about them
+    /// pass, but not the pending confirmation.
+    pub denied: HashSet<String>,
+}
+
+/// Which of a relayed session's channels an upstream channel is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Side {
+    Session,
+    Chat,
+}
+
+#[derive(Default)]
+struct Maps {
+    by_north: HashMap<String, Relayed>,
+    /// An upstream session or chat URI to its north session.
+    by_up: HashMap<String, (String, Side)>,
+}
+
+/// The relayed sessions, owned here; every access is one short lock.
+#[derive(Default)]
+pub(super) struct RelaySessions {
+    maps: Mutex<Maps>,
+}
+
+impl RelaySessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Maps> {
+        self.maps.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Maps `north` (whose default chat is `north_chat`) to upstream `up`.
+    pub(super) fn add(&self, north: &str, north_chat: &str, up: &str) {
+        let mut m = self.lock();
+        m.by_up
+            .insert(up.to_owned(), (north.to_owned(), Side::Session));
+        m.by_north.insert(
+            north.to_owned(),
+            Relayed {
+                north: north.to_owned(),
+                north_chat: north_chat.to_owned(),
+                up: up.to_owned(),
+                up_chat: None,
+                turn: None,
+                denied: HashSet::new(),
+            },
+        );
+    }
+
+    /// The upstream default chat of `north`, from the host's snapshot.
+    pub(super) fn set_up_chat(&self, north: &str, up_chat: &str) {
+        let mut m = self.lock();
+        let Some(r) = m.by_north.get_mut(north) else {
+            return;
+        };
+        let old = r.up_chat.replace(up_chat.to_owned());
+        if let Some(old) = old {
+            m.by_up.remove(&old);
+        }
+        m.by_up
+            .insert(up_chat.to_owned(), (north.to_owned(), Side::Chat));
+    }
+
+    pub(super) fn remove(&self, north: &str) -> Option<Relayed> {
+        let mut m = self.lock();
+        let r = m.by_north.remove(north)?;
+        m.by_up.remove(&r.up);
+        if let Some(c) = &r.up_chat {
+            m.by_up.remove(c);
+        }
+        Some(r)
+    }
+
+    /// The north session an upstream channel belongs to, and which side.
+    pub(super) fn of_up(&self, up: &str) -> Option<(Relayed, Side)> {
+        let m = self.lock();
+        let (north, side) = m.by_up.get(up)?;
+        Some((m.by_north.get(north)?.clone(), side.clone()))
+    }
+
+    /// Every relayed session (to resubscribe after a new link).
+    pub(super) fn all(&self) -> Vec<Relayed> {
+        self.lock().by_north.values().cloned().collect()
+    }
+
+    /// Runs `f` on `north`'s entry, if mapped.
+    pub(super) fn with<T>(&self, north: &str, f: impl FnOnce(&mut Relayed) -> T) -> Option<T> {
+        self.lock().by_north.get_mut(north).map(f)
+    }
+
+    /// Ends every running turn; the sessions whose turn it was, with the
+    /// turn's id (the link to the host was lost under them).
+    pub(super) fn take_running(&self) -> Vec<(Relayed, String)> {
+        let mut m = self.lock();
+        m.by_north
+            .values_mut()
+            .filter_map(|r| {
+                let (id, _) = r.turn.take()?;
+                r.denied.clear();
+                Some((r.clone(), id))
+            })
+            .collect()
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.lock().by_north.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn both_channels_lead_back_and_go_with_the_session() {
+        let s = RelaySessions::default();
+        s.add("n:/1", "ahp-chat://default/x", "copilot:/u1");
+        assert_eq!(s.of_up("copilot:/u1").unwrap().1, Side::Session);
+        assert!(s.of_up("ahp-chat:/c1").is_none());
+        s.set_up_chat("n:/1", "ahp-chat:/c1");
+        let (r, side) = s.of_up("ahp-chat:/c1").unwrap();
+        assert_eq!((r.north.as_str(), side), ("n:/1", Side::Chat));
+        // A new snapshot names another chat: the old one leads nowhere.
+        s.set_up_chat("n:/1", "ahp-chat:/c2");
+        assert!(s.of_up("ahp-chat:/c1").is_none());
+        s.with("n:/1", |r| r.turn = Some(("t1".into(), None)));
+        let running = s.take_running();
+        assert_eq!(running.len(), 1);
+        assert_eq!(running[0].1, "t1");
+        assert!(s.take_running().is_empty());
+        assert!(s.remove("n:/1").is_some());
+        assert!(s.of_up("copilot:/u1").is_none() && s.of_up("ahp-chat:/c2").is_none());
+        assert_eq!(s.len(), 0);
+    }
+}

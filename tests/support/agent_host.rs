@@ -1,0 +1,74 @@
+//! The bridge in front of the real CLI as an AHP host (`[runtime] protocol
+//! = "ahp"`), offline: the scripted model answers Copilot's API, and a
+//! loopback fake answers GitHub's, knowing one token.
+
+use std::sync::Arc;
+
+use ahp_copilot_bridge::app::{self, Agent, Running};
+use ahp_copilot_bridge::config::{Config, RuntimeProtocol};
+use ahp_copilot_bridge::demo::github::GitHubFake;
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+
+use super::e2e::Contract;
+use super::test_config;
+
+/// The token the GitHub fake knows.
+pub const GITHUB_TOKEN: &str = "ghu_bridge0identity0for0tests0000001";
+
+pub struct AgentHostStack {
+    pub model: ScriptedModel,
+    pub github: GitHubFake,
+    pub bridge: Running,
+    pub cfg: Arc<Config>,
+    pub dir: tempfile::TempDir,
+    pub contract: Contract,
+}
+
+/// The config of a bridge in front of a host it starts, on `model` and
+/// `github`, its files under `dir`.
+pub fn agent_host_config(
+    model: &ScriptedModel,
+    github: &GitHubFake,
+    dir: &std::path::Path,
+) -> Config {
+    let mut cfg = test_config();
+    cfg.runtime.protocol = RuntimeProtocol::Ahp;
+    cfg.runtime.working_directory = Some(dir.to_owned());
+    let copilot_api = format!("http://{}", model.addr);
+    for (k, v) in [
+        ("COPILOT_GH_HOST", github.url()),
+        ("COPILOT_DEBUG_GITHUB_API_URL", github.url()),
+        ("COPILOT_API_URL", copilot_api),
+    ] {
+        cfg.runtime.env.insert(k.into(), v);
+    }
+    let token = dir.join("github-token");
+    std::fs::write(&token, format!("{GITHUB_TOKEN}\n")).unwrap();
+    cfg.runtime.ahp.github_token_file = Some(token);
+    // The state store, the audit log and the host's HOME under `dir`.
+    cfg.audit.path = Some(dir.join("audit.jsonl"));
+    cfg
+}
+
+/// Starts the fakes and the bridge; `tune` changes the config first.
+pub async fn start_agent_host_stack(tune: impl FnOnce(&mut Config)) -> AgentHostStack {
+    let model = ScriptedModel::start().await.unwrap();
+    let github = GitHubFake::start(GITHUB_TOKEN, &format!("http://{}", model.addr))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = agent_host_config(&model, &github, dir.path());
+    tune(&mut cfg);
+    let cfg = Arc::new(cfg);
+    let bridge = app::start(cfg.clone(), Agent::Copilot)
+        .await
+        .expect("bridge starts in front of the agent host");
+    AgentHostStack {
+        model,
+        github,
+        bridge,
+        cfg,
+        dir,
+        contract: Contract,
+    }
+}
