@@ -59,3 +59,147 @@ async fn a_shell_command_asks_the_client_and_runs_once_confirmed() {
     assert_eq!(end.kind, "complete", "{end:?}");
     assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "relayed");
 }
+
+const PERMISSION: &str = r#"
+package ahp.permission
+
+deny contains "no writes to denied.txt" if {
+	input.request.kind == "shell"
+	contains(input.request.fullCommandText, "denied.txt")
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rego_deny_never_reaches_the_client_and_the_model_reads_it() {
+    let policy = tempfile::tempdir().unwrap();
+    std::fs::write(policy.path().join("permission.rego"), PERMISSION).unwrap();
+    let rego = ahp_copilot_bridge::config::Config::parse(&format!(
+        "[policy.rego]\nmodules = [{:?}]\n",
+        policy.path().join("*.rego").display().to_string()
+    ))
+    .unwrap()
+    .policy
+    .rego;
+    let st = start_agent_host_stack(|c| c.policy.rego = rego).await;
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/relay-3", None).await;
+    let file = st.dir.path().join("denied.txt");
+    st.model.push(Reply::ToolCall {
+        name: "bash".into(),
+        arguments: json!({"command": format!("echo no > {}", file.display()), "description": "write"}),
+    });
+    st.model.push(Reply::Text("Understood.".into()));
+    let mut sub = start_turn(&c, "relay-3", "t-1", "write the denied file").await;
+    let end = wait_action(&mut sub, |a| match a {
+        StateAction::ChatToolCallReady(r) if r.confirmed.is_none() => {
+            panic!("a pending confirmation reached the client: {a:?}")
+        }
+        StateAction::ChatTurnComplete(t) if t.turn_id == "t-1" => Some("complete"),
+        StateAction::ChatError(e) if e.turn_id == "t-1" => Some("error"),
+        _ => None,
+    })
+    .await;
+    assert_eq!(end, "complete");
+    assert!(!file.exists(), "the denied command did not run");
+    // The model's next request carries the policy's reason.
+    let asked = st.model.requests();
+    let after = asked.last().unwrap().to_string();
+    assert!(
+        after.contains("Denied by policy: no writes to denied.txt"),
+        "{after}"
+    );
+    // The decision is in the audit chain.
+    let audit = std::fs::read_to_string(st.dir.path().join("audit.jsonl")).unwrap();
+    ahp_copilot_bridge::audit::verify::verify_text(&audit).expect("the chain holds");
+    assert!(
+        audit.lines().any(|l| l.contains("\"point\":\"permission\"") && l.contains("\"outcome\":\"denied\"")),
+        "{audit}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_github_does_not_know_stops_the_start_in_the_hosts_words() {
+    use crate::support::agent_host::agent_host_config;
+    let model = ahp_copilot_bridge::demo::model::ScriptedModel::start()
+        .await
+        .unwrap();
+    let github = ahp_copilot_bridge::demo::github::GitHubFake::start(
+        GITHUB_TOKEN,
+        &format!("http://{}", model.addr),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = agent_host_config(&model, &github, dir.path());
+    std::fs::write(
+        dir.path().join("github-token"),
+        "ghu_not0a0token0github0knows000000",
+    )
+    .unwrap();
+    let e = ahp_copilot_bridge::app::start(
+        std::sync::Arc::new(cfg),
+        ahp_copilot_bridge::app::Agent::Copilot,
+    )
+    .await
+    .err()
+    .expect("the start fails")
+    .to_string();
+    assert!(
+        e.contains("the supplied GitHub token could not be validated"),
+        "{e}"
+    );
+    assert!(
+        !e.contains("ghu_not0a0token"),
+        "the token is not in the error: {e}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_killed_mid_turn_comes_back_and_the_next_turn_works() {
+    let st = start_agent_host_stack(|_| {}).await;
+    let relay = st.bridge.relay.clone().expect("a relay");
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/relay-4", None).await;
+    st.model.push(Reply::Slow {
+        chunks: (0..200).map(|i| format!("slow {i} ")).collect(),
+        delay: std::time::Duration::from_millis(50),
+    });
+    let mut sub = start_turn(&c, "relay-4", "t-1", "talk slowly").await;
+    wait_action(&mut sub, |a| {
+        matches!(a, StateAction::ChatDelta(_)).then_some(())
+    })
+    .await;
+    let pid = relay.host_pid().await.expect("the bridge runs the host");
+    // SAFETY: a signal to the host process this test's bridge started.
+    unsafe {
+        libc::kill(pid as libc::pid_t, libc::SIGKILL);
+    }
+    let end = wait_turn_end(&mut sub, "t-1").await;
+    assert_eq!(end.kind, "error", "{end:?}");
+    assert!(end
+        .error
+        .unwrap()
+        .contains("connection was lost during the turn"));
+    // Polled: the relay's link state has no event to wait on.
+    let started = std::time::Instant::now();
+    while !(relay.linked() && relay.host_pid().await.is_some_and(|p| p != pid)) {
+        assert!(
+            started.elapsed() < DEADLINE * 3,
+            "the bridge did not link to a new host: linked {}, pid {:?} (was {pid})",
+            relay.linked(),
+            relay.host_pid().await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    st.model.clear_script();
+    st.model.push(Reply::Text("Back again.".into()));
+    let end = run_turn(&c, "relay-4", "t-2", "are you there").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    assert!(st
+        .model
+        .requests()
+        .last()
+        .unwrap()
+        .to_string()
+        .contains("are you there"));
+}

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ahp::ClientEventStream;
+use ahp_types::state::SnapshotState;
 use tracing::{info, warn};
 
 use super::error::RelayError;
@@ -96,14 +97,26 @@ impl Supervisor {
             max_frame_bytes: rt.max_frame_bytes,
         };
         let linked = link(&target, &relay.client_id, &github).await?;
+        let mut left_active = Vec::new();
         for r in relay.sessions.all() {
             let state = calls::session_state(&linked.client, &r.up).await?;
-            if let Some(chat) = &state.default_chat {
-                relay.sessions.set_up_chat(&r.north, chat);
-                calls::subscribe(&linked.client, chat).await?;
+            let Some(chat) = &state.default_chat else {
+                continue;
+            };
+            relay.sessions.set_up_chat(&r.north, chat);
+            if let Some(SnapshotState::Chat(c)) = calls::subscribe(&linked.client, chat).await? {
+                // A host killed mid-turn can bring that turn back as still
+                // active, and refuses the next until it is cancelled. The
+                // bridge ended it when the link was lost.
+                if let Some(t) = c.active_turn.filter(|_| r.turn.is_none()) {
+                    left_active.push((r.north.clone(), t.id));
+                }
             }
         }
         relay.set_client(Some(linked.client));
+        for (north, turn) in left_active {
+            relay.cancel_upstream(&north, turn);
+        }
         info!(%url, sessions = relay.sessions.len(), "linked to the agent host");
         Ok(linked.events)
     }

@@ -287,6 +287,19 @@ impl Relay {
         }
     }
 
+    /// Tells the host to cancel `turn` of `north`'s chat.
+    fn cancel_upstream(&self, north: &str, turn_id: String) {
+        let Some(chat) = self.sessions.with(north, |r| r.up_chat.clone()).flatten() else {
+            return;
+        };
+        let cancel = StateAction::ChatTurnCancelled(ChatTurnCancelledAction {
+            turn_id,
+            duration: 0,
+            meta: None,
+        });
+        self.queue_up(chat, cancel);
+    }
+
     /// The upstream chat and running turn of `north`, for an action about it.
     fn turn_of(&self, north: &str) -> Option<(String, String)> {
         self.sessions
@@ -307,6 +320,7 @@ impl Relay {
                     duration: 0,
                     meta: None,
                 });
+                // Sent now, not queued: the link goes next.
                 self.send_up(chat, cancel).await;
             }
         }
@@ -358,16 +372,10 @@ impl Backend for Relay {
                 steering: false, ..
             } => self.start_queued_if_idle(session),
             ClientPhase::TurnCancelled { .. } => {
-                let Some((chat, turn_id)) = self.turn_of(session) else {
+                let Some(turn) = self.sessions.with(session, |r| r.turn.take()).flatten() else {
                     return;
                 };
-                self.sessions.with(session, |r| r.turn = None);
-                let cancel = StateAction::ChatTurnCancelled(ChatTurnCancelledAction {
-                    turn_id,
-                    duration: 0,
-                    meta: None,
-                });
-                self.queue_up(chat, cancel);
+                self.cancel_upstream(session, turn.0);
             }
             ClientPhase::ToolCallConfirmed {
                 tool_call_id,
