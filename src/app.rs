@@ -165,7 +165,10 @@ pub async fn relay_backend(
         connection_token,
         github,
         operator_sections: OperatorSection::all_of(&cfg.policy),
+        policy: policy.reader(),
         audit: audit.map(|a| a.log.clone()),
+        include_content: cfg.audit.include_content,
+        on_failure: cfg.audit.on_failure,
     };
     Ok(crate::bridge::relay::start(host, settings).await?)
 }

@@ -77,5 +77,5 @@ fn the_policy_pages_example_inputs_are_the_strict_checks() {
         );
         count += 1;
     }
-    assert_eq!(count, 6, "each point's examples");
+    assert_eq!(count, 7, "each point's examples");
 }

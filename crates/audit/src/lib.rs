@@ -15,6 +15,7 @@ pub mod record;
 pub mod rotation;
 mod scan;
 pub mod sdk_session;
+pub mod session_sections;
 pub mod show;
 pub mod syslog;
 pub mod verdict;

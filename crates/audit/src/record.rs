@@ -26,6 +26,7 @@ pub enum Kind {
     Rotation,
     SdkSession,
     Decision,
+    SessionSections,
 }
 
 impl Kind {
@@ -39,6 +40,7 @@ impl Kind {
             Self::Rotation => "rotation",
             Self::SdkSession => "sdk_session",
             Self::Decision => "decision",
+            Self::SessionSections => "session_sections",
         }
     }
 

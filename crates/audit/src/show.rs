@@ -4,6 +4,7 @@
 //! `audit verify` judges.
 
 use super::sdk_session::SdkSessionRecord;
+use super::session_sections::SessionSectionsRecord;
 use crate::error::AuditError;
 use std::io::Write;
 use std::path::PathBuf;
@@ -232,6 +233,10 @@ impl Table<'_> {
             }
             Some(Kind::SdkSession) => {
                 let r: SdkSessionRecord = serde_json::from_value(v.clone()).map_err(parse)?;
+                r.summary()
+            }
+            Some(Kind::SessionSections) => {
+                let r: SessionSectionsRecord = serde_json::from_value(v.clone()).map_err(parse)?;
                 r.summary()
             }
             Some(Kind::Transform | Kind::Decision) | None => {

@@ -25,15 +25,17 @@ use ahp_types::state::{
     ErrorInfo, ErrorResponsePart, Message, MessageKind, MessageOrigin, ToolCallConfirmationReason,
 };
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use self::sessions::RelaySessions;
 use crate::ahp::backend::{Backend, ClientPhase, Dispatcher};
 use crate::ahp::host::Host;
 use crate::ahp::protocol::uri::{chat_uri_of, file_uri_of};
 use crate::audit::log::AuditLog;
-use crate::config::{RuntimeConfig, Secret};
+use crate::config::{OnFailure, RuntimeConfig, Secret};
+use crate::policy::PolicyReader;
 use crate::upstream::calls;
+use ahp_types::common::JsonObject;
 
 use self::host_process::HostProcess;
 pub use error::RelayError;
@@ -56,8 +58,13 @@ pub struct RelaySettings {
     pub github: GithubToken,
     /// `[policy.overrides]` as sections the operator adds to every session.
     pub operator_sections: Vec<sections::OperatorSection>,
-    /// The audit log a session's sections are recorded in.
+    /// The policy in force (a reload replaces it).
+    pub policy: PolicyReader,
+    /// The audit log a session's sections are recorded in, with `[audit]`
+    /// `include_content` and `on_failure`.
     pub audit: Option<Arc<AuditLog>>,
+    pub include_content: bool,
+    pub on_failure: OnFailure,
 }
 
 /// `[runtime.ahp] github_token_file` or `github_token_env`.
@@ -210,7 +217,16 @@ impl Relay {
             .iter()
             .map(|p| file_uri_of(p))
             .collect();
-        let config = sections::session_config(&self.settings.operator_sections);
+        let start = host.session_start(north).ok_or(RelayError::Stopping)?;
+        let policy = self.settings.policy.current();
+        let deciders = sections::Deciders {
+            policy: &policy,
+            governor: host.governor(),
+            operator: &self.settings.operator_sections,
+            include_content: self.settings.include_content,
+        };
+        let plan = deciders.plan(north, &up, &start);
+        let config = self.audit_start(plan).await;
         self.sessions.add(north, &chat_uri_of(north), &up);
         let state = calls::create_session(&client, &up, dirs, config).await?;
         if let Some(chat) = &state.default_chat {
@@ -220,6 +236,28 @@ impl Relay {
         host.set_backend_ref(north, &up);
         info!(session = %north, upstream = %up, "session relayed to the agent host");
         Ok(())
+    }
+
+    /// Writes the session's `session_sections` record before the host is
+    /// asked (audit before effect); the config to send. A record that
+    /// cannot be written keeps the client's sections out under
+    /// `[audit] on_failure = "keep-original"`.
+    async fn audit_start(&self, plan: sections::Plan) -> JsonObject {
+        let Some(log) = self.settings.audit.clone() else {
+            return plan.config;
+        };
+        let record = plan.record.clone();
+        let written = tokio::task::spawn_blocking(move || log.append(&record)).await;
+        let failed = match written {
+            Ok(Ok(_)) => return plan.config,
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => e.to_string(),
+        };
+        error!(session = %plan.record.session, "session_sections record not written: {failed}");
+        match self.settings.on_failure {
+            OnFailure::KeepOriginal => plan.without_client_sections(),
+            OnFailure::Continue => plan.config,
+        }
     }
 
     fn start_turn(&self, north: &str, turn_id: String, text: String, by: Option<Dispatcher>) {

@@ -14,10 +14,12 @@ use ahp_types::common::JsonObject;
 use ahp_types::state::{SessionConfigPropertySchema, SessionConfigSchema, SessionConfigState};
 use serde_json::{Map, Value};
 
-use crate::host::sessions::{MODEL_SETTING, PROVIDER};
+use crate::host::sessions::{MODEL_SETTING, PROVIDER, SECTIONS_SETTING};
 use crate::host::Host;
 use crate::protocol::errors::AhpError;
+use ahp_bridge_base::config::AHP_HOST_SECTIONS;
 use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
+use ahp_bridge_base::policy::addition::{parse_additions, MAX_ADDED_BYTES};
 
 fn invalid(m: String) -> RpcError {
     RpcError::new(ErrorCode::InvalidParams, m)
@@ -46,10 +48,42 @@ fn schema(host: &Host) -> SessionConfigSchema {
         enum_dynamic: None,
         session_mutable: Some(true),
     };
+    let mut properties = HashMap::from([(MODEL_SETTING.to_owned(), model)]);
+    if host.settings().additions() {
+        properties.insert(SECTIONS_SETTING.to_owned(), sections_property());
+    }
     SessionConfigSchema {
         r#type: "object".into(),
-        properties: HashMap::from([(MODEL_SETTING.to_owned(), model)]),
+        properties,
         required: None,
+    }
+}
+
+/// `systemMessageSections`, in front of the runtime's AHP host: text a
+/// session starts with in three sections of its prompt, under the
+/// operator's policy; fixed for the session's life.
+fn sections_property() -> SessionConfigPropertySchema {
+    SessionConfigPropertySchema {
+        r#type: "object".into(),
+        title: "System message sections".into(),
+        description: Some(format!(
+            "Text to append or prepend to {} at the session's start, {MAX_ADDED_BYTES} bytes in all; \
+             each section passes the operator's policy, and what it refuses is not sent.",
+            AHP_HOST_SECTIONS.join(", ")
+        )),
+        default: None,
+        r#enum: None,
+        enum_labels: None,
+        enum_descriptions: None,
+        read_only: None,
+        items: None,
+        min_items: None,
+        max_items: None,
+        properties: None,
+        required: None,
+        additional_properties: None,
+        enum_dynamic: None,
+        session_mutable: Some(false),
     }
 }
 
@@ -69,6 +103,10 @@ fn resolved_values(
                     .ok_or_else(|| invalid(format!("config.{MODEL_SETTING} must be a string")))?;
                 host.check_model(id)?;
                 values.insert(MODEL_SETTING.into(), Value::from(id));
+            }
+            SECTIONS_SETTING if host.settings().additions() => {
+                parse_additions(v).map_err(|e| invalid(e.to_string()))?;
+                values.insert(SECTIONS_SETTING.into(), v.clone());
             }
             other => {
                 return Err(invalid(format!(

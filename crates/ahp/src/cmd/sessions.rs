@@ -17,10 +17,11 @@ use super::reply::Empty;
 use super::session_config;
 use crate::auth::access::check_action;
 use crate::auth::Principal;
+use crate::host::checks::check_opt_in;
 use crate::host::clients::ConnId;
 use crate::host::rego::decide;
 use crate::host::sessions::PROVIDER;
-use crate::host::{Host, NewSession};
+use crate::host::{Creator, Host, NewSession};
 use crate::protocol::actions::Action;
 use crate::protocol::errors::AhpError;
 use crate::protocol::params::CreateSession;
@@ -74,7 +75,13 @@ pub(crate) fn create(
     )?;
     let active = own_entry(host, conn, principal, &c.channel, c.active_client, c.opt_in)?;
     let config = session_config::initial_state(host, c.config.as_ref())?;
-    let new = new_session(&c.channel, principal, dirs, config);
+    let mut new = new_session(&c.channel, principal, dirs, config);
+    let client = host.client_id_of(conn);
+    new.creator = Some(Creator {
+        subject: principal.subject(client.as_deref(), ClientKind::Ahp),
+        transform_sections: principal.transform_sections(),
+        client_id: client,
+    });
     host.add_session(conn, new, active)?;
     info!(session = %c.channel, principal = %principal.name, "session created");
     Ok(Empty {})
@@ -136,6 +143,7 @@ fn own_entry(
     check_action(principal, &set)
         .map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))?;
     if let Some(o) = &set.opt_in {
+        check_opt_in(host.settings(), o).map_err(|why| invalid(&why.0))?;
         let subject = principal.subject(host.client_id_of(conn).as_deref(), ClientKind::Ahp);
         let body = Body::OptIn {
             sections: &o.sections,
@@ -210,6 +218,7 @@ pub fn new_session(
         owner: principal.name.clone(),
         state,
         chat: chat_state,
+        creator: None,
         created_at: now.clone(),
         modified_at: now,
         legacy_chat: None,

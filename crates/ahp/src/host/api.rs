@@ -20,6 +20,7 @@ use super::clients::ConnId;
 use super::credentials::{close_after_turn, CredentialsReloaded};
 use super::durable::SessionRestoreError;
 use super::outbound::{Outbound, OutboundQueue};
+use super::session_start::SessionStart;
 use super::sessions::{now_iso, NewSession};
 use super::subscriptions::not_found;
 use super::{Host, HostState, RootNotice};
@@ -509,13 +510,13 @@ impl Host {
 
     /// The model a session's turns use unless a message chooses another.
     pub fn session_model(&self, uri: &str) -> Option<String> {
-        let st = self.lock();
-        let config = st.sessions.state(uri)?.config.as_ref()?;
-        config
-            .values
-            .get(super::sessions::MODEL_SETTING)?
-            .as_str()
-            .map(String::from)
+        self.lock().sessions.model_of(uri)
+    }
+
+    /// Who created `session` and the section text it was created with (in
+    /// front of the runtime's AHP host).
+    pub fn session_start(&self, uri: &str) -> Option<SessionStart> {
+        self.lock().sessions.start_of(uri)
     }
 
     /// The GitHub token the owner of `session` gave, if any.

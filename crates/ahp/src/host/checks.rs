@@ -7,8 +7,9 @@
 
 use ahp_types::actions::StateAction;
 
-use super::sessions::{Sessions, MODEL_SETTING};
+use super::sessions::{Sessions, MODEL_SETTING, SECTIONS_SETTING};
 use super::settings::HostSettings;
+use crate::extension::TransformOptIn;
 use crate::protocol::actions::Rejection;
 use crate::protocol::uri::working_directory;
 
@@ -172,6 +173,11 @@ pub(super) fn check_config(action: &StateAction) -> Result<(), Rejection> {
         return Ok(());
     };
     for (key, value) in &a.config {
+        if key == SECTIONS_SETTING {
+            return Err(Rejection(format!(
+                "config.{SECTIONS_SETTING} is fixed when the session is created"
+            )));
+        }
         if key != MODEL_SETTING {
             return Err(Rejection(format!(
                 "config.{key:?} is not a setting of this host (see resolveSessionConfig)"
@@ -182,6 +188,23 @@ pub(super) fn check_config(action: &StateAction) -> Result<(), Rejection> {
                 "config.{MODEL_SETTING} must be a string"
             )));
         }
+    }
+    Ok(())
+}
+
+/// What a client opting in to `systemMessageTransform` is told in front of
+/// the runtime's own AHP host, which has no transform hook.
+pub(crate) const ADDITIONS_ONLY: &str = "this runtime takes section text only at creation: \
+     send config.systemMessageSections in createSession (systemMessageTransform is not offered)";
+
+/// A transform opt-in, refused where sessions take section text at
+/// creation instead.
+pub(crate) fn check_opt_in(
+    settings: &HostSettings,
+    opt_in: &TransformOptIn,
+) -> Result<(), Rejection> {
+    if settings.additions() && !opt_in.sections.is_empty() {
+        return Err(Rejection(ADDITIONS_ONLY.to_owned()));
     }
     Ok(())
 }

@@ -406,6 +406,8 @@ fn revive(s: &StoredSession) -> Result<Revived, ReviveError> {
         session: NewSession {
             uri: s.uri.clone(),
             owner: s.owner.clone(),
+            // Who created it matters at creation only; a restart re-creates nothing.
+            creator: None,
             state,
             chat,
             created_at: s.created_at.clone(),

@@ -49,7 +49,7 @@ use ahp_bridge_base::policy::PolicyReader;
 
 pub mod api;
 pub mod catch_up;
-mod checks;
+pub(crate) mod checks;
 pub mod clients;
 mod credentials;
 mod durable;
@@ -57,6 +57,7 @@ mod host_channels;
 pub mod outbound;
 pub(crate) mod rego;
 mod replay;
+mod session_start;
 pub mod sessions;
 mod settings;
 pub mod subscriptions;
@@ -64,6 +65,7 @@ mod window;
 
 pub use credentials::CredentialsReloaded;
 pub use durable::SessionRestoreError;
+pub use session_start::{Creator, SessionStart};
 pub use sessions::NewSession;
 pub use settings::HostSettings;
 
@@ -401,6 +403,7 @@ impl Host {
         check_directories(&action.action)?;
         check_config(&action.action)?;
         if let Some(opt_in) = &action.opt_in {
+            checks::check_opt_in(&self.settings, opt_in)?;
             let subject = principal.subject(Some(&origin.client_id), ClientKind::Ahp);
             let body = Body::OptIn {
                 sections: &opt_in.sections,

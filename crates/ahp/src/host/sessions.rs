@@ -17,12 +17,14 @@ use ahp_types::state::{
 };
 use serde_json::Value;
 
+use super::session_start::{Creator, SessionStart};
 use super::window::{self, Bounds};
 use crate::auth::Principal;
 use crate::extension::{self, TransformOptIn};
 use crate::protocol::actions::{Action, Rejection};
 use crate::protocol::uri::{channel_kind, local_path, ChannelKind, ROOT_URI};
 use ahp_bridge_base::config::Role;
+use ahp_bridge_base::policy::addition::parse_additions;
 use ahp_bridge_base::store::StoredTurn;
 
 /// The one agent provider this host serves.
@@ -31,8 +33,11 @@ pub const PROVIDER: &str = "copilot";
 /// The `_meta` key that marks a session something else drives (an SDK app's).
 pub const WATCHED_ONLY: &str = "sdk";
 
-/// The one session setting today: the model its turns use.
+/// The session setting of the model its turns use.
 pub const MODEL_SETTING: &str = "model";
+/// The session config key of the text a session starts with in its prompt,
+/// in front of the runtime's AHP host.
+pub const SECTIONS_SETTING: &str = "systemMessageSections";
 
 pub(super) struct Sessions {
     root: RootState,
@@ -48,6 +53,8 @@ struct SessionEntry {
     state: SessionState,
     /// The principal that created it.
     owner: String,
+    /// Its creating client, as the policy sees it (this run only).
+    creator: Option<Creator>,
     chat: String,
     /// clientId -> the `systemMessageTransform` opt-in of its active-client entry.
     opt_ins: BTreeMap<String, TransformOptIn>,
@@ -70,6 +77,7 @@ struct ChatEntry {
 pub struct NewSession {
     pub uri: String,
     pub owner: String,
+    pub creator: Option<Creator>,
     pub state: SessionState,
     pub chat: ChatState,
     pub created_at: String,
@@ -117,6 +125,7 @@ impl Sessions {
         let entry = SessionEntry {
             state: s.state,
             owner: s.owner,
+            creator: s.creator,
             chat,
             opt_ins: BTreeMap::new(),
             created_at: s.created_at,
@@ -214,6 +223,30 @@ impl Sessions {
 
     pub(super) fn owner(&self, session: &str) -> Option<&str> {
         self.entries.get(session).map(|e| e.owner.as_str())
+    }
+
+    pub(super) fn model_of(&self, uri: &str) -> Option<String> {
+        let config = self.state(uri)?.config.as_ref()?;
+        let model = config.values.get(MODEL_SETTING)?.as_str()?;
+        Some(model.to_owned())
+    }
+
+    /// Its owner and the section text it was created with; a value that no
+    /// longer parses (a store written by hand) is no text.
+    pub(super) fn start_of(&self, uri: &str) -> Option<SessionStart> {
+        let e = self.entries.get(uri)?;
+        let sections = e
+            .state
+            .config
+            .as_ref()
+            .and_then(|c| c.values.get(SECTIONS_SETTING));
+        Some(SessionStart {
+            owner: e.owner.clone(),
+            creator: e.creator.clone(),
+            additions: sections
+                .and_then(|v| parse_additions(v).ok())
+                .unwrap_or_default(),
+        })
     }
 
     pub(super) fn has_chat(&self, chat: &str) -> bool {

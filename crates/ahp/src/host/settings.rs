@@ -10,7 +10,7 @@ use ahp_types::state::SessionModelInfo;
 
 use super::sessions::PROVIDER;
 use super::window::Bounds;
-use ahp_bridge_base::config::{Config, ServerConfig};
+use ahp_bridge_base::config::{Config, RuntimeProtocol, ServerConfig};
 
 #[derive(Debug)]
 pub struct HostSettings {
@@ -26,19 +26,25 @@ pub struct HostSettings {
     /// (`[runtime] model`, `models`).
     models: Vec<String>,
     /// No `[runtime] provider`: the runtime signs in to GitHub, so the host
-    /// advertises GitHub's API as a protected resource.
+    /// advertises GitHub's API as a protected resource. Not in front of the
+    /// runtime's AHP host: the bridge is its one GitHub identity.
     github_sign_in: bool,
+    /// `[runtime] protocol = "ahp"`: a session takes section text at its
+    /// creation (`config.systemMessageSections`), and no transform opt-in.
+    additions: bool,
 }
 
 impl HostSettings {
     pub fn from_config(cfg: &Config) -> Self {
+        let ahp = cfg.runtime.protocol == RuntimeProtocol::Ahp;
         Self {
             server: cfg.server.clone(),
             pool_size: cfg.runtime.pool_size(),
             turn_inactivity_timeout: cfg.runtime.turn_inactivity_timeout,
             working_directory: cfg.runtime.working_directory.clone(),
-            github_sign_in: cfg.runtime.provider.is_none(),
+            github_sign_in: cfg.runtime.provider.is_none() && !ahp,
             models: configured_models(cfg),
+            additions: ahp,
         }
     }
 
@@ -66,6 +72,12 @@ impl HostSettings {
 
     pub fn github_sign_in(&self) -> bool {
         self.github_sign_in
+    }
+
+    /// Whether sessions take section text at creation (in front of the
+    /// runtime's AHP host) rather than transforms.
+    pub fn additions(&self) -> bool {
+        self.additions
     }
 
     pub fn models(&self) -> &[String] {

@@ -11,6 +11,7 @@
 //! one read: [`Policy::from_config`] reads the `[policy.rego]` files it names
 //! (through the config, within its bounds), so every load compiles them.
 
+pub mod addition;
 pub mod governor;
 pub mod redact;
 pub mod rego;

@@ -19,6 +19,7 @@ use std::ops::Range;
 
 use regex::Regex;
 
+use super::addition::AddAction;
 use crate::config::{compile_pattern, Access, ConfigError, Mode, SectionRuleConfig};
 
 /// One section's rules, ready to run.
@@ -155,6 +156,46 @@ impl SectionRules {
             }
         }
         Ok(())
+    }
+}
+
+impl SectionRules {
+    /// Checks text a session adds to section `id` at its start (the
+    /// runtime's AHP host takes additions, not rewrites), by an owner whose
+    /// principal may transform `allowed` (`None`: any). The rules that can
+    /// apply to an addition, in [`Self::check`]'s order: principal,
+    /// read-only, mode (an append-only section takes no prepend, and the
+    /// other way round), growth (the addition's length), deny (over all of
+    /// it). Nothing is removed, so shrink and `must_keep` always hold.
+    pub fn check_addition(
+        &self,
+        id: &str,
+        allowed: Option<&BTreeSet<String>>,
+        action: AddAction,
+        added: &str,
+    ) -> Result<(), BrokenRule> {
+        if added.is_empty() {
+            return Ok(());
+        }
+        if allowed.is_some_and(|a| !a.contains(id)) {
+            return Err(BrokenRule::Principal);
+        }
+        if self.access != Access::Transform {
+            return Err(BrokenRule::ReadOnly);
+        }
+        match (self.mode, action) {
+            (Mode::AppendOnly, AddAction::Prepend) => return Err(BrokenRule::AppendOnly),
+            (Mode::PrependOnly, AddAction::Append) => return Err(BrokenRule::PrependOnly),
+            _ => {}
+        }
+        if self.max_growth_bytes.is_some_and(|n| added.len() > n) {
+            return Err(BrokenRule::MaxGrowth);
+        }
+        let all = 0..added.len();
+        match self.deny.iter().position(|re| touches(re, added, &all)) {
+            Some(i) => Err(BrokenRule::Deny(i)),
+            None => Ok(()),
+        }
     }
 }
 
@@ -407,5 +448,50 @@ mod tests {
             Ok(()),
             "no allow-list: any"
         );
+    }
+
+    #[test]
+    fn an_addition_meets_the_rules_that_can_apply_to_it() {
+        use AddAction::{Append, Prepend};
+        let any = rules("");
+        assert_eq!(any.check_addition("tone", None, Prepend, "x"), Ok(()));
+        let only_tone: BTreeSet<String> = ["tone".to_owned()].into();
+        assert_eq!(
+            any.check_addition("safety", Some(&only_tone), Append, "x"),
+            Err(BrokenRule::Principal)
+        );
+        let ro = rules("access = \"read-only\"");
+        assert_eq!(
+            ro.check_addition("tone", None, Append, "x"),
+            Err(BrokenRule::ReadOnly)
+        );
+        assert_eq!(
+            ro.check_addition("tone", None, Append, ""),
+            Ok(()),
+            "nothing added"
+        );
+        let app = rules("mode = \"append-only\"");
+        assert_eq!(app.check_addition("tone", None, Append, "x"), Ok(()));
+        assert_eq!(
+            app.check_addition("tone", None, Prepend, "x"),
+            Err(BrokenRule::AppendOnly)
+        );
+        let pre = rules("mode = \"prepend-only\"");
+        assert_eq!(
+            pre.check_addition("tone", None, Append, "x"),
+            Err(BrokenRule::PrependOnly)
+        );
+        let grow = rules("max_growth_bytes = 3");
+        assert_eq!(grow.check_addition("tone", None, Append, "abc"), Ok(()));
+        assert_eq!(
+            grow.check_addition("tone", None, Append, "abcd"),
+            Err(BrokenRule::MaxGrowth)
+        );
+        let deny = rules("deny = [\"(?i)ignore previous\", \"rm -rf\"]");
+        assert_eq!(
+            deny.check_addition("tone", None, Append, "then rm -rf /"),
+            Err(BrokenRule::Deny(1))
+        );
+        assert_eq!(deny.check_addition("tone", None, Append, "be kind"), Ok(()));
     }
 }

@@ -35,6 +35,12 @@ const TRANSFORM: &str = r#"{"point": "transform", "principal": "corp:alice", "ro
  "section": "tone", "action": "transform", "before": "Be concise.", "after": "Be concise.\nAnswer in French.",
  "added": "\nAnswer in French.", "removed": "", "owner": "ide-alice-1"}"#;
 
+const ADDITION: &str = r#"{"point": "transform", "principal": "corp:alice", "roles": ["observe", "participate", "transform"],
+ "claims": {"sub": "alice", "groups": ["copilot-writers"]},
+ "client": {"id": "ide-alice-1", "kind": "ahp"}, "session": "ahp-session:/x3",
+ "section": "custom_instructions", "action": "append", "before": null,
+ "added": "Answer in French.", "owner": "ide-alice-1"}"#;
+
 const PERMISSION: &str = r#"{"point": "permission", "principal": "corp:alice", "roles": ["observe", "participate"],
  "claims": {"sub": "alice", "groups": ["staff"]},
  "client": {"id": "ide-alice-1", "kind": "ahp"}, "session": "ahp-session:/x1",
@@ -58,6 +64,7 @@ static EXAMPLES: LazyLock<Vec<(Point, Value)>> = LazyLock::new(|| {
         (Point::Session, SESSION_AHP),
         (Point::Session, SESSION_SDK),
         (Point::Transform, TRANSFORM),
+        (Point::Transform, ADDITION),
         (Point::Permission, PERMISSION),
         (Point::Customization, CUSTOMIZATION),
     ]

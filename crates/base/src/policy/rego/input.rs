@@ -136,6 +136,16 @@ pub enum Body<'a> {
         after: &'a str,
         owner: &'a str,
     },
+    /// `ahp.transform` too: text a session adds to a section at its start
+    /// (the runtime's own AHP host takes additions, not rewrites). The
+    /// document has `before` null (the host's text is not known here),
+    /// `added`, and `action` `append` or `prepend`.
+    Addition {
+        section: &'a str,
+        action: &'static str,
+        added: &'a str,
+        owner: &'a str,
+    },
     /// `ahp.permission`: the runtime's request as it sent it, and the
     /// session's working directories (paths, `..` resolved).
     Permission {
@@ -151,7 +161,7 @@ impl Body<'_> {
         match self {
             Self::OptIn { .. } => Point::OptIn,
             Self::Session { .. } => Point::Session,
-            Self::Transform { .. } => Point::Transform,
+            Self::Transform { .. } | Self::Addition { .. } => Point::Transform,
             Self::Permission { .. } => Point::Permission,
             Self::Customization { .. } => Point::Customization,
         }
@@ -260,6 +270,18 @@ impl<'a> Input<'a> {
                     ("owner", Value::from(*owner)),
                 ])
             }
+            Body::Addition {
+                section,
+                action,
+                added,
+                owner,
+            } => doc.extend([
+                ("section", Value::from(*section)),
+                ("action", Value::from(*action)),
+                ("before", Value::Null),
+                ("added", Value::from(*added)),
+                ("owner", Value::from(*owner)),
+            ]),
             Body::Permission {
                 request,
                 working_directories,
