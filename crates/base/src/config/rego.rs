@@ -66,6 +66,10 @@ impl Enforcement {
 pub struct RegoSources {
     pub modules: Vec<(String, String)>,
     pub data: Vec<(String, serde_json::Value)>,
+    /// The policy also decides section additions (in front of the
+    /// runtime's own AHP host): the strict check evaluates it on their
+    /// documented input too. Set by who knows the runtime's protocol.
+    pub additions: bool,
 }
 
 impl RegoConfig {

@@ -61,20 +61,25 @@ impl Policy {
     /// and at each reload: it reads only reloadable keys.
     pub fn from_config(cfg: &Config) -> Result<Self, ConfigError> {
         let r = cfg.reloadable();
-        Self::build(r.policy(), r.transform_principals())
+        let additions = cfg.runtime.protocol == crate::config::RuntimeProtocol::Ahp;
+        Self::build(r.policy(), r.transform_principals(), additions)
     }
 
     /// `[policy]` with the principals that may transform (name -> allow-list,
     /// `None`: any section): they decide nothing here (each client's opt-in
     /// carries its own allow-list) but belong in the policy's document.
+    /// `additions`: the policy also decides section additions (in front of
+    /// the runtime's own AHP host), and is checked on their input too.
     pub fn build(
         p: &PolicyConfig,
         principals: BTreeMap<String, Option<Vec<String>>>,
+        additions: bool,
     ) -> Result<Self, ConfigError> {
         let rego = match &p.rego {
             None => None,
             Some(r) => {
-                let sources = r.read()?;
+                let mut sources = r.read()?;
+                sources.additions = additions;
                 let compiled = Rego::compile(&sources, r.enforcement, r.timeout).map_err(|e| {
                     crate::config::ConfigError {
                         key: "policy.rego.modules".into(),

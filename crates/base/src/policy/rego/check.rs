@@ -304,11 +304,13 @@ fn membership_calls(
 }
 
 /// The dynamic part: each declared set of each point, evaluated on each
-/// documented example input of the point with `erred` (why it erred, if
+/// documented example input of the point (a section addition's only when
+/// the policy decides additions) with `erred` (why it erred, if
 /// it did), must be a set (or array) of strings. `erred` is the deciding
 /// evaluator's own path, so what passes here decides the same way in service.
 pub(super) fn on_examples(
     points: &BTreeMap<Point, Sets>,
+    additions: bool,
     mut erred: impl FnMut(Point, Sets, &serde_json::Value) -> Option<String>,
 ) -> Vec<String> {
     let mut out = Vec::new();
@@ -316,7 +318,7 @@ pub(super) fn on_examples(
         if *sets == Sets::default() {
             continue;
         }
-        for (i, example) in super::examples::of(*point).iter().enumerate() {
+        for (i, example) in super::examples::of(*point, additions).iter().enumerate() {
             if let Some(why) = erred(*point, *sets, example) {
                 out.push(format!(
                     "{}: on the documented example input {} of `{}` (docs/policy.md), the policy errs, and so would refuse every such request:\n{why}",

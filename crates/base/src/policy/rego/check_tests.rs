@@ -122,3 +122,23 @@ deny contains "all of them" if {
     let d = opt_in_decision(more, &["tone"]);
     assert_eq!(d.deny, vec!["all of them"], "{:?}", d.error);
 }
+
+/// A transform policy that reads `before` as a string is checked on a
+/// section addition's input (`before` null) only where additions happen:
+/// in front of the runtime's own AHP host.
+#[test]
+fn the_addition_example_is_checked_only_where_additions_happen() {
+    let text = "package ahp.transform\n\ndeny contains \"shouting\" if upper(input.before) == input.before\n";
+    let mut s = sources(&[("p.rego", text)]);
+    Rego::compile(&s, Enforcement::Enforce, Duration::from_millis(200))
+        .expect("the JSON-RPC runtime's transforms always have a before");
+    s.additions = true;
+    let e = match Rego::compile(&s, Enforcement::Enforce, Duration::from_millis(200)) {
+        Ok(_) => panic!("accepted although it errs on an addition"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("documented example input 2 of `transform`"),
+        "{e}"
+    );
+}

@@ -73,13 +73,20 @@ static EXAMPLES: LazyLock<Vec<(Point, Value)>> = LazyLock::new(|| {
     .collect()
 });
 
-/// The documented example inputs of `point`.
-pub fn of(point: Point) -> Vec<&'static Value> {
+/// The documented example inputs of `point`; a section addition's
+/// (`before` null, which a transform policy for the JSON-RPC runtime never
+/// meets) only with `additions`.
+pub fn of(point: Point, additions: bool) -> Vec<&'static Value> {
     EXAMPLES
         .iter()
-        .filter(|(p, _)| *p == point)
+        .filter(|(p, v)| *p == point && (additions || !is_addition(v)))
         .map(|(_, v)| v)
         .collect()
+}
+
+/// A section addition's input: `before` there, and null.
+fn is_addition(v: &Value) -> bool {
+    v.get("before").is_some_and(Value::is_null)
 }
 
 /// Every example, with its point (the docs test reads them all).

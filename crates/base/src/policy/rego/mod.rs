@@ -202,7 +202,7 @@ impl Rego {
         // The dynamic part of the strict check: each set, as a decision
         // reads it, on the documented inputs (a generous deadline: a load
         // is not a request, and a slow machine must not refuse a policy).
-        let found = check::on_examples(&rego.points, |point, sets, doc| {
+        let found = check::on_examples(&rego.points, sources.additions, |point, sets, doc| {
             let input = Value::from(doc.clone());
             rego.interpret(point, sets, input, CHECK_TIMEOUT.max(timeout))
                 .err()

@@ -14,6 +14,7 @@ pub(super) fn sources(modules: &[(&str, &str)]) -> RegoSources {
             .map(|(n, t)| (n.to_string(), t.to_string()))
             .collect(),
         data: vec![],
+        additions: false,
     }
 }
 
