@@ -339,3 +339,64 @@ async fn vs_code_holds_a_conversation_over_wss() {
     assert!(dir.path().join("ran.txt").exists(), "the command ran");
     w.assert_spoken_as_0_9();
 }
+
+/// VS Code's frames to the bridge in front of the runtime's own AHP host
+/// (`[runtime] protocol = "ahp"`): the same conversation holds, the shell
+/// command asks VS Code and runs; and neither the bridge's GitHub token
+/// nor the host's connection token is in the bridge's log or audit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vs_code_holds_a_conversation_through_the_agent_host() {
+    use crate::support::agent_host::GITHUB_TOKEN;
+    let model = ScriptedModel::start().await.unwrap();
+    let github = ahp_copilot_bridge::demo::github::GitHubFake::start(
+        GITHUB_TOKEN,
+        &format!("http://{}", model.addr),
+    )
+    .await
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("github-token"), GITHUB_TOKEN).unwrap();
+    let config = format!(
+        "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\ndrain = \"0s\"\n\
+         reload_on_change = false\n{principal}\n[audit]\npath = {audit:?}\n\
+         [runtime]\nprotocol = \"ahp\"\nworking_directory = {work:?}\n\
+         [runtime.env]\nCOPILOT_GH_HOST = {gh:?}\nCOPILOT_DEBUG_GITHUB_API_URL = {gh:?}\nCOPILOT_API_URL = {api:?}\n\
+         [runtime.ahp]\ngithub_token_file = {token:?}\n",
+        principal = ide_principal(),
+        audit = dir.path().join("audit.jsonl").display().to_string(),
+        work = dir.path().display().to_string(),
+        gh = github.url(),
+        api = format!("http://{}", model.addr),
+        token = dir.path().join("github-token").display().to_string(),
+    );
+    let b = BridgeProcess::start_config(dir.path(), &config);
+    let mut w = Window::open(b.addr).await;
+    let init = w.initialize().await;
+    assert_eq!(init["protocolVersion"], "0.9.0", "{init}");
+    let workdir = format!("file://{}", dir.path().display());
+    w.request(
+        "createSession",
+        json!({"channel": SESSION, "provider": "copilot", "workingDirectories": [workdir],
+               "activeClient": {"clientId": CLIENT_ID, "tools": [], "customizations": []}}),
+    )
+    .await;
+    let session = w.request("subscribe", json!({"channel": SESSION})).await;
+    if session["snapshot"]["state"]["lifecycle"] != "ready" {
+        w.action(SESSION, "session/ready").await;
+    }
+    w.request("subscribe", json!({"channel": CHAT})).await;
+    fixtures::script(&model, "shell-permission");
+    conversation(&mut w, "request_relay", 1).await;
+    let ran = std::fs::read_to_string(dir.path().join("ran.txt")).expect("the command ran");
+    assert_eq!(ran.trim(), "42-ran");
+    w.assert_spoken_as_0_9();
+
+    let log = b.all_log_lines().join("\n");
+    assert!(log.contains("linked to the agent host"), "{log}");
+    let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    for (what, text) in [("log", &log), ("audit", &audit)] {
+        assert!(!text.contains(GITHUB_TOKEN), "the GitHub token is in the {what}");
+        assert!(!text.contains("tkn="), "a connection token is in the {what}");
+        assert!(!text.contains("copilot-sealed"), "a sealed token is in the {what}");
+    }
+}

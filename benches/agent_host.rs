@@ -1,0 +1,267 @@
+//! The bridge in front of the runtime's own AHP host (`[runtime] protocol =
+//! "ahp"`) against the same client talking to such a host directly, in one
+//! run, interleaved: a later turn (from `chat/turnStarted` sent to
+//! `chat/turnComplete` received, at the client) and a session's creation
+//! (from `createSession` sent until a turn can be sent: the session ready
+//! and its chat subscribed). Then memory per session: the bridge's RSS
+//! before and after N more sessions, divided by N.
+//!
+//! Two hosts run (the real CLI 1.0.102, each with its own HOME), one behind
+//! the bridge (the release binary, `serve --config`) and one the client
+//! reaches directly with its connection token and the sealed GitHub token;
+//! both answer from the one scripted model on loopback, with a GitHub fake.
+//! The client is the official Rust one over `ahp-ws` for both.
+//!
+//! Run: cargo bench --bench agent_host [-- TURNS [CREATES [SESSIONS]]]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use ahp::{Client, ClientConfig, SubscriptionEvent};
+use ahp_copilot_bridge::config::{Config, RuntimeProtocol, Secret};
+use ahp_copilot_bridge::demo::github::GitHubFake;
+use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_copilot_bridge::runtime::ahp_host::spawn_ahp_host;
+use ahp_copilot_bridge::upstream::meta::CopilotMeta;
+use ahp_copilot_bridge::upstream::seal::{sealed_token, Binding};
+use ahp_types::actions::StateAction;
+use ahp_types::state::SnapshotState;
+use common::{ms, pct};
+use serde_json::{json, Value};
+use support::agent_host::GITHUB_TOKEN;
+use support::process::{connect, ide_principal, BridgeProcess};
+
+const GUARD: Duration = Duration::from_secs(120);
+
+/// One side: a client, and how it names a session's chat.
+struct Side {
+    name: &'static str,
+    client: Client,
+    events: ahp::ClientEventStream,
+    bridged: bool,
+}
+
+impl Side {
+    /// Creates a session; returns its chat's URI once a turn can be sent.
+    async fn create(&mut self) -> String {
+        let uri = format!("copilot:/{}", uuid::Uuid::new_v4());
+        let params = json!({"channel": uri, "provider": "copilot"});
+        self.client
+            .request::<_, Value>("createSession", params)
+            .await
+            .expect("createSession");
+        let snap: Value = self
+            .client
+            .request("subscribe", json!({"channel": uri}))
+            .await
+            .unwrap();
+        let state = &snap["snapshot"]["state"];
+        if self.bridged && state["lifecycle"] != "ready" {
+            self.wait(|a| matches!(a, StateAction::SessionReady(_))).await;
+        }
+        let chat = state["defaultChat"].as_str().expect("a default chat").to_owned();
+        let _: Value = self
+            .client
+            .request("subscribe", json!({"channel": chat}))
+            .await
+            .unwrap();
+        chat
+    }
+
+    /// One turn on `chat`; how long until its `chat/turnComplete`.
+    async fn turn(&mut self, chat: &str, model: &ScriptedModel) -> Duration {
+        model.push(Reply::Text("Fine.".into()));
+        let id = uuid::Uuid::new_v4().to_string();
+        let begin = Instant::now();
+        let seq = 1;
+        self.client
+            .notify(
+                "dispatchAction",
+                json!({"channel": chat, "clientSeq": seq, "action": {"type": "chat/turnStarted", "turnId": id,
+                       "startedAt": jiff::Timestamp::now().to_string(),
+                       "message": {"text": "ok?", "origin": {"kind": "user"}}}}),
+            )
+            .await
+            .unwrap();
+        self.wait(|a| matches!(a, StateAction::ChatTurnComplete(t) if t.turn_id == id)).await;
+        begin.elapsed()
+    }
+
+    async fn wait(&mut self, mut pick: impl FnMut(&StateAction) -> bool) {
+        tokio::time::timeout(GUARD, async {
+            loop {
+                let ev = self.events.recv().await.expect("events");
+                if let SubscriptionEvent::Action(env) = ev.event {
+                    if pick(&env.action) {
+                        return;
+                    }
+                }
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{}: no such action within {GUARD:?}", self.name))
+    }
+}
+
+fn arg(i: usize, default: usize) -> usize {
+    std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .nth(i)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The host's environment for the fakes.
+fn offline(cfg: &mut Config, model: &ScriptedModel, github: &GitHubFake) {
+    for (k, v) in [
+        ("COPILOT_GH_HOST", github.url()),
+        ("COPILOT_DEBUG_GITHUB_API_URL", github.url()),
+        ("COPILOT_API_URL", format!("http://{}", model.addr)),
+    ] {
+        cfg.runtime.env.insert(k.into(), v);
+    }
+}
+
+/// A client of a host started here, authenticated as the bridge would.
+async fn direct(model: &ScriptedModel, github: &GitHubFake, dir: &std::path::Path) -> (Side, tokio::process::Child) {
+    let mut cfg = Config::default();
+    cfg.runtime.protocol = RuntimeProtocol::Ahp;
+    cfg.runtime.working_directory = Some(dir.to_owned());
+    offline(&mut cfg, model, github);
+    let host = spawn_ahp_host(&cfg.runtime, &dir.join("direct-home"))
+        .await
+        .expect("the direct host starts");
+    let url = format!("{}?tkn={}", host.url, host.token.0);
+    let t = ahp_ws::WebSocketTransport::connect(&url).await.unwrap();
+    let client = Client::connect(t, ClientConfig::default()).await.unwrap();
+    let events = client.events();
+    let init: Value = client
+        .request(
+            "initialize",
+            json!({"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "bench-direct",
+                   "initialSubscriptions": ["ahp-root://"]}),
+        )
+        .await
+        .unwrap();
+    let init: ahp_types::commands::InitializeResult = serde_json::from_value(init).unwrap();
+    let challenge = CopilotMeta::of(init.meta.as_ref()).unwrap().auth_challenge.unwrap();
+    let root = init
+        .snapshots
+        .iter()
+        .find_map(|s| match &s.state {
+            SnapshotState::Root(r) => Some(r.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let keys = CopilotMeta::of(root.meta.as_ref()).unwrap();
+    let resource = root.agents[0].protected_resources.as_ref().unwrap()[0].resource.clone();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let binding = Binding {
+        resource: &resource,
+        challenge: &challenge.challenge,
+    };
+    let token = sealed_token(keys.auth_key().unwrap(), &binding, &Secret(GITHUB_TOKEN.into()), now).unwrap();
+    let _: Value = client
+        .request(
+            "authenticate",
+            json!({"channel": "ahp-root://", "resource": resource, "token": token.0}),
+        )
+        .await
+        .expect("the direct host takes the token");
+    let side = Side {
+        name: "direct",
+        client,
+        events,
+        bridged: false,
+    };
+    (side, host.child)
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let (turns, creates, sessions) = (arg(0, 60), arg(1, 20), arg(2, 200));
+    let model = ScriptedModel::start().await.unwrap();
+    let github = GitHubFake::start(GITHUB_TOKEN, &format!("http://{}", model.addr))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("github-token"), GITHUB_TOKEN).unwrap();
+    let config = format!(
+        "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\ndrain = \"0s\"\n\
+         reload_on_change = false\nmax_sessions = 100000\n{principal}\n[audit]\npath = {audit:?}\n\
+         [runtime]\nprotocol = \"ahp\"\nworking_directory = {work:?}\n\
+         [runtime.env]\nCOPILOT_GH_HOST = {gh:?}\nCOPILOT_DEBUG_GITHUB_API_URL = {gh:?}\nCOPILOT_API_URL = {api:?}\n\
+         [runtime.ahp]\ngithub_token_file = {token:?}\n",
+        principal = ide_principal(),
+        audit = dir.path().join("audit.jsonl").display().to_string(),
+        work = dir.path().display().to_string(),
+        gh = github.url(),
+        api = format!("http://{}", model.addr),
+        token = dir.path().join("github-token").display().to_string(),
+    );
+    let bridge = BridgeProcess::start_config(dir.path(), &config);
+    let client = connect(bridge.addr, "bench-bridged").await;
+    let events = client.events();
+    let mut bridged = Side {
+        name: "bridged",
+        client,
+        events,
+        bridged: true,
+    };
+    let (mut direct, _host) = direct(&model, &github, dir.path()).await;
+
+    // Session creation, interleaved (after one each, not counted).
+    let chat_d = direct.create().await;
+    let chat_b = bridged.create().await;
+    let (mut create_d, mut create_b) = (Vec::new(), Vec::new());
+    for _ in 0..creates {
+        let t = Instant::now();
+        direct.create().await;
+        create_d.push(t.elapsed());
+        let t = Instant::now();
+        bridged.create().await;
+        create_b.push(t.elapsed());
+    }
+    // A later turn: the first turn of each session is not counted.
+    direct.turn(&chat_d, &model).await;
+    bridged.turn(&chat_b, &model).await;
+    let (mut turn_d, mut turn_b) = (Vec::new(), Vec::new());
+    for _ in 0..turns {
+        turn_d.push(direct.turn(&chat_d, &model).await);
+        turn_b.push(bridged.turn(&chat_b, &model).await);
+    }
+    let report = |what: &str, d: &mut [Duration], b: &mut [Duration]| {
+        let (d50, d99, b50, b99) = (pct(d, 0.5), pct(d, 0.99), pct(b, 0.5), pct(b, 0.99));
+        println!(
+            "{what}: direct p50 {} p99 {} | bridged p50 {} p99 {} | ratio p50 {:.3} p99 {:.3}",
+            ms(d50),
+            ms(d99),
+            ms(b50),
+            ms(b99),
+            b50.as_secs_f64() / d50.as_secs_f64(),
+            b99.as_secs_f64() / d99.as_secs_f64()
+        );
+    };
+    println!("{creates} creations and {turns} later turns each, interleaved");
+    report("session creation", &mut create_d, &mut create_b);
+    report("later turn", &mut turn_d, &mut turn_b);
+
+    // Memory per session on the bridge.
+    let before = bridge.rss_bytes();
+    for _ in 0..sessions {
+        bridged.create().await;
+    }
+    let after = bridge.rss_bytes();
+    let per = (after.saturating_sub(before)) as f64 / sessions as f64 / 1024.0;
+    println!(
+        "bridge RSS {:.1} MiB -> {:.1} MiB over {sessions} more sessions: {per:.1} KiB per session",
+        before as f64 / 1048576.0,
+        after as f64 / 1048576.0
+    );
+}
