@@ -62,9 +62,13 @@ impl Side {
             .unwrap();
         let state = &snap["snapshot"]["state"];
         if self.bridged && state["lifecycle"] != "ready" {
-            self.wait(|a| matches!(a, StateAction::SessionReady(_))).await;
+            self.wait(|a| matches!(a, StateAction::SessionReady(_)))
+                .await;
         }
-        let chat = state["defaultChat"].as_str().expect("a default chat").to_owned();
+        let chat = state["defaultChat"]
+            .as_str()
+            .expect("a default chat")
+            .to_owned();
         let _: Value = self
             .client
             .request("subscribe", json!({"channel": chat}))
@@ -88,7 +92,8 @@ impl Side {
             )
             .await
             .unwrap();
-        self.wait(|a| matches!(a, StateAction::ChatTurnComplete(t) if t.turn_id == id)).await;
+        self.wait(|a| matches!(a, StateAction::ChatTurnComplete(t) if t.turn_id == id))
+            .await;
         begin.elapsed()
     }
 
@@ -129,7 +134,11 @@ fn offline(cfg: &mut Config, model: &ScriptedModel, github: &GitHubFake) {
 }
 
 /// A client of a host started here, authenticated as the bridge would.
-async fn direct(model: &ScriptedModel, github: &GitHubFake, dir: &std::path::Path) -> (Side, tokio::process::Child) {
+async fn direct(
+    model: &ScriptedModel,
+    github: &GitHubFake,
+    dir: &std::path::Path,
+) -> (Side, tokio::process::Child) {
     let mut cfg = Config::default();
     cfg.runtime.protocol = RuntimeProtocol::Ahp;
     cfg.runtime.working_directory = Some(dir.to_owned());
@@ -150,7 +159,10 @@ async fn direct(model: &ScriptedModel, github: &GitHubFake, dir: &std::path::Pat
         .await
         .unwrap();
     let init: ahp_types::commands::InitializeResult = serde_json::from_value(init).unwrap();
-    let challenge = CopilotMeta::of(init.meta.as_ref()).unwrap().auth_challenge.unwrap();
+    let challenge = CopilotMeta::of(init.meta.as_ref())
+        .unwrap()
+        .auth_challenge
+        .unwrap();
     let root = init
         .snapshots
         .iter()
@@ -160,13 +172,24 @@ async fn direct(model: &ScriptedModel, github: &GitHubFake, dir: &std::path::Pat
         })
         .unwrap();
     let keys = CopilotMeta::of(root.meta.as_ref()).unwrap();
-    let resource = root.agents[0].protected_resources.as_ref().unwrap()[0].resource.clone();
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+    let resource = root.agents[0].protected_resources.as_ref().unwrap()[0]
+        .resource
+        .clone();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
     let binding = Binding {
         resource: &resource,
         challenge: &challenge.challenge,
     };
-    let token = sealed_token(keys.auth_key().unwrap(), &binding, &Secret(GITHUB_TOKEN.into()), now).unwrap();
+    let token = sealed_token(
+        keys.auth_key().unwrap(),
+        &binding,
+        &Secret(GITHUB_TOKEN.into()),
+        now,
+    )
+    .unwrap();
     let _: Value = client
         .request(
             "authenticate",

@@ -203,3 +203,26 @@ async fn the_host_killed_mid_turn_comes_back_and_the_next_turn_works() {
         .to_string()
         .contains("are you there"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_turn_the_host_goes_silent_on_ends_naming_the_key_and_the_next_works() {
+    let st = start_agent_host_stack(|c| {
+        c.runtime.turn_inactivity_timeout = std::time::Duration::from_secs(2)
+    })
+    .await;
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/relay-5", None).await;
+    // One word, then the model says nothing for an hour.
+    st.model.push(Reply::Slow {
+        chunks: vec!["Thinking".into(), " more".into()],
+        delay: std::time::Duration::from_secs(3600),
+    });
+    let end = run_turn(&c, "relay-5", "t-1", "take your time").await;
+    assert_eq!(end.kind, "error", "{end:?}");
+    let said = end.error.unwrap();
+    assert!(said.contains("[runtime] turn_inactivity_timeout"), "{said}");
+    st.model.clear_script();
+    st.model.push(Reply::Text("Awake.".into()));
+    let end = run_turn(&c, "relay-5", "t-2", "still there?").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+}

@@ -395,8 +395,17 @@ async fn vs_code_holds_a_conversation_through_the_agent_host() {
     assert!(log.contains("linked to the agent host"), "{log}");
     let audit = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
     for (what, text) in [("log", &log), ("audit", &audit)] {
-        assert!(!text.contains(GITHUB_TOKEN), "the GitHub token is in the {what}");
-        assert!(!text.contains("tkn="), "a connection token is in the {what}");
-        assert!(!text.contains("copilot-sealed"), "a sealed token is in the {what}");
+        assert!(
+            !text.contains(GITHUB_TOKEN),
+            "the GitHub token is in the {what}"
+        );
+        assert!(
+            !text.contains("tkn="),
+            "a connection token is in the {what}"
+        );
+        assert!(
+            !text.contains("copilot-sealed"),
+            "a sealed token is in the {what}"
+        );
     }
 }

@@ -100,6 +100,7 @@ async fn decide(
         .cloned();
     let Some(request) = request else {
         // Nothing for the policy to read: the clients confirm it.
+        relay.sessions.set_waiting(&r.north, true);
         return Some(StateAction::ChatToolCallReady(ready));
     };
     let kind = request["kind"].as_str().unwrap_or("unknown").to_owned();
@@ -107,11 +108,13 @@ async fn decide(
     let starter = r
         .turn
         .as_ref()
-        .and_then(|(_, by)| by.as_ref())
+        .and_then(|t| t.by.as_ref())
         .map(|d| d.client_id.clone());
     let refusal =
         crate::bridge::permission::refusal(&host, &r.north, starter.as_deref(), &request, &kind);
     let Some(refused) = refusal else {
+        // To the clients, whose answer the turn now waits on.
+        relay.sessions.set_waiting(&r.north, true);
         return Some(StateAction::ChatToolCallReady(ready));
     };
     debug!(session = %r.north, tool_call = %ready.tool_call_id, "the policy refused a tool call");
@@ -160,6 +163,7 @@ fn session_action(relay: &Relay, r: &Relayed, action: StateAction) {
                     q.chat = r.north_chat.clone();
                 }
                 SessionInputRequest::ChatInput(q) => {
+                    relay.sessions.set_waiting(&r.north, true);
                     q.id = rename(&q.id);
                     q.chat = r.north_chat.clone();
                 }

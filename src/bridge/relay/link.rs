@@ -127,7 +127,11 @@ impl Supervisor {
 async fn pump(relay: &Arc<Relay>, events: &mut ClientEventStream) {
     let rt = &relay.settings.runtime;
     let every = (!rt.health_interval.is_zero()).then_some(rt.health_interval);
-    let mut ticks = every.map(tokio::time::interval);
+    let mut ticks = every.map(|e| tokio::time::interval_at(tokio::time::Instant::now() + e, e));
+    // Silent turns are looked for ten times per timeout (at most once a
+    // second): a turn ends within a tenth of the timeout past it.
+    let look = (rt.turn_inactivity_timeout / 10).max(Duration::from_secs(1));
+    let mut silence = tokio::time::interval_at(tokio::time::Instant::now() + look, look);
     loop {
         let tick = async {
             match ticks.as_mut() {
@@ -143,6 +147,7 @@ async fn pump(relay: &Arc<Relay>, events: &mut ClientEventStream) {
                 Some(ev) => inbound::handle(relay, ev).await,
                 None => return,
             },
+            _ = silence.tick() => relay.end_silent_turns(),
             _ = tick => {
                 let Some(client) = relay.client() else { return };
                 if !matches!(tokio::time::timeout(rt.health_timeout, client.ping()).await, Ok(Ok(()))) {

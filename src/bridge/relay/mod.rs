@@ -27,7 +27,7 @@ use ahp_types::state::{
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use self::sessions::RelaySessions;
+use self::sessions::{RelaySessions, Turn};
 use crate::ahp::backend::{Backend, ClientPhase, Dispatcher};
 use crate::ahp::host::Host;
 use crate::ahp::protocol::uri::{chat_uri_of, file_uri_of};
@@ -264,7 +264,7 @@ impl Relay {
         let Some(up_chat) = self
             .sessions
             .with(north, |r| {
-                r.turn = Some((turn_id.clone(), by));
+                r.turn = Some(Turn::new(turn_id.clone(), by));
                 r.up_chat.clone()
             })
             .flatten()
@@ -342,9 +342,24 @@ impl Relay {
     fn turn_of(&self, north: &str) -> Option<(String, String)> {
         self.sessions
             .with(north, |r| {
-                Some((r.up_chat.clone()?, r.turn.as_ref()?.0.clone()))
+                Some((r.up_chat.clone()?, r.turn.as_ref()?.id.clone()))
             })
             .flatten()
+    }
+
+    /// Ends each turn the host has been silent on for `[runtime]
+    /// turn_inactivity_timeout` (waiting on a client does not count), and
+    /// tells the host to cancel it: a host whose model calls fail before
+    /// any answer holds a turn with no word at all.
+    fn end_silent_turns(&self) {
+        let limit = self.settings.runtime.turn_inactivity_timeout;
+        for (r, turn) in self.sessions.take_silent(limit) {
+            let shown = humantime::format_duration(limit);
+            let why = format!("the agent host sent nothing for {shown} ([runtime] turn_inactivity_timeout); the turn is stopped");
+            warn!(session = %r.north, turn = %turn, "{why}");
+            self.end_turn_north(&r.north, &turn, &why);
+            self.cancel_upstream(&r.north, turn);
+        }
     }
 
     /// Ends every running turn with "the host is shutting down" and tells
@@ -413,7 +428,7 @@ impl Backend for Relay {
                 let Some(turn) = self.sessions.with(session, |r| r.turn.take()).flatten() else {
                     return;
                 };
-                self.cancel_upstream(session, turn.0);
+                self.cancel_upstream(session, turn.id);
             }
             ClientPhase::ToolCallConfirmed {
                 tool_call_id,
@@ -422,6 +437,7 @@ impl Backend for Relay {
                 let Some((chat, turn_id)) = self.turn_of(session) else {
                     return;
                 };
+                self.sessions.set_waiting(session, false);
                 let confirmed = StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
                     turn_id,
                     tool_call_id,
@@ -440,6 +456,7 @@ impl Backend for Relay {
                 let Some((chat, _)) = self.turn_of(session) else {
                     return;
                 };
+                self.sessions.set_waiting(session, false);
                 self.queue_up(chat, StateAction::ChatInputCompleted(a));
             }
             // Steering, client tools and plugins are not relayed (docs/agent-host.md).

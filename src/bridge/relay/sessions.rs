@@ -6,6 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use crate::ahp::backend::Dispatcher;
 
@@ -17,12 +18,35 @@ pub(super) struct Relayed {
     pub up: String,
     /// The host's default chat, once its snapshot said it.
     pub up_chat: Option<String>,
-    /// The running turn: its id and who started it (the subject the
-    /// permission policy asks about).
-    pub turn: Option<(String, Option<Dispatcher>)>,
+    /// The running turn.
+    pub turn: Option<Turn>,
     /// Tool calls the policy denied: the host's later actions about them
     /// pass, but not the pending confirmation.
     pub denied: HashSet<String>,
+}
+
+/// A turn the host runs for a relayed session.
+#[derive(Debug, Clone)]
+pub(super) struct Turn {
+    pub id: String,
+    /// Who started it (the subject the permission policy asks about).
+    pub by: Option<Dispatcher>,
+    /// When the host last said something about it.
+    heard: Instant,
+    /// Whether it waits on a client (a confirmation, an answer): that
+    /// silence is the client's, not the host's.
+    waiting: bool,
+}
+
+impl Turn {
+    pub(super) fn new(id: String, by: Option<Dispatcher>) -> Self {
+        Self {
+            id,
+            by,
+            heard: Instant::now(),
+            waiting: false,
+        }
+    }
 }
 
 /// Which of a relayed session's channels an upstream channel is.
@@ -92,11 +116,46 @@ impl RelaySessions {
         Some(r)
     }
 
-    /// The north session an upstream channel belongs to, and which side.
+    /// The north session an upstream channel belongs to, and which side;
+    /// the host was heard on its running turn (an action on the chat).
     pub(super) fn of_up(&self, up: &str) -> Option<(Relayed, Side)> {
-        let m = self.lock();
-        let (north, side) = m.by_up.get(up)?;
-        Some((m.by_north.get(north)?.clone(), side.clone()))
+        let mut m = self.lock();
+        let (north, side) = m.by_up.get(up)?.clone();
+        let r = m.by_north.get_mut(&north)?;
+        if side == Side::Chat {
+            if let Some(t) = &mut r.turn {
+                t.heard = Instant::now();
+            }
+        }
+        Some((r.clone(), side))
+    }
+
+    /// Whether `north`'s running turn waits on a client now.
+    pub(super) fn set_waiting(&self, north: &str, waiting: bool) {
+        self.with(north, |r| {
+            if let Some(t) = &mut r.turn {
+                t.waiting = waiting;
+                t.heard = Instant::now();
+            }
+        });
+    }
+
+    /// Takes every turn the host has said nothing about for `limit` while
+    /// it waited on no client.
+    pub(super) fn take_silent(&self, limit: Duration) -> Vec<(Relayed, String)> {
+        let mut m = self.lock();
+        m.by_north
+            .values_mut()
+            .filter(|r| {
+                r.turn
+                    .as_ref()
+                    .is_some_and(|t| !t.waiting && t.heard.elapsed() >= limit)
+            })
+            .filter_map(|r| {
+                let t = r.turn.take()?;
+                Some((r.clone(), t.id))
+            })
+            .collect()
     }
 
     /// Every relayed session (to resubscribe after a new link).
@@ -116,9 +175,9 @@ impl RelaySessions {
         m.by_north
             .values_mut()
             .filter_map(|r| {
-                let (id, _) = r.turn.take()?;
+                let t = r.turn.take()?;
                 r.denied.clear();
-                Some((r.clone(), id))
+                Some((r.clone(), t.id))
             })
             .collect()
     }
@@ -144,11 +203,23 @@ mod tests {
         // A new snapshot names another chat: the old one leads nowhere.
         s.set_up_chat("n:/1", "ahp-chat:/c2");
         assert!(s.of_up("ahp-chat:/c1").is_none());
-        s.with("n:/1", |r| r.turn = Some(("t1".into(), None)));
+        s.with("n:/1", |r| r.turn = Some(Turn::new("t1".into(), None)));
+        assert!(
+            s.take_silent(Duration::from_secs(60)).is_empty(),
+            "just heard"
+        );
+        s.set_waiting("n:/1", true);
+        assert!(
+            s.take_silent(Duration::ZERO).is_empty(),
+            "waiting on a client"
+        );
+        s.set_waiting("n:/1", false);
         let running = s.take_running();
         assert_eq!(running.len(), 1);
         assert_eq!(running[0].1, "t1");
         assert!(s.take_running().is_empty());
+        s.with("n:/1", |r| r.turn = Some(Turn::new("t2".into(), None)));
+        assert_eq!(s.take_silent(Duration::ZERO)[0].1, "t2");
         assert!(s.remove("n:/1").is_some());
         assert!(s.of_up("copilot:/u1").is_none() && s.of_up("ahp-chat:/c2").is_none());
         assert_eq!(s.len(), 0);
