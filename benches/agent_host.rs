@@ -3,14 +3,18 @@
 //! run, interleaved: a later turn (from `chat/turnStarted` sent to
 //! `chat/turnComplete` received, at the client) and a session's creation
 //! (from `createSession` sent until a turn can be sent: the session ready
-//! and its chat subscribed). Then memory per session: the bridge's RSS
+//! and its chat subscribed), each round's first side alternating. Then
+//! memory per session: the bridge's RSS
 //! before and after N more sessions, divided by N.
 //!
-//! Two hosts run (the real CLI 1.0.102, each with its own HOME), one behind
-//! the bridge (the release binary, `serve --config`) and one the client
-//! reaches directly with its connection token and the sealed GitHub token;
-//! both answer from the one scripted model on loopback, with a GitHub fake.
-//! The client is the official Rust one over `ahp-ws` for both.
+//! One host runs (the real CLI 1.0.102, started here as an operator would),
+//! and both sides reach it: the bridge (the release binary, `serve
+//! --config`, with `[runtime] connect` and the host's token file) and the
+//! client directly, with the connection token and the sealed GitHub token.
+//! So both sessions live in one host process, alike (`approvalMode`
+//! manual on both), and answer from the one scripted model on loopback,
+//! with a GitHub fake. The client is the official Rust one over `ahp-ws`
+//! for both.
 //!
 //! Run: cargo bench --bench agent_host [-- TURNS [CREATES [SESSIONS]]]
 
@@ -26,7 +30,7 @@ use ahp_copilot_bridge::config::{Config, RuntimeProtocol, Secret};
 use ahp_copilot_bridge::demo::github::GitHubFake;
 use ahp_copilot_bridge::demo::model::ScriptedModel;
 use ahp_copilot_bridge::demo::reply::Reply;
-use ahp_copilot_bridge::runtime::ahp_host::spawn_ahp_host;
+use ahp_copilot_bridge::runtime::ahp_host::{spawn_ahp_host, AhpHostProcess};
 use ahp_copilot_bridge::upstream::meta::CopilotMeta;
 use ahp_copilot_bridge::upstream::seal::{sealed_token, Binding};
 use ahp_types::actions::StateAction;
@@ -50,7 +54,12 @@ impl Side {
     /// Creates a session; returns its chat's URI once a turn can be sent.
     async fn create(&mut self) -> String {
         let uri = format!("copilot:/{}", uuid::Uuid::new_v4());
-        let params = json!({"channel": uri, "provider": "copilot"});
+        // The bridge opens its upstream sessions with approvalMode manual;
+        // the direct side asks the same, so both sessions are alike.
+        let mut params = json!({"channel": uri, "provider": "copilot"});
+        if !self.bridged {
+            params["config"] = json!({"approvalMode": "manual"});
+        }
         self.client
             .request::<_, Value>("createSession", params)
             .await
@@ -77,8 +86,9 @@ impl Side {
         chat
     }
 
-    /// One turn on `chat`; how long until its `chat/turnComplete`.
-    async fn turn(&mut self, chat: &str, model: &ScriptedModel) -> Duration {
+    /// One turn on `chat`: how long until its `chat/turnComplete` at the
+    /// client, and the turn's `duration` as the host measured it.
+    async fn turn(&mut self, chat: &str, model: &ScriptedModel) -> (Duration, Duration) {
         model.push(Reply::Text("Fine.".into()));
         let id = uuid::Uuid::new_v4().to_string();
         let begin = Instant::now();
@@ -92,9 +102,20 @@ impl Side {
             )
             .await
             .unwrap();
-        self.wait(|a| matches!(a, StateAction::ChatTurnComplete(t) if t.turn_id == id))
-            .await;
-        begin.elapsed()
+        let mut host_ms = 0;
+        self.wait(|a| match a {
+            StateAction::ChatTurnComplete(t) if t.turn_id == id => {
+                host_ms = t.duration;
+                true
+            }
+            StateAction::ChatError(e) if e.turn_id == id => {
+                panic!("the turn failed: {}", e.part.error.message)
+            }
+            _ => false,
+        })
+        .await;
+        let at_client = begin.elapsed();
+        (at_client, Duration::from_millis(host_ms.max(0) as u64))
     }
 
     async fn wait(&mut self, mut pick: impl FnMut(&StateAction) -> bool) {
@@ -102,6 +123,9 @@ impl Side {
             loop {
                 let ev = self.events.recv().await.expect("events");
                 if let SubscriptionEvent::Action(env) = ev.event {
+                    if let Some(why) = &env.rejection_reason {
+                        panic!("{}: an action was refused: {why}", self.name);
+                    }
                     if pick(&env.action) {
                         return;
                     }
@@ -133,19 +157,19 @@ fn offline(cfg: &mut Config, model: &ScriptedModel, github: &GitHubFake) {
     }
 }
 
-/// A client of a host started here, authenticated as the bridge would.
-async fn direct(
-    model: &ScriptedModel,
-    github: &GitHubFake,
-    dir: &std::path::Path,
-) -> (Side, tokio::process::Child) {
+/// The one host both sides reach, started here as an operator would.
+async fn host(model: &ScriptedModel, github: &GitHubFake, dir: &std::path::Path) -> AhpHostProcess {
     let mut cfg = Config::default();
     cfg.runtime.protocol = RuntimeProtocol::Ahp;
     cfg.runtime.working_directory = Some(dir.to_owned());
     offline(&mut cfg, model, github);
-    let host = spawn_ahp_host(&cfg.runtime, &dir.join("direct-home"))
+    spawn_ahp_host(&cfg.runtime, &dir.join("host-home"))
         .await
-        .expect("the direct host starts");
+        .expect("the host starts")
+}
+
+/// A client of `host`, authenticated as the bridge would.
+async fn direct(host: &AhpHostProcess) -> Side {
     let url = format!("{}?tkn={}", host.url, host.token.0);
     let t = ahp_ws::WebSocketTransport::connect(&url).await.unwrap();
     let client = Client::connect(t, ClientConfig::default()).await.unwrap();
@@ -197,13 +221,12 @@ async fn direct(
         )
         .await
         .expect("the direct host takes the token");
-    let side = Side {
+    Side {
         name: "direct",
         client,
         events,
         bridged: false,
-    };
-    (side, host.child)
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -215,12 +238,16 @@ async fn main() {
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("github-token"), GITHUB_TOKEN).unwrap();
+    let host = host(&model, &github, dir.path()).await;
+    std::fs::write(dir.path().join("host-token"), &host.token.0).unwrap();
     let config = format!(
         "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\ndrain = \"0s\"\n\
-         reload_on_change = false\nmax_sessions = 100000\n{principal}\n[audit]\npath = {audit:?}\n\
-         [runtime]\nprotocol = \"ahp\"\nworking_directory = {work:?}\n\
+         reload_on_change = false\nmax_sessions = 100000\nturns_per_minute = 100000\nmax_subscriptions = 4096\n{principal}\n[audit]\npath = {audit:?}\n\
+         [runtime]\nprotocol = \"ahp\"\nconnect = {url:?}\nworking_directory = {work:?}\n\
          [runtime.env]\nCOPILOT_GH_HOST = {gh:?}\nCOPILOT_DEBUG_GITHUB_API_URL = {gh:?}\nCOPILOT_API_URL = {api:?}\n\
-         [runtime.ahp]\ngithub_token_file = {token:?}\n",
+         [runtime.ahp]\ngithub_token_file = {token:?}\nconnection_token_file = {host_token:?}\n",
+        url = host.url,
+        host_token = dir.path().join("host-token").display().to_string(),
         principal = ide_principal(),
         audit = dir.path().join("audit.jsonl").display().to_string(),
         work = dir.path().display().to_string(),
@@ -237,27 +264,43 @@ async fn main() {
         events,
         bridged: true,
     };
-    let (mut direct, _host) = direct(&model, &github, dir.path()).await;
+    let mut direct = direct(&host).await;
 
     // Session creation, interleaved (after one each, not counted).
     let chat_d = direct.create().await;
     let chat_b = bridged.create().await;
     let (mut create_d, mut create_b) = (Vec::new(), Vec::new());
-    for _ in 0..creates {
-        let t = Instant::now();
-        direct.create().await;
-        create_d.push(t.elapsed());
-        let t = Instant::now();
-        bridged.create().await;
-        create_b.push(t.elapsed());
+    for i in 0..creates {
+        for side in [i % 2, 1 - i % 2] {
+            let (s, out) = match side {
+                0 => (&mut direct, &mut create_d),
+                _ => (&mut bridged, &mut create_b),
+            };
+            let t = Instant::now();
+            s.create().await;
+            out.push(t.elapsed());
+        }
     }
     // A later turn: the first turn of each session is not counted.
     direct.turn(&chat_d, &model).await;
     bridged.turn(&chat_b, &model).await;
     let (mut turn_d, mut turn_b) = (Vec::new(), Vec::new());
-    for _ in 0..turns {
-        turn_d.push(direct.turn(&chat_d, &model).await);
-        turn_b.push(bridged.turn(&chat_b, &model).await);
+    let (mut host_d, mut host_b) = (Vec::new(), Vec::new());
+    // Which side goes first alternates: the host's work after a turn
+    // (saving, titles) lands on whichever turn follows it.
+    for i in 0..turns {
+        for side in [i % 2, 1 - i % 2] {
+            let (at_client, at_host) = match side {
+                0 => direct.turn(&chat_d, &model).await,
+                _ => bridged.turn(&chat_b, &model).await,
+            };
+            let (c, h) = match side {
+                0 => (&mut turn_d, &mut host_d),
+                _ => (&mut turn_b, &mut host_b),
+            };
+            c.push(at_client);
+            h.push(at_host);
+        }
     }
     let report = |what: &str, d: &mut [Duration], b: &mut [Duration]| {
         let (d50, d99, b50, b99) = (pct(d, 0.5), pct(d, 0.99), pct(b, 0.5), pct(b, 0.99));
@@ -274,6 +317,11 @@ async fn main() {
     println!("{creates} creations and {turns} later turns each, interleaved");
     report("session creation", &mut create_d, &mut create_b);
     report("later turn", &mut turn_d, &mut turn_b);
+    report(
+        "  the same turns as the host timed them",
+        &mut host_d,
+        &mut host_b,
+    );
 
     // Memory per session on the bridge.
     let before = bridge.rss_bytes();

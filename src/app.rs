@@ -428,6 +428,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
                 stopping: stopping.clone(),
                 accepting: accepting.clone(),
                 bridge: bridge.as_ref().map(Arc::downgrade),
+                relay: relay.as_ref().map(Arc::downgrade),
                 audit: audit.as_ref().map(|a| a.log.clone()),
                 state: cfg.state_path(),
             };

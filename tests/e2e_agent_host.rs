@@ -226,3 +226,44 @@ async fn a_turn_the_host_goes_silent_on_ends_naming_the_key_and_the_next_works()
     let end = run_turn(&c, "relay-5", "t-2", "still there?").await;
     assert_eq!(end.kind, "complete", "{end:?}");
 }
+
+/// `[runtime] connect` to a host already running, its token from
+/// `[runtime.ahp] connection_token_file`: the bridge starts no host of its
+/// own, and a turn goes through the one that runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_already_running_is_reached_with_its_token_file() {
+    let home = tempfile::tempdir().unwrap();
+    let mut host_cfg = None;
+    let st = start_agent_host_stack(|c| host_cfg = Some(c.clone())).await;
+    // A second host, started here as an operator would, on the same fakes.
+    let running = ahp_copilot_bridge::runtime::ahp_host::spawn_ahp_host(
+        &host_cfg.unwrap().runtime,
+        home.path(),
+    )
+    .await
+    .expect("a host runs");
+    let token_file = home.path().join("host-token");
+    std::fs::write(&token_file, &running.token.0).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = crate::support::agent_host::agent_host_config(&st.model, &st.github, dir.path());
+    cfg.runtime.connect = Some(running.url.clone().into());
+    cfg.runtime.ahp.connection_token_file = Some(token_file);
+    let bridge = ahp_copilot_bridge::app::start(
+        std::sync::Arc::new(cfg),
+        ahp_copilot_bridge::app::Agent::Copilot,
+    )
+    .await
+    .expect("the bridge links to the running host");
+    let relay = bridge.relay.clone().unwrap();
+    assert!(relay.linked());
+    assert_eq!(relay.host_pid().await, None, "the bridge started no host");
+    let c = initialized(&bridge, "ide").await;
+    ready_session(&c, "ahp-session:/relay-6", None).await;
+    st.model.push(Reply::Text("From the running host.".into()));
+    let end = run_turn(&c, "relay-6", "t-1", "hello").await;
+    assert_eq!(
+        (end.kind, end.text.as_str()),
+        ("complete", "From the running host.")
+    );
+    drop(running);
+}

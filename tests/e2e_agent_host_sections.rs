@@ -162,3 +162,45 @@ async fn bad_sections_and_transform_opt_ins_are_refused_in_words() {
     );
     assert!(said.contains("systemMessageSections"), "{said}");
 }
+
+/// The host serves one GitHub user, the bridge's; sessions still belong to
+/// the bridge's principals: one principal neither lists nor subscribes to
+/// another's session, nor starts a turn on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_principals_see_only_their_own_sessions() {
+    use ahp_copilot_bridge::config::Role;
+    let roles = [Role::Observe, Role::Participate];
+    let st = start_agent_host_stack(|c| {
+        c.principals = vec![
+            token_principal("alice", "token-of-alice-0001", &roles),
+            token_principal("bob", "token-of-bob-00000001", &roles),
+        ];
+    })
+    .await;
+    let alice = initialized_with_token(st.bridge.addr, "token-of-alice-0001", "alice-ide").await;
+    let bob = initialized_with_token(st.bridge.addr, "token-of-bob-00000001", "bob-ide").await;
+    crate::support::e2e::ready_session(&alice, "ahp-session:/alices", None).await;
+    st.model.push(Reply::Text("Hi Alice.".into()));
+    let end = run_turn(&alice, "alices", "t-1", "hello").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    let listed: Value = bob.request("listSessions", json!({})).await.unwrap();
+    assert!(
+        !listed.to_string().contains("alices"),
+        "bob does not list alice's session: {listed}"
+    );
+    let e = bob
+        .request::<_, Value>("subscribe", json!({"channel": "ahp-session:/alices"}))
+        .await
+        .unwrap_err();
+    assert!(rpc_code(&e) != 0, "bob may not subscribe: {e}");
+    let e = bob
+        .request::<_, Value>(
+            "subscribe",
+            json!({"channel": chat_of("ahp-session:/alices")}),
+        )
+        .await
+        .unwrap_err();
+    assert!(rpc_code(&e) != 0, "bob may not subscribe to the chat: {e}");
+    let mine: Value = alice.request("listSessions", json!({})).await.unwrap();
+    assert!(mine.to_string().contains("alices"), "{mine}");
+}

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admin::on_disk::OnDisk;
 use crate::audit::log::AuditLog;
+use crate::bridge::relay::Relay;
 use crate::bridge::Bridge;
 use crate::telemetry::CheckFailed;
 
@@ -23,6 +24,8 @@ pub struct Readiness {
     /// Cancelled when the AHP listener stops accepting.
     pub accepting: CancellationToken,
     pub bridge: Option<Weak<Bridge>>,
+    /// In front of the runtime's own AHP host: ready while linked.
+    pub relay: Option<Weak<Relay>>,
     pub audit: Option<Arc<AuditLog>>,
     pub state: Option<PathBuf>,
     /// Whether the config file on disk is in force: said, never failed.
@@ -75,6 +78,16 @@ impl Readiness {
                 None => Err(CheckFailed("the bridge is gone".to_owned())),
             };
             checks.push(("runtime", runtime));
+        }
+        if let Some(relay) = &self.relay {
+            let linked = match relay.upgrade() {
+                Some(r) if r.linked() => Ok(()),
+                Some(_) => Err(CheckFailed(
+                    "the agent host is not linked (the bridge is linking again)".to_owned(),
+                )),
+                None => Err(CheckFailed("the relay is gone".to_owned())),
+            };
+            checks.push(("runtime", linked));
         }
         if let Some(log) = &self.audit {
             checks.push(("audit", log.writable()));
