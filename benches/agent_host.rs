@@ -37,8 +37,8 @@ use ahp_types::actions::StateAction;
 use ahp_types::state::SnapshotState;
 use common::{ms, pct};
 use serde_json::{json, Value};
-use support::agent_host::GITHUB_TOKEN;
-use support::process::{connect, ide_principal, BridgeProcess};
+use support::agent_host::{agent_host_toml, start_fakes, GITHUB_TOKEN};
+use support::process::{connect, BridgeProcess};
 
 const GUARD: Duration = Duration::from_secs(120);
 
@@ -232,29 +232,18 @@ async fn direct(host: &AhpHostProcess) -> Side {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let (turns, creates, sessions) = (arg(0, 60), arg(1, 20), arg(2, 200));
-    let model = ScriptedModel::start().await.unwrap();
-    let github = GitHubFake::start(GITHUB_TOKEN, &format!("http://{}", model.addr))
-        .await
-        .unwrap();
+    let (model, github) = start_fakes().await;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("github-token"), GITHUB_TOKEN).unwrap();
     let host = host(&model, &github, dir.path()).await;
-    std::fs::write(dir.path().join("host-token"), &host.token.0).unwrap();
-    let config = format!(
-        "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\ndrain = \"0s\"\n\
-         reload_on_change = false\nmax_sessions = 100000\nturns_per_minute = 100000\nmax_subscriptions = 4096\n{principal}\n[audit]\npath = {audit:?}\n\
-         [runtime]\nprotocol = \"ahp\"\nconnect = {url:?}\nworking_directory = {work:?}\n\
-         [runtime.env]\nCOPILOT_GH_HOST = {gh:?}\nCOPILOT_DEBUG_GITHUB_API_URL = {gh:?}\nCOPILOT_API_URL = {api:?}\n\
-         [runtime.ahp]\ngithub_token_file = {token:?}\nconnection_token_file = {host_token:?}\n",
-        url = host.url,
-        host_token = dir.path().join("host-token").display().to_string(),
-        principal = ide_principal(),
-        audit = dir.path().join("audit.jsonl").display().to_string(),
-        work = dir.path().display().to_string(),
-        gh = github.url(),
-        api = format!("http://{}", model.addr),
-        token = dir.path().join("github-token").display().to_string(),
+    let host_token = dir.path().join("host-token");
+    std::fs::write(&host_token, &host.token.0).unwrap();
+    let server = "max_sessions = 100000\nturns_per_minute = 100000\nmax_subscriptions = 4096";
+    let runtime = format!("connect = {:?}", host.url);
+    let ahp = format!(
+        "connection_token_file = {:?}",
+        host_token.display().to_string()
     );
+    let config = agent_host_toml(&model, &github, dir.path(), (server, &runtime, &ahp));
     let bridge = BridgeProcess::start_config(dir.path(), &config);
     let client = connect(bridge.addr, "bench-bridged").await;
     let events = client.events();

@@ -120,15 +120,7 @@ async fn a_rego_deny_never_reaches_the_client_and_the_model_reads_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_token_github_does_not_know_stops_the_start_in_the_hosts_words() {
     use crate::support::agent_host::agent_host_config;
-    let model = ahp_copilot_bridge::demo::model::ScriptedModel::start()
-        .await
-        .unwrap();
-    let github = ahp_copilot_bridge::demo::github::GitHubFake::start(
-        GITHUB_TOKEN,
-        &format!("http://{}", model.addr),
-    )
-    .await
-    .unwrap();
+    let (model, github) = crate::support::agent_host::start_fakes().await;
     let dir = tempfile::tempdir().unwrap();
     let cfg = agent_host_config(&model, &github, dir.path());
     std::fs::write(

@@ -197,6 +197,23 @@ impl Window {
     }
 }
 
+/// VS Code's session: created in `dir` with its own active-client entry,
+/// subscribed, ready, and its derived chat subscribed.
+async fn open_session(w: &mut Window, dir: &std::path::Path) {
+    let workdir = format!("file://{}", dir.display());
+    w.request(
+        "createSession",
+        json!({"channel": SESSION, "provider": "copilot", "workingDirectories": [workdir],
+               "activeClient": {"clientId": CLIENT_ID, "tools": [], "customizations": []}}),
+    )
+    .await;
+    let session = w.request("subscribe", json!({"channel": SESSION})).await;
+    if session["snapshot"]["state"]["lifecycle"] != "ready" {
+        w.action(SESSION, "session/ready").await;
+    }
+    w.request("subscribe", json!({"channel": CHAT})).await;
+}
+
 /// The turn: the model runs a shell command, the runtime asks permission,
 /// the window confirms it as the user does; the turn completes and the
 /// command has run. Returns the call's state transitions as announced.
@@ -322,18 +339,7 @@ async fn vs_code_holds_a_conversation_over_wss() {
     let mut w = Window::open_tls(b.addr, pki.client_config(None)).await;
     let init = w.initialize().await;
     assert_eq!(init["protocolVersion"], "0.9.0", "{init}");
-    let workdir = format!("file://{}", dir.path().display());
-    w.request(
-        "createSession",
-        json!({"channel": SESSION, "provider": "copilot", "workingDirectories": [workdir],
-               "activeClient": {"clientId": CLIENT_ID, "tools": [], "customizations": []}}),
-    )
-    .await;
-    let session = w.request("subscribe", json!({"channel": SESSION})).await;
-    if session["snapshot"]["state"]["lifecycle"] != "ready" {
-        w.action(SESSION, "session/ready").await;
-    }
-    w.request("subscribe", json!({"channel": CHAT})).await;
+    open_session(&mut w, dir.path()).await;
     fixtures::script(&model, "shell-permission");
     conversation(&mut w, "request_tls", 1).await;
     assert!(dir.path().join("ran.txt").exists(), "the command ran");
@@ -346,45 +352,15 @@ async fn vs_code_holds_a_conversation_over_wss() {
 /// nor the host's connection token is in the bridge's log or audit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vs_code_holds_a_conversation_through_the_agent_host() {
-    use crate::support::agent_host::GITHUB_TOKEN;
-    let model = ScriptedModel::start().await.unwrap();
-    let github = ahp_copilot_bridge::demo::github::GitHubFake::start(
-        GITHUB_TOKEN,
-        &format!("http://{}", model.addr),
-    )
-    .await
-    .unwrap();
+    use crate::support::agent_host::{agent_host_toml, start_fakes, GITHUB_TOKEN};
+    let (model, github) = start_fakes().await;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("github-token"), GITHUB_TOKEN).unwrap();
-    let config = format!(
-        "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\ndrain = \"0s\"\n\
-         reload_on_change = false\n{principal}\n[audit]\npath = {audit:?}\n\
-         [runtime]\nprotocol = \"ahp\"\nworking_directory = {work:?}\n\
-         [runtime.env]\nCOPILOT_GH_HOST = {gh:?}\nCOPILOT_DEBUG_GITHUB_API_URL = {gh:?}\nCOPILOT_API_URL = {api:?}\n\
-         [runtime.ahp]\ngithub_token_file = {token:?}\n",
-        principal = ide_principal(),
-        audit = dir.path().join("audit.jsonl").display().to_string(),
-        work = dir.path().display().to_string(),
-        gh = github.url(),
-        api = format!("http://{}", model.addr),
-        token = dir.path().join("github-token").display().to_string(),
-    );
+    let config = agent_host_toml(&model, &github, dir.path(), ("", "", ""));
     let b = BridgeProcess::start_config(dir.path(), &config);
     let mut w = Window::open(b.addr).await;
     let init = w.initialize().await;
     assert_eq!(init["protocolVersion"], "0.9.0", "{init}");
-    let workdir = format!("file://{}", dir.path().display());
-    w.request(
-        "createSession",
-        json!({"channel": SESSION, "provider": "copilot", "workingDirectories": [workdir],
-               "activeClient": {"clientId": CLIENT_ID, "tools": [], "customizations": []}}),
-    )
-    .await;
-    let session = w.request("subscribe", json!({"channel": SESSION})).await;
-    if session["snapshot"]["state"]["lifecycle"] != "ready" {
-        w.action(SESSION, "session/ready").await;
-    }
-    w.request("subscribe", json!({"channel": CHAT})).await;
+    open_session(&mut w, dir.path()).await;
     fixtures::script(&model, "shell-permission");
     conversation(&mut w, "request_relay", 1).await;
     let ran = std::fs::read_to_string(dir.path().join("ran.txt")).expect("the command ran");

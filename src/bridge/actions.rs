@@ -1,5 +1,5 @@
 //! How a runtime event becomes AHP chat actions: a pure mapping to typed
-//! `StateAction`s. The mapper remembers, per turn, which response parts and
+//! `StateAction`s (and a user's turn as a client starts it). The mapper remembers, per turn, which response parts and
 //! tool calls it has opened so that streamed deltas and final messages never
 //! duplicate each other, and which tool calls ended.
 
@@ -8,15 +8,15 @@ use std::collections::{HashMap, HashSet};
 use ahp_types::actions::{
     ChatDeltaAction, ChatErrorAction, ChatReasoningAction, ChatResponsePartAction,
     ChatToolCallCompleteAction, ChatToolCallConfirmedAction, ChatToolCallReadyAction,
-    ChatToolCallStartAction, ChatTurnCancelledAction, ChatTurnCompleteAction, ChatUsageAction,
-    StateAction,
+    ChatToolCallStartAction, ChatTurnCancelledAction, ChatTurnCompleteAction,
+    ChatTurnStartedAction, ChatUsageAction, StateAction,
 };
 use ahp_types::common::StringOrMarkdown;
 use ahp_types::state::{
-    ErrorInfo, ErrorResponsePart, MarkdownResponsePart, ReasoningResponsePart, ResponsePart,
-    ToolCallCancellationReason, ToolCallClientContributor, ToolCallConfirmationReason,
-    ToolCallContributor, ToolCallResult, ToolInput, ToolResultContent, ToolResultTextContent,
-    UsageInfo,
+    ErrorInfo, ErrorResponsePart, MarkdownResponsePart, Message, MessageKind, MessageOrigin,
+    ReasoningResponsePart, ResponsePart, ToolCallCancellationReason, ToolCallClientContributor,
+    ToolCallConfirmationReason, ToolCallContributor, ToolCallResult, ToolInput, ToolResultContent,
+    ToolResultTextContent, UsageInfo,
 };
 use serde_json::Value;
 
@@ -27,6 +27,27 @@ use crate::runtime::events::RuntimeEvent;
 enum Stream {
     Answer,
     Reasoning,
+}
+
+/// A user's message starting turn `turn_id` with `text`, as a client
+/// would dispatch it (the SDK mirror's and the relay's turns).
+pub fn user_turn_started(turn_id: String, text: String) -> StateAction {
+    StateAction::ChatTurnStarted(ChatTurnStartedAction {
+        turn_id,
+        started_at: jiff::Timestamp::now().to_string(),
+        message: Message {
+            text,
+            origin: MessageOrigin {
+                kind: MessageKind::User,
+            },
+            attachments: None,
+            model: None,
+            agent: None,
+            meta: None,
+        },
+        queued_message_id: None,
+        meta: None,
+    })
 }
 
 /// Per-turn memory of the mapping.

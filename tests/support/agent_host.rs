@@ -50,12 +50,44 @@ pub fn agent_host_config(
     cfg
 }
 
-/// Starts the fakes and the bridge; `tune` changes the config first.
-pub async fn start_agent_host_stack(tune: impl FnOnce(&mut Config)) -> AgentHostStack {
+/// The scripted model (Copilot's API) and a GitHub fake pointing at it.
+pub async fn start_fakes() -> (ScriptedModel, GitHubFake) {
     let model = ScriptedModel::start().await.unwrap();
     let github = GitHubFake::start(GITHUB_TOKEN, &format!("http://{}", model.addr))
         .await
         .unwrap();
+    (model, github)
+}
+
+/// The whole config file of the bridge binary in front of a host it
+/// starts, on `model` and `github`, its files under `dir` (the GitHub
+/// token written there); `server`, `runtime` and `ahp` are more keys of
+/// `[server]`, `[runtime]` and `[runtime.ahp]`.
+pub fn agent_host_toml(
+    model: &ScriptedModel,
+    github: &GitHubFake,
+    dir: &std::path::Path,
+    (server, runtime, ahp): (&str, &str, &str),
+) -> String {
+    std::fs::write(dir.join("github-token"), GITHUB_TOKEN).unwrap();
+    format!(
+        "[admin]\nlisten = \"127.0.0.1:0\"\n[server]\nlisten = \"127.0.0.1:0\"\ndrain = \"0s\"\n\
+         reload_on_change = false\n{server}\n{principal}\n[audit]\npath = {audit:?}\n\
+         [runtime]\nprotocol = \"ahp\"\nworking_directory = {work:?}\n{runtime}\n\
+         [runtime.env]\nCOPILOT_GH_HOST = {gh:?}\nCOPILOT_DEBUG_GITHUB_API_URL = {gh:?}\nCOPILOT_API_URL = {api:?}\n\
+         [runtime.ahp]\ngithub_token_file = {token:?}\n{ahp}\n",
+        principal = super::process::ide_principal(),
+        audit = dir.join("audit.jsonl").display().to_string(),
+        work = dir.display().to_string(),
+        gh = github.url(),
+        api = format!("http://{}", model.addr),
+        token = dir.join("github-token").display().to_string(),
+    )
+}
+
+/// Starts the fakes and the bridge; `tune` changes the config first.
+pub async fn start_agent_host_stack(tune: impl FnOnce(&mut Config)) -> AgentHostStack {
+    let (model, github) = start_fakes().await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = agent_host_config(&model, &github, dir.path());
     tune(&mut cfg);

@@ -8,12 +8,11 @@
 use std::path::{Path, PathBuf};
 
 use ahp_bridge_base::config::{RuntimeConfig, Secret};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
-use tracing::{debug, info};
+use tracing::info;
 
 use crate::error::RuntimeError;
-use crate::process::{ended, resolve_program, spawn_piped, Env};
+use crate::process::{ended, port_line, resolve_program, spawn_piped, Env};
 
 /// The flag the CLI 1.0.102 host needs ("AHP hosting requires the
 /// AHP_CLIENT feature").
@@ -69,7 +68,9 @@ pub async fn spawn_ahp_host(
     }
     let env = host_env(&cfg.env, home)?;
     let (mut child, stderr) = spawn_piped(&program, &args, &env, Some(&token)).await?;
-    match endpoint(cfg, &program, &mut child, &token).await {
+    let secret = token.clone();
+    let shown = move |line: &str| line.replace(&secret, "[redacted]");
+    match port_line(cfg, &program, &mut child, ENDPOINT_LINE, port_of, shown).await {
         Ok(port) => {
             let url = format!("ws://127.0.0.1:{port}/");
             info!(program = %program.display(), pid = child.id(), %url, "agent host started");
@@ -98,40 +99,6 @@ fn host_env(given: &Env, home: &Path) -> Result<Env, RuntimeError> {
         env.insert((*var).into(), dir.display().to_string());
     }
     Ok(env)
-}
-
-/// The port of the host's endpoint line; later lines are logged with the
-/// token taken out, so its pipe never fills.
-async fn endpoint(
-    cfg: &RuntimeConfig,
-    program: &Path,
-    child: &mut Child,
-    token: &str,
-) -> Result<u16, RuntimeError> {
-    let stdout = child.stdout.take().expect("piped stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let redact = |line: &str| line.replace(token, "[redacted]");
-    let port = tokio::time::timeout(cfg.call_timeout, async {
-        while let Some(line) = lines.next_line().await? {
-            if let Some(url) = line.split(ENDPOINT_LINE).nth(1) {
-                return port_of(url).ok_or_else(|| RuntimeError::UnexpectedLine(redact(&line)));
-            }
-            debug!(target: "runtime", "{}", redact(&line));
-        }
-        Err(RuntimeError::ExitedBeforeListening)
-    })
-    .await
-    .map_err(|_| RuntimeError::ListenTimeout {
-        program: program.to_owned(),
-        after: cfg.call_timeout,
-    })??;
-    let token = token.to_owned();
-    tokio::spawn(async move {
-        while let Ok(Some(line)) = lines.next_line().await {
-            debug!(target: "runtime", "{}", line.replace(&token, "[redacted]"));
-        }
-    });
-    Ok(port)
 }
 
 /// The port of `ws://HOST:PORT/...`.

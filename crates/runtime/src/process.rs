@@ -184,17 +184,43 @@ async fn listen_and_connect(
     handler: Arc<dyn RuntimeHandler>,
     token: &str,
 ) -> Result<(Arc<RuntimeConn>, String, String), RuntimeError> {
+    let port = port_line(
+        cfg,
+        program,
+        child,
+        LISTEN_LINE,
+        |p| p.trim().parse().ok(),
+        |l| l.to_owned(),
+    )
+    .await?;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port)).to_string();
+    let (conn, version) = connect_tcp(cfg, &addr, handler, Some(token)).await?;
+    Ok((conn, addr, version))
+}
+
+/// Variables a spawned runtime is given, beside this process's own.
+pub(crate) type Env = std::collections::BTreeMap<String, String>;
+
+/// The port on the first line of `child`'s stdout holding `marker`, read
+/// off what follows it by `port_of`, within `call_timeout`. Every other
+/// line, before and after, is logged as `shown` renders it (a secret taken
+/// out), so the pipe never fills.
+pub(crate) async fn port_line(
+    cfg: &RuntimeConfig,
+    program: &Path,
+    child: &mut Child,
+    marker: &'static str,
+    port_of: impl Fn(&str) -> Option<u16>,
+    shown: impl Fn(&str) -> String + Send + 'static,
+) -> Result<u16, RuntimeError> {
     let stdout = child.stdout.take().expect("piped stdout");
     let mut lines = BufReader::new(stdout).lines();
     let port = tokio::time::timeout(cfg.call_timeout, async {
         while let Some(line) = lines.next_line().await? {
-            if let Some(p) = line.split(LISTEN_LINE).nth(1) {
-                return p
-                    .trim()
-                    .parse::<u16>()
-                    .map_err(|_| RuntimeError::UnexpectedLine(line.clone()));
+            if let Some(rest) = line.split(marker).nth(1) {
+                return port_of(rest).ok_or_else(|| RuntimeError::UnexpectedLine(shown(&line)));
             }
-            debug!(target: "runtime", "{line}");
+            debug!(target: "runtime", "{}", shown(&line));
         }
         Err(RuntimeError::ExitedBeforeListening)
     })
@@ -203,19 +229,13 @@ async fn listen_and_connect(
         program: program.to_owned(),
         after: cfg.call_timeout,
     })??;
-    // What it prints later is read and logged, so its pipe never fills.
     tokio::spawn(async move {
         while let Ok(Some(line)) = lines.next_line().await {
-            debug!(target: "runtime", "{line}");
+            debug!(target: "runtime", "{}", shown(&line));
         }
     });
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port)).to_string();
-    let (conn, version) = connect_tcp(cfg, &addr, handler, Some(token)).await?;
-    Ok((conn, addr, version))
+    Ok(port)
 }
-
-/// Variables a spawned runtime is given, beside this process's own.
-pub(crate) type Env = std::collections::BTreeMap<String, String>;
 
 /// A job for the spawner thread.
 type Spawn = Box<dyn FnOnce() + Send>;

@@ -18,12 +18,10 @@ use std::sync::{Arc, Mutex, Weak};
 
 use ahp::Client;
 use ahp_types::actions::{
-    ChatErrorAction, ChatToolCallConfirmedAction, ChatTurnCancelledAction, ChatTurnStartedAction,
+    ChatErrorAction, ChatToolCallConfirmedAction, ChatTurnCancelledAction,
     SessionCreationFailedAction, SessionReadyAction, StateAction,
 };
-use ahp_types::state::{
-    ErrorInfo, ErrorResponsePart, Message, MessageKind, MessageOrigin, ToolCallConfirmationReason,
-};
+use ahp_types::state::{ErrorInfo, ErrorResponsePart, ToolCallConfirmationReason};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
@@ -32,6 +30,7 @@ use crate::ahp::backend::{Backend, ClientPhase, Dispatcher};
 use crate::ahp::host::Host;
 use crate::ahp::protocol::uri::{chat_uri_of, file_uri_of};
 use crate::audit::log::AuditLog;
+use crate::bridge::actions::user_turn_started;
 use crate::config::{OnFailure, RuntimeConfig, Secret};
 use crate::policy::PolicyReader;
 use crate::upstream::calls;
@@ -276,22 +275,7 @@ impl Relay {
             );
             return;
         };
-        let started = StateAction::ChatTurnStarted(ChatTurnStartedAction {
-            turn_id,
-            started_at: now(),
-            message: Message {
-                text,
-                origin: MessageOrigin {
-                    kind: MessageKind::User,
-                },
-                attachments: None,
-                model: None,
-                agent: None,
-                meta: None,
-            },
-            queued_message_id: None,
-            meta: None,
-        });
+        let started = user_turn_started(turn_id, text);
         self.queue_up(up_chat, started);
     }
 
@@ -484,9 +468,4 @@ async fn send_in_order(
         let Some(r) = relay.upgrade() else { return };
         r.send_up(&channel, action).await;
     }
-}
-
-/// Now, as AHP's timestamps are written.
-fn now() -> String {
-    jiff::Timestamp::now().to_string()
 }

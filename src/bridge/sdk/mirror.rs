@@ -12,8 +12,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
 
-use ahp_types::actions::{ChatTurnStartedAction, SessionReadyAction, StateAction};
-use ahp_types::state::{Message, MessageKind, MessageOrigin};
+use ahp_types::actions::{SessionReadyAction, StateAction};
 use serde_json::value::RawValue;
 use tracing::debug;
 
@@ -23,7 +22,7 @@ use crate::ahp::cmd::sessions::new_session;
 use crate::ahp::host::sessions::WATCHED_ONLY;
 use crate::ahp::host::Host;
 use crate::ahp::protocol::uri::chat_uri_of;
-use crate::bridge::actions::TurnMapper;
+use crate::bridge::actions::{user_turn_started, TurnMapper};
 use crate::runtime::events::{Arrived, RuntimeEvent, SESSION_EVENT};
 use crate::runtime::mismatch::Mismatch;
 use crate::runtime::repeats::Repeats;
@@ -97,22 +96,7 @@ impl Mirror {
         };
         let chat = chat_uri_of(&uri_of(session_id));
         let turn_id = uuid::Uuid::new_v4().to_string();
-        let started = StateAction::ChatTurnStarted(ChatTurnStartedAction {
-            turn_id: turn_id.clone(),
-            started_at: jiff::Timestamp::now().to_string(),
-            message: Message {
-                text: prompt.to_owned(),
-                origin: MessageOrigin {
-                    kind: MessageKind::User,
-                },
-                attachments: None,
-                model: None,
-                agent: None,
-                meta: None,
-            },
-            queued_message_id: None,
-            meta: None,
-        });
+        let started = user_turn_started(turn_id.clone(), prompt.to_owned());
         if host.dispatch(&chat, started).is_ok() {
             let turn = Turn {
                 mapper: TurnMapper::new(turn_id),

@@ -25,32 +25,34 @@ fn invalid(m: String) -> RpcError {
     RpcError::new(ErrorCode::InvalidParams, m)
 }
 
-/// The JSON Schema of a session's config: one setting, the model.
+/// The JSON Schema of a session's config: the model, and in front of the
+/// runtime's AHP host the sections it starts with.
 fn schema(host: &Host) -> SessionConfigSchema {
     let models = host.models();
-    let model = SessionConfigPropertySchema {
-        r#type: "string".into(),
-        title: "Model".into(),
-        description: Some(
-            "The model the session's turns use; a message may choose another for its turn.".into(),
-        ),
-        default: Some(Value::from(models[0].clone())),
-        r#enum: Some(models.iter().map(|m| Value::from(m.clone())).collect()),
-        enum_labels: Some(models.to_vec()),
-        enum_descriptions: None,
-        read_only: None,
-        items: None,
-        min_items: None,
-        max_items: None,
-        properties: None,
-        required: None,
-        additional_properties: None,
-        enum_dynamic: None,
-        session_mutable: Some(true),
-    };
+    let mut model = property(
+        "string",
+        "Model",
+        "The model the session's turns use; a message may choose another for its turn.".into(),
+        true,
+    );
+    model.default = Some(Value::from(models[0].clone()));
+    model.r#enum = Some(models.iter().map(|m| Value::from(m.clone())).collect());
+    model.enum_labels = Some(models.to_vec());
     let mut properties = HashMap::from([(MODEL_SETTING.to_owned(), model)]);
     if host.settings().additions() {
-        properties.insert(SECTIONS_SETTING.to_owned(), sections_property());
+        // Text the session starts with, under the operator's policy; fixed
+        // for the session's life.
+        let sections = property(
+            "object",
+            "System message sections",
+            format!(
+                "Text to append or prepend to {} at the session's start, {MAX_ADDED_BYTES} bytes in all; \
+                 each section passes the operator's policy, and what it refuses is not sent.",
+                AHP_HOST_SECTIONS.join(", ")
+            ),
+            false,
+        );
+        properties.insert(SECTIONS_SETTING.to_owned(), sections);
     }
     SessionConfigSchema {
         r#type: "object".into(),
@@ -59,18 +61,17 @@ fn schema(host: &Host) -> SessionConfigSchema {
     }
 }
 
-/// `systemMessageSections`, in front of the runtime's AHP host: text a
-/// session starts with in three sections of its prompt, under the
-/// operator's policy; fixed for the session's life.
-fn sections_property() -> SessionConfigPropertySchema {
+/// A property of type `ty`, with nothing but its words and mutability.
+fn property(
+    ty: &str,
+    title: &str,
+    description: String,
+    mutable: bool,
+) -> SessionConfigPropertySchema {
     SessionConfigPropertySchema {
-        r#type: "object".into(),
-        title: "System message sections".into(),
-        description: Some(format!(
-            "Text to append or prepend to {} at the session's start, {MAX_ADDED_BYTES} bytes in all; \
-             each section passes the operator's policy, and what it refuses is not sent.",
-            AHP_HOST_SECTIONS.join(", ")
-        )),
+        r#type: ty.into(),
+        title: title.into(),
+        description: Some(description),
         default: None,
         r#enum: None,
         enum_labels: None,
@@ -83,7 +84,7 @@ fn sections_property() -> SessionConfigPropertySchema {
         required: None,
         additional_properties: None,
         enum_dynamic: None,
-        session_mutable: Some(false),
+        session_mutable: Some(mutable),
     }
 }
 
