@@ -199,7 +199,9 @@ async fn the_host_killed_mid_turn_comes_back_and_the_next_turn_works() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_the_host_goes_silent_on_ends_naming_the_key_and_the_next_works() {
     let st = start_agent_host_stack(|c| {
-        c.runtime.turn_inactivity_timeout = std::time::Duration::from_secs(2)
+        // Long enough that a loaded machine's host still speaks within it
+        // on a normal turn; the stalled one says nothing for an hour.
+        c.runtime.turn_inactivity_timeout = std::time::Duration::from_secs(8)
     })
     .await;
     let c = initialized(&st.bridge, "ide").await;
@@ -258,4 +260,41 @@ async fn a_host_already_running_is_reached_with_its_token_file() {
         ("complete", "From the running host.")
     );
     drop(running);
+}
+
+/// A restart of the bridge: the host it starts again on the same HOME
+/// keeps its sessions, the bridge restores its own and links each to the
+/// same upstream session, and the next turn goes on with the history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_of_the_bridge_a_session_goes_on() {
+    let st = start_agent_host_stack(|_| {}).await;
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/relay-7", None).await;
+    st.model.push(Reply::Text("First.".into()));
+    assert_eq!(
+        run_turn(&c, "relay-7", "t-1", "REMEMBER-THIS").await.kind,
+        "complete"
+    );
+    drop(c);
+    assert!(
+        st.bridge.stop(std::time::Duration::from_secs(30)).await,
+        "a clean stop"
+    );
+    let again =
+        ahp_copilot_bridge::app::start(st.cfg.clone(), ahp_copilot_bridge::app::Agent::Copilot)
+            .await
+            .expect("the bridge starts again");
+    let c = initialized(&again, "ide").await;
+    st.model.push(Reply::Text("Second.".into()));
+    let end = run_turn(&c, "relay-7", "t-2", "what did I say?").await;
+    assert_eq!(
+        (end.kind, end.text.as_str()),
+        ("complete", "Second."),
+        "{end:?}"
+    );
+    let asked = st.model.requests().last().unwrap().to_string();
+    assert!(
+        asked.contains("REMEMBER-THIS"),
+        "the host kept the history: {asked}"
+    );
 }

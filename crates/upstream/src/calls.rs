@@ -54,6 +54,15 @@ pub async fn session_state(client: &Client, uri: &str) -> Result<SessionState, U
     }
 }
 
+/// A session's default chat: its `defaultChat`, or (a session the host
+/// loaded again after a restart may not say it) its first chat.
+pub fn default_chat(state: &SessionState) -> Option<String> {
+    state
+        .default_chat
+        .clone()
+        .or_else(|| state.chats.first().map(|c| c.resource.clone()))
+}
+
 /// Subscribes to `uri`; the snapshot's state.
 pub async fn subscribe(client: &Client, uri: &str) -> Result<Option<SnapshotState>, UpstreamError> {
     let params = SubscribeParams {

@@ -100,7 +100,7 @@ impl Supervisor {
         let mut left_active = Vec::new();
         for r in relay.sessions.all() {
             let state = calls::session_state(&linked.client, &r.up).await?;
-            let Some(chat) = &state.default_chat else {
+            let Some(chat) = &calls::default_chat(&state) else {
                 continue;
             };
             relay.sessions.set_up_chat(&r.north, chat);

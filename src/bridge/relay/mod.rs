@@ -45,6 +45,9 @@ pub use sections::OperatorSection;
 pub const LINK_LOST: &str =
     "the agent host connection was lost during the turn; send the message again";
 
+/// What a turn on a session the host does not have ends with.
+const NOT_LINKED: &str = "the session is not linked to the agent host";
+
 /// What the relay is started with, read from the config at start.
 pub struct RelaySettings {
     /// `[runtime]`: the command, `connect`, `[runtime.env]`, the deadlines.
@@ -228,7 +231,7 @@ impl Relay {
         let config = self.audit_start(plan).await;
         self.sessions.add(north, &chat_uri_of(north), &up);
         let state = calls::create_session(&client, &up, dirs, config).await?;
-        if let Some(chat) = &state.default_chat {
+        if let Some(chat) = &calls::default_chat(&state) {
             self.sessions.set_up_chat(north, chat);
             calls::subscribe(&client, chat).await?;
         }
@@ -260,23 +263,32 @@ impl Relay {
     }
 
     fn start_turn(&self, north: &str, turn_id: String, text: String, by: Option<Dispatcher>) {
-        let Some(up_chat) = self
-            .sessions
-            .with(north, |r| {
-                r.turn = Some(Turn::new(turn_id.clone(), by));
-                r.up_chat.clone()
-            })
-            .flatten()
-        else {
-            self.end_turn_north(
-                north,
-                &turn_id,
-                "the session is not linked to the agent host",
-            );
-            return;
-        };
-        let started = user_turn_started(turn_id, text);
-        self.queue_up(up_chat, started);
+        let mapped = self.sessions.with(north, |r| {
+            r.turn = Some(Turn::new(turn_id.clone(), by));
+            r.up_chat.clone()
+        });
+        let started = user_turn_started(turn_id.clone(), text);
+        match mapped {
+            Some(Some(up_chat)) => self.queue_up(up_chat, started),
+            // Restored, or linked again, and its chat not subscribed yet:
+            // subscribed first, then the turn goes.
+            Some(None) => {
+                let (Some(me), north) = (self.me.upgrade(), north.to_owned()) else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    me.resubscribe(&north).await;
+                    match me.sessions.with(&north, |r| r.up_chat.clone()).flatten() {
+                        Some(chat) => me.queue_up(chat, started),
+                        None => {
+                            me.sessions.with(&north, |r| r.turn = None);
+                            me.end_turn_north(&north, &turn_id, NOT_LINKED);
+                        }
+                    }
+                });
+            }
+            None => self.end_turn_north(north, &turn_id, NOT_LINKED),
+        }
     }
 
     /// Ends `turn_id` on the bridge's side with an error saying `why`.
@@ -306,6 +318,29 @@ impl Relay {
         let Some(host) = self.host() else { return };
         if let Some(next) = host.start_next_queued(&chat_uri_of(north)) {
             self.start_turn(north, next.turn_id, next.text, None);
+        }
+    }
+
+    /// Subscribes to `north`'s upstream session and its default chat again.
+    async fn resubscribe(&self, north: &str) {
+        let (Some(client), Some(up)) = (self.client(), self.sessions.with(north, |r| r.up.clone()))
+        else {
+            return;
+        };
+        let chat = match calls::session_state(&client, &up).await {
+            Ok(state) => calls::default_chat(&state),
+            Err(e) => {
+                warn!(session = %north, upstream = %up, "the agent host does not have the session: {e}");
+                return;
+            }
+        };
+        let Some(chat) = chat else {
+            warn!(session = %north, upstream = %up, "the agent host's session has no chat");
+            return;
+        };
+        self.sessions.set_up_chat(north, &chat);
+        if let Err(e) = calls::subscribe(&client, &chat).await {
+            warn!(session = %north, "the agent host's chat was not subscribed: {e}");
         }
     }
 
@@ -382,9 +417,13 @@ impl Backend for Relay {
 
     fn session_restored(&self, session: &str, backend_ref: Option<&str>) {
         // The host keeps its sessions across restarts: the same upstream
-        // session is subscribed again when the link is up.
-        if let Some(up) = backend_ref {
-            self.sessions.add(session, &chat_uri_of(session), up);
+        // session is subscribed again, now (the bridge restored it after it
+        // linked) and at each new link.
+        let Some(up) = backend_ref else { return };
+        self.sessions.add(session, &chat_uri_of(session), up);
+        if let Some(me) = self.me.upgrade() {
+            let north = session.to_owned();
+            tokio::spawn(async move { me.resubscribe(&north).await });
         }
     }
 
