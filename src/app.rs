@@ -81,17 +81,10 @@ pub fn audit_policy(log: &AuditLog, policy: &Policy) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The bridge to the Copilot runtime, with its router and audit log; the
-/// policy in force is the log's first record of this run.
-pub fn copilot_backend(
-    host: &Arc<Host>,
-    cfg: &Config,
-    policy: &PolicySource,
-    audit: Option<&AuditTrail>,
-) -> Arc<Bridge> {
-    let port = audit.map(|a| Arc::new(LogPort::new(a.log.clone())) as Arc<dyn AuditPort>);
-    let options = RecordOptions::from_config(&cfg.audit);
-    let router = Arc::new(Router::new(policy.reader(), port, options));
+/// The policy in force, logged and written as the audit log's first record
+/// of this run, and the governor's decisions recorded in that log: the
+/// same for either runtime.
+fn policy_in_force(host: &Host, policy: &PolicySource, audit: Option<&AuditTrail>) {
     let current = policy.current();
     tracing::info!(sha256 = %current.policy_sha256(), hidden = ?current.hidden_sections(), "policy loaded");
     // A full disk at startup does not keep the bridge from serving: the next
@@ -104,6 +97,20 @@ pub fn copilot_backend(
     }
     let recorder = AuditRecorder::new(audit.map(|a| a.log.clone()));
     host.governor().set_recorder(Arc::new(recorder));
+}
+
+/// The bridge to the Copilot runtime, with its router and audit log; the
+/// policy in force is the log's first record of this run.
+pub fn copilot_backend(
+    host: &Arc<Host>,
+    cfg: &Config,
+    policy: &PolicySource,
+    audit: Option<&AuditTrail>,
+) -> Arc<Bridge> {
+    let port = audit.map(|a| Arc::new(LogPort::new(a.log.clone())) as Arc<dyn AuditPort>);
+    let options = RecordOptions::from_config(&cfg.audit);
+    let router = Arc::new(Router::new(policy.reader(), port, options));
+    policy_in_force(host, policy, audit);
     Bridge::new(
         host,
         BridgeSettings::from_config(cfg),
@@ -123,15 +130,7 @@ pub async fn relay_backend(
     policy: &PolicySource,
     audit: Option<&AuditTrail>,
 ) -> anyhow::Result<Arc<Relay>> {
-    let current = policy.current();
-    tracing::info!(sha256 = %current.policy_sha256(), "policy loaded");
-    if let Some(a) = audit {
-        if let Err(e) = audit_policy(&a.log, &current) {
-            tracing::error!("the policy record was not written: {e}");
-        }
-    }
-    let recorder = AuditRecorder::new(audit.map(|a| a.log.clone()));
-    host.governor().set_recorder(Arc::new(recorder));
+    policy_in_force(host, policy, audit);
     let ahp = &cfg.runtime.ahp;
     let github = match (&ahp.github_token_file, &ahp.github_token_env) {
         (Some(f), _) => GithubToken::File(f.clone()),

@@ -11,8 +11,7 @@ use std::sync::Arc;
 
 use ahp::{ClientEvent, SubscriptionEvent};
 use ahp_types::actions::{
-    ActionEnvelope, ChatToolCallConfirmedAction, ChatToolCallReadyAction,
-    SessionInputNeededRemovedAction, SessionInputNeededSetAction, StateAction,
+    ActionEnvelope, ChatToolCallConfirmedAction, ChatToolCallReadyAction, StateAction,
 };
 use ahp_types::state::{
     SessionInputRequest, ToolCallConfirmationReason, ToolCallConfirmationState,
@@ -148,39 +147,32 @@ fn session_action(relay: &Relay, r: &Relayed, action: StateAction) {
     let rename = |id: &str| id.replacen(up_chat.as_str(), &r.north_chat, 1);
     let action = match action {
         StateAction::SessionInputNeededSet(mut a) => {
-            let denied = |call: &str| r.denied.contains(call);
-            match &mut a.request {
+            let (id, chat) = match &mut a.request {
                 SessionInputRequest::ToolConfirmation(q) => {
                     let call = match &q.tool_call {
                         ToolCallConfirmationState::PendingConfirmation(c) => &c.tool_call_id,
                         ToolCallConfirmationState::PendingResultConfirmation(c) => &c.tool_call_id,
                         ToolCallConfirmationState::Unknown(_) => return,
                     };
-                    if denied(call) {
+                    if r.denied.contains(call) {
                         return;
                     }
-                    q.id = rename(&q.id);
-                    q.chat = r.north_chat.clone();
+                    (&mut q.id, &mut q.chat)
                 }
                 SessionInputRequest::ChatInput(q) => {
                     relay.sessions.set_waiting(&r.north, true);
-                    q.id = rename(&q.id);
-                    q.chat = r.north_chat.clone();
+                    (&mut q.id, &mut q.chat)
                 }
-                SessionInputRequest::ToolClientExecution(q) => {
-                    q.id = rename(&q.id);
-                    q.chat = r.north_chat.clone();
-                }
+                SessionInputRequest::ToolClientExecution(q) => (&mut q.id, &mut q.chat),
                 _ => return,
-            }
-            StateAction::SessionInputNeededSet(Box::new(SessionInputNeededSetAction {
-                request: a.request,
-            }))
+            };
+            *id = rename(id);
+            chat.clone_from(&r.north_chat);
+            StateAction::SessionInputNeededSet(a)
         }
-        StateAction::SessionInputNeededRemoved(a) => {
-            StateAction::SessionInputNeededRemoved(SessionInputNeededRemovedAction {
-                id: rename(&a.id),
-            })
+        StateAction::SessionInputNeededRemoved(mut a) => {
+            a.id = rename(&a.id);
+            StateAction::SessionInputNeededRemoved(a)
         }
         a @ StateAction::SessionTitleChanged(_) => a,
         _ => return,

@@ -64,8 +64,8 @@ impl Supervisor {
                 match Self::connect(&relay).await {
                     Ok(ev) => break ev,
                     Err(e) => {
-                        warn!(retry_in = ?(wait * 2).min(BACKOFF_MAX), "linking to the agent host failed: {e}");
                         wait = (wait * 2).min(BACKOFF_MAX);
+                        warn!(retry_in = ?wait, "linking to the agent host failed: {e}");
                     }
                 }
             };

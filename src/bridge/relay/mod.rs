@@ -150,11 +150,6 @@ impl Relay {
         *self.client.lock().unwrap_or_else(|e| e.into_inner()) = c;
     }
 
-    /// How many sessions are relayed.
-    pub fn sessions(&self) -> usize {
-        self.sessions.len()
-    }
-
     /// The pid of the host the bridge started, while it runs.
     pub async fn host_pid(&self) -> Option<u32> {
         self.process.pid().await
@@ -349,12 +344,7 @@ impl Relay {
         let Some(chat) = self.sessions.with(north, |r| r.up_chat.clone()).flatten() else {
             return;
         };
-        let cancel = StateAction::ChatTurnCancelled(ChatTurnCancelledAction {
-            turn_id,
-            duration: 0,
-            meta: None,
-        });
-        self.queue_up(chat, cancel);
+        self.queue_up(chat, cancelled(turn_id));
     }
 
     /// The upstream chat and running turn of `north`, for an action about it.
@@ -387,13 +377,8 @@ impl Relay {
         for (r, turn) in self.sessions.take_running() {
             self.end_turn_north(&r.north, &turn, crate::bridge::shutting_down::SHUTTING_DOWN);
             if let Some(chat) = &r.up_chat {
-                let cancel = StateAction::ChatTurnCancelled(ChatTurnCancelledAction {
-                    turn_id: turn,
-                    duration: 0,
-                    meta: None,
-                });
                 // Sent now, not queued: the link goes next.
-                self.send_up(chat, cancel).await;
+                self.send_up(chat, cancelled(turn)).await;
             }
         }
     }
@@ -496,6 +481,15 @@ impl Relay {
     fn queue_up(&self, channel: String, action: StateAction) {
         let _ = self.outbound.send((channel, action));
     }
+}
+
+/// The bridge cancelling `turn_id` on the host.
+fn cancelled(turn_id: String) -> StateAction {
+    StateAction::ChatTurnCancelled(ChatTurnCancelledAction {
+        turn_id,
+        duration: 0,
+        meta: None,
+    })
 }
 
 /// Sends what [`Relay::queue_up`] queued, one at a time, until the relay goes.
