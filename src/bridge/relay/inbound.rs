@@ -49,15 +49,34 @@ fn echo(relay: &Relay, r: &Relayed, env: &ActionEnvelope) {
         return;
     };
     if let StateAction::ChatTurnStarted(a) = &env.action {
-        relay.sessions.with(&r.north, |r| r.turn = None);
-        relay.end_turn_north(&r.north, &a.turn_id, why);
+        let refused = |r: &mut Relayed| r.turn.take_if(|t| t.up_id == a.turn_id);
+        let Some(turn) = relay.sessions.with(&r.north, refused).flatten() else {
+            return;
+        };
+        relay.end_turn_north(&r.north, &turn.id, why);
     } else {
         crate::telemetry::metrics().runtime_mismatch("agent_host_rejection");
         info!(session = %r.north, "the agent host refused an action of the bridge: {why}");
     }
 }
 
-async fn chat_action(relay: &Arc<Relay>, r: &Relayed, action: StateAction) {
+async fn chat_action(relay: &Arc<Relay>, r: &Relayed, mut action: StateAction) {
+    if let StateAction::ChatError(e) = &action {
+        if relay.send_again_if_cancelling(r, e) {
+            return;
+        }
+    }
+    if let Some(t) = &r.turn {
+        if !t.spoke {
+            relay.sessions.spoke(&r.north, &t.id);
+        }
+        // A turn sent again has another id upstream: its clients' id here.
+        if t.up_id != t.id {
+            if let Some(id) = turn_id(&mut action).filter(|id| **id == t.up_id) {
+                id.clone_from(&t.id);
+            }
+        }
+    }
     let ended = matches!(
         action,
         StateAction::ChatTurnComplete(_)
@@ -157,13 +176,17 @@ fn session_action(relay: &Relay, r: &Relayed, action: StateAction) {
                     if r.denied.contains(call) {
                         return;
                     }
+                    north_turn_id(r, &mut q.turn_id);
                     (&mut q.id, &mut q.chat)
                 }
                 SessionInputRequest::ChatInput(q) => {
                     relay.sessions.set_waiting(&r.north, true);
                     (&mut q.id, &mut q.chat)
                 }
-                SessionInputRequest::ToolClientExecution(q) => (&mut q.id, &mut q.chat),
+                SessionInputRequest::ToolClientExecution(q) => {
+                    north_turn_id(r, &mut q.turn_id);
+                    (&mut q.id, &mut q.chat)
+                }
                 _ => return,
             };
             *id = rename(id);
@@ -178,4 +201,37 @@ fn session_action(relay: &Relay, r: &Relayed, action: StateAction) {
         _ => return,
     };
     relay.send_north(&r.north, action);
+}
+
+/// `id`, the host's id of `r`'s running turn, as the bridge's clients know it.
+fn north_turn_id(r: &Relayed, id: &mut String) {
+    if let Some(t) = r.turn.as_ref().filter(|t| *id == t.up_id) {
+        id.clone_from(&t.id);
+    }
+}
+
+/// The turn a chat action is about.
+fn turn_id(action: &mut StateAction) -> Option<&mut String> {
+    use StateAction as A;
+    Some(match action {
+        A::ChatTurnStarted(a) => &mut a.turn_id,
+        A::ChatDelta(a) => &mut a.turn_id,
+        A::ChatResponsePart(a) => &mut a.turn_id,
+        A::ChatToolCallStart(a) => &mut a.turn_id,
+        A::ChatToolCallDelta(a) => &mut a.turn_id,
+        A::ChatToolCallReady(a) => &mut a.turn_id,
+        A::ChatToolCallConfirmed(a) => &mut a.turn_id,
+        A::ChatToolCallComplete(a) => &mut a.turn_id,
+        A::ChatToolCallResultConfirmed(a) => &mut a.turn_id,
+        A::ChatToolCallContentChanged(a) => &mut a.turn_id,
+        A::ChatToolCallAuthRequired(a) => &mut a.turn_id,
+        A::ChatToolCallAuthResolved(a) => &mut a.turn_id,
+        A::ChatTurnComplete(a) => &mut a.turn_id,
+        A::ChatTurnCancelled(a) => &mut a.turn_id,
+        A::ChatError(a) => &mut a.turn_id,
+        A::ChatTurnResume(a) => &mut a.turn_id,
+        A::ChatUsage(a) => &mut a.turn_id,
+        A::ChatReasoning(a) => &mut a.turn_id,
+        _ => return None,
+    })
 }

@@ -52,7 +52,7 @@ impl Supervisor {
                 return;
             }
             for (r, turn) in relay.sessions.take_running() {
-                relay.end_turn_north(&r.north, &turn, LINK_LOST);
+                relay.end_turn_north(&r.north, &turn.id, LINK_LOST);
             }
             warn!("the link to the agent host was lost; linking again");
             let mut wait = BACKOFF_FIRST;

@@ -15,6 +15,7 @@ mod sessions;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
 
 use ahp::Client;
 use ahp_types::actions::{
@@ -25,7 +26,7 @@ use ahp_types::state::{ErrorInfo, ErrorResponsePart, ToolCallConfirmationReason}
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use self::sessions::{RelaySessions, Turn};
+use self::sessions::{RelaySessions, Relayed, Turn};
 use crate::ahp::backend::{Backend, ClientPhase, Dispatcher};
 use crate::ahp::host::Host;
 use crate::ahp::protocol::uri::{chat_uri_of, file_uri_of};
@@ -44,6 +45,10 @@ pub use sections::OperatorSection;
 /// What a turn in flight ends with when the link to the host is lost.
 pub const LINK_LOST: &str =
     "the agent host connection was lost during the turn; send the message again";
+
+/// How long after the bridge cancels a turn the host may still refuse the
+/// next as "still being cancelled" (observed: tens of milliseconds).
+const CANCEL_SETTLE: Duration = Duration::from_secs(5);
 
 /// What a turn on a session the host does not have ends with.
 const NOT_LINKED: &str = "the session is not linked to the agent host";
@@ -259,7 +264,7 @@ impl Relay {
 
     fn start_turn(&self, north: &str, turn_id: String, text: String, by: Option<Dispatcher>) {
         let mapped = self.sessions.with(north, |r| {
-            r.turn = Some(Turn::new(turn_id.clone(), by));
+            r.turn = Some(Turn::new(turn_id.clone(), text.clone(), by));
             r.up_chat.clone()
         });
         let started = user_turn_started(turn_id.clone(), text);
@@ -341,17 +346,51 @@ impl Relay {
 
     /// Tells the host to cancel `turn` of `north`'s chat.
     fn cancel_upstream(&self, north: &str, turn_id: String) {
-        let Some(chat) = self.sessions.with(north, |r| r.up_chat.clone()).flatten() else {
-            return;
-        };
+        let chat = self.sessions.with(north, |r| {
+            r.cancelled_at = Some(Instant::now());
+            r.up_chat.clone()
+        });
+        let Some(Some(chat)) = chat else { return };
         self.queue_up(chat, cancelled(turn_id));
+    }
+
+    /// The host refuses a turn sent while it still finishes cancelling the
+    /// one before (a `sendFailed` error before any word about the turn; it
+    /// says nothing when a cancel is done, and its chat reads idle at
+    /// once). Within [`CANCEL_SETTLE`] of the bridge's cancel the turn is
+    /// sent again after a pause that doubles, instead of ending: `true`
+    /// when it will be.
+    fn send_again_if_cancelling(&self, r: &Relayed, error: &ChatErrorAction) -> bool {
+        let (Some(turn), Some(at)) = (&r.turn, r.cancelled_at) else {
+            return false;
+        };
+        if turn.up_id != error.turn_id
+            || turn.spoke
+            || error.part.error.error_type != "sendFailed"
+            || at.elapsed() > CANCEL_SETTLE
+        {
+            return false;
+        }
+        let (Some(me), Some(chat)) = (self.me.upgrade(), r.up_chat.clone()) else {
+            return false;
+        };
+        let pause = Duration::from_millis(50) * 2u32.pow(turn.resent.min(5));
+        let (north, id, text) = (r.north.clone(), turn.id.clone(), turn.text.clone());
+        info!(session = %north, turn = %id, "the agent host was still cancelling the turn before; the turn is sent again");
+        tokio::spawn(async move {
+            tokio::time::sleep(pause).await;
+            if let Some(up_id) = me.sessions.resend(&north, &id) {
+                me.queue_up(chat, user_turn_started(up_id, text));
+            }
+        });
+        true
     }
 
     /// The upstream chat and running turn of `north`, for an action about it.
     fn turn_of(&self, north: &str) -> Option<(String, String)> {
         self.sessions
             .with(north, |r| {
-                Some((r.up_chat.clone()?, r.turn.as_ref()?.id.clone()))
+                Some((r.up_chat.clone()?, r.turn.as_ref()?.up_id.clone()))
             })
             .flatten()
     }
@@ -365,9 +404,9 @@ impl Relay {
         for (r, turn) in self.sessions.take_silent(limit) {
             let shown = humantime::format_duration(limit);
             let why = format!("the agent host sent nothing for {shown} ([runtime] turn_inactivity_timeout); the turn is stopped");
-            warn!(session = %r.north, turn = %turn, "{why}");
-            self.end_turn_north(&r.north, &turn, &why);
-            self.cancel_upstream(&r.north, turn);
+            warn!(session = %r.north, turn = %turn.id, "{why}");
+            self.end_turn_north(&r.north, &turn.id, &why);
+            self.cancel_upstream(&r.north, turn.up_id);
         }
     }
 
@@ -375,10 +414,14 @@ impl Relay {
     /// the host to cancel it.
     pub async fn end_turns_for_shutdown(&self) {
         for (r, turn) in self.sessions.take_running() {
-            self.end_turn_north(&r.north, &turn, crate::bridge::shutting_down::SHUTTING_DOWN);
+            self.end_turn_north(
+                &r.north,
+                &turn.id,
+                crate::bridge::shutting_down::SHUTTING_DOWN,
+            );
             if let Some(chat) = &r.up_chat {
                 // Sent now, not queued: the link goes next.
-                self.send_up(chat, cancelled(turn)).await;
+                self.send_up(chat, cancelled(turn.up_id)).await;
             }
         }
     }
@@ -436,7 +479,7 @@ impl Backend for Relay {
                 let Some(turn) = self.sessions.with(session, |r| r.turn.take()).flatten() else {
                     return;
                 };
-                self.cancel_upstream(session, turn.id);
+                self.cancel_upstream(session, turn.up_id);
             }
             ClientPhase::ToolCallConfirmed {
                 tool_call_id,

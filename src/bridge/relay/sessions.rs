@@ -23,14 +23,27 @@ pub(super) struct Relayed {
     /// Tool calls the policy denied: the host's later actions about them
     /// pass, but not the pending confirmation.
     pub denied: HashSet<String>,
+    /// When the bridge last told the host to cancel a turn of the chat.
+    pub cancelled_at: Option<Instant>,
 }
 
 /// A turn the host runs for a relayed session.
 #[derive(Debug, Clone)]
 pub(super) struct Turn {
+    /// The id the bridge's clients chose.
     pub id: String,
+    /// The id it has upstream: the same, unless the turn was sent again
+    /// (the host refuses an id its history has).
+    pub up_id: String,
+    /// The message, kept to send the turn again when the host refused it
+    /// while still cancelling the turn before.
+    pub text: String,
     /// Who started it (the subject the permission policy asks about).
     pub by: Option<Dispatcher>,
+    /// Whether the host has said anything about it yet.
+    pub spoke: bool,
+    /// How many times it was sent again.
+    pub resent: u32,
     /// When the host last said something about it.
     heard: Instant,
     /// Whether it waits on a client (a confirmation, an answer): that
@@ -39,10 +52,14 @@ pub(super) struct Turn {
 }
 
 impl Turn {
-    pub(super) fn new(id: String, by: Option<Dispatcher>) -> Self {
+    pub(super) fn new(id: String, text: String, by: Option<Dispatcher>) -> Self {
         Self {
+            up_id: id.clone(),
             id,
+            text,
             by,
+            spoke: false,
+            resent: 0,
             heard: Instant::now(),
             waiting: false,
         }
@@ -88,6 +105,7 @@ impl RelaySessions {
                 up_chat: None,
                 turn: None,
                 denied: HashSet::new(),
+                cancelled_at: None,
             },
         );
     }
@@ -130,6 +148,27 @@ impl RelaySessions {
         Some((r.clone(), side))
     }
 
+    /// The host said something of its own about `north`'s turn `id`.
+    pub(super) fn spoke(&self, north: &str, id: &str) {
+        self.with(north, |r| {
+            if let Some(t) = r.turn.as_mut().filter(|t| t.id == id) {
+                t.spoke = true;
+            }
+        });
+    }
+
+    /// `north`'s turn `id`, to be sent again: its new upstream id, unless
+    /// it is over.
+    pub(super) fn resend(&self, north: &str, id: &str) -> Option<String> {
+        self.with(north, |r| {
+            let t = r.turn.as_mut().filter(|t| t.id == id)?;
+            t.resent += 1;
+            t.up_id = format!("{id}.resent-{}", t.resent);
+            Some(t.up_id.clone())
+        })
+        .flatten()
+    }
+
     /// Whether `north`'s running turn waits on a client now.
     pub(super) fn set_waiting(&self, north: &str, waiting: bool) {
         self.with(north, |r| {
@@ -142,7 +181,7 @@ impl RelaySessions {
 
     /// Takes every turn the host has said nothing about for `limit` while
     /// it waited on no client.
-    pub(super) fn take_silent(&self, limit: Duration) -> Vec<(Relayed, String)> {
+    pub(super) fn take_silent(&self, limit: Duration) -> Vec<(Relayed, Turn)> {
         let mut m = self.lock();
         m.by_north
             .values_mut()
@@ -153,7 +192,7 @@ impl RelaySessions {
             })
             .filter_map(|r| {
                 let t = r.turn.take()?;
-                Some((r.clone(), t.id))
+                Some((r.clone(), t))
             })
             .collect()
     }
@@ -169,15 +208,15 @@ impl RelaySessions {
     }
 
     /// Ends every running turn; the sessions whose turn it was, with the
-    /// turn's id (the link to the host was lost under them).
-    pub(super) fn take_running(&self) -> Vec<(Relayed, String)> {
+    /// turn (the link to the host was lost under them).
+    pub(super) fn take_running(&self) -> Vec<(Relayed, Turn)> {
         let mut m = self.lock();
         m.by_north
             .values_mut()
             .filter_map(|r| {
                 let t = r.turn.take()?;
                 r.denied.clear();
-                Some((r.clone(), t.id))
+                Some((r.clone(), t))
             })
             .collect()
     }
@@ -203,7 +242,9 @@ mod tests {
         // A new snapshot names another chat: the old one leads nowhere.
         s.set_up_chat("n:/1", "ahp-chat:/c2");
         assert!(s.of_up("ahp-chat:/c1").is_none());
-        s.with("n:/1", |r| r.turn = Some(Turn::new("t1".into(), None)));
+        s.with("n:/1", |r| {
+            r.turn = Some(Turn::new("t1".into(), String::new(), None))
+        });
         assert!(
             s.take_silent(Duration::from_secs(60)).is_empty(),
             "just heard"
@@ -216,10 +257,18 @@ mod tests {
         s.set_waiting("n:/1", false);
         let running = s.take_running();
         assert_eq!(running.len(), 1);
-        assert_eq!(running[0].1, "t1");
+        assert_eq!(running[0].1.id, "t1");
         assert!(s.take_running().is_empty());
-        s.with("n:/1", |r| r.turn = Some(Turn::new("t2".into(), None)));
-        assert_eq!(s.take_silent(Duration::ZERO)[0].1, "t2");
+        s.with("n:/1", |r| {
+            r.turn = Some(Turn::new("t2".into(), String::new(), None))
+        });
+        assert_eq!(s.resend("n:/1", "t2").as_deref(), Some("t2.resent-1"));
+        assert_eq!(s.resend("n:/1", "t1"), None, "not the running turn");
+        let silent = s.take_silent(Duration::ZERO);
+        assert_eq!(
+            (silent[0].1.id.as_str(), silent[0].1.up_id.as_str()),
+            ("t2", "t2.resent-1")
+        );
         assert!(s.remove("n:/1").is_some());
         assert!(s.of_up("copilot:/u1").is_none() && s.of_up("ahp-chat:/c2").is_none());
         assert_eq!(s.len(), 0);
