@@ -60,6 +60,59 @@ async fn a_shell_command_asks_the_client_and_runs_once_confirmed() {
     assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "relayed");
 }
 
+/// `[policy] auto_approve_read_only`: the host asks about a read outside
+/// the workspace (it marks it `readOnly: false`); the bridge approves it,
+/// the client never sees it pending, and the model reads the file. A write
+/// still asks the client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_command_is_approved_by_the_policy_and_a_write_still_asks() {
+    let st = start_agent_host_stack(|c| c.policy.auto_approve_read_only = true).await;
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/relay-7", None).await;
+    let outside = tempfile::tempdir().unwrap();
+    let file = outside.path().join("notes.txt");
+    std::fs::write(&file, "READ-OUTSIDE-THE-WORKSPACE").unwrap();
+    st.model.push(Reply::ToolCall {
+        name: "bash".into(),
+        arguments: json!({"command": format!("cat {}", file.display()), "description": "read the notes"}),
+    });
+    st.model.push(Reply::Text("Read.".into()));
+    let mut sub = start_turn(&c, "relay-7", "t-1", "read the notes").await;
+    let confirmed = wait_action(&mut sub, |a| match a {
+        StateAction::ChatToolCallReady(r) => Some(r.confirmed.clone()),
+        _ => None,
+    })
+    .await;
+    assert_eq!(
+        confirmed,
+        Some(ahp_types::state::ToolCallConfirmationReason::Setting),
+        "approved by the policy, never pending"
+    );
+    let end = wait_turn_end(&mut sub, "t-1").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    let asked = st.model.requests().last().unwrap().to_string();
+    assert!(asked.contains("READ-OUTSIDE-THE-WORKSPACE"), "{asked}");
+    // A write is not a read: the client is asked.
+    let written = st.dir.path().join("w.txt");
+    st.model.push(Reply::ToolCall {
+        name: "bash".into(),
+        arguments: json!({"command": format!("echo w > {}", written.display()), "description": "write"}),
+    });
+    st.model.push(Reply::Text("Wrote.".into()));
+    let mut sub = start_turn(&c, "relay-7", "t-2", "write it").await;
+    let call = wait_action(&mut sub, |a| match a {
+        StateAction::ChatToolCallReady(r) if r.turn_id == "t-2" => {
+            Some((r.confirmed.clone(), r.tool_call_id.clone()))
+        }
+        _ => None,
+    })
+    .await;
+    assert_eq!(call.0, None, "a write waits on the client");
+    let chat = chat_of("ahp-session:/relay-7");
+    dispatch_raw(&c, &chat, 2, json!({"type": "chat/toolCallConfirmed", "turnId": "t-2", "toolCallId": call.1, "approved": true, "confirmed": "user-action"})).await;
+    assert_eq!(wait_turn_end(&mut sub, "t-2").await.kind, "complete");
+}
+
 const PERMISSION: &str = r#"
 package ahp.permission
 

@@ -96,7 +96,7 @@ async fn chat_action(relay: &Arc<Relay>, r: &Relayed, mut action: StateAction) {
     if ended {
         relay.sessions.with(&r.north, |r| {
             r.turn = None;
-            r.denied.clear();
+            r.decided.clear();
         });
         relay.start_queued_if_idle(&r.north);
     }
@@ -105,7 +105,9 @@ async fn chat_action(relay: &Arc<Relay>, r: &Relayed, mut action: StateAction) {
 /// A tool call waiting on a confirmation: the policy decides before any
 /// client sees it. Refused, the host is told no (its call ends failed, as
 /// a client's no ends it) and the clients see it confirmed by the setting,
-/// never pending; allowed, it goes to the clients to confirm.
+/// never pending; allowed and only reading under `[policy]
+/// auto_approve_read_only`, the host is told yes, and the clients see the
+/// same; allowed otherwise, it goes to the clients to confirm.
 async fn decide(
     relay: &Arc<Relay>,
     r: &Relayed,
@@ -130,36 +132,44 @@ async fn decide(
         .map(|d| d.client_id.clone());
     let refusal =
         crate::bridge::permission::refusal(&host, &r.north, starter.as_deref(), &request, &kind);
-    let Some(refused) = refusal else {
-        // To the clients, whose answer the turn now waits on.
-        relay.sessions.set_waiting(&r.north, true);
-        return Some(StateAction::ChatToolCallReady(ready));
+    let (approved, why) = match refusal {
+        Some(refused) => (false, format!("Denied by policy: {refused}")),
+        None if relay.settings.policy.current().auto_approves_read_only()
+            && crate::policy::read_only::only_reads(&request) =>
+        {
+            (true, "Approved by policy: it only reads".to_owned())
+        }
+        None => {
+            // To the clients, whose answer the turn now waits on.
+            relay.sessions.set_waiting(&r.north, true);
+            return Some(StateAction::ChatToolCallReady(ready));
+        }
     };
-    debug!(session = %r.north, tool_call = %ready.tool_call_id, "the policy refused a tool call");
+    debug!(session = %r.north, tool_call = %ready.tool_call_id, approved, "the policy decided a tool call");
     relay
         .sessions
-        .with(&r.north, |r| r.denied.insert(ready.tool_call_id.clone()));
-    let no = StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
+        .with(&r.north, |r| r.decided.insert(ready.tool_call_id.clone()));
+    let answer = StateAction::ChatToolCallConfirmed(ChatToolCallConfirmedAction {
         turn_id: ready.turn_id.clone(),
         tool_call_id: ready.tool_call_id.clone(),
         meta: None,
-        approved: false,
+        approved,
         confirmed: Some(ToolCallConfirmationReason::Setting),
         reason: None,
         edited_tool_input: None,
         user_suggestion: None,
-        reason_message: Some(format!("Denied by policy: {refused}").into()),
+        reason_message: Some(why.into()),
         selected_option_id: None,
     });
     if let Some(chat) = &r.up_chat {
-        relay.send_up(chat, no).await;
+        relay.send_up(chat, answer).await;
     }
     ready.confirmed = Some(ToolCallConfirmationReason::Setting);
     Some(StateAction::ChatToolCallReady(ready))
 }
 
 /// A session action of the host: its input requests pass (their chat
-/// renamed; none for a call the policy denied), and its title; the rest is
+/// renamed; none for a call the policy decided), and its title; the rest is
 /// the host's own bookkeeping.
 fn session_action(relay: &Relay, r: &Relayed, action: StateAction) {
     let Some(up_chat) = &r.up_chat else { return };
@@ -173,7 +183,7 @@ fn session_action(relay: &Relay, r: &Relayed, action: StateAction) {
                         ToolCallConfirmationState::PendingResultConfirmation(c) => &c.tool_call_id,
                         ToolCallConfirmationState::Unknown(_) => return,
                     };
-                    if r.denied.contains(call) {
+                    if r.decided.contains(call) {
                         return;
                     }
                     north_turn_id(r, &mut q.turn_id);

@@ -1,7 +1,7 @@
 //! The relay's map between the bridge's sessions and the host's: each
 //! north session's upstream session (a `copilot:/<uuid>` the bridge chose,
 //! never derived from the client's URI), both default chats, the turn that
-//! runs, and the tool calls the policy denied (whose echoes the clients
+//! runs, and the tool calls the policy decided (whose echoes the clients
 //! must not see). Small per session: URIs, one turn, a few ids.
 
 use std::collections::{HashMap, HashSet};
@@ -20,9 +20,9 @@ pub(super) struct Relayed {
     pub up_chat: Option<String>,
     /// The running turn.
     pub turn: Option<Turn>,
-    /// Tool calls the policy denied: the host's later actions about them
+    /// Tool calls the policy decided: the host's later actions about them
     /// pass, but not the pending confirmation.
-    pub denied: HashSet<String>,
+    pub decided: HashSet<String>,
     /// When the bridge last told the host to cancel a turn of the chat.
     pub cancelled_at: Option<Instant>,
 }
@@ -104,7 +104,7 @@ impl RelaySessions {
                 up: up.to_owned(),
                 up_chat: None,
                 turn: None,
-                denied: HashSet::new(),
+                decided: HashSet::new(),
                 cancelled_at: None,
             },
         );
@@ -215,7 +215,7 @@ impl RelaySessions {
             .values_mut()
             .filter_map(|r| {
                 let t = r.turn.take()?;
-                r.denied.clear();
+                r.decided.clear();
                 Some((r.clone(), t))
             })
             .collect()

@@ -29,6 +29,10 @@ pub struct PolicyConfig {
     pub customizations: CustomizationPolicy,
     /// `[policy.rego]`: the operator's Rego modules, beside the rules above.
     pub rego: Option<RegoConfig>,
+    /// In front of the runtime's AHP host: a permission request that only
+    /// reads (`policy::read_only`) and that the policy allows is approved
+    /// by the bridge without asking a client.
+    pub auto_approve_read_only: bool,
 }
 
 impl Default for PolicyConfig {
@@ -42,6 +46,7 @@ impl Default for PolicyConfig {
             sections: BTreeMap::new(),
             customizations: CustomizationPolicy::default(),
             rego: None,
+            auto_approve_read_only: false,
         }
     }
 }

@@ -95,6 +95,12 @@ impl Config {
                     "is read only with runtime.protocol = \"ahp\"",
                 ));
             }
+            if self.policy.auto_approve_read_only {
+                return Err(bad(
+                    "policy.auto_approve_read_only",
+                    "applies in front of the runtime's AHP host (runtime.protocol = \"ahp\")",
+                ));
+            }
             return Ok(());
         }
         match (&ahp.github_token_file, &ahp.github_token_env) {
@@ -264,6 +270,7 @@ mod tests {
             ("[runtime]\nprotocol = \"ahp\"\n", "runtime.ahp"),
             (&format!("{AHP}github_token_file = \"/t\"\n"), "runtime.ahp"),
             ("[runtime.ahp]\ngithub_token_env = \"X\"\n", "runtime.ahp"),
+            ("[policy]\nauto_approve_read_only = true\n", "policy.auto_approve_read_only"),
             (&format!("{conn}\"ws://10.0.0.1:1\"\n[runtime.ahp]\ngithub_token_env = \"X\"\n"), "runtime.connect"),
             (&format!("{conn}\"127.0.0.1:1\"\n[runtime.ahp]\ngithub_token_env = \"X\"\n"), "runtime.connect"),
             (&format!("{conn}\"ws://127.0.0.1:1/?tkn=abc\"\n[runtime.ahp]\ngithub_token_env = \"X\"\n"), "runtime.connect"),

@@ -13,6 +13,7 @@
 
 pub mod addition;
 pub mod governor;
+pub mod read_only;
 pub mod redact;
 pub mod rego;
 pub mod rules;
@@ -51,6 +52,8 @@ pub struct Policy {
     max_response_bytes: usize,
     /// The operator's Rego modules (`[policy.rego]`), compiled.
     rego: Option<Arc<Rego>>,
+    /// `[policy] auto_approve_read_only`.
+    auto_approve_read_only: bool,
     document: Value,
     sha256: String,
 }
@@ -95,6 +98,7 @@ impl Policy {
             timeout: p.transform_timeout,
             max_sections: p.max_sections,
             max_response_bytes: p.max_response_bytes,
+            auto_approve_read_only: p.auto_approve_read_only,
             ..Self::default()
         };
         let mut sections = Map::new();
@@ -133,6 +137,10 @@ impl Policy {
             "sections": sections,
             "transformPrincipals": principals,
         });
+        // Only when on: a policy without it hashes as before.
+        if p.auto_approve_read_only {
+            out.document["autoApproveReadOnly"] = json!(true);
+        }
         // Only with [policy.rego]: a policy without one hashes as before.
         if let Some(r) = &out.rego {
             out.document["rego"] = json!({
@@ -178,6 +186,12 @@ impl Policy {
     /// The one deadline of a runtime transform request.
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// Whether a permission request that only reads, and that the policy
+    /// allows, is approved without asking a client.
+    pub fn auto_approves_read_only(&self) -> bool {
+        self.auto_approve_read_only
     }
 
     /// The most sections one answer may hold.
