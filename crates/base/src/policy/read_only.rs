@@ -10,11 +10,13 @@ use serde_json::Value;
 
 /// Commands that only read, whatever their arguments (but `find`'s and
 /// `git`'s, checked below).
+/// Left out on purpose: those that can write or run something given an
+/// option or a second operand (`sort -o`, `uniq IN OUT`, `tree -o`, `file
+/// -C`, `rg --pre`, `less`'s `!`, `date -s`).
 const READERS: &[&str] = &[
-    "cat", "head", "tail", "less", "more", "ls", "wc", "stat", "file", "grep", "egrep", "fgrep",
-    "rg", "pwd", "which", "du", "df", "tree", "diff", "cmp", "basename", "dirname", "realpath",
-    "readlink", "sort", "uniq", "cut", "nl", "echo", "printf", "true", "date", "whoami", "id",
-    "uname", "find", "git",
+    "cat", "head", "tail", "ls", "wc", "stat", "grep", "egrep", "fgrep", "pwd", "which", "du",
+    "df", "diff", "cmp", "basename", "dirname", "realpath", "readlink", "cut", "nl", "echo",
+    "printf", "true", "whoami", "id", "uname", "find", "git",
 ];
 
 /// `git` subcommands that only read.
@@ -82,12 +84,25 @@ fn segment_reads(segment: &Value) -> bool {
 }
 
 /// The subcommand of `git` with `args`, past its global options (`-C
-/// <dir>` and `-c <name=value>` take a word each).
+/// <dir>` takes a word); `None` when an option could make it write or run
+/// something (`-c` sets any config, `core.fsmonitor` included; `--output`
+/// writes a file; `--exec-path` and `--ext-diff` run programs).
 fn git_subcommand<'a>(args: &[&'a str]) -> Option<&'a str> {
+    let risky = [
+        "-c",
+        "--config-env",
+        "--output",
+        "--exec-path",
+        "--ext-diff",
+        "--textconv",
+    ];
+    if args.iter().any(|w| risky.iter().any(|r| w.starts_with(r))) {
+        return None;
+    }
     let mut words = args.iter();
     while let Some(w) = words.next() {
         match *w {
-            "-C" | "-c" => {
+            "-C" => {
                 words.next();
             }
             w if w.starts_with('-') => {}
@@ -131,6 +146,10 @@ mod tests {
             &["rm -rf /"][..],
             &["echo x > f"],
             &["git push"],
+            &["git -c core.fsmonitor=x status"],
+            &["git diff --output=f"],
+            &["sort -o f a"],
+            &["uniq a b"],
             &["git -C /r commit -m x"],
             &["find / -delete"],
             &["find . -exec rm {} ;"],
