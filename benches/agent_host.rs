@@ -16,6 +16,15 @@
 //! with a GitHub fake. The client is the official Rust one over `ahp-ws`
 //! for both.
 //!
+//! The floor of any proxy is measured beside them: the direct client
+//! again, through HAProxy in TCP mode (Debian's haproxy, a process of its
+//! own as the bridge is), which adds the hop and nothing else. Without
+//! haproxy on the PATH that side is left out. The bridge's own work on the
+//! turns is reported as its CPU time, and under `AHP_BENCH_WRAP="valgrind
+//! --tool=callgrind --callgrind-out-file=F"` counted in instructions: the
+//! counts are dumped before the turns and after them, so the second dump
+//! holds only theirs.
+//!
 //! Run: cargo bench --bench agent_host [-- TURNS [CREATES [SESSIONS]]]
 
 #[path = "../tests/support/mod.rs"]
@@ -168,16 +177,63 @@ async fn host(model: &ScriptedModel, github: &GitHubFake, dir: &std::path::Path)
         .expect("the host starts")
 }
 
-/// A client of `host`, authenticated as the bridge would.
-async fn direct(host: &AhpHostProcess) -> Side {
-    let url = format!("{}?tkn={}", host.url, host.token.0);
+/// HAProxy in TCP mode in front of `host`, on a port of its own: the hop
+/// of a proxy that reads nothing. `None` without haproxy on the PATH.
+fn tcp_proxy(
+    host: &AhpHostProcess,
+    dir: &std::path::Path,
+) -> Option<(std::process::Child, String)> {
+    let upstream = host.url.trim_start_matches("ws://").trim_end_matches('/');
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let cfg = dir.join("haproxy.cfg");
+    std::fs::write(
+        &cfg,
+        format!(
+            "defaults\n  mode tcp\n  timeout connect 5s\n  timeout client 1h\n  timeout server 1h\n\
+             listen hop\n  bind 127.0.0.1:{port}\n  server host {upstream}\n"
+        ),
+    )
+    .unwrap();
+    let child = std::process::Command::new("haproxy")
+        .args(["-db", "-f"])
+        .arg(&cfg)
+        .spawn()
+        .ok()?;
+    let until = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < until, "haproxy does not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some((child, format!("ws://127.0.0.1:{port}/")))
+}
+
+/// Under callgrind, dumps the bridge's counts so far as `label`.
+fn callgrind_dump(bridge: &BridgeProcess, label: &str) {
+    if !std::env::var("AHP_BENCH_WRAP").is_ok_and(|w| w.contains("callgrind")) {
+        return;
+    }
+    let ok = std::process::Command::new("callgrind_control")
+        .args(["--dump", label, &bridge.pid().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "callgrind_control --dump {label}");
+}
+
+/// A client of the host at `url` (the host's own, or a hop in front of
+/// it), authenticated as the bridge would.
+async fn client_of(url: &str, host: &AhpHostProcess, name: &'static str) -> Side {
+    let url = format!("{url}?tkn={}", host.token.0);
     let t = ahp_ws::WebSocketTransport::connect(&url).await.unwrap();
     let client = Client::connect(t, ClientConfig::default()).await.unwrap();
     let events = client.events();
     let init: Value = client
         .request(
             "initialize",
-            json!({"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": "bench-direct",
+            json!({"channel": "ahp-root://", "protocolVersions": ["1.0.0"], "clientId": name,
                    "initialSubscriptions": ["ahp-root://"]}),
         )
         .await
@@ -222,7 +278,7 @@ async fn direct(host: &AhpHostProcess) -> Side {
         .await
         .expect("the direct host takes the token");
     Side {
-        name: "direct",
+        name,
         client,
         events,
         bridged: false,
@@ -253,7 +309,12 @@ async fn main() {
         events,
         bridged: true,
     };
-    let mut direct = direct(&host).await;
+    let mut direct = client_of(&host.url, &host, "direct").await;
+    let hop = tcp_proxy(&host, dir.path());
+    let mut proxied = match &hop {
+        Some((_, url)) => Some(client_of(url, &host, "tcp-proxied").await),
+        None => None,
+    };
 
     // Session creation, interleaved (after one each, not counted).
     let chat_d = direct.create().await;
@@ -273,24 +334,43 @@ async fn main() {
     // A later turn: the first turn of each session is not counted.
     direct.turn(&chat_d, &model).await;
     bridged.turn(&chat_b, &model).await;
-    let (mut turn_d, mut turn_b) = (Vec::new(), Vec::new());
+    let chat_p = match proxied.as_mut() {
+        Some(p) => {
+            let chat = p.create().await;
+            p.turn(&chat, &model).await;
+            Some(chat)
+        }
+        None => None,
+    };
+    callgrind_dump(&bridge, "before-turns");
+    let cpu_before = bridge.cpu_time();
+    let (mut turn_d, mut turn_b, mut turn_p) = (Vec::new(), Vec::new(), Vec::new());
     let (mut host_d, mut host_b) = (Vec::new(), Vec::new());
-    // Which side goes first alternates: the host's work after a turn
+    // Which side goes first rotates: the host's work after a turn
     // (saving, titles) lands on whichever turn follows it.
     for i in 0..turns {
-        for side in [i % 2, 1 - i % 2] {
-            let (at_client, at_host) = match side {
-                0 => direct.turn(&chat_d, &model).await,
-                _ => bridged.turn(&chat_b, &model).await,
-            };
-            let (c, h) = match side {
-                0 => (&mut turn_d, &mut host_d),
-                _ => (&mut turn_b, &mut host_b),
-            };
-            c.push(at_client);
-            h.push(at_host);
+        for k in 0..3 {
+            match (i + k) % 3 {
+                0 => {
+                    let (c, h) = direct.turn(&chat_d, &model).await;
+                    turn_d.push(c);
+                    host_d.push(h);
+                }
+                1 => {
+                    let (c, h) = bridged.turn(&chat_b, &model).await;
+                    turn_b.push(c);
+                    host_b.push(h);
+                }
+                _ => {
+                    if let (Some(p), Some(chat)) = (proxied.as_mut(), &chat_p) {
+                        turn_p.push(p.turn(chat, &model).await.0);
+                    }
+                }
+            }
         }
     }
+    let cpu = bridge.cpu_time().saturating_sub(cpu_before);
+    callgrind_dump(&bridge, "turns");
     let report = |what: &str, d: &mut [Duration], b: &mut [Duration]| {
         let (d50, d99, b50, b99) = (pct(d, 0.5), pct(d, 0.99), pct(b, 0.5), pct(b, 0.99));
         println!(
@@ -306,10 +386,23 @@ async fn main() {
     println!("{creates} creations and {turns} later turns each, interleaved");
     report("session creation", &mut create_d, &mut create_b);
     report("later turn", &mut turn_d, &mut turn_b);
+    if !turn_p.is_empty() {
+        let mut d = turn_d.clone();
+        report(
+            "  direct against the same client through HAProxy (tcp), as \"bridged\"",
+            &mut d,
+            &mut turn_p,
+        );
+    }
     report(
         "  the same turns as the host timed them",
         &mut host_d,
         &mut host_b,
+    );
+    println!(
+        "  the bridge's CPU time over the turns: {} ms, {:.2} ms a bridged turn",
+        cpu.as_millis(),
+        cpu.as_secs_f64() * 1000.0 / turns as f64
     );
 
     // Memory per session on the bridge.
@@ -324,4 +417,8 @@ async fn main() {
         before as f64 / 1048576.0,
         after as f64 / 1048576.0
     );
+    if let Some((mut child, _)) = hop {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
 }

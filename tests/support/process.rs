@@ -324,6 +324,22 @@ impl BridgeProcess {
             .collect()
     }
 
+    /// The bridge's pid (a profiler's, when one wraps it).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The CPU time the bridge process has used so far, user and system
+    /// (`/proc/PID/stat`, in clock ticks of 10 ms).
+    pub fn cpu_time(&self) -> Duration {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
+        // The fields after the command's name, which may hold spaces.
+        let rest = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = rest.split(' ').collect();
+        let ticks: u64 = f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+        Duration::from_millis(ticks * 10)
+    }
+
     /// Resident memory of the bridge process (not the runtime it spawned).
     pub fn rss_bytes(&self) -> u64 {
         let kib = status_kib(self.child.id(), "VmRSS");
