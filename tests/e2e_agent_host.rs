@@ -113,6 +113,56 @@ async fn a_read_only_command_is_approved_by_the_policy_and_a_write_still_asks() 
     assert_eq!(wait_turn_end(&mut sub, "t-2").await.kind, "complete");
 }
 
+/// A client's steering message reaches the host's running turn: left
+/// while a tool call waits on the client, it leaves the bridge's state, and
+/// the host takes it up after the tool (as a turn of its own, which the
+/// clients see stream and complete); the model reads it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steering_message_reaches_the_running_turn() {
+    let st = start_agent_host_stack(|_| {}).await;
+    let c = initialized(&st.bridge, "ide").await;
+    ready_session(&c, "ahp-session:/relay-8", None).await;
+    let file = st.dir.path().join("steered.txt");
+    st.model.push(Reply::ToolCall {
+        name: "bash".into(),
+        arguments: json!({"command": format!("echo s > {}", file.display()), "description": "write"}),
+    });
+    st.model.push(Reply::Text("Steered.".into()));
+    let mut sub = start_turn(&c, "relay-8", "t-1", "write the file").await;
+    let call = wait_action(&mut sub, |a| match a {
+        StateAction::ChatToolCallReady(r) if r.confirmed.is_none() => Some(r.tool_call_id.clone()),
+        _ => None,
+    })
+    .await;
+    let chat = chat_of("ahp-session:/relay-8");
+    dispatch_raw(&c, &chat, 2, json!({"type": "chat/pendingMessageSet", "kind": "steering", "id": "steer-1", "message": {"text": "STEER-THIS-WAY", "origin": {"kind": "user"}}})).await;
+    wait_action(&mut sub, |a| match a {
+        StateAction::ChatPendingMessageRemoved(r) if r.id == "steer-1" => Some(()),
+        _ => None,
+    })
+    .await;
+    dispatch_raw(&c, &chat, 3, json!({"type": "chat/toolCallConfirmed", "turnId": "t-1", "toolCallId": call, "approved": true, "confirmed": "user-action"})).await;
+    let mut text: std::collections::HashMap<String, String> = Default::default();
+    wait_action(&mut sub, |a| match a {
+        StateAction::ChatDelta(d) => {
+            text.entry(d.turn_id.clone())
+                .or_default()
+                .push_str(&d.content);
+            None
+        }
+        StateAction::ChatTurnComplete(t)
+            if text.get(&t.turn_id).is_some_and(|s| s == "Steered.") =>
+        {
+            Some(())
+        }
+        StateAction::ChatError(e) => panic!("{e:?}"),
+        _ => None,
+    })
+    .await;
+    let asked = st.model.requests().last().unwrap().to_string();
+    assert!(asked.contains("STEER-THIS-WAY"), "{asked}");
+}
+
 const PERMISSION: &str = r#"
 package ahp.permission
 

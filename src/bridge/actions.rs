@@ -35,19 +35,24 @@ pub fn user_turn_started(turn_id: String, text: String) -> StateAction {
     StateAction::ChatTurnStarted(ChatTurnStartedAction {
         turn_id,
         started_at: jiff::Timestamp::now().to_string(),
-        message: Message {
-            text,
-            origin: MessageOrigin {
-                kind: MessageKind::User,
-            },
-            attachments: None,
-            model: None,
-            agent: None,
-            meta: None,
-        },
+        message: user_message(text),
         queued_message_id: None,
         meta: None,
     })
+}
+
+/// A user's message of `text` alone.
+pub fn user_message(text: String) -> Message {
+    Message {
+        text,
+        origin: MessageOrigin {
+            kind: MessageKind::User,
+        },
+        attachments: None,
+        model: None,
+        agent: None,
+        meta: None,
+    }
 }
 
 /// Per-turn memory of the mapping.

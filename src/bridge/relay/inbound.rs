@@ -18,7 +18,7 @@ use ahp_types::state::{
 };
 use tracing::{debug, info};
 
-use super::sessions::{Relayed, Side};
+use super::sessions::{Relayed, Side, Turn};
 use super::Relay;
 
 /// Carries one event of the host.
@@ -61,10 +61,25 @@ fn echo(relay: &Relay, r: &Relayed, env: &ActionEnvelope) {
 }
 
 async fn chat_action(relay: &Arc<Relay>, r: &Relayed, mut action: StateAction) {
+    // The host's pending messages are the steering ones the bridge sent it
+    // (the bridge starts queued messages itself); the bridge keeps its own.
+    if matches!(
+        action,
+        StateAction::ChatPendingMessageSet(_) | StateAction::ChatPendingMessageRemoved(_)
+    ) {
+        return;
+    }
     if let StateAction::ChatError(e) = &action {
         if relay.send_again_if_cancelling(r, e) {
             return;
         }
+    }
+    // A turn the host starts itself (a steering message it took up after
+    // a tool) is the running one here, so a cancel, a confirmation and the
+    // silence deadline reach it.
+    if let StateAction::ChatTurnStarted(a) = &action {
+        let adopted = Turn::new(a.turn_id.clone(), a.message.text.clone(), None);
+        relay.sessions.with(&r.north, |r| r.turn = Some(adopted));
     }
     if let Some(t) = &r.turn {
         if !t.spoke {

@@ -19,10 +19,12 @@ use std::time::{Duration, Instant};
 
 use ahp::Client;
 use ahp_types::actions::{
-    ChatErrorAction, ChatToolCallConfirmedAction, ChatTurnCancelledAction,
-    SessionCreationFailedAction, SessionReadyAction, StateAction,
+    ChatErrorAction, ChatPendingMessageSetAction, ChatToolCallConfirmedAction,
+    ChatTurnCancelledAction, SessionCreationFailedAction, SessionReadyAction, StateAction,
 };
-use ahp_types::state::{ErrorInfo, ErrorResponsePart, ToolCallConfirmationReason};
+use ahp_types::state::{
+    ErrorInfo, ErrorResponsePart, PendingMessageKind, ToolCallConfirmationReason,
+};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
@@ -31,7 +33,7 @@ use crate::ahp::backend::{Backend, ClientPhase, Dispatcher};
 use crate::ahp::host::Host;
 use crate::ahp::protocol::uri::{chat_uri_of, file_uri_of};
 use crate::audit::log::AuditLog;
-use crate::bridge::actions::user_turn_started;
+use crate::bridge::actions::{user_message, user_turn_started};
 use crate::config::{OnFailure, RuntimeConfig, Secret};
 use crate::policy::PolicyReader;
 use crate::upstream::calls;
@@ -344,6 +346,24 @@ impl Relay {
         }
     }
 
+    /// A client's steering message for `north`'s running turn goes to the
+    /// host's turn, taken out of the bridge's state as the JSON-RPC side
+    /// takes it; without a running turn it stays pending here.
+    fn steer(&self, north: &str, chat: &str) {
+        let (Some((up_chat, _)), Some(host)) = (self.turn_of(north), self.host()) else {
+            return;
+        };
+        let Some(text) = host.take_steering(chat) else {
+            return;
+        };
+        let steering = StateAction::ChatPendingMessageSet(ChatPendingMessageSetAction {
+            kind: PendingMessageKind::Steering,
+            id: uuid::Uuid::new_v4().to_string(),
+            message: user_message(text),
+        });
+        self.queue_up(up_chat, steering);
+    }
+
     /// Tells the host to cancel `turn` of `north`'s chat.
     fn cancel_upstream(&self, north: &str, turn_id: String) {
         let chat = self.sessions.with(north, |r| {
@@ -510,9 +530,12 @@ impl Backend for Relay {
                 self.sessions.set_waiting(session, false);
                 self.queue_up(chat, StateAction::ChatInputCompleted(a));
             }
-            // Steering, client tools and plugins are not relayed (docs/agent-host.md).
-            ClientPhase::PendingMessageSet { steering: true, .. }
-            | ClientPhase::ToolCallCompleted { .. }
+            ClientPhase::PendingMessageSet {
+                steering: true,
+                chat,
+            } => self.steer(session, &chat),
+            // Client tools and plugins are not relayed (docs/agent-host.md).
+            ClientPhase::ToolCallCompleted { .. }
             | ClientPhase::ActiveClientSet { .. }
             | ClientPhase::ActiveClientRemoved { .. } => {}
         }
