@@ -18,7 +18,7 @@ use crate::audit::syslog::Shipper;
 use crate::bridge::audit_channel::AuditChannel;
 use crate::bridge::audit_port::LogPort;
 use crate::bridge::decisions::AuditRecorder;
-use crate::bridge::relay::{GithubToken, OperatorSection, Relay, RelaySettings};
+use crate::bridge::relay::{GithubToken, Relay, RelaySettings};
 use crate::bridge::{Bridge, BridgeSettings};
 use crate::config::{Config, Secret};
 use crate::policy::{Policy, PolicySource};
@@ -163,7 +163,6 @@ pub async fn relay_backend(
         home,
         connection_token,
         github,
-        operator_sections: OperatorSection::all_of(&cfg.policy),
         policy: policy.reader(),
         audit: audit.map(|a| a.log.clone()),
         include_content: cfg.audit.include_content,

@@ -126,6 +126,27 @@ async fn a_clients_sections_reach_the_model_as_the_policy_lets_them() {
         by_id("runtime_instructions", "operator")["sha256"],
         sha256("OPERATOR-RULE-7")
     );
+
+    // A reload of the policy changes the operator's sections for the
+    // sessions created after it.
+    let mut cfg = (*st.cfg).clone();
+    cfg.policy.overrides = ahp_copilot_bridge::config::Config::parse(
+        "[policy.overrides.runtime_instructions]\naction = \"append\"\ncontent = \"OPERATOR-RULE-8\"\n",
+    )
+    .unwrap()
+    .policy
+    .overrides;
+    let reloaded = ahp_copilot_bridge::policy::Policy::from_config(&cfg).unwrap();
+    assert!(st.bridge.policy.replace(reloaded), "the policy changed");
+    create_with_sections(&c, "ahp-session:/sections-1b", json!({})).await;
+    st.model.push(Reply::Text("Encore.".into()));
+    let end = run_turn(&c, "sections-1b", "t-1", "hello again").await;
+    assert_eq!(end.kind, "complete", "{end:?}");
+    let prompt = ScriptedModel::system_prompt(st.model.requests().last().unwrap()).unwrap();
+    assert!(
+        prompt.contains("OPERATOR-RULE-8") && !prompt.contains("OPERATOR-RULE-7"),
+        "the reloaded override reached the model, the old one not"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -42,7 +42,7 @@ use ahp_types::common::JsonObject;
 use self::host_process::HostProcess;
 pub use error::RelayError;
 pub use link::start;
-pub use sections::OperatorSection;
+use sections::OperatorSection;
 
 /// What a turn in flight ends with when the link to the host is lost.
 pub const LINK_LOST: &str =
@@ -65,8 +65,6 @@ pub struct RelaySettings {
     pub connection_token: Option<Secret>,
     /// Where the GitHub token is read at each connection.
     pub github: GithubToken,
-    /// `[policy.overrides]` as sections the operator adds to every session.
-    pub operator_sections: Vec<sections::OperatorSection>,
     /// The policy in force (a reload replaces it).
     pub policy: PolicyReader,
     /// The audit log a session's sections are recorded in, with `[audit]`
@@ -223,10 +221,13 @@ impl Relay {
             .collect();
         let start = host.session_start(north).ok_or(RelayError::Stopping)?;
         let policy = self.settings.policy.current();
+        // The operator's sections as the policy in force has them (a
+        // reload changes them for the sessions created after it).
+        let operator = OperatorSection::all_of(policy.overrides());
         let deciders = sections::Deciders {
             policy: &policy,
             governor: host.governor(),
-            operator: &self.settings.operator_sections,
+            operator: &operator,
             include_content: self.settings.include_content,
         };
         let plan = deciders.plan(north, &up, &start);

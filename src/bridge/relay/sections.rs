@@ -13,7 +13,9 @@ use serde_json::{json, Map, Value};
 use crate::ahp::host::SessionStart;
 use crate::audit::session_sections::{AddedSectionRecord, SectionOrigin, SessionSectionsRecord};
 use crate::audit::sha256_hex;
-use crate::config::{OverrideAction, PolicyConfig};
+use std::collections::BTreeMap;
+
+use crate::config::{OverrideAction, OverrideConfig};
 use crate::policy::addition::{AddAction, SectionAddition};
 use crate::policy::governor::{Ask, Governor, Recording};
 use crate::policy::rego::{Body, Subject};
@@ -28,11 +30,10 @@ pub struct OperatorSection {
 }
 
 impl OperatorSection {
-    /// `[policy.overrides]` (validated to append or prepend on the host's
-    /// ids when `protocol = "ahp"`).
-    pub fn all_of(policy: &PolicyConfig) -> Vec<Self> {
-        policy
-            .overrides
+    /// `[policy.overrides]` of the policy in force (validated to append or
+    /// prepend on the host's ids when `protocol = "ahp"`).
+    pub fn all_of(overrides: &BTreeMap<String, OverrideConfig>) -> Vec<Self> {
+        overrides
             .iter()
             .filter_map(|(id, o)| {
                 let action = match o.action {
