@@ -115,6 +115,8 @@ impl Backend for Bridge {
             ClientPhase::ActiveClientSet { client_id } => {
                 self.customizing.client_set(session, &client_id)
             }
+            // The model, this runtime's one setting, is read at each turn.
+            ClientPhase::ConfigChanged(_) => {}
         }
     }
 }

@@ -26,6 +26,8 @@ mod deploy;
 mod drain;
 #[path = "../e2e_agent_host.rs"]
 mod e2e_agent_host;
+#[path = "../e2e_agent_host_config.rs"]
+mod e2e_agent_host_config;
 #[path = "../e2e_agent_host_sections.rs"]
 mod e2e_agent_host_sections;
 #[path = "../e2e_policy.rs"]

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use ahp_bridge_base::policy::OptIn;
-use ahp_types::actions::{ChatInputCompletedAction, StateAction};
+use ahp_types::actions::{ChatInputCompletedAction, SessionConfigChangedAction, StateAction};
 use ahp_types::state::{PendingMessageKind, SessionActiveClient, ToolCallResult, ToolDefinition};
 
 /// What happened in a session that the agent must act on.
@@ -38,6 +38,8 @@ pub enum ClientPhase {
     },
     /// A client answered (or declined) an input request.
     InputCompleted(ChatInputCompletedAction),
+    /// A client changed the session's config (the keys it changed).
+    ConfigChanged(SessionConfigChangedAction),
     /// A client set (or replaced) its active-client entry: its plugins may
     /// have changed.
     ActiveClientSet { client_id: String },
@@ -95,6 +97,7 @@ impl ClientPhase {
                 result: a.result.clone(),
             },
             (StateAction::ChatInputCompleted(a), _) => Self::InputCompleted(a.clone()),
+            (StateAction::SessionConfigChanged(a), Some(_)) => Self::ConfigChanged(a.clone()),
             _ => return None,
         })
     }

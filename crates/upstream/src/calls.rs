@@ -8,7 +8,8 @@
 use ahp::Client;
 use ahp_types::actions::StateAction;
 use ahp_types::commands::{
-    CreateSessionParams, DisposeSessionParams, SubscribeParams, SubscribeResult,
+    CreateSessionParams, DisposeSessionParams, ResolveSessionConfigParams,
+    ResolveSessionConfigResult, SubscribeParams, SubscribeResult,
 };
 use ahp_types::common::JsonObject;
 use ahp_types::state::{SessionState, SnapshotState};
@@ -89,6 +90,22 @@ pub async fn dispatch(
         .await
         .map_err(rpc("dispatchAction"))?;
     Ok(handle.client_seq)
+}
+
+/// The host's session config schema, with its defaults
+/// (`resolveSessionConfig` with nothing filled in).
+pub async fn config_schema(client: &Client) -> Result<ResolveSessionConfigResult, UpstreamError> {
+    let params = ResolveSessionConfigParams {
+        channel: "ahp-root://".to_owned(),
+        meta: None,
+        provider: Some(PROVIDER.to_owned()),
+        working_directory: None,
+        config: None,
+    };
+    client
+        .request("resolveSessionConfig", params)
+        .await
+        .map_err(rpc("resolveSessionConfig"))
 }
 
 /// Disposes session `uri`.

@@ -184,8 +184,9 @@ async fn decide(
 }
 
 /// A session action of the host: its input requests pass (their chat
-/// renamed; none for a call the policy decided), and its title; the rest is
-/// the host's own bookkeeping.
+/// renamed; none for a call the policy decided), its title, and its
+/// changes of the settings the bridge offers; the rest is the host's own
+/// bookkeeping.
 fn session_action(relay: &Relay, r: &Relayed, action: StateAction) {
     let Some(up_chat) = &r.up_chat else { return };
     let rename = |id: &str| id.replacen(up_chat.as_str(), &r.north_chat, 1);
@@ -223,6 +224,15 @@ fn session_action(relay: &Relay, r: &Relayed, action: StateAction) {
             StateAction::SessionInputNeededRemoved(a)
         }
         a @ StateAction::SessionTitleChanged(_) => a,
+        // The host moving its own settings (approving a plan leaves plan
+        // mode): those the bridge offers follow.
+        StateAction::SessionConfigChanged(mut a) => {
+            a.config = super::config::for_host(&a.config);
+            if a.config.is_empty() {
+                return;
+            }
+            StateAction::SessionConfigChanged(a)
+        }
         _ => return,
     };
     relay.send_north(&r.north, action);

@@ -16,7 +16,7 @@ use ahp_types::state::SnapshotState;
 use tracing::{info, warn};
 
 use super::error::RelayError;
-use super::{inbound, Relay, RelaySettings, LINK_LOST};
+use super::{config, inbound, Relay, RelaySettings, LINK_LOST};
 use crate::ahp::host::Host;
 use crate::upstream::calls;
 use crate::upstream::link::{link, Target};
@@ -97,6 +97,17 @@ impl Supervisor {
             max_frame_bytes: rt.max_frame_bytes,
         };
         let linked = link(&target, &relay.client_id, &github).await?;
+        // The host's own session settings, offered to the bridge's clients.
+        match calls::config_schema(&linked.client).await {
+            Ok(schema) => {
+                if let Some(host) = relay.host() {
+                    host.settings()
+                        .backend_config()
+                        .set(config::offered(schema));
+                }
+            }
+            Err(e) => warn!("the agent host did not give its session settings: {e}"),
+        }
         let mut left_active = Vec::new();
         for r in relay.sessions.all() {
             let state = calls::session_state(&linked.client, &r.up).await?;

@@ -6,6 +6,7 @@
 //! channels renamed; what the policy decides (a permission, the sections a
 //! session starts with) is decided here before the host or a client sees it.
 
+mod config;
 mod error;
 mod host_process;
 mod inbound;
@@ -231,7 +232,9 @@ impl Relay {
             include_content: self.settings.include_content,
         };
         let plan = deciders.plan(north, &up, &start);
-        let config = self.audit_start(plan).await;
+        let mut config = self.audit_start(plan).await;
+        // The host's own settings the session was created with (`mode`, ...).
+        config.extend(config::for_host(&start.backend_settings));
         self.sessions.add(north, &chat_uri_of(north), &up);
         let state = calls::create_session(&client, &up, dirs, config).await?;
         if let Some(chat) = &calls::default_chat(&state) {
@@ -535,6 +538,13 @@ impl Backend for Relay {
                 steering: true,
                 chat,
             } => self.steer(session, &chat),
+            ClientPhase::ConfigChanged(mut a) => {
+                a.config = config::for_host(&a.config);
+                let up = self.sessions.with(session, |r| r.up.clone());
+                if let (Some(up), false) = (up, a.config.is_empty()) {
+                    self.queue_up(up, StateAction::SessionConfigChanged(a));
+                }
+            }
             // Client tools and plugins are not relayed (docs/agent-host.md).
             ClientPhase::ToolCallCompleted { .. }
             | ClientPhase::ActiveClientSet { .. }

@@ -1,5 +1,6 @@
 //! Session configuration: the schema `resolveSessionConfig` offers (which
-//! model a session uses), completions for it, and the values a
+//! model a session uses, and the backend's own settings), completions for
+//! it, and the values a
 //! `createSession.config` may carry, checked against that schema before the
 //! session exists. The chosen values live in the session's `config` state,
 //! where the agent side reads them.
@@ -54,6 +55,8 @@ fn schema(host: &Host) -> SessionConfigSchema {
         );
         properties.insert(SECTIONS_SETTING.to_owned(), sections);
     }
+    // The backend's own settings (the runtime's AHP host's `mode`, ...).
+    properties.extend(host.settings().backend_config().properties());
     SessionConfigSchema {
         r#type: "object".into(),
         properties,
@@ -96,6 +99,12 @@ fn resolved_values(
 ) -> Result<Map<String, Value>, RpcError> {
     let mut values = Map::new();
     values.insert(MODEL_SETTING.into(), Value::from(host.models()[0].clone()));
+    let backend = host.settings().backend_config();
+    for (key, p) in backend.properties() {
+        if let Some(default) = p.default {
+            values.insert(key, default);
+        }
+    }
     for (key, v) in config.into_iter().flatten() {
         match key.as_str() {
             MODEL_SETTING => {
@@ -109,11 +118,17 @@ fn resolved_values(
                 parse_additions(v).map_err(|e| invalid(e.to_string()))?;
                 values.insert(SECTIONS_SETTING.into(), v.clone());
             }
-            other => {
-                return Err(invalid(format!(
-                    "config.{other:?} is not a setting of this host (see resolveSessionConfig)"
-                )))
-            }
+            other => match backend.check(other, v, false) {
+                Ok(true) => {
+                    values.insert(other.to_owned(), v.clone());
+                }
+                Ok(false) => {
+                    return Err(invalid(format!(
+                        "config.{other:?} is not a setting of this host (see resolveSessionConfig)"
+                    )))
+                }
+                Err(why) => return Err(invalid(why.0)),
+            },
         }
     }
     Ok(values)
@@ -138,15 +153,21 @@ pub(crate) fn completions(
     p: SessionConfigCompletionsParams,
 ) -> Result<SessionConfigCompletionsResult, RpcError> {
     check_provider(p.provider.as_deref())?;
-    if p.property != MODEL_SETTING {
-        return Err(invalid(format!(
-            "property {:?} is not a setting of this host",
-            p.property
-        )));
-    }
+    let backend = host.settings().backend_config().properties();
+    let offered: Vec<String> = match backend.get(&p.property) {
+        _ if p.property == MODEL_SETTING => host.models().to_vec(),
+        Some(s) => (s.r#enum.iter().flatten())
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect(),
+        None => {
+            return Err(invalid(format!(
+                "property {:?} is not a setting of this host",
+                p.property
+            )))
+        }
+    };
     let query = p.query.unwrap_or_default().to_lowercase();
-    let items = host
-        .models()
+    let items = offered
         .iter()
         .filter(|m| m.to_lowercase().contains(&query))
         .map(|m| SessionConfigValueItem {

@@ -163,12 +163,13 @@ pub(super) fn check_directories(action: &StateAction) -> Result<(), Rejection> {
 
 /// A client's `session/configChanged` holds only this host's settings, as
 /// `createSession.config` must (the schema `resolveSessionConfig` offers:
-/// the model, a string; which models, [`chosen_model`] and the host
-/// check). The reducer merges every key it is given into the session's
-/// state for good, stored at each boundary: a key outside the schema
-/// would be kept, and a client changing keys would grow the session with
-/// every message (issue 44).
-pub(super) fn check_config(action: &StateAction) -> Result<(), Rejection> {
+/// the model, a string, which models [`chosen_model`] and the host check;
+/// and the backend's session-mutable settings, each held to its schema).
+/// The reducer merges every key it is given into the session's state for
+/// good, stored at each boundary: a key outside the schema would be kept,
+/// and a client changing keys would grow the session with every message
+/// (issue 44).
+pub(super) fn check_config(settings: &HostSettings, action: &StateAction) -> Result<(), Rejection> {
     let StateAction::SessionConfigChanged(a) = action else {
         return Ok(());
     };
@@ -178,15 +179,22 @@ pub(super) fn check_config(action: &StateAction) -> Result<(), Rejection> {
                 "config.{SECTIONS_SETTING} is fixed when the session is created"
             )));
         }
-        if key != MODEL_SETTING {
-            return Err(Rejection(format!(
-                "config.{key:?} is not a setting of this host (see resolveSessionConfig)"
-            )));
+        if key == MODEL_SETTING {
+            if !value.is_string() {
+                return Err(Rejection(format!(
+                    "config.{MODEL_SETTING} must be a string"
+                )));
+            }
+            continue;
         }
-        if !value.is_string() {
-            return Err(Rejection(format!(
-                "config.{MODEL_SETTING} must be a string"
-            )));
+        match settings.backend_config().check(key, value, true) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(Rejection(format!(
+                    "config.{key:?} is not a setting of this host (see resolveSessionConfig)"
+                )))
+            }
+            Err(why) => return Err(Rejection(why.0)),
         }
     }
     Ok(())

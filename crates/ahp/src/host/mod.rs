@@ -67,7 +67,7 @@ pub use credentials::CredentialsReloaded;
 pub use durable::SessionRestoreError;
 pub use session_start::{Creator, SessionStart};
 pub use sessions::NewSession;
-pub use settings::HostSettings;
+pub use settings::{BackendConfig, HostSettings};
 
 pub struct Host {
     /// The parts of the config the host reads, start-only.
@@ -401,7 +401,7 @@ impl Host {
             self.check_model(model).map_err(|e| Rejection(e.message))?;
         }
         check_directories(&action.action)?;
-        check_config(&action.action)?;
+        check_config(&self.settings, &action.action)?;
         if let Some(opt_in) = &action.opt_in {
             checks::check_opt_in(&self.settings, opt_in)?;
             let subject = principal.subject(Some(&origin.client_id), ClientKind::Ahp);

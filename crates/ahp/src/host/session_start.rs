@@ -1,6 +1,7 @@
 //! What a session was created with that its backend passes on, beyond its
-//! state: who created it (as the policy sees it) and the section text it
-//! starts with (in front of the runtime's own AHP host).
+//! state: who created it (as the policy sees it), and in front of the
+//! runtime's own AHP host the section text it starts with and the values
+//! of that host's own settings.
 
 use std::collections::BTreeSet;
 
@@ -16,6 +17,8 @@ pub struct SessionStart {
     pub creator: Option<Creator>,
     /// `config.systemMessageSections`, parsed.
     pub additions: Vec<SectionAddition>,
+    /// The values of the backend's own settings (`mode`, ...).
+    pub backend_settings: serde_json::Map<String, serde_json::Value>,
 }
 
 /// The client that created a session, as the policy sees it.

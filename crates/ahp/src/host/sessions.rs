@@ -235,17 +235,21 @@ impl Sessions {
     /// longer parses (a store written by hand) is no text.
     pub(super) fn start_of(&self, uri: &str) -> Option<SessionStart> {
         let e = self.entries.get(uri)?;
-        let sections = e
-            .state
-            .config
-            .as_ref()
-            .and_then(|c| c.values.get(SECTIONS_SETTING));
+        let values = e.state.config.as_ref().map(|c| &c.values);
+        let sections = values.and_then(|v| v.get(SECTIONS_SETTING));
+        // The rest of a session's config is the backend's own settings.
+        let backend_settings = values.into_iter().flatten();
+        let backend_settings = backend_settings
+            .filter(|(k, _)| *k != MODEL_SETTING && *k != SECTIONS_SETTING)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         Some(SessionStart {
             owner: e.owner.clone(),
             creator: e.creator.clone(),
             additions: sections
                 .and_then(|v| parse_additions(v).ok())
                 .unwrap_or_default(),
+            backend_settings,
         })
     }
 

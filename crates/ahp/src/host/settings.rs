@@ -1,12 +1,17 @@
 //! The host's settings: the parts of the config it reads, taken once when
 //! it is built. All of them are start-only: a reload (SIGHUP) hands the
 //! host new principals, limits and policy through their own owners
-//! ([`super::credentials`], the policy reader), never these.
+//! ([`super::credentials`], the policy reader), never these. Beside them,
+//! the session settings the backend offers ([`BackendConfig`]), which it
+//! gives when it links.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::RwLock;
 use std::time::Duration;
 
-use ahp_types::state::SessionModelInfo;
+use ahp_types::state::{SessionConfigPropertySchema, SessionModelInfo};
+use serde_json::Value;
 
 use super::sessions::PROVIDER;
 use super::window::Bounds;
@@ -32,6 +37,7 @@ pub struct HostSettings {
     /// `[runtime] protocol = "ahp"`: a session takes section text at its
     /// creation (`config.systemMessageSections`), and no transform opt-in.
     additions: bool,
+    backend: BackendConfig,
 }
 
 impl HostSettings {
@@ -45,7 +51,13 @@ impl HostSettings {
             github_sign_in: cfg.runtime.provider.is_none() && !ahp,
             models: configured_models(cfg),
             additions: ahp,
+            backend: BackendConfig::default(),
         }
+    }
+
+    /// The session settings the backend offers beside the host's own.
+    pub fn backend_config(&self) -> &BackendConfig {
+        &self.backend
     }
 
     pub fn server(&self) -> &ServerConfig {
@@ -117,4 +129,137 @@ fn configured_models(cfg: &Config) -> Vec<String> {
         }
     }
     models
+}
+
+/// Why a client's value of a backend setting is refused, in words for the
+/// client.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct SettingRefused(pub(crate) String);
+
+/// The session settings the backend offers beside the host's own (in
+/// front of the runtime's AHP host: its `mode`, ...): their schema as the
+/// backend gave it when it linked, offered by `resolveSessionConfig`, and
+/// the check of a client's value against it, at creation and at
+/// `configChanged`. Empty until the backend says.
+#[derive(Debug, Default)]
+pub struct BackendConfig {
+    properties: RwLock<BTreeMap<String, SessionConfigPropertySchema>>,
+}
+
+impl BackendConfig {
+    /// The settings the backend offers now (each link may say anew).
+    pub fn set(&self, properties: BTreeMap<String, SessionConfigPropertySchema>) {
+        *self.properties.write().unwrap_or_else(|e| e.into_inner()) = properties;
+    }
+
+    pub fn properties(&self) -> BTreeMap<String, SessionConfigPropertySchema> {
+        self.properties
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Whether `key` is one of them.
+    pub fn has(&self, key: &str) -> bool {
+        self.properties
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(key)
+    }
+
+    /// `value` for `key` against its schema: `Ok(false)` when `key` is not
+    /// one of them; `changing`: after the session's creation, when only a
+    /// session-mutable setting may change.
+    pub(crate) fn check(
+        &self,
+        key: &str,
+        value: &Value,
+        changing: bool,
+    ) -> Result<bool, SettingRefused> {
+        let properties = self.properties.read().unwrap_or_else(|e| e.into_inner());
+        let Some(p) = properties.get(key) else {
+            return Ok(false);
+        };
+        if p.read_only == Some(true) {
+            return Err(SettingRefused(format!("config.{key} is read-only")));
+        }
+        if changing && p.session_mutable != Some(true) {
+            return Err(SettingRefused(format!(
+                "config.{key} is fixed when the session is created"
+            )));
+        }
+        let typed = match p.r#type.as_str() {
+            "string" => value.is_string(),
+            "boolean" => value.is_boolean(),
+            "number" => value.is_number(),
+            "integer" => value.is_i64() || value.is_u64(),
+            other => {
+                return Err(SettingRefused(format!(
+                    "config.{key} is of type {other}, which is not taken"
+                )))
+            }
+        };
+        if !typed {
+            return Err(SettingRefused(format!(
+                "config.{key} must be a {}",
+                p.r#type
+            )));
+        }
+        if let Some(allowed) = &p.r#enum {
+            if !allowed.contains(value) {
+                return Err(SettingRefused(format!(
+                    "config.{key} must be one of {}",
+                    Value::from(allowed.clone())
+                )));
+            }
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_value_is_held_to_the_schema_the_backend_gave() {
+        let b = BackendConfig::default();
+        assert_eq!(
+            b.check("mode", &json!("plan"), false),
+            Ok(false),
+            "none yet"
+        );
+        let mode: SessionConfigPropertySchema = serde_json::from_value(json!({
+            "type": "string", "title": "Mode", "enum": ["interactive", "plan"],
+            "default": "interactive", "sessionMutable": true
+        }))
+        .unwrap();
+        let image: SessionConfigPropertySchema = serde_json::from_value(
+            json!({"type": "boolean", "title": "Images", "sessionMutable": false}),
+        )
+        .unwrap();
+        b.set(BTreeMap::from([
+            ("mode".into(), mode),
+            ("image".into(), image),
+        ]));
+        assert_eq!(b.check("mode", &json!("plan"), true), Ok(true));
+        assert!(b
+            .check("mode", &json!("autopilot"), false)
+            .unwrap_err()
+            .0
+            .contains("one of"));
+        assert!(b
+            .check("mode", &json!(1), false)
+            .unwrap_err()
+            .0
+            .contains("a string"));
+        assert_eq!(b.check("image", &json!(true), false), Ok(true));
+        assert!(b
+            .check("image", &json!(true), true)
+            .unwrap_err()
+            .0
+            .contains("fixed"));
+        assert_eq!(b.check("other", &json!(1), false), Ok(false));
+    }
 }
