@@ -64,6 +64,20 @@ pub(super) fn for_host<'a>(
         .collect()
 }
 
+/// What the bridge puts back when the host moves a setting it keeps to a
+/// value past the policy (a client accepting a plan "in autopilot", an
+/// approval mode other than manual): `None` when nothing needs to.
+pub(super) fn put_back(changed: &JsonObject) -> Option<JsonObject> {
+    let mut back = JsonObject::new();
+    if changed.get("mode").is_some_and(|v| withheld("mode", v)) {
+        back.insert("mode".into(), Value::from("interactive"));
+    }
+    if changed.get("approvalMode").is_some_and(|v| v != "manual") {
+        back.insert("approvalMode".into(), Value::from("manual"));
+    }
+    (!back.is_empty()).then_some(back)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,5 +116,16 @@ mod tests {
         assert_eq!(Value::Object(for_host(&values)), json!({"mode": "plan"}));
         let autopilot = serde_json::Map::from_iter([("mode".to_owned(), json!("autopilot"))]);
         assert!(for_host(&autopilot).is_empty());
+        assert_eq!(
+            put_back(&autopilot).map(Value::Object),
+            Some(json!({"mode": "interactive"}))
+        );
+        let allow = serde_json::Map::from_iter([("approvalMode".to_owned(), json!("allow-all"))]);
+        assert_eq!(
+            put_back(&allow).map(Value::Object),
+            Some(json!({"approvalMode": "manual"}))
+        );
+        let plan = serde_json::Map::from_iter([("mode".to_owned(), json!("plan"))]);
+        assert_eq!(put_back(&plan), None);
     }
 }

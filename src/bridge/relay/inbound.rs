@@ -11,12 +11,13 @@ use std::sync::Arc;
 
 use ahp::{ClientEvent, SubscriptionEvent};
 use ahp_types::actions::{
-    ActionEnvelope, ChatToolCallConfirmedAction, ChatToolCallReadyAction, StateAction,
+    ActionEnvelope, ChatToolCallConfirmedAction, ChatToolCallReadyAction,
+    SessionConfigChangedAction, StateAction,
 };
 use ahp_types::state::{
     SessionInputRequest, ToolCallConfirmationReason, ToolCallConfirmationState,
 };
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::sessions::{Relayed, Side, Turn};
 use super::Relay;
@@ -227,6 +228,14 @@ fn session_action(relay: &Relay, r: &Relayed, action: StateAction) {
         // The host moving its own settings (approving a plan leaves plan
         // mode): those the bridge offers follow.
         StateAction::SessionConfigChanged(mut a) => {
+            if let Some(back) = super::config::put_back(&a.config) {
+                warn!(session = %r.north, "the agent host left a setting the bridge keeps; it is put back");
+                let action = SessionConfigChangedAction {
+                    config: back,
+                    replace: None,
+                };
+                relay.queue_up(r.up.clone(), StateAction::SessionConfigChanged(action));
+            }
             a.config = super::config::for_host(&a.config);
             if a.config.is_empty() {
                 return;
