@@ -6,9 +6,39 @@ use ahp_copilot_bridge::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::json;
 
-use crate::support::agent_host::{start_agent_host_stack, GITHUB_TOKEN};
+use crate::support::agent_host::{start_agent_host_stack, AgentHostStack, GITHUB_TOKEN};
 use crate::support::e2e::{ready_session, run_turn, start_turn, wait_action, wait_turn_end};
 use crate::support::*;
+
+/// Scripts the model to run `command` in bash and then say `then`, and
+/// starts turn `turn` on `ahp-session:/{session}`: the subscription and the
+/// tool call's id, once the client is asked to confirm it.
+async fn start_asked(
+    st: &AgentHostStack,
+    c: &ahp::Client,
+    (session, turn): (&str, &str),
+    command: String,
+    then: &str,
+) -> (ahp::SessionSubscription, String) {
+    st.model.push(Reply::ToolCall {
+        name: "bash".into(),
+        arguments: json!({"command": command, "description": "write"}),
+    });
+    st.model.push(Reply::Text(then.into()));
+    let mut sub = start_turn(c, session, turn, "write the file").await;
+    let call = wait_action(&mut sub, |a| match a {
+        StateAction::ChatToolCallReady(r) if r.confirmed.is_none() => Some(r.tool_call_id.clone()),
+        _ => None,
+    })
+    .await;
+    (sub, call)
+}
+
+/// The client approves tool call `call` of `turn` on `ahp-session:/{session}`.
+async fn approve(c: &ahp::Client, session: &str, seq: i64, turn: &str, call: &str) {
+    let chat = chat_of(&format!("ahp-session:/{session}"));
+    dispatch_raw(c, &chat, seq, json!({"type": "chat/toolCallConfirmed", "turnId": turn, "toolCallId": call, "approved": true, "confirmed": "user-action"})).await;
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_turn_streams_through_the_bridge_to_the_agent_host() {
@@ -42,19 +72,9 @@ async fn a_shell_command_asks_the_client_and_runs_once_confirmed() {
     let c = initialized(&st.bridge, "ide").await;
     ready_session(&c, "ahp-session:/relay-2", None).await;
     let file = st.dir.path().join("made-by-the-tool.txt");
-    st.model.push(Reply::ToolCall {
-        name: "bash".into(),
-        arguments: json!({"command": format!("echo relayed > {}", file.display()), "description": "write a file"}),
-    });
-    st.model.push(Reply::Text("Done.".into()));
-    let mut sub = start_turn(&c, "relay-2", "t-1", "write the file").await;
-    let call = wait_action(&mut sub, |a| match a {
-        StateAction::ChatToolCallReady(r) if r.confirmed.is_none() => Some(r.tool_call_id.clone()),
-        _ => None,
-    })
-    .await;
-    let chat = chat_of("ahp-session:/relay-2");
-    dispatch_raw(&c, &chat, 2, json!({"type": "chat/toolCallConfirmed", "turnId": "t-1", "toolCallId": call, "approved": true, "confirmed": "user-action"})).await;
+    let command = format!("echo relayed > {}", file.display());
+    let (mut sub, call) = start_asked(&st, &c, ("relay-2", "t-1"), command, "Done.").await;
+    approve(&c, "relay-2", 2, "t-1", &call).await;
     let end = wait_turn_end(&mut sub, "t-1").await;
     assert_eq!(end.kind, "complete", "{end:?}");
     assert_eq!(std::fs::read_to_string(&file).unwrap().trim(), "relayed");
@@ -68,7 +88,7 @@ async fn a_shell_command_asks_the_client_and_runs_once_confirmed() {
 async fn a_read_only_command_is_approved_by_the_policy_and_a_write_still_asks() {
     let st = start_agent_host_stack(|c| c.policy.auto_approve_read_only = true).await;
     let c = initialized(&st.bridge, "ide").await;
-    ready_session(&c, "ahp-session:/relay-7", None).await;
+    ready_session(&c, "ahp-session:/relay-9", None).await;
     let outside = tempfile::tempdir().unwrap();
     let file = outside.path().join("notes.txt");
     std::fs::write(&file, "READ-OUTSIDE-THE-WORKSPACE").unwrap();
@@ -77,7 +97,7 @@ async fn a_read_only_command_is_approved_by_the_policy_and_a_write_still_asks() 
         arguments: json!({"command": format!("cat {}", file.display()), "description": "read the notes"}),
     });
     st.model.push(Reply::Text("Read.".into()));
-    let mut sub = start_turn(&c, "relay-7", "t-1", "read the notes").await;
+    let mut sub = start_turn(&c, "relay-9", "t-1", "read the notes").await;
     let confirmed = wait_action(&mut sub, |a| match a {
         StateAction::ChatToolCallReady(r) => Some(r.confirmed.clone()),
         _ => None,
@@ -99,7 +119,7 @@ async fn a_read_only_command_is_approved_by_the_policy_and_a_write_still_asks() 
         arguments: json!({"command": format!("echo w > {}", written.display()), "description": "write"}),
     });
     st.model.push(Reply::Text("Wrote.".into()));
-    let mut sub = start_turn(&c, "relay-7", "t-2", "write it").await;
+    let mut sub = start_turn(&c, "relay-9", "t-2", "write it").await;
     let call = wait_action(&mut sub, |a| match a {
         StateAction::ChatToolCallReady(r) if r.turn_id == "t-2" => {
             Some((r.confirmed.clone(), r.tool_call_id.clone()))
@@ -108,8 +128,7 @@ async fn a_read_only_command_is_approved_by_the_policy_and_a_write_still_asks() 
     })
     .await;
     assert_eq!(call.0, None, "a write waits on the client");
-    let chat = chat_of("ahp-session:/relay-7");
-    dispatch_raw(&c, &chat, 2, json!({"type": "chat/toolCallConfirmed", "turnId": "t-2", "toolCallId": call.1, "approved": true, "confirmed": "user-action"})).await;
+    approve(&c, "relay-9", 2, "t-2", &call.1).await;
     assert_eq!(wait_turn_end(&mut sub, "t-2").await.kind, "complete");
 }
 
@@ -121,27 +140,18 @@ async fn a_read_only_command_is_approved_by_the_policy_and_a_write_still_asks() 
 async fn a_steering_message_reaches_the_running_turn() {
     let st = start_agent_host_stack(|_| {}).await;
     let c = initialized(&st.bridge, "ide").await;
-    ready_session(&c, "ahp-session:/relay-8", None).await;
+    ready_session(&c, "ahp-session:/relay-10", None).await;
     let file = st.dir.path().join("steered.txt");
-    st.model.push(Reply::ToolCall {
-        name: "bash".into(),
-        arguments: json!({"command": format!("echo s > {}", file.display()), "description": "write"}),
-    });
-    st.model.push(Reply::Text("Steered.".into()));
-    let mut sub = start_turn(&c, "relay-8", "t-1", "write the file").await;
-    let call = wait_action(&mut sub, |a| match a {
-        StateAction::ChatToolCallReady(r) if r.confirmed.is_none() => Some(r.tool_call_id.clone()),
-        _ => None,
-    })
-    .await;
-    let chat = chat_of("ahp-session:/relay-8");
+    let command = format!("echo s > {}", file.display());
+    let (mut sub, call) = start_asked(&st, &c, ("relay-10", "t-1"), command, "Steered.").await;
+    let chat = chat_of("ahp-session:/relay-10");
     dispatch_raw(&c, &chat, 2, json!({"type": "chat/pendingMessageSet", "kind": "steering", "id": "steer-1", "message": {"text": "STEER-THIS-WAY", "origin": {"kind": "user"}}})).await;
     wait_action(&mut sub, |a| match a {
         StateAction::ChatPendingMessageRemoved(r) if r.id == "steer-1" => Some(()),
         _ => None,
     })
     .await;
-    dispatch_raw(&c, &chat, 3, json!({"type": "chat/toolCallConfirmed", "turnId": "t-1", "toolCallId": call, "approved": true, "confirmed": "user-action"})).await;
+    approve(&c, "relay-10", 3, "t-1", &call).await;
     let mut text: std::collections::HashMap<String, String> = Default::default();
     wait_action(&mut sub, |a| match a {
         StateAction::ChatDelta(d) => {
@@ -334,8 +344,8 @@ async fn a_turn_the_host_goes_silent_on_ends_naming_the_key_and_the_next_works()
 async fn a_turn_started_right_after_a_cancel_completes() {
     let st = start_agent_host_stack(|_| {}).await;
     let c = initialized(&st.bridge, "ide").await;
-    ready_session(&c, "ahp-session:/relay-6", None).await;
-    let chat = chat_of("ahp-session:/relay-6");
+    ready_session(&c, "ahp-session:/relay-11", None).await;
+    let chat = chat_of("ahp-session:/relay-11");
     let (_, mut sub) = c.subscribe(chat.clone()).await.unwrap();
     let mut seq = 0;
     for round in 0..4 {

@@ -153,18 +153,19 @@ pub(crate) fn completions(
     p: SessionConfigCompletionsParams,
 ) -> Result<SessionConfigCompletionsResult, RpcError> {
     check_provider(p.provider.as_deref())?;
-    let backend = host.settings().backend_config().properties();
-    let offered: Vec<String> = match backend.get(&p.property) {
-        _ if p.property == MODEL_SETTING => host.models().to_vec(),
-        Some(s) => (s.r#enum.iter().flatten())
-            .filter_map(|v| v.as_str().map(String::from))
-            .collect(),
-        None => {
+    let offered: Vec<String> = if p.property == MODEL_SETTING {
+        host.models().to_vec()
+    } else {
+        let Some(setting) = host.settings().backend_config().property(&p.property) else {
             return Err(invalid(format!(
                 "property {:?} is not a setting of this host",
                 p.property
-            )))
-        }
+            )));
+        };
+        let choices = setting.r#enum.into_iter().flatten();
+        choices
+            .filter_map(|v| v.as_str().map(String::from))
+            .collect()
     };
     let query = p.query.unwrap_or_default().to_lowercase();
     let items = offered

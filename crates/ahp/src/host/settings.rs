@@ -159,12 +159,13 @@ impl BackendConfig {
             .clone()
     }
 
-    /// Whether `key` is one of them.
-    pub fn has(&self, key: &str) -> bool {
+    /// The schema of setting `key`, if it is one of them.
+    pub fn property(&self, key: &str) -> Option<SessionConfigPropertySchema> {
         self.properties
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .contains_key(key)
+            .get(key)
+            .cloned()
     }
 
     /// `value` for `key` against its schema: `Ok(false)` when `key` is not
