@@ -13,6 +13,12 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::error::UpstreamError;
 
+/// What the socket reads at a time. The library zeroes this much before
+/// every read, a wake that finds nothing included; its 128 KiB default was a
+/// third of the bridge's instructions over a turn. A longer frame still
+/// arrives whole: the buffer grows to the length its header announces.
+const READ_BUFFER_BYTES: usize = 8 * 1024;
+
 /// One connection to the host.
 pub(crate) struct Socket {
     inner: WebSocketStream<MaybeTlsStream<TcpStream>>,
@@ -33,7 +39,8 @@ impl Socket {
         };
         let config = WebSocketConfig::default()
             .max_message_size(Some(max_frame_bytes))
-            .max_frame_size(Some(max_frame_bytes));
+            .max_frame_size(Some(max_frame_bytes))
+            .read_buffer_size(READ_BUFFER_BYTES);
         let (inner, _) =
             tokio_tungstenite::connect_async_with_config(full.as_str(), Some(config), true)
                 .await

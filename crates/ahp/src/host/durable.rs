@@ -387,7 +387,7 @@ impl Durable {
 /// A stored session made live again: ready, with no active clients, nothing
 /// waiting on a client, no turn running.
 fn revive(s: &StoredSession) -> Result<Revived, ReviveError> {
-    let mut state: SessionState = serde_json::from_value(s.state.clone())?;
+    let mut state: SessionState = serde_json::from_str(&s.state)?;
     state.lifecycle = SessionLifecycle::Ready;
     state.active_clients.clear();
     state.input_needed = None;
@@ -398,7 +398,7 @@ fn revive(s: &StoredSession) -> Result<Revived, ReviveError> {
         .find(|c| Some(&c.uri) == default.as_ref())
         .or_else(|| s.chats.first())
         .ok_or(ReviveError::NoChat)?;
-    let mut chat: ChatState = serde_json::from_value(stored_chat.state.clone())?;
+    let mut chat: ChatState = serde_json::from_str(&stored_chat.state)?;
     chat.active_turn = None;
     chat.steering_message = None;
     let legacy_chat = rename_chat(&s.uri, &mut state, &mut chat);

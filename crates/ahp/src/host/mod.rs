@@ -485,7 +485,9 @@ impl Host {
             rejection_reason: None,
         };
         let notification = jsonrpc::notification("action", &env);
-        let text = notification.to_string();
+        // Written once, kept for replay and framed as the notification (its keys in that order).
+        let envelope = notification["params"].to_string();
+        let text = format!(r#"{{"jsonrpc":"2.0","method":"action","params":{envelope}}}"#);
         // A streamed delta may be merged into the one queued before it.
         let delta = match &action.action {
             StateAction::ChatDelta(d) => Some((
@@ -507,11 +509,9 @@ impl Host {
             if !sub.version.knows_action(ty) && sub.client_id != sender {
                 continue;
             }
-            let delta = delta.as_ref().map(|(k, content)| (k, *content));
-            sub.out.send_action(&notification, &text, delta);
+            sub.out.send_action(&notification, &text, delta.as_ref());
         }
         let server = self.settings.server();
-        let envelope = notification["params"].to_string();
         st.replay.keep(
             seq,
             channel,

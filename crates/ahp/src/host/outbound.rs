@@ -122,7 +122,7 @@ impl Outbound {
         &self,
         notification: &Value,
         text: &str,
-        delta: Option<(&DeltaKey, &str)>,
+        delta: Option<&(DeltaKey, &str)>,
     ) -> bool {
         let Some((key, content)) = delta else {
             return self.send(text.to_owned());
@@ -289,10 +289,10 @@ mod tests {
         let (out, mut q) = Outbound::new(3, 1 << 20, kill.clone(), 1);
         for i in 0..5000u64 {
             let (n, t, k) = delta(i + 1, "p1", "x");
-            assert!(out.send_action(&n, &t, Some((&k, "x"))));
+            assert!(out.send_action(&n, &t, Some(&(k.clone(), "x"))));
         }
         let (n, t, k) = delta(5001, "p2", "y");
-        assert!(out.send_action(&n, &t, Some((&k, "y"))));
+        assert!(out.send_action(&n, &t, Some(&(k.clone(), "y"))));
         assert!(!kill.is_cancelled(), "5001 deltas fit in a 3-message queue");
         let first: Value = serde_json::from_str(&q.try_recv().unwrap()).unwrap();
         assert_eq!(first["params"]["action"]["content"], "x".repeat(5000));
@@ -305,10 +305,10 @@ mod tests {
         assert!(q.try_recv().is_none());
         // A delta behind something else is not merged across it.
         let (n, t, k) = delta(5002, "p1", "a");
-        out.send_action(&n, &t, Some((&k, "a")));
+        out.send_action(&n, &t, Some(&(k.clone(), "a")));
         out.send("other".into());
         let (n, t, k) = delta(5003, "p1", "b");
-        out.send_action(&n, &t, Some((&k, "b")));
+        out.send_action(&n, &t, Some(&(k.clone(), "b")));
         assert_eq!(q.0.lock().items.len(), 3);
     }
 

@@ -568,7 +568,7 @@ impl Sessions {
         let chat = self.chats.get(&e.chat).and_then(|c| {
             Some(StoredChat {
                 uri: e.chat.clone(),
-                state: serde_json::to_value(&c.state).ok()?,
+                state: serde_json::to_string(&c.state).ok()?,
             })
         });
         Some(StoredSession {
@@ -576,7 +576,7 @@ impl Sessions {
             owner: e.owner.clone(),
             created_at: e.created_at.clone(),
             modified_at: e.modified_at.clone(),
-            state: serde_json::to_value(&e.state).ok()?,
+            state: serde_json::to_string(&e.state).ok()?,
             backend_ref: None,
             chats: chat.into_iter().collect(),
         })

@@ -264,6 +264,7 @@ impl Accepted {
         let mut ws_cfg = WebSocketConfig::default();
         ws_cfg.max_message_size = Some(cfg.max_frame_bytes);
         ws_cfg.max_frame_size = Some(cfg.max_frame_bytes);
+        ws_cfg.read_buffer_size = READ_BUFFER_BYTES;
         let stream = Replayed::new(ahead, transport);
         let upgrade = tokio_tungstenite::accept_async_with_config(stream, Some(ws_cfg));
         let ws = match self.within(deadline, "WebSocket upgrade", upgrade).await {
@@ -289,6 +290,12 @@ impl Accepted {
 }
 
 /// The path the console asks a ticket of.
+/// What a client's socket reads at a time. The library zeroes this much
+/// before every read, a wake that finds nothing included, so its 128 KiB
+/// default costs on every frame; a longer frame still arrives whole (the
+/// buffer grows to the length its header announces).
+const READ_BUFFER_BYTES: usize = 8 * 1024;
+
 pub const TICKET_PATH: &str = "/ticket";
 
 /// TLS on an accepted socket. A peer that speaks plain HTTP to it gets a

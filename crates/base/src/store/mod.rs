@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use rusqlite::{params, Connection, OptionalExtension};
-use serde_json::Value;
 
 /// Why the store could not be opened, read or written.
 #[derive(Debug, thiserror::Error)]
@@ -57,8 +56,10 @@ pub struct StoredSession {
     pub owner: String,
     pub created_at: String,
     pub modified_at: String,
-    /// The session's state document.
-    pub state: Value,
+    /// The session's state document, as JSON text: written as it is
+    /// serialized, with no tree built in between (it is stored at every
+    /// turn's end).
+    pub state: String,
     /// What the backend needs to find it again (the runtime session id).
     pub backend_ref: Option<String>,
     pub chats: Vec<StoredChat>,
@@ -67,8 +68,8 @@ pub struct StoredSession {
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredChat {
     pub uri: String,
-    /// The chat's state document.
-    pub state: Value,
+    /// The chat's state document, as JSON text.
+    pub state: String,
 }
 
 /// One turn a session's chat no longer keeps in memory: its place in the
@@ -219,20 +220,17 @@ impl Store {
         let mut out = Vec::new();
         for row in rows {
             let (uri, owner, created_at, modified_at, state, backend_ref) = row?;
-            let state = serde_json::from_str(&state).map_err(|e| StoreError::Corrupt {
-                what: format!("state of {uri:?} is not JSON"),
-                reason: e.to_string(),
-            })?;
+            is_json(&state, &uri)?;
             let mut session_chats = Vec::new();
             for c in chats.query_map([&uri], |r| {
                 Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
             })? {
                 let (chat, text) = c?;
-                let state = serde_json::from_str(&text).map_err(|e| StoreError::Corrupt {
-                    what: format!("state of {chat:?} is not JSON"),
-                    reason: e.to_string(),
-                })?;
-                session_chats.push(StoredChat { uri: chat, state });
+                is_json(&text, &chat)?;
+                session_chats.push(StoredChat {
+                    uri: chat,
+                    state: text,
+                });
             }
             out.push(StoredSession {
                 uri,
@@ -265,7 +263,7 @@ impl Store {
                 s.owner,
                 s.created_at,
                 s.modified_at,
-                s.state.to_string(),
+                s.state,
                 s.backend_ref
             ],
         )?;
@@ -276,7 +274,7 @@ impl Store {
             tx.execute(
                 "INSERT INTO chats (uri, session, state) VALUES (?1, ?2, ?3)
                  ON CONFLICT(uri) DO UPDATE SET session = ?2, state = ?3",
-                params![c.uri, s.uri, c.state.to_string()],
+                params![c.uri, s.uri, c.state],
             )?;
         }
         tx.commit()?;
@@ -387,6 +385,17 @@ fn change_turns(
     Ok(())
 }
 
+/// A stored document is refused at load when it is not JSON at all; its
+/// shape is its reader's to judge.
+fn is_json(text: &str, uri: &str) -> Result<(), StoreError> {
+    serde_json::from_str::<serde::de::IgnoredAny>(text)
+        .map(drop)
+        .map_err(|e| StoreError::Corrupt {
+            what: format!("state of {uri:?} is not JSON"),
+            reason: e.to_string(),
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -399,11 +408,11 @@ mod tests {
             owner: "alice".into(),
             created_at: "2026-11-23T10:00:00Z".into(),
             modified_at: "2026-11-23T10:00:01Z".into(),
-            state: json!({"title": title}),
+            state: json!({"title": title}).to_string(),
             backend_ref: None,
             chats: vec![StoredChat {
                 uri: format!("{uri}-chat"),
-                state: json!({"turns": [title]}),
+                state: json!({"turns": [title]}).to_string(),
             }],
         }
     }
@@ -429,9 +438,9 @@ mod tests {
         let store = Store::open(&path).unwrap();
         let all = store.sessions().unwrap();
         assert_eq!(all.len(), 1);
-        assert_eq!(all[0].state, json!({"title": "two"}));
+        assert_eq!(all[0].state, json!({"title": "two"}).to_string());
         assert_eq!(all[0].backend_ref.as_deref(), Some("rt-a"));
-        assert_eq!(all[0].chats[0].state, json!({"turns": ["two"]}));
+        assert_eq!(all[0].chats[0].state, json!({"turns": ["two"]}).to_string());
         let orphan: i64 = store
             .conn()
             .query_row("SELECT COUNT(*) FROM chats", [], |r| r.get(0))
