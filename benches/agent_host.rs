@@ -23,7 +23,10 @@
 //! turns is reported as its CPU time, and under `AHP_BENCH_WRAP="valgrind
 //! --tool=callgrind --callgrind-out-file=F"` counted in instructions: the
 //! counts are dumped before the turns and after them, so the second dump
-//! holds only theirs.
+//! holds only theirs. Each turn's time at the client is also paired with
+//! the host's own `duration` for it: the p50 of the difference is what a
+//! side adds outside the host, which the host's variation between alike
+//! sessions does not move.
 //!
 //! Run: cargo bench --bench agent_host [-- TURNS [CREATES [SESSIONS]]]
 
@@ -345,7 +348,7 @@ async fn main() {
     callgrind_dump(&bridge, "before-turns");
     let cpu_before = bridge.cpu_time();
     let (mut turn_d, mut turn_b, mut turn_p) = (Vec::new(), Vec::new(), Vec::new());
-    let (mut host_d, mut host_b) = (Vec::new(), Vec::new());
+    let (mut host_d, mut host_b, mut host_p) = (Vec::new(), Vec::new(), Vec::new());
     // Which side goes first rotates: the host's work after a turn
     // (saving, titles) lands on whichever turn follows it.
     for i in 0..turns {
@@ -363,7 +366,9 @@ async fn main() {
                 }
                 _ => {
                     if let (Some(p), Some(chat)) = (proxied.as_mut(), &chat_p) {
-                        turn_p.push(p.turn(chat, &model).await.0);
+                        let (c, h) = p.turn(chat, &model).await;
+                        turn_p.push(c);
+                        host_p.push(h);
                     }
                 }
             }
@@ -371,6 +376,15 @@ async fn main() {
     }
     let cpu = bridge.cpu_time().saturating_sub(cpu_before);
     callgrind_dump(&bridge, "turns");
+    // What each side adds outside the host's own timing of the same turn:
+    // the host's time differs between alike sessions by more than the bound,
+    // this difference does not carry it. Paired before the sorts below.
+    let outside = |c: &[Duration], h: &[Duration]| {
+        let mut v: Vec<Duration> = c.iter().zip(h).map(|(c, h)| c.saturating_sub(*h)).collect();
+        pct(&mut v, 0.5)
+    };
+    let (out_d, out_b) = (outside(&turn_d, &host_d), outside(&turn_b, &host_b));
+    let out_p = (!turn_p.is_empty()).then(|| outside(&turn_p, &host_p));
     let report = |what: &str, d: &mut [Duration], b: &mut [Duration]| {
         let (d50, d99, b50, b99) = (pct(d, 0.5), pct(d, 0.99), pct(b, 0.5), pct(b, 0.99));
         println!(
@@ -399,6 +413,25 @@ async fn main() {
         &mut host_d,
         &mut host_b,
     );
+    let added = out_b.as_secs_f64() - out_d.as_secs_f64();
+    let d50 = pct(&mut turn_d, 0.5).as_secs_f64();
+    println!(
+        "  outside the host's own time, p50: direct {} | bridged {} | the bridge adds {:.1} ms, \
+         {:.3}x the direct turn's p50",
+        ms(out_d),
+        ms(out_b),
+        added * 1000.0,
+        (d50 + added) / d50
+    );
+    if let Some(out_p) = out_p {
+        let added = out_p.as_secs_f64() - out_d.as_secs_f64();
+        println!(
+            "  the same through HAProxy (tcp): {} outside the host's time, it adds {:.1} ms, {:.3}x",
+            ms(out_p),
+            added * 1000.0,
+            (d50 + added) / d50
+        );
+    }
     println!(
         "  the bridge's CPU time over the turns: {} ms, {:.2} ms a bridged turn",
         cpu.as_millis(),
