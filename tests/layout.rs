@@ -5,6 +5,8 @@
 
 #[path = "layout/imports.rs"]
 mod imports;
+#[path = "layout/product.rs"]
+mod product;
 #[path = "layout/workspace.rs"]
 mod workspace;
 
@@ -258,9 +260,9 @@ const SEAMS: &[&str] = &["ahp/backend.rs", "transform/mod.rs", "transform/router
 /// seam, `Result<_, String>` in a `pub` signature (errors have names).
 fn signature_violations(rel: &str, text: &str) -> Vec<String> {
     // Test code builds what a client would send: the rules are for the product.
-    let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let text = product::product(text);
     let mut out = Vec::new();
-    for (public, sig, _) in signatures(text) {
+    for (public, sig, _) in signatures(&text) {
         let name = sig
             .split(['(', '<'])
             .next()
@@ -331,9 +333,9 @@ fn the_hosts_api_is_typed() {
         if !rel.starts_with("ahp/") || rel.ends_with("_tests.rs") {
             continue;
         }
-        let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let text = product::product(&text);
         let lines: Vec<&str> = text.lines().collect();
-        for (_, sig, i) in signatures(text) {
+        for (_, sig, i) in signatures(&text) {
             // `pub` to the crate's users: not `pub(crate)`, not `pub(super)`.
             let head = lines[i].trim_start();
             if !(head.starts_with("pub fn ") || head.starts_with("pub async fn ")) {

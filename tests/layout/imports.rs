@@ -9,9 +9,9 @@
 //! resolved to the longest module prefix that is a file. A `mod.rs` that
 //! declares its children and re-exports them (`pub use child::X;`) does not
 //! import them by that: the re-export is the module's facade, what the
-//! module shows its users (a child may still use its parent's items). Unit
-//! tests
-//! (`#[cfg(test)]` and after) are not read: they may see the whole module.
+//! module shows its users (a child may still use its parent's items). Test-only
+//! items (each `#[cfg(test)]` item, to its end) are not read: they may see
+//! the whole module.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -52,7 +52,7 @@ fn file_of(files: &Files, parts: &[String]) -> Option<String> {
 
 /// The text that counts: no comments, no unit tests.
 fn code_of(text: &str) -> String {
-    let text = text.split("#[cfg(test)]").next().unwrap_or_default();
+    let text = super::product::product(text);
     text.lines()
         .map(|l| l.split("//").next().unwrap_or_default())
         .collect::<Vec<_>>()
