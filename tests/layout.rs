@@ -333,7 +333,7 @@ fn the_hosts_api_is_typed() {
         if !rel.starts_with("ahp/") || rel.ends_with("_tests.rs") {
             continue;
         }
-        let text = product::product(&text);
+        let text = product::product(text);
         let lines: Vec<&str> = text.lines().collect();
         for (_, sig, i) in signatures(&text) {
             // `pub` to the crate's users: not `pub(crate)`, not `pub(super)`.

@@ -4,22 +4,22 @@
 //! fake runtime that times requests at its end of the pipe ([`pipe`]).
 #![allow(dead_code)]
 
-pub mod pipe;
-pub mod sdk_tap;
+pub(crate) mod pipe;
+pub(crate) mod sdk_tap;
 
 use std::time::Duration;
 
 /// The `p` quantile (0..=1) of `v`, nearest rank.
-pub fn pct(v: &mut [Duration], p: f64) -> Duration {
+pub(crate) fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort();
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
-pub fn ms(d: Duration) -> String {
+pub(crate) fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
-pub fn us(d: Duration) -> String {
+pub(crate) fn us(d: Duration) -> String {
     format!("{:.1} µs", d.as_secs_f64() * 1e6)
 }
 
@@ -35,7 +35,7 @@ fn clock_ticks_per_second() -> f64 {
 
 /// CPU time (user + system, every thread) a live process has used, from
 /// `/proc/PID/stat`; zero when it is gone.
-pub fn cpu_time(pid: u32) -> Duration {
+pub(crate) fn cpu_time(pid: u32) -> Duration {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return Duration::ZERO;
     };
@@ -49,13 +49,13 @@ pub fn cpu_time(pid: u32) -> Duration {
     Duration::from_secs_f64(ticks as f64 / clock_ticks_per_second())
 }
 
-pub fn mib(kib: u64) -> String {
+pub(crate) fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
 }
 
 /// The machine's CPU counters from `/proc/stat`: (busy, all), in ticks of
 /// every core together.
-pub fn machine_ticks() -> (u64, u64) {
+pub(crate) fn machine_ticks() -> (u64, u64) {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     let line = stat.lines().next().unwrap_or_default();
     let v: Vec<u64> = line
@@ -71,7 +71,7 @@ pub fn machine_ticks() -> (u64, u64) {
 
 /// How busy the machine's cores were between two [`machine_ticks`] readings
 /// (1.0 = every core all the time).
-pub fn busy_between(a: (u64, u64), b: (u64, u64)) -> f64 {
+pub(crate) fn busy_between(a: (u64, u64), b: (u64, u64)) -> f64 {
     let (busy, all) = (b.0 - a.0, b.1 - a.1);
     if all == 0 {
         0.0
@@ -80,13 +80,13 @@ pub fn busy_between(a: (u64, u64), b: (u64, u64)) -> f64 {
     }
 }
 
-pub fn secs(d: Duration) -> String {
+pub(crate) fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }
 
 /// CPU time of each thread of a live process, by thread id, with its name
 /// (`/proc/PID/task/TID/stat`).
-pub fn thread_cpu(pid: u32) -> Vec<(u32, String, Duration)> {
+pub(crate) fn thread_cpu(pid: u32) -> Vec<(u32, String, Duration)> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
         .into_iter()
         .flatten()
@@ -110,7 +110,7 @@ pub fn thread_cpu(pid: u32) -> Vec<(u32, String, Duration)> {
 
 /// What the benches' client answers to `systemMessageTransform`: every
 /// section it is asked, with " (house style)" appended.
-pub fn house_style(p: &serde_json::Value) -> serde_json::Value {
+pub(crate) fn house_style(p: &serde_json::Value) -> serde_json::Value {
     let mut out = serde_json::Map::new();
     for (id, s) in p["sections"].as_object().unwrap() {
         let content = format!("{} (house style)", s["content"].as_str().unwrap());
@@ -121,12 +121,13 @@ pub fn house_style(p: &serde_json::Value) -> serde_json::Value {
 
 /// When a bench client's handler last ran: splits a round trip (one at a
 /// time) into its two legs, to the client and back from it.
-pub static HANDLED_AT: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+pub(crate) static HANDLED_AT: std::sync::Mutex<Option<std::time::Instant>> =
+    std::sync::Mutex::new(None);
 
 /// The official client over `transport`, initialized as "bench", answering
 /// transforms in house style (noting when in [`HANDLED_AT`]), with the
 /// session `ahp-session:/bench` it opted in to `tone` and `guidelines` for.
-pub async fn bench_client(transport: ahp_ws::WebSocketTransport) -> ahp::Client {
+pub(crate) async fn bench_client(transport: ahp_ws::WebSocketTransport) -> ahp::Client {
     use serde_json::{json, Value};
     let c = ahp::Client::connect(transport, ahp::ClientConfig::default())
         .await

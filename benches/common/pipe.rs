@@ -15,13 +15,13 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, oneshot};
 
-pub struct PipeRuntime {
+pub(crate) struct PipeRuntime {
     pub addr: std::net::SocketAddr,
     conns: mpsc::UnboundedReceiver<PipeConn>,
 }
 
 /// One connection to the fake.
-pub struct PipeConn {
+pub(crate) struct PipeConn {
     asks: mpsc::UnboundedSender<Ask>,
     /// The session ids the peer created or resumed, in order.
     created: mpsc::UnboundedReceiver<String>,
@@ -36,14 +36,14 @@ struct Ask {
     done: Answered,
 }
 
-pub fn frame(body: &[u8]) -> Vec<u8> {
+pub(crate) fn frame(body: &[u8]) -> Vec<u8> {
     let mut out = format!("Content-Length: {}\r\n\r\n", body.len()).into_bytes();
     out.extend_from_slice(body);
     out
 }
 
 /// One Content-Length frame, parsed; None at EOF or on a bad frame.
-pub async fn read_frame<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> Option<Value> {
+pub(crate) async fn read_frame<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> Option<Value> {
     let mut len = None;
     let mut line = String::new();
     loop {
@@ -88,7 +88,7 @@ fn event(session: &Value, ty: &str, data: Value) -> Vec<u8> {
 }
 
 impl PipeRuntime {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (tx, conns) = mpsc::unbounded_channel();
@@ -108,7 +108,7 @@ impl PipeRuntime {
     }
 
     /// The next connection to the fake.
-    pub async fn next_conn(&mut self) -> PipeConn {
+    pub(crate) async fn next_conn(&mut self) -> PipeConn {
         tokio::time::timeout(Duration::from_secs(20), self.conns.recv())
             .await
             .expect("a connection within 20 s")
@@ -116,7 +116,7 @@ impl PipeRuntime {
     }
 
     /// As [`Self::next_conn`], `None` when none comes within `wait`.
-    pub async fn try_next_conn(&mut self, wait: Duration) -> Option<PipeConn> {
+    pub(crate) async fn try_next_conn(&mut self, wait: Duration) -> Option<PipeConn> {
         tokio::time::timeout(wait, self.conns.recv())
             .await
             .ok()
@@ -127,7 +127,7 @@ impl PipeRuntime {
 impl PipeConn {
     /// Sends `method` as a request and returns the time to its answer,
     /// measured at the pipe, and the answer.
-    pub async fn ask(&self, method: &'static str, params: Value) -> (Duration, Value) {
+    pub(crate) async fn ask(&self, method: &'static str, params: Value) -> (Duration, Value) {
         let rx = self.send_ask(method, params).expect("connection alive");
         tokio::time::timeout(Duration::from_secs(20), rx)
             .await
@@ -137,7 +137,7 @@ impl PipeConn {
 
     /// As [`Self::ask`], the answer alone; `None` when the connection is
     /// gone or no answer comes within `wait` (a fuzzer goes on).
-    pub async fn try_ask(
+    pub(crate) async fn try_ask(
         &self,
         method: &'static str,
         params: Value,
@@ -166,7 +166,7 @@ impl PipeConn {
 
     /// The session ids the peer created (or resumed) since the last call,
     /// without waiting; `None` when the connection is gone.
-    pub fn created_so_far(&mut self) -> Option<Vec<String>> {
+    pub(crate) fn created_so_far(&mut self) -> Option<Vec<String>> {
         let mut ids = Vec::new();
         loop {
             match self.created.try_recv() {
@@ -180,7 +180,7 @@ impl PipeConn {
     }
 
     /// The next session id the peer created (or resumed).
-    pub async fn created(&mut self) -> String {
+    pub(crate) async fn created(&mut self) -> String {
         tokio::time::timeout(Duration::from_secs(20), self.created.recv())
             .await
             .expect("a session within 20 s")

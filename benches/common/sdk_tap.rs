@@ -16,11 +16,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio_util::codec::Decoder;
 
 /// The app's legs measured so far.
-pub type Legs = Arc<Mutex<Vec<Duration>>>;
+pub(crate) type Legs = Arc<Mutex<Vec<Duration>>>;
 
 /// Listens on loopback and taps each connection to `to`; its address and
 /// the legs it measures.
-pub async fn start(to: String) -> (String, Legs) {
+pub(crate) async fn start(to: String) -> (String, Legs) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let at = listener.local_addr().unwrap().to_string();
     let legs: Legs = Arc::default();

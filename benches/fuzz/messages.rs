@@ -8,14 +8,14 @@
 use serde_json::{json, Value};
 
 /// xorshift64*: enough randomness for a fuzzer, and no dependency.
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Self(seed.max(1))
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         let mut x = self.0;
         x ^= x >> 12;
         x ^= x << 25;
@@ -24,24 +24,24 @@ impl Rng {
         x.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    pub fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         (self.next() % n.max(1) as u64) as usize
     }
 
-    pub fn chance(&mut self, percent: u64) -> bool {
+    pub(crate) fn chance(&mut self, percent: u64) -> bool {
         self.next() % 100 < percent
     }
 
-    pub fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
+    pub(crate) fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
         &v[self.below(v.len())]
     }
 }
 
 /// The sections a fuzz client opts in to transform.
-pub const SECTIONS: [&str; 2] = ["tone", "guidelines"];
+pub(crate) const SECTIONS: [&str; 2] = ["tone", "guidelines"];
 
 /// An active-client entry for `client_id`, opted in to [`SECTIONS`].
-pub fn active_client(client_id: &str) -> Value {
+pub(crate) fn active_client(client_id: &str) -> Value {
     json!({"clientId": client_id, "tools": [], "systemMessageTransform": {"sections": SECTIONS}})
 }
 
@@ -58,7 +58,7 @@ fn prompt(n: u64) -> String {
 
 /// A valid action, the `n`th of client `who`: (for the chat rather than
 /// the session, the action).
-pub fn valid(rng: &mut Rng, who: &str, n: u64) -> (bool, Value) {
+pub(crate) fn valid(rng: &mut Rng, who: &str, n: u64) -> (bool, Value) {
     let now = jiff::Timestamp::now().to_string();
     let queued = |i: u64| format!("q{}", i % 4);
     match rng.below(13) {
@@ -171,7 +171,7 @@ fn nested(depth: usize) -> Value {
 }
 
 /// `v` mutated once, anywhere in it.
-pub fn mutate(rng: &mut Rng, mut v: Value, n: u64) -> Value {
+pub(crate) fn mutate(rng: &mut Rng, mut v: Value, n: u64) -> Value {
     let mut ptrs = Vec::new();
     pointers(&v, "", &mut ptrs);
     let at = if ptrs.is_empty() {
@@ -263,12 +263,12 @@ pub fn mutate(rng: &mut Rng, mut v: Value, n: u64) -> Value {
 
 /// The session a mutated `createSession` of [`request`]'s may have made:
 /// the fuzzer counts it as held, so it is disposed in its turn.
-pub fn odd_session(n: u64) -> String {
+pub(crate) fn odd_session(n: u64) -> String {
     format!("ahp-session:/odd-{n}")
 }
 
 /// A request: valid, refused, or odd (method, params).
-pub fn request(rng: &mut Rng, chat: &str, n: u64) -> (String, Value) {
+pub(crate) fn request(rng: &mut Rng, chat: &str, n: u64) -> (String, Value) {
     let (m, p) = match rng.below(10) {
         0 => ("listSessions", json!({})),
         1 => ("fetchTurns", json!({"channel": chat})),
@@ -304,7 +304,7 @@ pub fn request(rng: &mut Rng, chat: &str, n: u64) -> (String, Value) {
 }
 
 /// A frame that is no JSON-RPC request: text, or binary when `.1`.
-pub fn garbage(rng: &mut Rng, n: u64) -> (Vec<u8>, bool) {
+pub(crate) fn garbage(rng: &mut Rng, n: u64) -> (Vec<u8>, bool) {
     let text = match rng.below(11) {
         0 => "{\"jsonrpc\": \"2.0\", \"method\": \"dispatchAction\", \"params\": {".to_owned(),
         1 => format!("not json at all {n}"),
@@ -329,7 +329,7 @@ pub fn garbage(rng: &mut Rng, n: u64) -> (Vec<u8>, bool) {
 
 /// The answer to a transform request, the `k`th: mostly every section
 /// asked with a line added; now and then an error, or an answer mutated.
-pub fn transform_answer(
+pub(crate) fn transform_answer(
     params: &Value,
     k: u64,
 ) -> Result<Value, ahp_types::messages::JsonRpcError> {

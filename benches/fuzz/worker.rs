@@ -29,7 +29,7 @@ const WAIT: Duration = Duration::from_secs(10);
 
 /// What every worker has done, counted together.
 #[derive(Default)]
-pub struct Stats {
+pub(crate) struct Stats {
     pub valid: AtomicU64,
     pub mutated: AtomicU64,
     pub requests: AtomicU64,
@@ -50,7 +50,7 @@ pub struct Stats {
 }
 
 impl Stats {
-    pub fn sent(&self) -> u64 {
+    pub(crate) fn sent(&self) -> u64 {
         [&self.valid, &self.mutated, &self.requests, &self.garbage]
             .iter()
             .map(|c| c.load(Ordering::Relaxed))
@@ -70,7 +70,7 @@ struct Raw {
     reader: tokio::task::JoinHandle<()>,
 }
 
-pub struct Worker {
+pub(crate) struct Worker {
     addr: SocketAddr,
     rng: Rng,
     /// The clientId, the same on every connection, so the sessions'
@@ -102,7 +102,7 @@ fn refused(e: &ClientError) -> bool {
 }
 
 impl Worker {
-    pub fn new(
+    pub(crate) fn new(
         w: usize,
         addr: SocketAddr,
         seed: u64,
@@ -126,7 +126,7 @@ impl Worker {
         }
     }
 
-    pub async fn run(mut self) {
+    pub(crate) async fn run(mut self) {
         while Instant::now() < self.end {
             if self.c.is_none() {
                 match self.open().await {

@@ -66,7 +66,7 @@ impl ServerCertVerifier for Pinned {
 }
 
 /// A client that trusts exactly the certificates in `cert_file`.
-pub fn client_config(cert_file: &Path) -> Result<ClientConfig, BadPair> {
+pub(super) fn client_config(cert_file: &Path) -> Result<ClientConfig, BadPair> {
     let provider = provider();
     let verifier = Pinned {
         certs: certificates(cert_file)?,

@@ -26,7 +26,7 @@ impl BridgedSessions {
     /// Records a session on the least loaded of `pool` runtimes, choosing
     /// and recording under one lock so that sessions created at once
     /// spread out.
-    pub fn place(&self, uri: &str, runtime_id: String, persisted: bool, pool: usize) {
+    pub(super) fn place(&self, uri: &str, runtime_id: String, persisted: bool, pool: usize) {
         let mut g = self.lock();
         let mut load = vec![0usize; pool.max(1)];
         for s in g.sessions.values() {
@@ -42,7 +42,7 @@ impl BridgedSessions {
         );
     }
 
-    pub fn remove(&self, uri: &str) -> Option<BridgedSession> {
+    pub(super) fn remove(&self, uri: &str) -> Option<BridgedSession> {
         let mut g = self.lock();
         let s = g.sessions.remove(uri)?;
         g.by_runtime.remove(s.runtime_id());
@@ -51,21 +51,21 @@ impl BridgedSessions {
 
     /// The AHP session URI of a runtime session.
     /// Every bridged session's URI.
-    pub fn uris(&self) -> Vec<String> {
+    pub(super) fn uris(&self) -> Vec<String> {
         self.lock().sessions.keys().cloned().collect()
     }
 
-    pub fn uri_of(&self, runtime_id: &str) -> Option<String> {
+    pub(super) fn uri_of(&self, runtime_id: &str) -> Option<String> {
         self.lock().by_runtime.get(runtime_id).cloned()
     }
 
     /// Reads or changes one session under the lock.
-    pub fn with<R>(&self, uri: &str, f: impl FnOnce(&mut BridgedSession) -> R) -> Option<R> {
+    pub(super) fn with<R>(&self, uri: &str, f: impl FnOnce(&mut BridgedSession) -> R) -> Option<R> {
         self.lock().sessions.get_mut(uri).map(f)
     }
 
     /// Changes one session; the effects it asks for, to carry out after.
-    pub fn change(
+    pub(super) fn change(
         &self,
         uri: &str,
         f: impl FnOnce(&mut BridgedSession, &mut Effects),
@@ -78,7 +78,10 @@ impl BridgedSessions {
     }
 
     /// Changes every session; the effects of each.
-    pub fn change_all(&self, mut f: impl FnMut(&mut BridgedSession, &mut Effects)) -> Vec<Effects> {
+    pub(super) fn change_all(
+        &self,
+        mut f: impl FnMut(&mut BridgedSession, &mut Effects),
+    ) -> Vec<Effects> {
         let mut g = self.lock();
         g.sessions
             .iter_mut()

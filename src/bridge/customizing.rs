@@ -40,7 +40,7 @@ use crate::telemetry::Escaped;
 
 /// What a bind gives the runtime, and the records to write once it is bound.
 #[derive(Debug, Default)]
-pub struct ForRuntime {
+pub(super) struct ForRuntime {
     pub fields: RuntimeCustomizations,
     pub records: Vec<CustomizationRecord>,
 }
@@ -48,7 +48,7 @@ pub struct ForRuntime {
 /// Customizations on the bridge's sessions: the [`CustomizationState`], the host
 /// its actions go to, the policy a client's text is held to, and the audit
 /// log its records go to.
-pub struct Customizing {
+pub(super) struct Customizing {
     me: Weak<Customizing>,
     custom: CustomizationState,
     host: Weak<Host>,
@@ -61,13 +61,13 @@ pub struct Customizing {
 
 /// What a message's custom agent asks of the runtime session.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AgentChange {
+pub(super) enum AgentChange {
     Select(String),
     Deselect,
 }
 
 impl Customizing {
-    pub fn new(
+    pub(super) fn new(
         custom: CustomizationState,
         host: Weak<Host>,
         policy: PolicyReader,
@@ -88,17 +88,17 @@ impl Customizing {
     }
 
     /// The host's folders to watch.
-    pub fn watched_paths(&self) -> Vec<std::path::PathBuf> {
+    pub(super) fn watched_paths(&self) -> Vec<std::path::PathBuf> {
         self.custom.watched_paths()
     }
 
     /// `[policy.customizations]` in force (a reload may have changed it).
-    pub fn customization_policy(&self) -> crate::config::CustomizationPolicy {
+    pub(super) fn customization_policy(&self) -> crate::config::CustomizationPolicy {
         self.custom.policy()
     }
 
     /// A disposed session: forgotten, its folders removed.
-    pub fn session_gone(&self, uri: &str) {
+    pub(super) fn session_gone(&self, uri: &str) {
         self.custom.session_gone(uri);
         let prefix = format!("{uri}\0");
         let mut seen = self.decided.lock().unwrap_or_else(|e| e.into_inner());
@@ -135,7 +135,7 @@ impl Customizing {
 
     /// Lists the host's containers on a new or restored session: all
     /// `loading`, then each as read (toggles a restored session had kept).
-    pub async fn publish(&self, uri: &str) {
+    pub(super) async fn publish(&self, uri: &str) {
         if !self.custom.has_host_containers() {
             return;
         }
@@ -163,7 +163,7 @@ impl Customizing {
     /// they differ, they are put in force and the host's containers read
     /// again (new sessions list the new set; a session that lists a changed
     /// container gets it anew). Whether they differed.
-    pub async fn reconfigured(&self, cfg: Reloadable<'_>, sessions: &[String]) -> bool {
+    pub(super) async fn reconfigured(&self, cfg: Reloadable<'_>, sessions: &[String]) -> bool {
         if !self.custom.reconfigure(cfg) {
             return false;
         }
@@ -176,7 +176,7 @@ impl Customizing {
     /// bridge lives; it gives its sessions): a change is read again for
     /// every session. `rewatch` (a reload changed the folders) starts the
     /// watch over on the new ones.
-    pub fn watch_folders(
+    pub(super) fn watch_folders(
         self: &Arc<Self>,
         rewatch: Arc<tokio::sync::Notify>,
         uris: impl Fn() -> Option<Vec<String>> + Send + 'static,
@@ -219,7 +219,7 @@ impl Customizing {
     /// The host's directories changed on disk: read again, and every
     /// session that lists a changed container gets it anew (its runtime
     /// from the next turn: the new files are a new binding).
-    pub async fn host_changed(&self, sessions: &[String]) {
+    pub(super) async fn host_changed(&self, sessions: &[String]) {
         let changed = self.custom.reread().await;
         if changed.is_empty() {
             return;
@@ -241,7 +241,7 @@ impl Customizing {
 
     /// A client set its entry: the plugins it no longer publishes go, new
     /// or changed ones are read from it.
-    pub fn client_set(&self, uri: &str, client_id: &str) {
+    pub(super) fn client_set(&self, uri: &str, client_id: &str) {
         let Some(host) = self.host() else { return };
         let views = host.active_clients(uri);
         let Some(view) = views.iter().find(|c| c.client_id == client_id) else {
@@ -261,7 +261,7 @@ impl Customizing {
     }
 
     /// A client left (or its grace ran out): its plugins go.
-    pub fn client_left(&self, uri: &str, client_id: &str) {
+    pub(super) fn client_left(&self, uri: &str, client_id: &str) {
         for id in self.custom.client_left(uri, client_id) {
             self.removed(uri, id);
         }
@@ -309,7 +309,7 @@ impl Customizing {
     /// `agent_uri` (when it is listed and enabled), given what it has
     /// selected as far as the bridge knows (`None`: not known). `None`:
     /// nothing to tell.
-    pub fn agent_change(
+    pub(super) fn agent_change(
         &self,
         uri: &str,
         agent_uri: Option<&str>,
@@ -332,7 +332,7 @@ impl Customizing {
 
     /// What a (re)bind of `uri` gives its runtime: the enabled containers
     /// its state lists.
-    pub async fn for_runtime(&self, uri: &str) -> ForRuntime {
+    pub(super) async fn for_runtime(&self, uri: &str) -> ForRuntime {
         let Some(host) = self.host() else {
             return ForRuntime::default();
         };
@@ -435,7 +435,7 @@ impl Customizing {
         seen.insert(key)
     }
 
-    pub fn write_records(&self, records: Vec<CustomizationRecord>) {
+    pub(super) fn write_records(&self, records: Vec<CustomizationRecord>) {
         let Some(log) = self.audit.clone() else {
             return;
         };
@@ -452,7 +452,7 @@ impl Customizing {
     }
 
     /// The runtime's word on MCP servers, as their customizations' state.
-    pub fn mcp_states(&self, uri: &str, servers: &[McpServerStatus]) {
+    pub(super) fn mcp_states(&self, uri: &str, servers: &[McpServerStatus]) {
         let Some(host) = self.host() else { return };
         let listed = host.session_customizations(uri);
         for s in servers {

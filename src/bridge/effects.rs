@@ -56,7 +56,7 @@ pub(super) enum RuntimeCall {
 
 impl RuntimeCall {
     /// The method's name on the runtime's wire (for logs).
-    pub fn method(&self) -> &'static str {
+    pub(super) fn method(&self) -> &'static str {
         use calls::Method;
         match self {
             Self::Permission { .. } => AnswerPermission::NAME,
@@ -67,7 +67,7 @@ impl RuntimeCall {
     }
 
     /// Makes the call on `conn` for the runtime session `runtime_id`.
-    pub async fn make(&self, conn: &RuntimeConn, runtime_id: &str) -> Result<(), CallError> {
+    pub(super) async fn make(&self, conn: &RuntimeConn, runtime_id: &str) -> Result<(), CallError> {
         match self {
             Self::Permission {
                 request_id,
@@ -96,7 +96,7 @@ impl RuntimeCall {
 }
 
 impl Effects {
-    pub fn new(session: &str, slot: usize, runtime_id: &str) -> Self {
+    pub(super) fn new(session: &str, slot: usize, runtime_id: &str) -> Self {
         Self {
             session: session.to_owned(),
             slot,
@@ -109,20 +109,20 @@ impl Effects {
     }
 
     /// An action on the session's own channel.
-    pub fn act_on_session(&mut self, action: StateAction) {
+    pub(super) fn act_on_session(&mut self, action: StateAction) {
         self.actions.push((self.session.clone(), action));
     }
 
-    pub fn act(&mut self, channel: &str, actions: impl IntoIterator<Item = StateAction>) {
+    pub(super) fn act(&mut self, channel: &str, actions: impl IntoIterator<Item = StateAction>) {
         self.actions
             .extend(actions.into_iter().map(|a| (channel.to_owned(), a)));
     }
 
-    pub fn call(&mut self, call: RuntimeCall) {
+    pub(super) fn call(&mut self, call: RuntimeCall) {
         self.calls.push(call);
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.actions.is_empty()
             && self.mirrors.is_empty()
             && self.calls.is_empty()

@@ -49,7 +49,7 @@ pub(super) trait Starts: Send + Sync {
 }
 
 impl Pool {
-    pub fn new(cfg: &RuntimeConfig, listen: bool) -> Self {
+    pub(super) fn new(cfg: &RuntimeConfig, listen: bool) -> Self {
         metrics().runtimes(cfg.pool_size().max(1));
         Self {
             runtimes: (0..cfg.pool_size().max(1))
@@ -62,20 +62,20 @@ impl Pool {
         }
     }
 
-    pub fn size(&self) -> usize {
+    pub(super) fn size(&self) -> usize {
         self.runtimes.len()
     }
 
-    pub fn stop_starting(&self) {
+    pub(super) fn stop_starting(&self) {
         self.stopping.store(true, Ordering::Release);
     }
 
-    pub fn is_stopping(&self) -> bool {
+    pub(super) fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::Acquire)
     }
 
     /// Runtime `slot`, started (or restarted) on demand.
-    pub async fn runtime(
+    pub(super) async fn runtime(
         &self,
         slot: usize,
         owner: Weak<dyn Starts>,
@@ -120,7 +120,11 @@ impl Pool {
     }
 
     /// Where another connection reaches runtime `slot`, started on demand.
-    pub async fn reach(&self, slot: usize, owner: Weak<dyn Starts>) -> anyhow::Result<Reach> {
+    pub(super) async fn reach(
+        &self,
+        slot: usize,
+        owner: Weak<dyn Starts>,
+    ) -> anyhow::Result<Reach> {
         self.runtime(slot, owner).await?;
         let slot = slot.min(self.runtimes.len() - 1);
         let g = self.runtimes[slot].lock().await;
@@ -130,7 +134,7 @@ impl Pool {
     }
 
     /// Runtime `slot`'s connection, if it is running; never starts one.
-    pub async fn live(&self, slot: usize) -> Option<Arc<RuntimeConn>> {
+    pub(super) async fn live(&self, slot: usize) -> Option<Arc<RuntimeConn>> {
         let g = self.runtimes.get(slot)?.lock().await;
         g.as_ref()
             .filter(|l| l.conn.is_open())
@@ -139,7 +143,7 @@ impl Pool {
 
     /// Pings every running runtime at once, each within `timeout`: by slot,
     /// whether it answered (`None`: not running).
-    pub async fn ping_all(&self, timeout: Duration) -> Vec<Option<Result<(), CheckFailed>>> {
+    pub(super) async fn ping_all(&self, timeout: Duration) -> Vec<Option<Result<(), CheckFailed>>> {
         let mut live = Vec::new();
         for slot in 0..self.runtimes.len() {
             live.push(self.live(slot).await);
@@ -155,7 +159,7 @@ impl Pool {
     }
 
     /// Each runtime's process id, by slot (None before it starts, or over TCP).
-    pub async fn pids(&self) -> Vec<Option<u32>> {
+    pub(super) async fn pids(&self) -> Vec<Option<u32>> {
         let mut out = Vec::new();
         for r in &self.runtimes {
             let g = r.lock().await;
@@ -171,7 +175,7 @@ impl Pool {
     /// running and is killed, then a new one is started, backing off while
     /// starting fails.
     /// Gives up once the owner is gone.
-    pub async fn replace(&self, slot: usize, generation: u64, owner: Weak<dyn Starts>) {
+    pub(super) async fn replace(&self, slot: usize, generation: u64, owner: Weak<dyn Starts>) {
         {
             let mut g = self.runtimes[slot].lock().await;
             if g.as_ref().is_some_and(|l| l.generation == generation) {
@@ -200,7 +204,7 @@ impl Pool {
     }
 
     /// Stops every runtime of the pool, at once.
-    pub async fn stop_all(&self) {
+    pub(super) async fn stop_all(&self) {
         self.stop_starting();
         let stops = (0..self.runtimes.len()).map(|slot| self.stop(slot));
         futures_util::future::join_all(stops).await;

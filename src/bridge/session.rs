@@ -67,7 +67,7 @@ pub(super) struct BridgedSession {
 }
 
 impl BridgedSession {
-    pub fn new(runtime_id: String, slot: usize, persisted: bool) -> Self {
+    pub(super) fn new(runtime_id: String, slot: usize, persisted: bool) -> Self {
         Self {
             runtime_id,
             slot,
@@ -84,33 +84,33 @@ impl BridgedSession {
 
     /// Whether the runtime event `id` is new for this session (else a
     /// repeat, to drop); remembers it.
-    pub fn first_arrival(&mut self, id: Option<&str>) -> bool {
+    pub(super) fn first_arrival(&mut self, id: Option<&str>) -> bool {
         self.seen.first_arrival(id)
     }
 
-    pub fn runtime_id(&self) -> &str {
+    pub(super) fn runtime_id(&self) -> &str {
         &self.runtime_id
     }
 
-    pub fn slot(&self) -> usize {
+    pub(super) fn slot(&self) -> usize {
         self.slot
     }
 
-    pub fn gate(&self) -> Arc<tokio::sync::Mutex<()>> {
+    pub(super) fn gate(&self) -> Arc<tokio::sync::Mutex<()>> {
         self.gate.clone()
     }
 
     /// A receiver of idleness, to wait on without losing a wake-up.
-    pub fn idle_watch(&self) -> watch::Receiver<bool> {
+    pub(super) fn idle_watch(&self) -> watch::Receiver<bool> {
         self.idle.subscribe()
     }
 
-    pub fn is_bound(&self) -> bool {
+    pub(super) fn is_bound(&self) -> bool {
         self.bound.is_some()
     }
 
     /// The binding, if it lives in runtime process `generation`.
-    pub fn binding_in(&self, generation: u64) -> Option<&Binding> {
+    pub(super) fn binding_in(&self, generation: u64) -> Option<&Binding> {
         self.bound
             .as_ref()
             .filter(|(_, g)| *g == generation)
@@ -118,7 +118,7 @@ impl BridgedSession {
     }
 
     /// Bound (created or resumed) as `binding` in `generation` with `model`.
-    pub fn bound(&mut self, binding: Binding, generation: u64, model: String) {
+    pub(super) fn bound(&mut self, binding: Binding, generation: u64, model: String) {
         self.bound = Some((binding, generation));
         self.model = Some(model);
         // A resumed session may bring back the agent its history selected.
@@ -127,42 +127,42 @@ impl BridgedSession {
 
     /// The custom agent the runtime session has selected, by name: `None`
     /// when not known (after a resume), `Some(None)` when none.
-    pub fn agent(&self) -> Option<Option<&str>> {
+    pub(super) fn agent(&self) -> Option<Option<&str>> {
         self.agent.as_ref().map(Option::as_deref)
     }
 
-    pub fn set_agent(&mut self, agent: Option<&str>) {
+    pub(super) fn set_agent(&mut self, agent: Option<&str>) {
         self.agent = Some(agent.map(String::from));
     }
 
-    pub fn persisted(&self) -> bool {
+    pub(super) fn persisted(&self) -> bool {
         self.persisted
     }
 
     /// The runtime has the session on disk now; true the first time.
-    pub fn persist(&mut self) -> bool {
+    pub(super) fn persist(&mut self) -> bool {
         !std::mem::replace(&mut self.persisted, true)
     }
 
-    pub fn model(&self) -> Option<&str> {
+    pub(super) fn model(&self) -> Option<&str> {
         self.model.as_deref()
     }
 
-    pub fn set_model(&mut self, model: &str) {
+    pub(super) fn set_model(&mut self, model: &str) {
         self.model = Some(model.to_owned());
     }
 
     /// The client that contributed the session's tool `name`, if any.
-    pub fn tool_owner(&self, name: &str) -> Option<&str> {
+    pub(super) fn tool_owner(&self, name: &str) -> Option<&str> {
         self.bound.as_ref()?.0.tool_owner(name)
     }
 
-    pub fn is_idle(&self) -> bool {
+    pub(super) fn is_idle(&self) -> bool {
         matches!(self.turn, TurnState::Idle { .. })
     }
 
     /// The span of the running turn (a handle to it).
-    pub fn turn_span(&self) -> Option<tracing::Span> {
+    pub(super) fn turn_span(&self) -> Option<tracing::Span> {
         match &self.turn {
             TurnState::Running(t) => Some(t.span().clone()),
             _ => None,
@@ -170,7 +170,7 @@ impl BridgedSession {
     }
 
     /// The chat of the running turn.
-    pub fn running_chat(&self) -> Option<&str> {
+    pub(super) fn running_chat(&self) -> Option<&str> {
         match &self.turn {
             TurnState::Running(t) => Some(t.chat()),
             _ => None,
@@ -196,7 +196,7 @@ impl BridgedSession {
     /// Starts a turn (the caller waited for `Idle`). Not bound yet: the
     /// message's model is the one to bind with, no switch. Returns what
     /// ends when the turn does.
-    pub fn begin(
+    pub(super) fn begin(
         &mut self,
         turn_id: &str,
         chat: &str,
@@ -232,7 +232,7 @@ impl BridgedSession {
 
     /// A runtime event that belongs to the turn: mapped into its chat; the
     /// turn ends on idle or error.
-    pub fn on_event(&mut self, event: &RuntimeEvent, fx: &mut Effects) {
+    pub(super) fn on_event(&mut self, event: &RuntimeEvent, fx: &mut Effects) {
         let Some(t) = self.running() else {
             // Draining or idle: the runtime's idle is all that matters now.
             if *event == RuntimeEvent::Idle {
@@ -258,7 +258,7 @@ impl BridgedSession {
     }
 
     /// The turn could not go on (a failed send): `chat/error`, idle again.
-    pub fn fail(&mut self, kind: &str, message: &str, fx: &mut Effects) {
+    pub(super) fn fail(&mut self, kind: &str, message: &str, fx: &mut Effects) {
         fx.ended = self.end(
             TurnState::Idle { stale_idle: false },
             TurnOutcome::Error,
@@ -271,7 +271,7 @@ impl BridgedSession {
 
     /// A client cancelled: what the runtime waits on is answered (denied,
     /// failed), the message aborted; its last events drain.
-    pub fn cancel(&mut self, why: &str, fx: &mut Effects) {
+    pub(super) fn cancel(&mut self, why: &str, fx: &mut Effects) {
         if self.running().is_some() {
             self.end(
                 TurnState::Draining,
@@ -287,14 +287,14 @@ impl BridgedSession {
     /// How the running turn `turn_id` stands for the inactivity deadline:
     /// `None` when it is over; `Some(None)` while it waits on a client;
     /// otherwise when it last heard from the runtime.
-    pub fn last_heard(&mut self, turn_id: &str) -> Option<Option<tokio::time::Instant>> {
+    pub(super) fn last_heard(&mut self, turn_id: &str) -> Option<Option<tokio::time::Instant>> {
         let t = self.running().filter(|t| t.turn_id() == turn_id)?;
         Some(t.last_heard())
     }
 
     /// The runtime fell silent during the turn: it ends with `chat/error`
     /// naming the timeout, what it waited on is answered, the runtime aborts.
-    pub fn silent(&mut self, why: &str, fx: &mut Effects) {
+    pub(super) fn silent(&mut self, why: &str, fx: &mut Effects) {
         if self.running().is_some() {
             self.end(
                 TurnState::Draining,
@@ -309,7 +309,7 @@ impl BridgedSession {
 
     /// The host shuts down: the turn ends with `chat/error` and everything
     /// the runtime waits on is answered.
-    pub fn shut_down(&mut self, why: &str, fx: &mut Effects) {
+    pub(super) fn shut_down(&mut self, why: &str, fx: &mut Effects) {
         if self.running().is_some() {
             self.end(
                 TurnState::Draining,
@@ -324,7 +324,7 @@ impl BridgedSession {
 
     /// Its runtime died (in `generation`): unbound, and a running turn ends
     /// with `chat/error`; nothing is answered to the dead runtime.
-    pub fn runtime_lost(&mut self, generation: u64, why: &str, fx: &mut Effects) {
+    pub(super) fn runtime_lost(&mut self, generation: u64, why: &str, fx: &mut Effects) {
         if self.binding_in(generation).is_none() {
             return;
         }
@@ -340,7 +340,7 @@ impl BridgedSession {
     }
 
     /// The client that started the running turn, if any.
-    pub fn turn_starter(&self) -> Option<String> {
+    pub(super) fn turn_starter(&self) -> Option<String> {
         match &self.turn {
             TurnState::Running(t) => t.starter().map(str::to_owned),
             _ => None,
@@ -350,7 +350,7 @@ impl BridgedSession {
     /// `permission.requested`: a pending confirmation in the running turn;
     /// no turn to ask in: denied rather than left waiting. `refused`: the
     /// operator's policy denied it, with that reason: no client is asked.
-    pub fn permission_requested(
+    pub(super) fn permission_requested(
         &mut self,
         p: &PermissionRequest,
         refused: Option<&str>,
@@ -376,7 +376,7 @@ impl BridgedSession {
     /// `external_tool.requested` for a tool of `owner` (if still an active
     /// client): opened in the running turn and left to its owner, or failed
     /// towards the runtime at once. Whether it now waits on its owner.
-    pub fn client_tool_requested(
+    pub(super) fn client_tool_requested(
         &mut self,
         request_id: &str,
         tool_call_id: &str,
@@ -407,19 +407,19 @@ impl BridgedSession {
     }
 
     /// A runtime tool of the running turn that no prompt came for is shown running.
-    pub fn tool_shown_running(&mut self, tool_call_id: &str, fx: &mut Effects) {
+    pub(super) fn tool_shown_running(&mut self, tool_call_id: &str, fx: &mut Effects) {
         if let Some(t) = self.running() {
             t.show_running(tool_call_id, fx);
         }
     }
 
     /// Whether a tool call of the running turn still waits on a client.
-    pub fn waits_on_client(&mut self, tool_call_id: &str) -> bool {
+    pub(super) fn waits_on_client(&mut self, tool_call_id: &str) -> bool {
         self.running()
             .is_some_and(|t| t.waits_on_client(tool_call_id))
     }
 
-    pub fn client_tool_completed(
+    pub(super) fn client_tool_completed(
         &mut self,
         tool_call_id: &str,
         result: &ToolCallResult,
@@ -430,14 +430,19 @@ impl BridgedSession {
         }
     }
 
-    pub fn tool_call_confirmed(&mut self, tool_call_id: &str, approved: bool, fx: &mut Effects) {
+    pub(super) fn tool_call_confirmed(
+        &mut self,
+        tool_call_id: &str,
+        approved: bool,
+        fx: &mut Effects,
+    ) {
         if let Some(t) = self.running() {
             t.confirmed(tool_call_id, approved, fx);
         }
     }
 
     /// Fails the running turn's client tool calls that `pick` selects.
-    pub fn fail_client_tools(
+    pub(super) fn fail_client_tools(
         &mut self,
         pick: impl Fn(&str, &str, &str) -> bool,
         why: &str,
@@ -449,7 +454,7 @@ impl BridgedSession {
     }
 
     /// Asks the running turn's user; `None` (no response) without a turn.
-    pub fn ask_input(
+    pub(super) fn ask_input(
         &mut self,
         id: &str,
         question: Option<&str>,
@@ -463,7 +468,7 @@ impl BridgedSession {
         Some(rx)
     }
 
-    pub fn input_completed(&mut self, completed: &ChatInputCompletedAction) {
+    pub(super) fn input_completed(&mut self, completed: &ChatInputCompletedAction) {
         if let Some(t) = self.running() {
             t.input_completed(completed);
         }

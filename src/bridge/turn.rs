@@ -98,7 +98,7 @@ pub(super) fn needed_removed(id: String) -> StateAction {
 }
 
 impl RunningTurn {
-    pub fn new(
+    pub(super) fn new(
         turn_id: &str,
         chat: &str,
         stale_idle: bool,
@@ -125,12 +125,12 @@ impl RunningTurn {
     }
 
     /// The client that started the turn, if a client did.
-    pub fn starter(&self) -> Option<&str> {
+    pub(super) fn starter(&self) -> Option<&str> {
         self.starter.as_deref()
     }
 
     /// The chat the turn runs in.
-    pub fn chat(&self) -> &str {
+    pub(super) fn chat(&self) -> &str {
         &self.chat
     }
 
@@ -138,7 +138,7 @@ impl RunningTurn {
     /// is swallowed, once). Any other event this turn acts on makes the
     /// runtime's work this turn's: events the bridge does not act on
     /// (`assistant.idle`, ...) may still be the failed turn's.
-    pub fn stale(&mut self, event: &RuntimeEvent) -> bool {
+    pub(super) fn stale(&mut self, event: &RuntimeEvent) -> bool {
         if *event == RuntimeEvent::Idle && self.stale_idle && !self.taken {
             self.stale_idle = false;
             return true;
@@ -150,7 +150,7 @@ impl RunningTurn {
     }
 
     /// The turn's span: the parent of its transforms.
-    pub fn span(&self) -> &tracing::Span {
+    pub(super) fn span(&self) -> &tracing::Span {
         self.spans.span()
     }
 
@@ -158,14 +158,14 @@ impl RunningTurn {
         self.started.elapsed().as_millis() as i64
     }
 
-    pub fn turn_id(&self) -> &str {
+    pub(super) fn turn_id(&self) -> &str {
         &self.mapper.turn_id
     }
 
     /// When the turn last heard from the runtime; `None` while it waits on
     /// a client (a prompt, a client tool, a question): then the runtime is
     /// quiet because of the client, not stuck.
-    pub fn last_heard(&self) -> Option<tokio::time::Instant> {
+    pub(super) fn last_heard(&self) -> Option<tokio::time::Instant> {
         let waiting = !self.permissions.is_empty()
             || !self.client_tools.is_empty()
             || !self.inputs.is_empty();
@@ -178,7 +178,7 @@ impl RunningTurn {
     }
 
     /// Maps a runtime event into the chat; whether the event ended the turn.
-    pub fn on_event(&mut self, event: &RuntimeEvent, fx: &mut Effects) -> bool {
+    pub(super) fn on_event(&mut self, event: &RuntimeEvent, fx: &mut Effects) -> bool {
         self.heard();
         if !self.answered
             && matches!(
@@ -200,7 +200,7 @@ impl RunningTurn {
     /// with `why`, questions unanswered (dropped)) and the message aborted.
     /// `failure`: the turn ends with `chat/error` of that kind. Returns the
     /// turn's chat.
-    pub fn end(
+    pub(super) fn end(
         mut self,
         outcome: TurnOutcome,
         why: &str,
@@ -247,7 +247,12 @@ impl RunningTurn {
     /// `permission.requested` the operator's policy refused: the call is
     /// never shown pending (no client is asked) and ends denied, with
     /// `reason`; the runtime is told "denied".
-    pub fn refuse_permission(&mut self, p: &PermissionRequest, reason: &str, fx: &mut Effects) {
+    pub(super) fn refuse_permission(
+        &mut self,
+        p: &PermissionRequest,
+        reason: &str,
+        fx: &mut Effects,
+    ) {
         self.heard();
         let (tool_call_id, tool_name, input, message) = shown(p);
         let actions = self
@@ -264,7 +269,7 @@ impl RunningTurn {
     }
 
     /// `permission.requested`: the call goes (back) to pending confirmation.
-    pub fn ask_permission(&mut self, p: &PermissionRequest, fx: &mut Effects) {
+    pub(super) fn ask_permission(&mut self, p: &PermissionRequest, fx: &mut Effects) {
         self.heard();
         let (tool_call_id, tool_name, input, message) = shown(p);
         let actions = self
@@ -285,7 +290,7 @@ impl RunningTurn {
 impl RunningTurn {
     /// `external_tool.requested`: a client tool call, run by `owner` when
     /// it is still an active client, failed at once otherwise.
-    pub fn open_client_tool(
+    pub(super) fn open_client_tool(
         &mut self,
         request_id: &str,
         tool_call_id: &str,
@@ -331,18 +336,18 @@ impl RunningTurn {
     }
 
     /// A runtime tool announced without a prompt so far is shown running.
-    pub fn show_running(&mut self, tool_call_id: &str, fx: &mut Effects) {
+    pub(super) fn show_running(&mut self, tool_call_id: &str, fx: &mut Effects) {
         let actions = self.mapper.shown_running(tool_call_id);
         fx.act(&self.chat, actions);
     }
 
     /// Whether a tool call still waits on a client (for its mirror).
-    pub fn waits_on_client(&self, tool_call_id: &str) -> bool {
+    pub(super) fn waits_on_client(&self, tool_call_id: &str) -> bool {
         self.permissions.contains_key(tool_call_id) || self.client_tools.contains_key(tool_call_id)
     }
 
     /// The owner completed its tool call in AHP: the runtime gets its result.
-    pub fn client_tool_completed(
+    pub(super) fn client_tool_completed(
         &mut self,
         tool_call_id: &str,
         result: &ToolCallResult,
@@ -381,7 +386,7 @@ impl RunningTurn {
     }
 
     /// A client approved or denied a permission prompt.
-    pub fn confirmed(&mut self, tool_call_id: &str, approved: bool, fx: &mut Effects) {
+    pub(super) fn confirmed(&mut self, tool_call_id: &str, approved: bool, fx: &mut Effects) {
         self.heard();
         if !approved {
             // A denied call is cancelled in AHP: the runtime's failure event must not complete it.
@@ -401,7 +406,7 @@ impl RunningTurn {
 
     /// Fails the client tool calls `pick` selects (tool call id, runtime
     /// request id, owner), in AHP and towards the runtime; how many.
-    pub fn fail_client_tools(
+    pub(super) fn fail_client_tools(
         &mut self,
         pick: impl Fn(&str, &str, &str) -> bool,
         why: &str,
@@ -437,7 +442,7 @@ impl RunningTurn {
 
     /// The runtime asks the user: an input request in the chat, mirrored in
     /// the session's `inputNeeded`; `answer` gets the client's answer.
-    pub fn ask_input(
+    pub(super) fn ask_input(
         &mut self,
         id: &str,
         question: Option<&str>,
@@ -465,7 +470,7 @@ impl RunningTurn {
     }
 
     /// A client answered (or declined) a question of the runtime.
-    pub fn input_completed(&mut self, completed: &ChatInputCompletedAction) {
+    pub(super) fn input_completed(&mut self, completed: &ChatInputCompletedAction) {
         self.heard();
         if let Some(p) = self.inputs.remove(&completed.request_id) {
             let answer = runtime_answer(completed, &p.choices);

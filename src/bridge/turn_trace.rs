@@ -47,7 +47,12 @@ pub(super) struct TurnSpans {
 
 impl TurnSpans {
     /// The span of turn `turn_id` of session `session`, asking `model`.
-    pub fn start(session: &str, turn_id: &str, model: &str, by: Option<&Dispatcher>) -> Self {
+    pub(super) fn start(
+        session: &str,
+        turn_id: &str,
+        model: &str,
+        by: Option<&Dispatcher>,
+    ) -> Self {
         let name = format!("chat {model}");
         let turn = info_span!(
             "chat",
@@ -84,12 +89,12 @@ impl TurnSpans {
     }
 
     /// The turn's span, the parent of what is done for it elsewhere.
-    pub fn span(&self) -> &Span {
+    pub(super) fn span(&self) -> &Span {
         &self.turn
     }
 
     /// A runtime event of the turn: usage adds up, tools open and close.
-    pub fn on_event(&mut self, event: &RuntimeEvent) {
+    pub(super) fn on_event(&mut self, event: &RuntimeEvent) {
         match event {
             RuntimeEvent::Usage(u) => self.usage(u),
             RuntimeEvent::ToolStarted {
@@ -123,7 +128,7 @@ impl TurnSpans {
     }
 
     /// A tool call opens (once per id), run by the runtime or a client.
-    pub fn tool_started(&mut self, id: &str, name: &str, runs_on: &'static str) {
+    pub(super) fn tool_started(&mut self, id: &str, name: &str, runs_on: &'static str) {
         if self.tools.contains_key(id) {
             return;
         }
@@ -142,14 +147,14 @@ impl TurnSpans {
     }
 
     /// A tool call ends: `success`, `failure`, `cancelled`.
-    pub fn tool_ended(&mut self, id: &str, outcome: &str) {
+    pub(super) fn tool_ended(&mut self, id: &str, outcome: &str) {
         if let Some(span) = self.tools.remove(id) {
             close(span, "ahp.tool.outcome", outcome, outcome != "success");
         }
     }
 
     /// The runtime asks permission for tool call `id` (kind `kind`).
-    pub fn permission_asked(&mut self, id: &str, kind: &str) {
+    pub(super) fn permission_asked(&mut self, id: &str, kind: &str) {
         let span = info_span!(
             parent: &self.turn,
             "permission",
@@ -161,7 +166,7 @@ impl TurnSpans {
         self.permissions.insert(id.to_owned(), span);
     }
 
-    pub fn permission_answered(&mut self, id: &str, approved: bool) {
+    pub(super) fn permission_answered(&mut self, id: &str, approved: bool) {
         if let Some(span) = self.permissions.remove(id) {
             let outcome = if approved { "approved" } else { "denied" };
             close(span, "ahp.permission.outcome", outcome, false);
@@ -169,7 +174,7 @@ impl TurnSpans {
     }
 
     /// The runtime asks the user (input request `id`).
-    pub fn input_asked(&mut self, id: &str) {
+    pub(super) fn input_asked(&mut self, id: &str) {
         let span = info_span!(
             parent: &self.turn,
             "input",
@@ -180,7 +185,7 @@ impl TurnSpans {
         self.inputs.insert(id.to_owned(), span);
     }
 
-    pub fn input_answered(&mut self, id: &str, answer: &UserInputAnswer) {
+    pub(super) fn input_answered(&mut self, id: &str, answer: &UserInputAnswer) {
         if let Some(span) = self.inputs.remove(id) {
             let outcome = match answer {
                 UserInputAnswer::Answer { .. } => "answered",
@@ -193,7 +198,7 @@ impl TurnSpans {
     /// Ends the turn's span, and every child still open (its thing was
     /// left waiting by the turn's end). A runtime error makes a turn that
     /// ended otherwise an error.
-    pub fn end(mut self, ending: Ending) {
+    pub(super) fn end(mut self, ending: Ending) {
         let waiting = self
             .tools
             .drain()

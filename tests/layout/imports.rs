@@ -18,10 +18,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use regex::Regex;
 
 /// Each file (its path under `src/`) and its text.
-pub type Files = BTreeMap<String, String>;
+pub(super) type Files = BTreeMap<String, String>;
 
 /// Each file and the other files it imports.
-pub type Graph = BTreeMap<String, BTreeSet<String>>;
+pub(super) type Graph = BTreeMap<String, BTreeSet<String>>;
 
 /// The module path of the file at `rel` (`ahp/host/mod.rs` is `ahp::host`).
 fn module_of(rel: &str) -> Vec<String> {
@@ -164,7 +164,7 @@ fn imports_of(files: &Files, rel: &str, text: &str) -> BTreeSet<String> {
 }
 
 /// Which file imports which.
-pub fn graph(files: &Files) -> Graph {
+pub(super) fn graph(files: &Files) -> Graph {
     files
         .iter()
         .map(|(rel, text)| (rel.clone(), imports_of(files, rel, text)))
@@ -173,7 +173,7 @@ pub fn graph(files: &Files) -> Graph {
 
 /// The circles: each set of two or more files that reach one another
 /// (strongly connected components, Tarjan's algorithm).
-pub fn circles(g: &Graph) -> Vec<Vec<String>> {
+pub(super) fn circles(g: &Graph) -> Vec<Vec<String>> {
     struct Walk<'a> {
         g: &'a Graph,
         index: BTreeMap<&'a str, usize>,

@@ -4,7 +4,7 @@
 //! helper is read and a line number still points into the file.
 
 /// `text` with every `#[cfg(test)]` item blanked (line breaks kept).
-pub fn product(text: &str) -> String {
+pub(super) fn product(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = String::with_capacity(text.len());
     let mut at = 0;

@@ -278,3 +278,22 @@ fn the_config_field_check_sees_what_it_must() {
     let after_helper = "#[cfg(test)]\nfn helper() {}\nstruct C {\n    cfg: Config,\n}\n";
     assert_eq!(fields_holding_config(after_helper), ["cfg: Config,"]);
 }
+
+/// Every package, the binary's included, takes the workspace's lints, and
+/// those deny a `pub` item no other crate can name.
+#[test]
+fn every_package_inherits_the_workspace_lints() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let workspace: toml::Table = read(&root.join("Cargo.toml")).parse().unwrap();
+    let lint = workspace["workspace"]["lints"]["rust"]["unreachable_pub"].as_str();
+    assert_eq!(lint, Some("deny"));
+    let mut manifests = vec![root.join("Cargo.toml")];
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        manifests.push(entry.unwrap().path().join("Cargo.toml"));
+    }
+    for m in manifests {
+        let doc: toml::Table = read(&m).parse().unwrap();
+        let inherits = doc.get("lints").and_then(|l| l.get("workspace"));
+        assert_eq!(inherits, Some(&toml::Value::Boolean(true)), "{}", m.display());
+    }
+}

@@ -13,9 +13,9 @@ use super::e2e::Contract;
 use super::test_config;
 
 /// The token the GitHub fake knows.
-pub const GITHUB_TOKEN: &str = "ghu_bridge0identity0for0tests0000001";
+pub(crate) const GITHUB_TOKEN: &str = "ghu_bridge0identity0for0tests0000001";
 
-pub struct AgentHostStack {
+pub(crate) struct AgentHostStack {
     pub model: ScriptedModel,
     pub github: GitHubFake,
     pub bridge: Running,
@@ -26,7 +26,7 @@ pub struct AgentHostStack {
 
 /// The config of a bridge in front of a host it starts, on `model` and
 /// `github`, its files under `dir`.
-pub fn agent_host_config(
+pub(crate) fn agent_host_config(
     model: &ScriptedModel,
     github: &GitHubFake,
     dir: &std::path::Path,
@@ -51,7 +51,7 @@ pub fn agent_host_config(
 }
 
 /// The scripted model (Copilot's API) and a GitHub fake pointing at it.
-pub async fn start_fakes() -> (ScriptedModel, GitHubFake) {
+pub(crate) async fn start_fakes() -> (ScriptedModel, GitHubFake) {
     let model = ScriptedModel::start().await.unwrap();
     let github = GitHubFake::start(GITHUB_TOKEN, &format!("http://{}", model.addr))
         .await
@@ -63,7 +63,7 @@ pub async fn start_fakes() -> (ScriptedModel, GitHubFake) {
 /// starts, on `model` and `github`, its files under `dir` (the GitHub
 /// token written there); `server`, `runtime` and `ahp` are more keys of
 /// `[server]`, `[runtime]` and `[runtime.ahp]`.
-pub fn agent_host_toml(
+pub(crate) fn agent_host_toml(
     model: &ScriptedModel,
     github: &GitHubFake,
     dir: &std::path::Path,
@@ -86,7 +86,7 @@ pub fn agent_host_toml(
 }
 
 /// Starts the fakes and the bridge; `tune` changes the config first.
-pub async fn start_agent_host_stack(tune: impl FnOnce(&mut Config)) -> AgentHostStack {
+pub(crate) async fn start_agent_host_stack(tune: impl FnOnce(&mut Config)) -> AgentHostStack {
     let (model, github) = start_fakes().await;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = agent_host_config(&model, &github, dir.path());

@@ -19,9 +19,9 @@ use tokio_tungstenite::tungstenite::Message;
 type Waiting = Arc<Mutex<HashMap<u64, oneshot::Sender<Value>>>>;
 
 /// The longest a condition in the page may take, a real-CLI turn included.
-pub const PAGE_DEADLINE: Duration = Duration::from_secs(120);
+pub(crate) const PAGE_DEADLINE: Duration = Duration::from_secs(120);
 
-pub struct Browser {
+pub(crate) struct Browser {
     child: Child,
     out: mpsc::UnboundedSender<String>,
     waiting: Waiting,
@@ -49,13 +49,13 @@ fn chromium() -> String {
 
 impl Browser {
     /// Starts Chromium with a fresh profile and opens one blank page.
-    pub async fn launch() -> Self {
+    pub(crate) async fn launch() -> Self {
         Self::launch_with(&[]).await
     }
 
     /// [`Self::launch`] with `extra` command-line switches (say, which
     /// test certificate to trust).
-    pub async fn launch_with(extra: &[String]) -> Self {
+    pub(crate) async fn launch_with(extra: &[String]) -> Self {
         let profile = tempfile::tempdir().unwrap();
         let mut child = Command::new(chromium())
             .args([
@@ -154,7 +154,7 @@ impl Browser {
     }
 
     /// A command to the page.
-    pub async fn send(&self, method: &str, params: Value) -> Value {
+    pub(crate) async fn send(&self, method: &str, params: Value) -> Value {
         self.command(method, params, Some(self.session.clone()))
             .await
     }
@@ -179,7 +179,7 @@ impl Browser {
     }
 
     /// Opens `url` and waits until its document has loaded.
-    pub async fn goto(&self, url: &str) {
+    pub(crate) async fn goto(&self, url: &str) {
         self.send("Page.navigate", json!({"url": url})).await;
         self.wait(
             "the page loaded",
@@ -189,7 +189,7 @@ impl Browser {
     }
 
     /// Evaluates `expr` in the page (awaiting a promise); its value as JSON.
-    pub async fn eval(&self, expr: &str) -> Value {
+    pub(crate) async fn eval(&self, expr: &str) -> Value {
         let r = self
             .send(
                 "Runtime.evaluate",
@@ -209,7 +209,7 @@ impl Browser {
     }
 
     /// Waits in the page until `cond` (a JS expression) is truthy; its value.
-    pub async fn wait(&self, what: &str, cond: &str) -> Value {
+    pub(crate) async fn wait(&self, what: &str, cond: &str) -> Value {
         let ms = PAGE_DEADLINE.as_millis();
         let script = format!(
             r#"new Promise((resolve, reject) => {{
@@ -228,7 +228,7 @@ impl Browser {
     }
 
     /// Clicks the element `selector` names (it must exist and be enabled).
-    pub async fn click(&self, selector: &str) {
+    pub(crate) async fn click(&self, selector: &str) {
         self.wait(
             &format!("{selector} enabled"),
             &format!("(e => e && !e.disabled)(document.querySelector({selector:?}))"),
@@ -239,7 +239,7 @@ impl Browser {
     }
 
     /// Types `text` into the field `selector` names, as keystrokes would.
-    pub async fn fill(&self, selector: &str, text: &str) {
+    pub(crate) async fn fill(&self, selector: &str, text: &str) {
         self.eval(&format!(
             "(e => {{ e.focus(); e.value = {text:?}; e.dispatchEvent(new Event('input', {{bubbles: true}})); }})(document.querySelector({selector:?}))"
         ))
@@ -247,12 +247,12 @@ impl Browser {
     }
 
     /// Presses Enter on the focused element, as a keyboard would.
-    pub async fn press_enter(&self) {
+    pub(crate) async fn press_enter(&self) {
         self.press_enter_with(0).await;
     }
 
     /// Presses Shift+Enter on the focused element.
-    pub async fn press_shift_enter(&self) {
+    pub(crate) async fn press_shift_enter(&self) {
         self.press_enter_with(8).await;
     }
 
@@ -269,13 +269,13 @@ impl Browser {
 
     /// Types `text` at the caret of the focused element, as an input
     /// method would (no key events).
-    pub async fn type_text(&self, text: &str) {
+    pub(crate) async fn type_text(&self, text: &str) {
         self.send("Input.insertText", json!({ "text": text })).await;
     }
 
     /// Records every URL the page asks for from now on, WebSockets
     /// included, into [`Self::requests`].
-    pub async fn record_requests(&self) {
+    pub(crate) async fn record_requests(&self) {
         self.send("Network.enable", json!({})).await;
     }
 
@@ -284,7 +284,7 @@ impl Browser {
     /// code has no hook for this: the sockets are found on its heap by
     /// their prototype (`Runtime.queryObjects`). Needed because emulating
     /// offline (`set_offline`) stops new requests but leaves open sockets be.
-    pub async fn close_websockets(&self) -> u64 {
+    pub(crate) async fn close_websockets(&self) -> u64 {
         let proto = self
             .send(
                 "Runtime.evaluate",
@@ -312,7 +312,7 @@ impl Browser {
 
     /// Cuts the page off the network, or lets it back (needs
     /// [`Self::record_requests`], which enables the Network domain).
-    pub async fn set_offline(&self, offline: bool) {
+    pub(crate) async fn set_offline(&self, offline: bool) {
         self.send(
             "Network.emulateNetworkConditions",
             json!({"offline": offline, "latency": 0, "downloadThroughput": -1, "uploadThroughput": -1}),
@@ -322,7 +322,7 @@ impl Browser {
 
     /// Runs axe-core (from `.console-tools/`, scripts/install-console-tools.sh)
     /// in the page; the serious and critical violations, one line each.
-    pub async fn serious_a11y_violations(&self) -> Vec<String> {
+    pub(crate) async fn serious_a11y_violations(&self) -> Vec<String> {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join(".console-tools/node_modules/axe-core/axe.min.js");
         let axe = std::fs::read_to_string(&path).unwrap_or_else(|e| {
@@ -343,12 +343,12 @@ impl Browser {
     }
 
     /// The CSP violations the page has seen so far.
-    pub async fn csp_violations(&self) -> Vec<String> {
+    pub(crate) async fn csp_violations(&self) -> Vec<String> {
         serde_json::from_value(self.eval("window.__cspViolations").await).unwrap_or_default()
     }
 
     /// A PNG of the page as it is now, written to `path`.
-    pub async fn screenshot(&self, path: &Path) {
+    pub(crate) async fn screenshot(&self, path: &Path) {
         let r = self
             .send(
                 "Page.captureScreenshot",

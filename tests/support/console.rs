@@ -9,15 +9,15 @@ use ahp_copilot_bridge::config::Config;
 use super::browser::Browser;
 use super::e2e::*;
 
-pub const TOKEN: &str = "console-token-0123456789";
+pub(crate) const TOKEN: &str = "console-token-0123456789";
 
-pub async fn stack() -> Stack {
+pub(crate) async fn stack() -> Stack {
     stack_with_policy("").await
 }
 
 /// The stack with the token, a deadline a person can meet, and `rules`
 /// (`[policy.sections.ID]` tables).
-pub async fn stack_with_policy(rules: &str) -> Stack {
+pub(crate) async fn stack_with_policy(rules: &str) -> Stack {
     let sections = Config::parse(rules).unwrap().policy.sections;
     stack_tuned(|cfg| cfg.policy.sections = sections).await
 }
@@ -26,7 +26,7 @@ pub async fn stack_with_policy(rules: &str) -> Stack {
 /// operator's Rego policy (`[policy.rego]`): `module`'s text, written to
 /// `policy.rego` in `dir` (which outlives the stack), enforced, with a
 /// deadline a loaded machine meets.
-pub async fn stack_with_rego(dir: &Path, module: &str) -> Stack {
+pub(crate) async fn stack_with_rego(dir: &Path, module: &str) -> Stack {
     let path = dir.join("policy.rego");
     std::fs::write(&path, module).unwrap();
     let table = format!(
@@ -40,7 +40,7 @@ pub async fn stack_with_rego(dir: &Path, module: &str) -> Stack {
 
 /// The stack with the token, a deadline a person can meet, the audit
 /// log's content, and then `tune`.
-pub async fn stack_tuned(tune: impl FnOnce(&mut Config)) -> Stack {
+pub(crate) async fn stack_tuned(tune: impl FnOnce(&mut Config)) -> Stack {
     start_stack(|cfg| {
         cfg.server.token = Some(TOKEN.into());
         cfg.policy.transform_timeout = Duration::from_secs(60);
@@ -51,7 +51,7 @@ pub async fn stack_tuned(tune: impl FnOnce(&mut Config)) -> Stack {
 }
 
 /// Where a screenshot goes: `docs/` when asked for, else the test's directory.
-pub fn shot(st: &Stack, name: &str) -> PathBuf {
+pub(crate) fn shot(st: &Stack, name: &str) -> PathBuf {
     if std::env::var_os("CONSOLE_SCREENSHOTS").is_some() {
         PathBuf::from(env!("CARGO_MANIFEST_DIR"))
             .join("docs")
@@ -63,7 +63,7 @@ pub fn shot(st: &Stack, name: &str) -> PathBuf {
 
 /// The console opened with the token in the fragment, connected: the page
 /// trades the token for a ticket (`POST /ticket`) and connects with it.
-pub async fn open_console(st: &Stack) -> Browser {
+pub(crate) async fn open_console(st: &Stack) -> Browser {
     let b = Browser::launch().await;
     open_console_at(&b, &format!("http://{}", st.bridge.addr), TOKEN).await;
     b
@@ -71,13 +71,13 @@ pub async fn open_console(st: &Stack) -> Browser {
 
 /// Opens `base` (`http://` or `https://` and the address) in `b` with
 /// `token` in the fragment, and waits until the page is connected.
-pub async fn open_console_at(b: &Browser, base: &str, token: &str) {
+pub(crate) async fn open_console_at(b: &Browser, base: &str, token: &str) {
     b.goto(&format!("{base}/#token={token}")).await;
     wait_connected(b).await;
 }
 
 /// Waits until the status line says the page is connected.
-pub async fn wait_connected(b: &Browser) {
+pub(crate) async fn wait_connected(b: &Browser) {
     b.wait(
         "connected",
         "document.getElementById('status').textContent.startsWith('connected')",
@@ -86,7 +86,7 @@ pub async fn wait_connected(b: &Browser) {
 }
 
 /// Creates a session with the first model and waits until it is ready.
-pub async fn new_session(b: &Browser) {
+pub(crate) async fn new_session(b: &Browser) {
     b.click("#create").await;
     b.wait(
         "the session is ready",
@@ -96,7 +96,7 @@ pub async fn new_session(b: &Browser) {
 }
 
 /// Sends `text` and waits for the turn's end; returns how it ended.
-pub async fn send_and_wait(b: &Browser, text: &str) -> String {
+pub(crate) async fn send_and_wait(b: &Browser, text: &str) -> String {
     let before = b.eval("document.querySelectorAll('.turn').length").await;
     b.fill("#prompt", text).await;
     b.click("#send").await;
@@ -114,7 +114,7 @@ pub async fn send_and_wait(b: &Browser, text: &str) -> String {
 }
 
 /// Opts the console in to `tone`, sends a turn, and waits for the request.
-pub async fn transform_request(b: &Browser) {
+pub(crate) async fn transform_request(b: &Browser) {
     b.click("#tab-sections").await;
     b.click("#section-tone").await;
     b.click("#opt-in").await;
@@ -138,14 +138,14 @@ pub async fn transform_request(b: &Browser) {
 
 /// The system message of the model's last request as JSON text (quoted and
 /// escaped), for a check that text did or did not reach the model at all.
-pub fn last_system_json(st: &Stack) -> String {
+pub(crate) fn last_system_json(st: &Stack) -> String {
     let reqs = st.model.requests();
     let last = reqs.last().expect("the model was asked");
     last["messages"][0]["content"].to_string()
 }
 
 /// Waits until every turn the chat shows has ended.
-pub async fn wait_all_turns_ended(b: &Browser) {
+pub(crate) async fn wait_all_turns_ended(b: &Browser) {
     b.wait(
         "every turn ended",
         "[...document.querySelectorAll('.turn')].every(t => t.dataset.end)",

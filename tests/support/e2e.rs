@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::*;
 
-pub struct Stack {
+pub(crate) struct Stack {
     pub model: ScriptedModel,
     pub bridge: Running,
     /// The config the bridge was started with.
@@ -27,7 +27,7 @@ pub struct Stack {
 /// wire without one mismatch. Checked as each stack ends, over the whole
 /// test binary's count (the metrics are the process's), so a mismatch in any
 /// of its tests fails the tests that end after it.
-pub struct Contract;
+pub(crate) struct Contract;
 
 impl Drop for Contract {
     fn drop(&mut self) {
@@ -59,7 +59,7 @@ impl Drop for Contract {
     }
 }
 
-pub async fn start_stack(tune: impl FnOnce(&mut Config)) -> Stack {
+pub(crate) async fn start_stack(tune: impl FnOnce(&mut Config)) -> Stack {
     let model = ScriptedModel::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = test_config();
@@ -81,7 +81,7 @@ pub async fn start_stack(tune: impl FnOnce(&mut Config)) -> Stack {
 }
 
 /// Creates a session and waits until it is ready (the runtime session exists).
-pub async fn ready_session(c: &Client, uri: &str, active_client: Option<Value>) {
+pub(crate) async fn ready_session(c: &Client, uri: &str, active_client: Option<Value>) {
     create_session(c, uri, active_client).await;
     if let Some(e) = creation_outcome(c, uri).await {
         panic!("creation failed: {e}");
@@ -89,7 +89,7 @@ pub async fn ready_session(c: &Client, uri: &str, active_client: Option<Value>) 
 }
 
 /// Waits for a created session's outcome: None when ready, else the error message.
-pub async fn creation_outcome(c: &Client, uri: &str) -> Option<String> {
+pub(crate) async fn creation_outcome(c: &Client, uri: &str) -> Option<String> {
     // Subscribed before the snapshot, so an outcome after it is not missed.
     let (_, mut sub) = c.subscribe(uri.into()).await.unwrap();
     let snap = raw_subscribe(c, uri).await;
@@ -109,7 +109,7 @@ pub async fn creation_outcome(c: &Client, uri: &str) -> Option<String> {
 
 /// How a turn ended, and the text streamed in it.
 #[derive(Debug)]
-pub struct TurnEnd {
+pub(crate) struct TurnEnd {
     pub kind: &'static str,
     pub text: String,
     pub error: Option<String>,
@@ -117,7 +117,7 @@ pub struct TurnEnd {
 
 /// Subscribes to the chat of `ahp-session:/{session_id}` and starts a turn;
 /// the subscription sees every action of the turn.
-pub async fn start_turn(
+pub(crate) async fn start_turn(
     c: &Client,
     session_id: &str,
     turn_id: &str,
@@ -130,7 +130,7 @@ pub async fn start_turn(
 }
 
 /// The session still works: a turn answered with `reply` completes with it.
-pub async fn assert_next_turn_works(
+pub(crate) async fn assert_next_turn_works(
     st: &Stack,
     c: &Client,
     session_id: &str,
@@ -146,12 +146,12 @@ pub async fn assert_next_turn_works(
 }
 
 /// Starts a turn and waits for its end on the chat channel.
-pub async fn run_turn(c: &Client, session_id: &str, turn_id: &str, prompt: &str) -> TurnEnd {
+pub(crate) async fn run_turn(c: &Client, session_id: &str, turn_id: &str, prompt: &str) -> TurnEnd {
     let mut sub = start_turn(c, session_id, turn_id, prompt).await;
     wait_turn_end(&mut sub, turn_id).await
 }
 
-pub async fn wait_turn_end(sub: &mut ahp::SessionSubscription, turn_id: &str) -> TurnEnd {
+pub(crate) async fn wait_turn_end(sub: &mut ahp::SessionSubscription, turn_id: &str) -> TurnEnd {
     let mut text = String::new();
     let end = |kind, error| Some((kind, error));
     let (kind, error) = wait_action_within(sub, Duration::from_secs(90), |a| match a {
@@ -171,7 +171,7 @@ pub async fn wait_turn_end(sub: &mut ahp::SessionSubscription, turn_id: &str) ->
 }
 
 /// Waits on a subscription for the first action `pick` accepts.
-pub async fn wait_action<T>(
+pub(crate) async fn wait_action<T>(
     sub: &mut ahp::SessionSubscription,
     pick: impl FnMut(&StateAction) -> Option<T>,
 ) -> T {
@@ -179,7 +179,7 @@ pub async fn wait_action<T>(
 }
 
 /// As [`wait_action`], with its own deadline.
-pub async fn wait_action_within<T>(
+pub(crate) async fn wait_action_within<T>(
     sub: &mut ahp::SessionSubscription,
     deadline: Duration,
     mut pick: impl FnMut(&StateAction) -> Option<T>,
@@ -204,7 +204,7 @@ pub async fn wait_action_within<T>(
 /// Waits on a subscription to an `ahp-session:` channel for the bridge's
 /// `session/inputNeededSet`; returns the request it sets, as JSON. Subscribe
 /// before the action that leads to it, so the action is not missed.
-pub async fn wait_input_needed(sub: &mut ahp::SessionSubscription) -> Value {
+pub(crate) async fn wait_input_needed(sub: &mut ahp::SessionSubscription) -> Value {
     let request = wait_action(sub, |a| match a {
         StateAction::SessionInputNeededSet(s) => Some(s.request.clone()),
         _ => None,
@@ -214,7 +214,7 @@ pub async fn wait_input_needed(sub: &mut ahp::SessionSubscription) -> Value {
 }
 
 /// The session waits on nothing: its `inputNeeded` is absent or empty.
-pub async fn assert_no_input_needed(c: &Client, session: &str) {
+pub(crate) async fn assert_no_input_needed(c: &Client, session: &str) {
     let snap = raw_subscribe(c, session).await;
     assert!(
         snap["snapshot"]["state"]["inputNeeded"]
@@ -227,7 +227,7 @@ pub async fn assert_no_input_needed(c: &Client, session: &str) {
 /// A runtime connection's handler that answers every request as if nobody
 /// were there (the text back, no user answers) and ignores events: for a
 /// connection that starts no session, or one that needs no answers.
-pub struct Silent;
+pub(crate) struct Silent;
 
 impl ahp_copilot_bridge::runtime::connection::RuntimeHandler for Silent {
     fn event(
@@ -256,7 +256,7 @@ impl ahp_copilot_bridge::runtime::connection::RuntimeHandler for Silent {
 }
 
 /// The system prompt of the model's last request.
-pub fn last_system_prompt(model: &ScriptedModel) -> String {
+pub(crate) fn last_system_prompt(model: &ScriptedModel) -> String {
     ScriptedModel::system_prompt(model.requests().last().expect("a model request"))
         .expect("a system prompt")
 }

@@ -13,7 +13,7 @@ use super::e2e::{creation_outcome, wait_turn_end, TurnEnd};
 use super::fake_runtime::{FakeConn, FakeRuntime};
 use super::{chat_of, create_session, initialized, test_config};
 
-pub struct Fixture {
+pub(crate) struct Fixture {
     pub fake: FakeRuntime,
     pub bridge: Running,
     pub client: Client,
@@ -23,12 +23,14 @@ pub struct Fixture {
 }
 
 /// A bridge connected to a fake runtime, with one ready session.
-pub async fn fixture(tune: impl FnOnce(&mut Config)) -> Fixture {
+pub(crate) async fn fixture(tune: impl FnOnce(&mut Config)) -> Fixture {
     fixture_with(tune, None).await
 }
 
 /// The bridge and the fake runtime, before any session.
-pub async fn bridge_on_fake(tune: impl FnOnce(&mut Config)) -> (FakeRuntime, Running, Client) {
+pub(crate) async fn bridge_on_fake(
+    tune: impl FnOnce(&mut Config),
+) -> (FakeRuntime, Running, Client) {
     let fake = FakeRuntime::start().await;
     let mut cfg = test_config();
     cfg.runtime.connect = Some(fake.addr.to_string().into());
@@ -41,7 +43,7 @@ pub async fn bridge_on_fake(tune: impl FnOnce(&mut Config)) -> (FakeRuntime, Run
 }
 
 /// As [`fixture`], the session created with `active` as its active client.
-pub async fn fixture_with(tune: impl FnOnce(&mut Config), active: Option<Value>) -> Fixture {
+pub(crate) async fn fixture_with(tune: impl FnOnce(&mut Config), active: Option<Value>) -> Fixture {
     let (fake, bridge, client) = bridge_on_fake(tune).await;
     create_session(&client, "ahp-session:/f", active).await;
     let mut conn = fake.next_conn().await;
@@ -58,12 +60,12 @@ pub async fn fixture_with(tune: impl FnOnce(&mut Config), active: Option<Value>)
 }
 
 impl Fixture {
-    pub async fn start_turn(&self, turn: &str, text: &str) -> ahp::SessionSubscription {
+    pub(crate) async fn start_turn(&self, turn: &str, text: &str) -> ahp::SessionSubscription {
         super::e2e::start_turn(&self.client, "f", turn, text).await
     }
 
     /// A whole turn the fake runtime answers with `reply`.
-    pub async fn turn(&mut self, turn: &str, reply: &str) -> TurnEnd {
+    pub(crate) async fn turn(&mut self, turn: &str, reply: &str) -> TurnEnd {
         self.fake.apply("echo-turn");
         let mut sub = self.start_turn(turn, reply).await;
         let end = wait_turn_end(&mut sub, turn).await;
@@ -72,7 +74,7 @@ impl Fixture {
     }
 }
 
-pub async fn raw_chat_subscriber(f: &Fixture, client_id: &str) -> super::raw::Raw {
+pub(crate) async fn raw_chat_subscriber(f: &Fixture, client_id: &str) -> super::raw::Raw {
     let mut raw = super::raw::Raw::connect(&format!("ws://{}", f.bridge.addr)).await;
     raw.call(
         json!(1),

@@ -19,7 +19,7 @@ use super::DEADLINE;
 
 /// What the fake does with one method.
 #[derive(Clone)]
-pub enum Answer {
+pub(crate) enum Answer {
     Reply(Value),
     /// A JSON-RPC error (code, message).
     Error(i64, &'static str),
@@ -40,14 +40,14 @@ impl From<Answer> for Reaction {
 /// Method to rule; a method with none is never answered.
 type Answers = Arc<Mutex<HashMap<String, Rule>>>;
 
-pub struct FakeRuntime {
+pub(crate) struct FakeRuntime {
     pub addr: SocketAddr,
     answers: Answers,
     conns: tokio::sync::Mutex<mpsc::UnboundedReceiver<FakeConn>>,
 }
 
 /// One connection from the bridge.
-pub struct FakeConn {
+pub(crate) struct FakeConn {
     out: mpsc::UnboundedSender<Vec<u8>>,
     /// Every message the bridge sent, in order (answered or not).
     incoming: mpsc::UnboundedReceiver<Value>,
@@ -89,7 +89,7 @@ fn react(rule: &Rule, msg: &Value) -> Vec<Vec<u8>> {
 }
 
 impl FakeRuntime {
-    pub async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let answers: Answers = Arc::new(Mutex::new(
@@ -139,7 +139,7 @@ impl FakeRuntime {
 
     /// From now on, `method` is answered so (on every connection), with no
     /// events after it.
-    pub fn set(&self, method: &str, answer: Answer) {
+    pub(crate) fn set(&self, method: &str, answer: Answer) {
         self.answers.lock().unwrap().insert(
             method.to_owned(),
             Rule {
@@ -153,7 +153,7 @@ impl FakeRuntime {
     /// `fixtures/fake-runtime/NAME.json` names are answered as it says,
     /// events included; the others as before. `apply("default")` answers
     /// every method a bridge calls as at the start again.
-    pub fn apply(&self, name: &str) {
+    pub(crate) fn apply(&self, name: &str) {
         let mut answers = self.answers.lock().unwrap();
         for (method, rule) in &scenario(name).rules {
             answers.insert(method.clone(), rule.clone());
@@ -161,7 +161,7 @@ impl FakeRuntime {
     }
 
     /// The next connection from the bridge.
-    pub async fn next_conn(&self) -> FakeConn {
+    pub(crate) async fn next_conn(&self) -> FakeConn {
         tokio::time::timeout(DEADLINE, async { self.conns.lock().await.recv().await })
             .await
             .expect("the bridge connects within the deadline")
@@ -190,27 +190,27 @@ async fn read_frame<R: tokio::io::AsyncBufRead + Unpin>(r: &mut R) -> Option<Val
 }
 
 impl FakeConn {
-    pub fn send(&self, v: &Value) {
+    pub(crate) fn send(&self, v: &Value) {
         let _ = self.out.send(frame(&v.to_string()));
     }
 
-    pub fn send_raw(&self, bytes: &[u8]) {
+    pub(crate) fn send_raw(&self, bytes: &[u8]) {
         let _ = self.out.send(bytes.to_vec());
     }
 
     /// A `session.event` notification.
-    pub fn event(&self, session_id: &str, ty: &str, data: Value) {
+    pub(crate) fn event(&self, session_id: &str, ty: &str, data: Value) {
         let _ = self.out.send(event_frame(&json!(session_id), ty, data));
     }
 
     /// A `session.event` with the event id given: sent twice, a repeat.
-    pub fn event_with_id(&self, session_id: &str, id: &str, ty: &str, data: Value) {
+    pub(crate) fn event_with_id(&self, session_id: &str, id: &str, ty: &str, data: Value) {
         self.send(&json!({"jsonrpc": "2.0", "method": "session.event",
             "params": {"sessionId": session_id, "event": {"id": id, "type": ty, "data": data}}}));
     }
 
     /// Waits for the next message `pick` accepts; others are skipped.
-    pub async fn wait(&mut self, what: &str, mut pick: impl FnMut(&Value) -> bool) -> Value {
+    pub(crate) async fn wait(&mut self, what: &str, mut pick: impl FnMut(&Value) -> bool) -> Value {
         tokio::time::timeout(DEADLINE, async {
             loop {
                 let m = self.incoming.recv().await.expect("connection open");
@@ -224,18 +224,18 @@ impl FakeConn {
     }
 
     /// Waits for the bridge's call of `method`.
-    pub async fn call_of(&mut self, method: &str) -> Value {
+    pub(crate) async fn call_of(&mut self, method: &str) -> Value {
         self.wait(method, |m| m["method"] == method).await
     }
 
     /// Waits for the bridge's answer to our request `id`.
-    pub async fn answer_to(&mut self, id: Value) -> Value {
+    pub(crate) async fn answer_to(&mut self, id: Value) -> Value {
         self.wait("an answer", |m| m["id"] == id && m.get("method").is_none())
             .await
     }
 
     /// Whether the bridge closed this connection (reads end).
-    pub async fn closed(&mut self) -> bool {
+    pub(crate) async fn closed(&mut self) -> bool {
         tokio::time::timeout(DEADLINE, async {
             while self.incoming.recv().await.is_some() {}
         })

@@ -21,7 +21,7 @@ use serde_json::{json, Value};
 
 /// How the fake answers one method.
 #[derive(Clone, Debug)]
-pub enum Reaction {
+pub(crate) enum Reaction {
     Reply(Value),
     /// A JSON-RPC error (code, message).
     Error(i64, String),
@@ -31,7 +31,7 @@ pub enum Reaction {
 
 /// One event the fake sends after answering a call.
 #[derive(Clone, Debug)]
-pub struct Emit {
+pub(crate) struct Emit {
     pub event_type: String,
     pub data: Value,
     /// Another session than the call's.
@@ -40,13 +40,13 @@ pub struct Emit {
 
 /// One `on` step and the `emit` steps after it.
 #[derive(Clone, Debug)]
-pub struct Rule {
+pub(crate) struct Rule {
     pub answer: Reaction,
     pub emits: Vec<Emit>,
 }
 
 #[derive(Debug)]
-pub struct Scenario {
+pub(crate) struct Scenario {
     pub description: String,
     /// Method and rule, in file order.
     pub rules: Vec<(String, Rule)>,
@@ -90,14 +90,14 @@ fn empty_object() -> Value {
 }
 
 /// `fixtures/fake-runtime/`.
-pub fn dir() -> PathBuf {
+pub(crate) fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fake-runtime")
 }
 
 /// The scenario `fixtures/fake-runtime/NAME.json`. Every file there is parsed
 /// on first use, so one that does not parse fails every fake-runtime test,
 /// naming the file and the step.
-pub fn scenario(name: &str) -> &'static Scenario {
+pub(crate) fn scenario(name: &str) -> &'static Scenario {
     static ALL: OnceLock<BTreeMap<String, Scenario>> = OnceLock::new();
     let all = ALL.get_or_init(|| {
         let mut all = BTreeMap::new();
@@ -122,7 +122,7 @@ pub fn scenario(name: &str) -> &'static Scenario {
 }
 
 /// Parses a scenario; `file` names it in errors.
-pub fn parse(file: &str, text: &str) -> Result<Scenario, String> {
+pub(crate) fn parse(file: &str, text: &str) -> Result<Scenario, String> {
     let doc: File = serde_json::from_str(text).map_err(|e| format!("{file}: {e}"))?;
     let mut rules: Vec<(String, Rule)> = Vec::new();
     for (i, step) in doc.steps.iter().enumerate() {
@@ -174,7 +174,7 @@ pub fn parse(file: &str, text: &str) -> Result<Scenario, String> {
 
 /// `v` with every string `"$params.A.B"` replaced by `params.A.B` (null when
 /// the call has no such field).
-pub fn fill(v: &Value, params: &Value) -> Value {
+pub(crate) fn fill(v: &Value, params: &Value) -> Value {
     match v {
         Value::String(s) => match s.strip_prefix("$params.") {
             Some(path) => path.split('.').fold(params, |v, key| &v[key]).clone(),

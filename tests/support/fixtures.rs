@@ -8,7 +8,7 @@ use ahp_copilot_bridge::demo::model::ScriptedModel;
 use ahp_copilot_bridge::demo::reply::Reply;
 
 /// `fixtures/KIND/NAME.json`, from the crate root (not the working directory).
-pub fn fixture_path(kind: &str, name: &str) -> PathBuf {
+pub(crate) fn fixture_path(kind: &str, name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures")
         .join(kind)
@@ -17,13 +17,13 @@ pub fn fixture_path(kind: &str, name: &str) -> PathBuf {
 
 /// The replies of the scripted conversation `fixtures/model/NAME.json`;
 /// panics naming the file and the bad entry if it does not parse.
-pub fn conversation(name: &str) -> Vec<Reply> {
+pub(crate) fn conversation(name: &str) -> Vec<Reply> {
     Conversation::load(&fixture_path("model", name))
         .unwrap_or_else(|e| panic!("{e}"))
         .replies
 }
 
 /// Queues the conversation `fixtures/model/NAME.json` on `model`.
-pub fn script(model: &ScriptedModel, name: &str) {
+pub(crate) fn script(model: &ScriptedModel, name: &str) {
     model.push_all(conversation(name));
 }

@@ -7,14 +7,14 @@ use std::time::Duration;
 
 /// An answer: status, headers (lowercase names), body.
 #[derive(Debug)]
-pub struct Answer {
+pub(crate) struct Answer {
     pub status: u16,
     pub headers: Vec<(String, String)>,
     pub body: String,
 }
 
 impl Answer {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(n, _)| n == name)
@@ -23,12 +23,20 @@ impl Answer {
 }
 
 /// GET `path` (with its query) from `addr`; `Err` when it cannot be asked.
-pub fn get(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> std::io::Result<Answer> {
+pub(crate) fn get(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<Answer> {
     request("GET", addr, path, headers)
 }
 
 /// POST to `path` with no body.
-pub fn post(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> std::io::Result<Answer> {
+pub(crate) fn post(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> std::io::Result<Answer> {
     request(
         "POST",
         addr,
@@ -94,7 +102,7 @@ fn dechunk(mut rest: &str) -> String {
 }
 
 /// A port free on loopback now (for a server the test starts).
-pub fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -105,7 +113,7 @@ pub fn free_port() -> u16 {
 /// Asks the admin listener's `/readyz` until `want` holds of its status and
 /// body (JSON; null when it is not), within `deadline`; gives that body back.
 /// An admin listener not up yet is asked again.
-pub async fn readyz_until(
+pub(crate) async fn readyz_until(
     admin: SocketAddr,
     deadline: Duration,
     what: &str,

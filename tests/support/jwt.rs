@@ -6,19 +6,19 @@ use std::path::Path;
 
 // Each tier compiles all of support; not every tier signs tokens.
 #[allow(unused_imports)]
-pub use ahp_bridge_testkit::jwt::{
+pub(crate) use ahp_bridge_testkit::jwt::{
     es256, fixture, forged, now, rs256, sign, write_jwks, Signer, ISSUER,
 };
 use serde_json::{json, Value};
 
 /// `sub` for ten minutes, in `groups`.
-pub fn claims(sub: &str, groups: &[&str]) -> Value {
+pub(crate) fn claims(sub: &str, groups: &[&str]) -> Value {
     json!({"iss": ISSUER, "aud": "ahp", "sub": sub, "exp": now() + 600, "groups": groups})
 }
 
 /// `[[jwt]] corp` reading the key set at `jwks`: `copilot-users` participate
 /// and transform, `copilot-admins` administer, everyone observes.
-pub fn jwt_toml(jwks: &Path) -> String {
+pub(crate) fn jwt_toml(jwks: &Path) -> String {
     format!(
         "[[jwt]]\nname = \"corp\"\nissuer = \"{ISSUER}\"\naudiences = [\"ahp\"]\njwks = {:?}\n\
          roles_claim = \"groups\"\ndefault_roles = [\"observe\"]\n[jwt.roles]\n\

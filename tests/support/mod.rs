@@ -2,23 +2,23 @@
 //! client over a real WebSocket, and a raw socket for what the client cannot send.
 #![allow(dead_code)]
 
-pub mod agent_host;
-pub mod browser;
-pub mod console;
-pub mod e2e;
-pub mod fake_fixture;
-pub mod fake_runtime;
-pub mod fake_scenario;
-pub mod fixtures;
-pub mod http;
-pub mod jwt;
-pub mod process;
-pub mod prometheus;
-pub mod raw;
-pub mod rsyslog;
-pub mod sdk;
-pub mod sdk_stack;
-pub mod tls;
+pub(crate) mod agent_host;
+pub(crate) mod browser;
+pub(crate) mod console;
+pub(crate) mod e2e;
+pub(crate) mod fake_fixture;
+pub(crate) mod fake_runtime;
+pub(crate) mod fake_scenario;
+pub(crate) mod fixtures;
+pub(crate) mod http;
+pub(crate) mod jwt;
+pub(crate) mod process;
+pub(crate) mod prometheus;
+pub(crate) mod raw;
+pub(crate) mod rsyslog;
+pub(crate) mod sdk;
+pub(crate) mod sdk_stack;
+pub(crate) mod tls;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,11 +29,11 @@ use ahp_copilot_bridge::audit::sha256_hex;
 use ahp_copilot_bridge::config::{Config, PrincipalConfig, Role};
 use serde_json::{json, Value};
 
-pub const DEADLINE: Duration = Duration::from_secs(20);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(20);
 
 /// Bridge logs in tests, only when `AHP_BRIDGE_LOG` asks for them
 /// (e.g. `AHP_BRIDGE_LOG=debug cargo test -- --nocapture`).
-pub fn init_test_logs() {
+pub(crate) fn init_test_logs() {
     if let Ok(filter) = tracing_subscriber::EnvFilter::try_from_env("AHP_BRIDGE_LOG") {
         let _ = tracing_subscriber::fmt()
             .with_env_filter(filter)
@@ -44,11 +44,11 @@ pub fn init_test_logs() {
 
 /// The default chat of a session, as the host publishes it (and as a
 /// client such as VS Code derives it).
-pub fn chat_of(session: &str) -> String {
+pub(crate) fn chat_of(session: &str) -> String {
     ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(session)
 }
 
-pub fn test_config() -> Config {
+pub(crate) fn test_config() -> Config {
     init_test_logs();
     let mut cfg = Config::default();
     cfg.server.listen = "127.0.0.1:0".parse().unwrap();
@@ -57,23 +57,23 @@ pub fn test_config() -> Config {
     cfg
 }
 
-pub async fn start_host(cfg: Config) -> Running {
+pub(crate) async fn start_host(cfg: Config) -> Running {
     app::start(Arc::new(cfg), Agent::None)
         .await
         .expect("host starts")
 }
 
-pub async fn client(r: &Running) -> Client {
+pub(crate) async fn client(r: &Running) -> Client {
     client_at(r.addr).await
 }
 
 /// The official client over a WebSocket to `addr`, not yet initialized.
-pub async fn client_at(addr: std::net::SocketAddr) -> Client {
+pub(crate) async fn client_at(addr: std::net::SocketAddr) -> Client {
     client_at_url(&format!("ws://{addr}")).await
 }
 
 /// The official client over a WebSocket to `url` (with its query), not yet initialized.
-pub async fn client_at_url(url: &str) -> Client {
+pub(crate) async fn client_at_url(url: &str) -> Client {
     let t = ahp_ws::WebSocketTransport::connect(url)
         .await
         .expect("ws connect");
@@ -84,12 +84,12 @@ pub async fn client_at_url(url: &str) -> Client {
 
 /// The official client authenticated with `?tkn=` (what browser clients
 /// send), not yet initialized.
-pub async fn client_with_token(addr: std::net::SocketAddr, token: &str) -> Client {
+pub(crate) async fn client_with_token(addr: std::net::SocketAddr, token: &str) -> Client {
     client_at_url(&format!("ws://{addr}/?tkn={token}")).await
 }
 
 /// The official client authenticated with `?tkn=`, initialized as `client_id`.
-pub async fn initialized_with_token(
+pub(crate) async fn initialized_with_token(
     addr: std::net::SocketAddr,
     token: &str,
     client_id: &str,
@@ -103,7 +103,7 @@ pub async fn initialized_with_token(
 
 /// A principal named `name`, known by `token`, holding `roles` (the rest
 /// as configured by default).
-pub fn token_principal(name: &str, token: &str, roles: &[Role]) -> PrincipalConfig {
+pub(crate) fn token_principal(name: &str, token: &str, roles: &[Role]) -> PrincipalConfig {
     PrincipalConfig {
         name: name.into(),
         token_sha256: Some(sha256_hex(token.as_bytes())),
@@ -112,7 +112,7 @@ pub fn token_principal(name: &str, token: &str, roles: &[Role]) -> PrincipalConf
     }
 }
 
-pub async fn initialized(r: &Running, client_id: &str) -> Client {
+pub(crate) async fn initialized(r: &Running, client_id: &str) -> Client {
     let c = client(r).await;
     c.initialize(
         client_id.into(),
@@ -126,7 +126,7 @@ pub async fn initialized(r: &Running, client_id: &str) -> Client {
 
 /// A `systemMessageTransform` answer: each requested section's content with
 /// `line(id)` appended on a line of its own.
-pub fn append_to_each(params: &Value, line: impl Fn(&str) -> String) -> Value {
+pub(crate) fn append_to_each(params: &Value, line: impl Fn(&str) -> String) -> Value {
     let mut out = serde_json::Map::new();
     for (id, section) in params["sections"].as_object().expect("sections") {
         let text = section["content"].as_str().expect("a section's content");
@@ -139,14 +139,14 @@ pub fn append_to_each(params: &Value, line: impl Fn(&str) -> String) -> Value {
 }
 
 /// Answers every transform request by appending `line` to each section.
-pub fn answer_by_appending(c: &Client, line: &'static str) {
+pub(crate) fn answer_by_appending(c: &Client, line: &'static str) {
     c.set_server_request_handler(move |_, p: Value| async move {
         Ok(append_to_each(&p, |_| line.to_owned()))
     });
 }
 
 /// Every file under `dir` (recursively) whose extension is `ext`.
-pub fn files_with_ext(dir: &std::path::Path, ext: &str, out: &mut Vec<std::path::PathBuf>) {
+pub(crate) fn files_with_ext(dir: &std::path::Path, ext: &str, out: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap() {
         let p = entry.unwrap().path();
         if p.is_dir() {
@@ -158,14 +158,14 @@ pub fn files_with_ext(dir: &std::path::Path, ext: &str, out: &mut Vec<std::path:
 }
 
 /// `subscribe` answered as raw JSON, so extension fields are visible.
-pub async fn raw_subscribe(c: &Client, uri: &str) -> Value {
+pub(crate) async fn raw_subscribe(c: &Client, uri: &str) -> Value {
     c.request::<_, Value>("subscribe", json!({"channel": uri}))
         .await
         .expect("subscribe")
 }
 
 /// `dispatchAction` with a raw action (the typed API would drop extension fields).
-pub async fn dispatch_raw(c: &Client, channel: &str, seq: i64, action: Value) {
+pub(crate) async fn dispatch_raw(c: &Client, channel: &str, seq: i64, action: Value) {
     c.notify(
         "dispatchAction",
         json!({"channel": channel, "clientSeq": seq, "action": action}),
@@ -176,7 +176,7 @@ pub async fn dispatch_raw(c: &Client, channel: &str, seq: i64, action: Value) {
 
 /// Dispatches `action` on `channel` and returns the rejection reason it
 /// comes back with.
-pub async fn reject_reason(c: &Client, channel: &str, action: Value) -> String {
+pub(crate) async fn reject_reason(c: &Client, channel: &str, action: Value) -> String {
     let mut events = c.events();
     dispatch_raw(c, channel, 99, action).await;
     wait_event(&mut events, |e| match e {
@@ -189,7 +189,7 @@ pub async fn reject_reason(c: &Client, channel: &str, action: Value) -> String {
 }
 
 /// As [`dispatch_raw`], with a `_meta` (e.g. a W3C `traceparent`).
-pub async fn dispatch_raw_with_meta(
+pub(crate) async fn dispatch_raw_with_meta(
     c: &Client,
     channel: &str,
     seq: i64,
@@ -204,7 +204,7 @@ pub async fn dispatch_raw_with_meta(
     .expect("dispatch");
 }
 
-pub async fn create_session(c: &Client, uri: &str, active_client: Option<Value>) {
+pub(crate) async fn create_session(c: &Client, uri: &str, active_client: Option<Value>) {
     let mut p = json!({"channel": uri, "provider": "copilot"});
     if let Some(a) = active_client {
         p["activeClient"] = a;
@@ -216,7 +216,7 @@ pub async fn create_session(c: &Client, uri: &str, active_client: Option<Value>)
 
 /// The JSON-RPC error code of a request the host refused; panics on any other
 /// failure (a closed transport is no refusal).
-pub fn rpc_code(e: &ahp::ClientError) -> i32 {
+pub(crate) fn rpc_code(e: &ahp::ClientError) -> i32 {
     match e {
         ahp::ClientError::Rpc(rpc) => rpc.code,
         other => panic!("expected a JSON-RPC error, got: {other}"),
@@ -224,7 +224,7 @@ pub fn rpc_code(e: &ahp::ClientError) -> i32 {
 }
 
 /// Waits for the first event that `pick` accepts, up to the deadline.
-pub async fn wait_event<T>(
+pub(crate) async fn wait_event<T>(
     events: &mut ClientEventStream,
     mut pick: impl FnMut(&SubscriptionEvent) -> Option<T>,
 ) -> T {
@@ -241,7 +241,7 @@ pub async fn wait_event<T>(
 }
 
 /// Polls `cond` until true or the deadline: for facts with no event to wait on.
-pub async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
+pub(crate) async fn eventually(what: &str, mut cond: impl FnMut() -> bool) {
     let start = std::time::Instant::now();
     while !cond() {
         assert!(start.elapsed() < DEADLINE, "timed out waiting for: {what}");

@@ -18,10 +18,10 @@ use ahp_copilot_bridge::run::offline_runtime;
 use super::DEADLINE;
 
 /// The one principal's token (roles `observe`, `participate` and `transform`).
-pub const TOKEN: &str = "exposure-token-0123456789";
+pub(crate) const TOKEN: &str = "exposure-token-0123456789";
 
 /// `[server]` keys for a load test: rate limits no benchmark reaches.
-pub const LOAD_LIMITS: &str = "max_sessions = 1000000\nturns_per_minute = 1000000\n\
+pub(crate) const LOAD_LIMITS: &str = "max_sessions = 1000000\nturns_per_minute = 1000000\n\
      actions_per_second = 1000000\nactions_burst = 1000000";
 
 /// The address in `line` after `what` and a `ws://`, `wss://`, `http://` or
@@ -37,7 +37,7 @@ fn address_after(line: &str, what: &str) -> Option<String> {
 
 /// One `[[principals]]` entry: `name`, the SHA-256 of `token`, `roles`, and
 /// `extra` keys (e.g. `turns_per_minute = 1`).
-pub fn principal_toml(name: &str, token: &str, roles: &[&str], extra: &str) -> String {
+pub(crate) fn principal_toml(name: &str, token: &str, roles: &[&str], extra: &str) -> String {
     format!(
         "[[principals]]\nname = {name:?}\ntoken_sha256 = \"{}\"\nroles = {roles:?}\n{extra}\n",
         sha256_hex(token.as_bytes())
@@ -45,12 +45,12 @@ pub fn principal_toml(name: &str, token: &str, roles: &[&str], extra: &str) -> S
 }
 
 /// The principal every process has unless told otherwise: "ide", [`TOKEN`].
-pub fn ide_principal() -> String {
+pub(crate) fn ide_principal() -> String {
     principal_toml("ide", TOKEN, &["observe", "participate", "transform"], "")
 }
 
 /// The bridge binary, serving until dropped (killed) or [`Self::terminate`]d.
-pub struct BridgeProcess {
+pub(crate) struct BridgeProcess {
     pub child: Child,
     pub addr: SocketAddr,
     /// The admin listener (`/healthz`, `/readyz`, `/metrics`).
@@ -74,7 +74,7 @@ impl Drop for BridgeProcess {
 
 impl BridgeProcess {
     /// Starts `serve` in a directory of its own; see [`Self::start_in`].
-    pub fn start(model: &ScriptedModel, server_toml: &str, nofile: Option<u32>) -> Self {
+    pub(crate) fn start(model: &ScriptedModel, server_toml: &str, nofile: Option<u32>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let mut b = Self::start_in(model, dir.path(), server_toml, nofile);
         b._dir = Some(dir);
@@ -85,7 +85,7 @@ impl BridgeProcess {
     /// store, the runtime's home): a second start on the same `dir` is a
     /// restart. `server_toml` goes under `[server]`; under `prlimit
     /// --nofile` when `nofile` is given.
-    pub fn start_in(
+    pub(crate) fn start_in(
         model: &ScriptedModel,
         dir: &Path,
         server_toml: &str,
@@ -96,7 +96,7 @@ impl BridgeProcess {
 
     /// As [`Self::start_in`], with `runtime_toml` under `[runtime]` (e.g.
     /// `processes = 2`, or `connect = "127.0.0.1:PORT"`).
-    pub fn start_with_runtime(
+    pub(crate) fn start_with_runtime(
         model: &ScriptedModel,
         dir: &Path,
         server_toml: &str,
@@ -109,7 +109,7 @@ impl BridgeProcess {
 
     /// As [`Self::start_in`], with `principals_toml` (see
     /// [`principal_toml`]) instead of the one "ide" principal.
-    pub fn start_with_principals(
+    pub(crate) fn start_with_principals(
         model: &ScriptedModel,
         dir: &Path,
         server_toml: &str,
@@ -121,7 +121,7 @@ impl BridgeProcess {
 
     /// As [`Self::start_in`], with `tables` (whole TOML tables, e.g.
     /// `[log]\nformat = "json"`) added to the config.
-    pub fn start_with_tables(model: &ScriptedModel, dir: &Path, tables: &str) -> Self {
+    pub(crate) fn start_with_tables(model: &ScriptedModel, dir: &Path, tables: &str) -> Self {
         let tail = Self::tail(model, dir, "") + "\n" + tables;
         Self::spawn(dir, "", &ide_principal(), tail, None)
     }
@@ -163,13 +163,13 @@ impl BridgeProcess {
 
     /// Starts `serve` on `dir/bridge.toml` holding `config`, the whole file
     /// (its `[admin]` and `[server]` listeners included): a bridge of a fleet.
-    pub fn start_config(dir: &Path, config: &str) -> Self {
+    pub(crate) fn start_config(dir: &Path, config: &str) -> Self {
         Self::spawn_text(dir, config, String::new(), None)
     }
 
     /// As [`Self::start_config`], with `env` set for the bridge (e.g. the
     /// variable `[sdk] token_env` names).
-    pub fn start_config_env(dir: &Path, config: &str, env: &[(&str, &str)]) -> Self {
+    pub(crate) fn start_config_env(dir: &Path, config: &str, env: &[(&str, &str)]) -> Self {
         Self::spawn_env(dir, config, String::new(), None, env)
     }
 
@@ -258,14 +258,14 @@ impl BridgeProcess {
     /// Writes its config file anew with `server_toml` and `principals_toml`
     /// (the audit log and the runtime as they were); nothing reads it until
     /// [`Self::hangup`].
-    pub fn rewrite_config(&self, server_toml: &str, principals_toml: &str) {
+    pub(crate) fn rewrite_config(&self, server_toml: &str, principals_toml: &str) {
         let text = Self::config_text(server_toml, principals_toml, &self.tail);
         std::fs::write(&self.config, text).unwrap();
     }
 
     /// Adds `toml` to the end of its config file; nothing reads it until
     /// [`Self::hangup`].
-    pub fn append_config(&self, toml: &str) {
+    pub(crate) fn append_config(&self, toml: &str) {
         let mut text = std::fs::read_to_string(&self.config).unwrap();
         text.push_str(toml);
         std::fs::write(&self.config, text).unwrap();
@@ -273,7 +273,7 @@ impl BridgeProcess {
 
     /// Sends SIGHUP (without waiting for anything) and waits, up to the
     /// deadline, for the first log line after it that contains `needle`.
-    pub async fn hangup(&self, needle: &str) -> String {
+    pub(crate) async fn hangup(&self, needle: &str) -> String {
         let mark = self.log.lock().unwrap().len();
         let ok = Command::new("kill")
             .arg("-HUP")
@@ -286,12 +286,12 @@ impl BridgeProcess {
     }
 
     /// How many log lines there are so far: a mark for [`Self::wait_log`].
-    pub fn log_mark(&self) -> usize {
+    pub(crate) fn log_mark(&self) -> usize {
         self.log.lock().unwrap().len()
     }
 
     /// Waits, up to the deadline, for a log line after `mark` that contains `needle`.
-    pub async fn wait_log(&self, mark: usize, needle: &str) -> String {
+    pub(crate) async fn wait_log(&self, mark: usize, needle: &str) -> String {
         let started = Instant::now();
         loop {
             let found = self.log.lock().unwrap()[mark..]
@@ -310,11 +310,11 @@ impl BridgeProcess {
     }
 
     /// Every log line so far.
-    pub fn all_log_lines(&self) -> Vec<String> {
+    pub(crate) fn all_log_lines(&self) -> Vec<String> {
         self.log.lock().unwrap().clone()
     }
 
-    pub fn log_lines(&self, needle: &str) -> Vec<String> {
+    pub(crate) fn log_lines(&self, needle: &str) -> Vec<String> {
         self.log
             .lock()
             .unwrap()
@@ -325,13 +325,13 @@ impl BridgeProcess {
     }
 
     /// The bridge's pid (a profiler's, when one wraps it).
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 
     /// The CPU time the bridge process has used so far, user and system
     /// (`/proc/PID/stat`, in clock ticks of 10 ms).
-    pub fn cpu_time(&self) -> Duration {
+    pub(crate) fn cpu_time(&self) -> Duration {
         let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
         // The fields after the command's name, which may hold spaces.
         let rest = &stat[stat.rfind(')').unwrap() + 2..];
@@ -341,7 +341,7 @@ impl BridgeProcess {
     }
 
     /// Resident memory of the bridge process (not the runtime it spawned).
-    pub fn rss_bytes(&self) -> u64 {
+    pub(crate) fn rss_bytes(&self) -> u64 {
         let kib = status_kib(self.child.id(), "VmRSS");
         assert!(kib > 0, "VmRSS of the bridge");
         kib * 1024
@@ -349,13 +349,13 @@ impl BridgeProcess {
 
     /// Sends `signal` (e.g. "TERM", "KILL") and waits for the exit, at most
     /// `limit` (a hang guard: the exit status is what the caller checks).
-    pub fn signal_and_wait(&mut self, signal: &str, limit: Duration) -> ExitStatus {
+    pub(crate) fn signal_and_wait(&mut self, signal: &str, limit: Duration) -> ExitStatus {
         self.signal(signal);
         self.wait_exit(signal, limit)
     }
 
     /// Sends `signal` (e.g. "TERM") without waiting.
-    pub fn signal(&self, signal: &str) {
+    pub(crate) fn signal(&self, signal: &str) {
         let ok = Command::new("kill")
             .arg(format!("-{signal}"))
             .arg(self.child.id().to_string())
@@ -366,7 +366,7 @@ impl BridgeProcess {
     }
 
     /// Waits for the exit that `signal` asked for, at most `limit`.
-    pub fn wait_exit(&mut self, signal: &str, limit: Duration) -> ExitStatus {
+    pub(crate) fn wait_exit(&mut self, signal: &str, limit: Duration) -> ExitStatus {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -383,12 +383,12 @@ impl BridgeProcess {
 
 /// `[runtime]` for the real CLI, offline, on `model`: its home and the
 /// sessions' working directory under `dir`.
-pub fn offline_runtime_toml(model: &ScriptedModel, dir: &Path) -> String {
+pub(crate) fn offline_runtime_toml(model: &ScriptedModel, dir: &Path) -> String {
     offline_runtime_toml_with(model, dir, "")
 }
 
 /// As [`offline_runtime_toml`], with `extra` keys under `[runtime]`.
-pub fn offline_runtime_toml_with(model: &ScriptedModel, dir: &Path, extra: &str) -> String {
+pub(crate) fn offline_runtime_toml_with(model: &ScriptedModel, dir: &Path, extra: &str) -> String {
     let mut cfg = Config::default();
     offline_runtime(&mut cfg, &model.base_url(), dir);
     let env: String = cfg
@@ -406,7 +406,9 @@ pub fn offline_runtime_toml_with(model: &ScriptedModel, dir: &Path, extra: &str)
 }
 
 /// Runs the bridge binary with `args` to its end; (success, stdout + stderr).
-pub fn run_bin<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> (bool, String) {
+pub(crate) fn run_bin<S: AsRef<std::ffi::OsStr>>(
+    args: impl IntoIterator<Item = S>,
+) -> (bool, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_ahp-copilot-bridge"))
         .args(args)
         .output()
@@ -421,7 +423,7 @@ pub fn run_bin<S: AsRef<std::ffi::OsStr>>(args: impl IntoIterator<Item = S>) -> 
 
 /// The direct children of `pid`, from `/proc` (each thread lists the
 /// children it spawned, so every thread is read).
-pub fn children_of(pid: u32) -> Vec<u32> {
+pub(crate) fn children_of(pid: u32) -> Vec<u32> {
     let tasks = std::fs::read_dir(format!("/proc/{pid}/task"))
         .into_iter()
         .flatten();
@@ -438,7 +440,7 @@ pub fn children_of(pid: u32) -> Vec<u32> {
 }
 
 /// Every descendant of `pid` (children, their children, ...).
-pub fn descendants(pid: u32) -> Vec<u32> {
+pub(crate) fn descendants(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     let mut todo = vec![pid];
     while let Some(p) = todo.pop() {
@@ -452,7 +454,7 @@ pub fn descendants(pid: u32) -> Vec<u32> {
 
 /// A field of `/proc/PID/status` in KiB (e.g. "VmRSS", "VmHWM"); 0 when
 /// the process or the field is gone.
-pub fn status_kib(pid: u32, field: &str) -> u64 {
+pub(crate) fn status_kib(pid: u32, field: &str) -> u64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
@@ -462,20 +464,24 @@ pub fn status_kib(pid: u32, field: &str) -> u64 {
 }
 
 /// Whether a process is still alive (a zombie counts as gone).
-pub fn alive(pid: u32) -> bool {
+pub(crate) fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .map(|s| s.split_whitespace().nth(2).is_none_or(|st| st != "Z"))
         .unwrap_or(false)
 }
 
 /// A client of the process's principal, initialized as `client_id`.
-pub async fn connect(addr: SocketAddr, client_id: &str) -> Client {
+pub(crate) async fn connect(addr: SocketAddr, client_id: &str) -> Client {
     connect_as(addr, TOKEN, client_id).await
 }
 
 /// As [`connect_as`], `None` when the upgrade is refused (a 503 from a
 /// draining bridge, say).
-pub async fn try_connect_as(addr: SocketAddr, token: &str, client_id: &str) -> Option<Client> {
+pub(crate) async fn try_connect_as(
+    addr: SocketAddr,
+    token: &str,
+    client_id: &str,
+) -> Option<Client> {
     let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{addr}/?tkn={token}"))
         .await
         .ok()?;
@@ -487,7 +493,7 @@ pub async fn try_connect_as(addr: SocketAddr, token: &str, client_id: &str) -> O
 }
 
 /// A client with `token`, initialized as `client_id`.
-pub async fn connect_as(addr: SocketAddr, token: &str, client_id: &str) -> Client {
+pub(crate) async fn connect_as(addr: SocketAddr, token: &str, client_id: &str) -> Client {
     let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{addr}/?tkn={token}"))
         .await
         .expect("ws connect");

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::http;
 
-pub struct Prometheus {
+pub(crate) struct Prometheus {
     child: Child,
     pub addr: SocketAddr,
     _dir: tempfile::TempDir,
@@ -25,7 +25,7 @@ impl Drop for Prometheus {
 impl Prometheus {
     /// Starts Prometheus scraping `/metrics` of each target, and waits
     /// until it answers.
-    pub fn start(targets: &[SocketAddr]) -> Self {
+    pub(crate) fn start(targets: &[SocketAddr]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let list: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
         let config = format!(
@@ -59,7 +59,7 @@ impl Prometheus {
     }
 
     /// The value of an instant query with one result, if it has one.
-    pub fn query(&self, expr: &str) -> Option<f64> {
+    pub(crate) fn query(&self, expr: &str) -> Option<f64> {
         let encoded: String = expr
             .bytes()
             .map(|b| match b {
@@ -74,7 +74,7 @@ impl Prometheus {
     }
 
     /// Polls `cond` until true, at most a minute (scrapes come every second).
-    pub fn wait_for(&self, what: &str, mut cond: impl FnMut(&Self) -> bool) {
+    pub(crate) fn wait_for(&self, what: &str, mut cond: impl FnMut(&Self) -> bool) {
         let started = Instant::now();
         while !cond(self) {
             assert!(

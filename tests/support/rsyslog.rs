@@ -8,7 +8,7 @@ use std::process::Stdio;
 
 use super::eventually;
 
-pub struct Rsyslogd {
+pub(crate) struct Rsyslogd {
     child: std::process::Child,
     dir: tempfile::TempDir,
 }
@@ -21,14 +21,14 @@ impl Drop for Rsyslogd {
 }
 
 impl Rsyslogd {
-    pub fn shipped(&self) -> PathBuf {
+    pub(crate) fn shipped(&self) -> PathBuf {
         self.dir.path().join("shipped.jsonl")
     }
     /// The HOSTNAME of each message, one a line.
-    pub fn hosts(&self) -> PathBuf {
+    pub(crate) fn hosts(&self) -> PathBuf {
         self.dir.path().join("hosts.txt")
     }
-    pub fn socket(dir: &Path) -> PathBuf {
+    pub(crate) fn socket(dir: &Path) -> PathBuf {
         dir.join("syslog.sock")
     }
 }
@@ -45,7 +45,7 @@ fn rsyslogd_path() -> PathBuf {
 
 /// rsyslogd on a loopback port (chosen by itself, written to a file) and on
 /// `unix_dir/syslog.sock`; returns it and the port.
-pub async fn start_rsyslogd(dir: tempfile::TempDir) -> (Rsyslogd, u16) {
+pub(crate) async fn start_rsyslogd(dir: tempfile::TempDir) -> (Rsyslogd, u16) {
     let d = dir.path();
     let conf = format!(
         r#"global(workDirectory="{d}" maxMessageSize="256k")

@@ -9,12 +9,12 @@ use std::process::Command;
 use ahp_copilot_bridge::demo::model::ScriptedModel;
 use serde_json::{json, Value};
 
-pub fn root() -> PathBuf {
+pub(crate) fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 /// The Node SDK's entry, as installed.
-pub fn node_sdk() -> PathBuf {
+pub(crate) fn node_sdk() -> PathBuf {
     let sdk = root().join(".sdk-tools/node/node_modules/@github/copilot-sdk/dist/index.js");
     assert!(sdk.is_file(), "run scripts/install-sdks.sh");
     sdk
@@ -22,7 +22,12 @@ pub fn node_sdk() -> PathBuf {
 
 /// The scenario every app gets: where to connect (`token`, if any), the
 /// scripted model as its provider, and `more`.
-pub fn scenario(at: SocketAddr, token: Option<&str>, model: &ScriptedModel, more: Value) -> Value {
+pub(crate) fn scenario(
+    at: SocketAddr,
+    token: Option<&str>,
+    model: &ScriptedModel,
+    more: Value,
+) -> Value {
     let mut s = json!({
         "sdk": node_sdk().display().to_string(),
         "uri": at.to_string(),
@@ -39,7 +44,7 @@ pub fn scenario(at: SocketAddr, token: Option<&str>, model: &ScriptedModel, more
 }
 
 /// The Node app on `scenario`, run to its end: what it printed.
-pub fn node_app(scenario: &Value) -> Vec<Value> {
+pub(crate) fn node_app(scenario: &Value) -> Vec<Value> {
     run_app(&mut node_command(scenario))
 }
 
@@ -52,7 +57,7 @@ fn node_command(scenario: &Value) -> Command {
 }
 
 /// The Python app on `scenario`, run to its end.
-pub fn python_app(scenario: &Value) -> Vec<Value> {
+pub(crate) fn python_app(scenario: &Value) -> Vec<Value> {
     let python = root().join(".sdk-tools/venv/bin/python");
     assert!(python.is_file(), "run scripts/install-sdks.sh");
     run_app(
@@ -77,21 +82,21 @@ fn run_app(cmd: &mut Command) -> Vec<Value> {
 }
 
 /// The first event named `name` the app printed.
-pub fn event<'a>(seen: &'a [Value], name: &str) -> Option<&'a Value> {
+pub(crate) fn event<'a>(seen: &'a [Value], name: &str) -> Option<&'a Value> {
     seen.iter().find(|e| e["event"] == name)
 }
 
 /// How long an app may run on after the test read what it waited for.
-pub const APP_LIMIT: std::time::Duration = std::time::Duration::from_secs(150);
+pub(crate) const APP_LIMIT: std::time::Duration = std::time::Duration::from_secs(150);
 
 /// The Node app running (with `waitForGo`), read event by event.
-pub struct NodeApp {
+pub(crate) struct NodeApp {
     child: std::process::Child,
     lines: Option<std::io::Lines<std::io::BufReader<std::process::ChildStdout>>>,
 }
 
 impl NodeApp {
-    pub fn spawn(scenario: &Value) -> Self {
+    pub(crate) fn spawn(scenario: &Value) -> Self {
         let mut child = node_command(scenario)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
@@ -105,7 +110,7 @@ impl NodeApp {
     }
 
     /// The next event named `name` (or an `error`), within the deadline.
-    pub async fn until(&mut self, name: &str) -> Value {
+    pub(crate) async fn until(&mut self, name: &str) -> Value {
         let mut lines = self.lines.take().unwrap();
         let name = name.to_owned();
         let found = tokio::task::spawn_blocking(move || {
@@ -125,7 +130,7 @@ impl NodeApp {
     }
 
     /// Lets the app go on (`waitForGo`).
-    pub fn go(&mut self) {
+    pub(crate) fn go(&mut self) {
         use std::io::Write;
         writeln!(self.child.stdin.as_mut().unwrap(), "go").unwrap();
     }
@@ -133,7 +138,7 @@ impl NodeApp {
     /// Everything else it prints, to its end; an app still running after
     /// [`APP_LIMIT`] (the SDK's own waits are 120 s) is killed, and what it
     /// printed by then is returned, for the caller's assertions to judge.
-    pub async fn rest(mut self) -> Vec<Value> {
+    pub(crate) async fn rest(mut self) -> Vec<Value> {
         let lines = self.lines.take().unwrap();
         let mut reading = tokio::task::spawn_blocking(move || {
             lines

@@ -12,17 +12,22 @@ use serde_json::Value;
 use super::process::*;
 use super::sdk::event;
 
-pub const SDK_TOKEN: &str = "sdk-connection-token";
-pub const SDK_TOKEN_ENV: &str = "AHP_TEST_SDK_TOKEN";
+pub(crate) const SDK_TOKEN: &str = "sdk-connection-token";
+pub(crate) const SDK_TOKEN_ENV: &str = "AHP_TEST_SDK_TOKEN";
 
 /// A bridge with `[sdk]` (the token in its environment), `extra` tables
 /// (policy, ...) and `sdk_extra` keys under `[sdk]`.
-pub fn bridge(model: &ScriptedModel, dir: &Path, sdk_extra: &str, extra: &str) -> BridgeProcess {
+pub(crate) fn bridge(
+    model: &ScriptedModel,
+    dir: &Path,
+    sdk_extra: &str,
+    extra: &str,
+) -> BridgeProcess {
     bridge_draining(model, dir, sdk_extra, extra, "0s")
 }
 
 /// [`bridge`] with `[server] drain`.
-pub fn bridge_draining(
+pub(crate) fn bridge_draining(
     model: &ScriptedModel,
     dir: &Path,
     sdk_extra: &str,
@@ -44,7 +49,7 @@ pub fn bridge_draining(
 }
 
 /// The scripted model, a directory, and a bridge on them (see [`bridge`]).
-pub async fn stack(
+pub(crate) async fn stack(
     sdk_extra: &str,
     extra: &str,
 ) -> (ScriptedModel, tempfile::TempDir, BridgeProcess) {
@@ -56,7 +61,7 @@ pub async fn stack(
 
 /// `app` holds a turn on `b` (`more` names the prompt) while the model
 /// answers `reply`: what it saw, once it got that reply and no error.
-pub fn converse(
+pub(crate) fn converse(
     app: fn(&Value) -> Vec<Value>,
     b: &BridgeProcess,
     model: &ScriptedModel,
@@ -71,12 +76,12 @@ pub fn converse(
 }
 
 /// The scenario for an app of `b`'s `[sdk]`, with its token.
-pub fn scenario(b: &BridgeProcess, model: &ScriptedModel, more: Value) -> Value {
+pub(crate) fn scenario(b: &BridgeProcess, model: &ScriptedModel, more: Value) -> Value {
     let at = b.sdk.expect("the bridge says where SDK apps connect");
     super::sdk::scenario(at, Some(SDK_TOKEN), model, more)
 }
 
-pub fn records(dir: &Path, kind: &str) -> Vec<Value> {
+pub(crate) fn records(dir: &Path, kind: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap_or_default();
     verify_text(&text).expect("the audit chain holds");
     text.lines()
@@ -86,7 +91,7 @@ pub fn records(dir: &Path, kind: &str) -> Vec<Value> {
 }
 
 /// What an app saw ends in an error that says `words`, with no reply.
-pub fn failed_with(seen: &[Value], words: &str) {
+pub(crate) fn failed_with(seen: &[Value], words: &str) {
     let error = event(seen, "error").unwrap_or_else(|| panic!("no error: {seen:?}"));
     assert!(
         error["message"]
@@ -100,7 +105,7 @@ pub fn failed_with(seen: &[Value], words: &str) {
 
 /// A reply the model streams in `n` words (`TAG0 TAG1 ...`), one every
 /// 200 ms: a turn still running while the test acts.
-pub fn slow_reply(n: usize, tag: &str) -> Reply {
+pub(crate) fn slow_reply(n: usize, tag: &str) -> Reply {
     Reply::Slow {
         chunks: (0..n).map(|i| format!("{tag}{i} ")).collect(),
         delay: std::time::Duration::from_millis(200),
@@ -109,7 +114,7 @@ pub fn slow_reply(n: usize, tag: &str) -> Reply {
 
 /// The Node app comes back to `session` (resumed, vetted again), and a
 /// turn completes on it.
-pub fn resumes_later(b: &BridgeProcess, model: &ScriptedModel, session: &str) {
+pub(crate) fn resumes_later(b: &BridgeProcess, model: &ScriptedModel, session: &str) {
     model.clear_script();
     let more = serde_json::json!({"resume": session, "prompt": "again"});
     converse(super::sdk::node_app, b, model, "back again", more);

@@ -16,13 +16,13 @@ use tokio::net::TcpStream;
 use tokio_tungstenite::Connector;
 
 /// A test CA and the files it issued, in a folder of their own.
-pub struct Pki {
+pub(crate) struct Pki {
     pub dir: tempfile::TempDir,
     ca: CertifiedIssuer<'static, KeyPair>,
 }
 
 /// A client certificate and its key, for a rustls client.
-pub struct ClientCert {
+pub(crate) struct ClientCert {
     pub chain: Vec<CertificateDer<'static>>,
     pub key: PrivateKeyDer<'static>,
 }
@@ -38,7 +38,7 @@ impl Default for Pki {
 }
 
 impl Pki {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params
@@ -52,7 +52,7 @@ impl Pki {
     }
 
     /// The CA's certificate (PEM), as `client_ca` or a client's trust.
-    pub fn ca_path(&self) -> PathBuf {
+    pub(crate) fn ca_path(&self) -> PathBuf {
         self.dir.path().join("ca.pem")
     }
 
@@ -60,7 +60,7 @@ impl Pki {
     /// `NAME.pem` and `NAME.key`; returns the two paths and the SHA-256 of
     /// the certificate's public key (base64, what Chromium's
     /// `--ignore-certificate-errors-spki-list` takes).
-    pub fn server(&self, name: &str) -> (PathBuf, PathBuf, String) {
+    pub(crate) fn server(&self, name: &str) -> (PathBuf, PathBuf, String) {
         let cert = self.dir.path().join(format!("{name}.pem"));
         let key = self.dir.path().join(format!("{name}.key"));
         let spki = self.write_server(&cert, &key, name);
@@ -69,7 +69,7 @@ impl Pki {
 
     /// Issues a new server certificate into `cert` and `key` (written in
     /// place); returns its public key's SHA-256 (base64).
-    pub fn write_server(&self, cert: &Path, key: &Path, cn: &str) -> String {
+    pub(crate) fn write_server(&self, cert: &Path, key: &Path, cn: &str) -> String {
         let (pem, key_pem, spki) = self.issue_server(cn);
         std::fs::write(cert, pem).unwrap();
         std::fs::write(key, key_pem).unwrap();
@@ -77,7 +77,7 @@ impl Pki {
     }
 
     /// A new server certificate's PEM, its key's PEM, its SPKI's SHA-256.
-    pub fn issue_server(&self, cn: &str) -> (String, String, String) {
+    pub(crate) fn issue_server(&self, cn: &str) -> (String, String, String) {
         let mut params =
             CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
         params.distinguished_name.push(DnType::CommonName, cn);
@@ -95,7 +95,7 @@ impl Pki {
 
     /// A client certificate with subject CN `cn` and, when given, a URI SAN;
     /// `expired` makes one whose validity ended in 2020.
-    pub fn client(&self, cn: &str, uri: Option<&str>, expired: bool) -> ClientCert {
+    pub(crate) fn client(&self, cn: &str, uri: Option<&str>, expired: bool) -> ClientCert {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.distinguished_name.push(DnType::CommonName, cn);
         if let Some(u) = uri {
@@ -117,7 +117,7 @@ impl Pki {
     }
 
     /// A client that trusts only this CA, with a client certificate or none.
-    pub fn client_config(&self, cert: Option<ClientCert>) -> Arc<rustls::ClientConfig> {
+    pub(crate) fn client_config(&self, cert: Option<ClientCert>) -> Arc<rustls::ClientConfig> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(self.ca.der().clone()).unwrap();
         let b = rustls::ClientConfig::builder_with_provider(provider())
@@ -131,7 +131,7 @@ impl Pki {
     }
 
     /// `[server.tls]` serving `NAME.pem`, with `extra` keys.
-    pub fn server_toml(&self, name: &str, extra: &str) -> String {
+    pub(crate) fn server_toml(&self, name: &str, extra: &str) -> String {
         let (cert, key, _) = self.server(name);
         format!("[server.tls]\ncert = {cert:?}\nkey = {key:?}\n{extra}\n")
     }
@@ -139,7 +139,10 @@ impl Pki {
 
 /// The official client over `wss` (the URL's query carries any token),
 /// trusting what `tls` trusts; not yet initialized.
-pub async fn wss_client(url: &str, tls: Arc<rustls::ClientConfig>) -> Result<Client, String> {
+pub(crate) async fn wss_client(
+    url: &str,
+    tls: Arc<rustls::ClientConfig>,
+) -> Result<Client, String> {
     let (ws, _) = tokio_tungstenite::connect_async_tls_with_config(
         url,
         None,
@@ -156,7 +159,7 @@ pub async fn wss_client(url: &str, tls: Arc<rustls::ClientConfig>) -> Result<Cli
 
 /// A TLS handshake with the listener at `addr`; the leaf certificate it
 /// served, or why the handshake failed.
-pub async fn served_cert(
+pub(crate) async fn served_cert(
     addr: SocketAddr,
     tls: Arc<rustls::ClientConfig>,
 ) -> Result<CertificateDer<'static>, String> {

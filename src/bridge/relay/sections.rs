@@ -23,7 +23,7 @@ use crate::policy::Policy;
 
 /// One section the operator adds to every session.
 #[derive(Debug, Clone)]
-pub struct OperatorSection {
+pub(super) struct OperatorSection {
     pub id: String,
     pub action: AddAction,
     pub content: String,
@@ -32,7 +32,7 @@ pub struct OperatorSection {
 impl OperatorSection {
     /// `[policy.overrides]` of the policy in force (validated to append or
     /// prepend on the host's ids when `protocol = "ahp"`).
-    pub fn all_of(overrides: &BTreeMap<String, OverrideConfig>) -> Vec<Self> {
+    pub(super) fn all_of(overrides: &BTreeMap<String, OverrideConfig>) -> Vec<Self> {
         overrides
             .iter()
             .filter_map(|(id, o)| {

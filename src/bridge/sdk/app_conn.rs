@@ -56,7 +56,7 @@ pub(super) enum Reply {
 impl AppConn {
     /// Queues a frame for the app; false when the connection is over or
     /// the app stopped reading.
-    pub async fn app(&self, text: String) -> bool {
+    pub(super) async fn app(&self, text: String) -> bool {
         send(&self.to_app, text, self.send_timeout, &self.closed).await
     }
 

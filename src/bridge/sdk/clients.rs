@@ -23,7 +23,7 @@ pub(super) struct AppClients {
 }
 
 impl AppClients {
-    pub fn new(shared: Arc<AppConn>, principal: Arc<Principal>) -> Self {
+    pub(super) fn new(shared: Arc<AppConn>, principal: Arc<Principal>) -> Self {
         Self { shared, principal }
     }
 }

@@ -28,7 +28,7 @@ impl Conns {
     }
 
     /// A connection is served; false (not kept) once the stop began.
-    pub fn add(&self, id: u64, conn: Arc<AppConn>) -> bool {
+    pub(super) fn add(&self, id: u64, conn: Arc<AppConn>) -> bool {
         let mut open = self.lock();
         if self.stopping.load(Ordering::Relaxed) {
             return false;
@@ -38,27 +38,27 @@ impl Conns {
         true
     }
 
-    pub fn remove(&self, id: u64) {
+    pub(super) fn remove(&self, id: u64) {
         let mut open = self.lock();
         open.remove(&id);
         self.count.send_replace(open.len());
     }
 
     /// The connection that created or resumed `session`, if one is open.
-    pub fn owner_of(&self, session: &str) -> Option<Arc<AppConn>> {
+    pub(super) fn owner_of(&self, session: &str) -> Option<Arc<AppConn>> {
         self.lock().values().find(|c| c.owns(session)).cloned()
     }
 
     /// The stop began: new connections are not served. The open ones, for
     /// the gate to end (see `SdkGate::stop`).
-    pub fn stop(&self) -> Vec<Arc<AppConn>> {
+    pub(super) fn stop(&self) -> Vec<Arc<AppConn>> {
         let open = self.lock();
         self.stopping.store(true, Ordering::Relaxed);
         open.values().cloned().collect()
     }
 
     /// Waits until no connection is open.
-    pub async fn all_closed(&self) {
+    pub(super) async fn all_closed(&self) {
         let mut count = self.count.subscribe();
         let _ = count.wait_for(|n| *n == 0).await;
     }

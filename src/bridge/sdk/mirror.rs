@@ -59,7 +59,7 @@ impl Turn {
 }
 
 impl Mirror {
-    pub fn new(host: Weak<Host>, principal: Arc<Principal>) -> Self {
+    pub(super) fn new(host: Weak<Host>, principal: Arc<Principal>) -> Self {
         Self {
             host,
             principal,
@@ -68,7 +68,7 @@ impl Mirror {
     }
 
     /// The app created or resumed `session_id`: shown, ready.
-    pub fn session(&self, session_id: &str) {
+    pub(super) fn session(&self, session_id: &str) {
         let Some(host) = self.host.upgrade() else {
             return;
         };
@@ -90,7 +90,7 @@ impl Mirror {
     }
 
     /// The app sent `prompt` to `session_id`: a turn starts in its chat.
-    pub fn send(&self, session_id: &str, prompt: &str) {
+    pub(super) fn send(&self, session_id: &str, prompt: &str) {
         let Some(host) = self.host.upgrade() else {
             return;
         };
@@ -108,7 +108,7 @@ impl Mirror {
     }
 
     /// A `session.event` the runtime sent the app: into the chat's turn.
-    pub fn event(&self, params: &RawValue) {
+    pub(super) fn event(&self, params: &RawValue) {
         let mut de = serde_json::Deserializer::from_str(params.get());
         let Arrived {
             session_id,
@@ -150,7 +150,7 @@ impl Mirror {
 
     /// Ends `session_id`'s running turn with an error (the bridge stops, or
     /// an admin disposed the session); whether one was running.
-    pub fn end(&self, session_id: &str, error_type: &str, message: &str) -> bool {
+    pub(super) fn end(&self, session_id: &str, error_type: &str, message: &str) -> bool {
         let Some(mut turn) = self.lock().remove(session_id) else {
             return false;
         };
@@ -165,7 +165,7 @@ impl Mirror {
 
     /// The app went away: a turn of `sessions` still running is shown
     /// cancelled (the runtime was told to abort it).
-    pub fn app_gone(&self, sessions: &[String]) {
+    pub(super) fn app_gone(&self, sessions: &[String]) {
         let Some(host) = self.host.upgrade() else {
             return;
         };
