@@ -294,6 +294,11 @@ fn every_package_inherits_the_workspace_lints() {
     for m in manifests {
         let doc: toml::Table = read(&m).parse().unwrap();
         let inherits = doc.get("lints").and_then(|l| l.get("workspace"));
-        assert_eq!(inherits, Some(&toml::Value::Boolean(true)), "{}", m.display());
+        assert_eq!(
+            inherits,
+            Some(&toml::Value::Boolean(true)),
+            "{}",
+            m.display()
+        );
     }
 }

@@ -5,11 +5,16 @@
 
 use ahp::{Transport, TransportError, TransportMessage};
 use ahp_bridge_base::config::Secret;
+use ahp_bridge_base::telemetry::metrics;
+use ahp_types::actions::ActionEnvelope;
+use ahp_types::messages::JsonRpcMessage;
 use futures_util::{SinkExt, StreamExt};
+use serde::Deserialize;
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tracing::warn;
 
 use crate::error::UpstreamError;
 
@@ -83,12 +88,8 @@ impl Transport for Socket {
             match self.inner.next().await {
                 None | Some(Ok(Message::Close(_))) => return Ok(None),
                 Some(Err(e)) => return Err(TransportError::Io(e.to_string())),
-                Some(Ok(Message::Text(s))) => {
-                    return Ok(Some(TransportMessage::Text(s.to_string())))
-                }
-                Some(Ok(Message::Binary(b))) => {
-                    return Ok(Some(TransportMessage::Binary(b.into())))
-                }
+                Some(Ok(Message::Text(s))) => return Ok(Some(read(s.as_bytes()))),
+                Some(Ok(Message::Binary(b))) => return Ok(Some(read(&b))),
                 // Pings are answered by tungstenite itself.
                 Some(Ok(_)) => continue,
             }
@@ -103,8 +104,110 @@ impl Transport for Socket {
     }
 }
 
+/// A frame decoded here, as the client would decode it, so that one the
+/// client would drop without a word is counted and logged: a frame that is
+/// not JSON-RPC, and an `action` whose envelope does not read (an action
+/// the types do not know reads, as `Unknown`, and is the relay's to
+/// count when it does not apply). The client takes the
+/// decoded message and does not decode it again. The log names the kind of
+/// error only: serde's text may quote the frame, prompt text included.
+fn read(frame: &[u8]) -> TransportMessage {
+    let msg: JsonRpcMessage = match serde_json::from_slice(frame) {
+        Ok(m) => m,
+        Err(e) => {
+            unread("agent_host_frame", "not JSON-RPC", &e);
+            return TransportMessage::Binary(frame.to_vec());
+        }
+    };
+    if let JsonRpcMessage::Notification(n) = &msg {
+        if let ("action", Some(params)) = (n.method.as_str(), &n.params) {
+            if let Err(e) = ActionEnvelope::deserialize(params) {
+                unread(
+                    "agent_host_action_unread",
+                    "an action that does not read",
+                    &e,
+                );
+            }
+        }
+    }
+    TransportMessage::Parsed(msg)
+}
+
+fn unread(kind: &'static str, what: &str, e: &serde_json::Error) {
+    metrics().runtime_mismatch(kind);
+    warn!(kind, error = ?e.classify(), "the agent host sent {what}; the client drops it");
+}
+
 #[cfg(test)]
 mod tests {
+    use ahp::TransportMessage;
+
+    fn count(kind: &str) -> u64 {
+        let text = super::metrics().encode(false);
+        let line = format!("ahp_bridge_runtime_protocol_mismatches_total{{kind=\"{kind}\"}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(line.as_str()))
+            .map_or(0, |n| n.trim().parse().unwrap())
+    }
+
+    /// An action notification as the host frames it, typed here; the
+    /// others are it with one thing changed.
+    fn frame() -> String {
+        use ahp_types::actions::{ActionEnvelope, ChatTurnCompleteAction, StateAction};
+        use ahp_types::messages::JsonRpcNotification;
+        let env = ActionEnvelope {
+            channel: "c".into(),
+            action: StateAction::ChatTurnComplete(ChatTurnCompleteAction {
+                turn_id: "t".into(),
+                duration: 1,
+                meta: None,
+            }),
+            server_seq: 1,
+            origin: None,
+            rejection_reason: None,
+        };
+        serde_json::to_string(&JsonRpcNotification {
+            jsonrpc: Default::default(),
+            method: "action".into(),
+            params: Some(serde_json::to_value(&env).unwrap()),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_frame_the_client_would_drop_unread_is_counted_and_still_handed_on() {
+        let ok = frame();
+        let unknown = ok.replace("turnComplete", "turnOfAKindNotKnown");
+        assert_ne!(ok, unknown);
+        let (frames, actions) = (count("agent_host_frame"), count("agent_host_action_unread"));
+        assert!(matches!(
+            super::read(ok.as_bytes()),
+            TransportMessage::Parsed(_)
+        ));
+        assert!(matches!(
+            super::read(unknown.as_bytes()),
+            TransportMessage::Parsed(_)
+        ));
+        assert_eq!(
+            count("agent_host_action_unread"),
+            actions,
+            "a known action, and an unknown one, read"
+        );
+        // An envelope of another shape: the client would drop it unread.
+        let bad = ok.replace("\"serverSeq\":1", "\"serverSeq\":\"1\"");
+        assert_ne!(ok, bad);
+        assert!(matches!(
+            super::read(bad.as_bytes()),
+            TransportMessage::Parsed(_)
+        ));
+        assert_eq!(count("agent_host_action_unread"), actions + 1);
+        assert!(matches!(
+            super::read(b"not json"),
+            TransportMessage::Binary(_)
+        ));
+        assert_eq!(count("agent_host_frame"), frames + 1);
+    }
+
     #[test]
     fn an_error_quoting_the_url_loses_its_token() {
         let e = super::without_query("HTTP error: 401 for ws://127.0.0.1:1/?tkn=secret");
