@@ -44,7 +44,7 @@ use ahp_copilot_bridge::demo::model::ScriptedModel;
 use ahp_copilot_bridge::demo::reply::Reply;
 use ahp_copilot_bridge::runtime::ahp_host::{spawn_ahp_host, AhpHostProcess};
 use ahp_copilot_bridge::upstream::meta::CopilotMeta;
-use ahp_copilot_bridge::upstream::seal::{sealed_token, Binding};
+use ahp_copilot_bridge::upstream::seal::{sealed_token, SealBinding};
 use ahp_types::actions::StateAction;
 use ahp_types::state::SnapshotState;
 use common::{ms, pct};
@@ -262,7 +262,7 @@ async fn client_of(url: &str, host: &AhpHostProcess, name: &'static str) -> Side
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs();
-    let binding = Binding {
+    let binding = SealBinding {
         resource: &resource,
         challenge: &challenge.challenge,
     };

@@ -39,7 +39,7 @@ use ahp_copilot_bridge::config::Config;
 use ahp_copilot_bridge::demo::model::{ScriptedModel, DEFAULT_REPLY};
 use ahp_copilot_bridge::run::offline_runtime;
 use ahp_copilot_bridge::runtime::calls::{self, SessionCreate, SessionDestroy, SessionSend};
-use ahp_copilot_bridge::runtime::connection::{ReplyFuture, RuntimeConn, RuntimeHandler};
+use ahp_copilot_bridge::runtime::connection::{RuntimeConn, RuntimeHandler, RuntimeReplyFuture};
 use ahp_copilot_bridge::runtime::events::RuntimeEvent;
 use ahp_copilot_bridge::runtime::process;
 use ahp_copilot_bridge::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
@@ -77,7 +77,7 @@ impl RuntimeHandler for Direct {
         }
     }
 
-    fn request(&self, request: RuntimeRequest) -> ReplyFuture {
+    fn request(&self, request: RuntimeRequest) -> RuntimeReplyFuture {
         let answer = match request {
             RuntimeRequest::Transform { sections, .. } => {
                 self.transforms.fetch_add(1, Ordering::Relaxed);

@@ -4,7 +4,7 @@
 
 mod report;
 
-pub use report::Format;
+pub use report::ReportFormat;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -41,8 +41,8 @@ pub struct TestArgs {
     #[arg(short, long)]
     pub coverage: bool,
     /// Output format.
-    #[arg(short, long, value_enum, default_value_t = Format::Pretty)]
-    pub format: Format,
+    #[arg(short, long, value_enum, default_value_t = ReportFormat::Pretty)]
+    pub format: ReportFormat,
     /// Skipped (todo_test_) tests do not make the exit status 2.
     #[arg(short = 'z', long)]
     pub exit_zero_on_skipped: bool,
@@ -62,10 +62,10 @@ pub fn test(args: &TestArgs, out: &mut impl Write) -> anyhow::Result<u8> {
     if sources.modules.is_empty() {
         bail!("no .rego module under {}", shown(&args.paths));
     }
-    let options = testing::Options {
+    let options = testing::TestOptions {
         filter,
         coverage: args.coverage,
-        ..testing::Options::default()
+        ..testing::TestOptions::default()
     };
     let report = testing::run(&sources, &options).map_err(|e| anyhow!("{e}"))?;
     // A run that tested nothing fails (as `opa test --fail-on-empty`): a

@@ -13,8 +13,8 @@ use support::*;
 
 struct Idp {
     dir: tempfile::TempDir,
-    es: Signer,
-    rs: Signer,
+    es: TokenSigner,
+    rs: TokenSigner,
 }
 
 impl Idp {

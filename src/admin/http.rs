@@ -13,7 +13,7 @@ pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
 
 /// The parts of a request the admin endpoints read.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Request {
+pub struct AdminRequest {
     pub method: String,
     pub path: String,
     pub accept: Option<String>,
@@ -44,7 +44,7 @@ impl BadRequest {
 }
 
 /// Parses a whole head; `Ok(None)`: more bytes are needed.
-pub fn parse(buf: &[u8]) -> Result<Option<Request>, BadRequest> {
+pub fn parse(buf: &[u8]) -> Result<Option<AdminRequest>, BadRequest> {
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {
@@ -59,7 +59,7 @@ pub fn parse(buf: &[u8]) -> Result<Option<Request>, BadRequest> {
         .and_then(|h| std::str::from_utf8(h.value).ok())
         .map(String::from);
     let path = req.path.unwrap_or("/");
-    Ok(Some(Request {
+    Ok(Some(AdminRequest {
         method: req.method.unwrap_or_default().to_owned(),
         path: path.split('?').next().unwrap_or(path).to_owned(),
         accept,
@@ -67,7 +67,9 @@ pub fn parse(buf: &[u8]) -> Result<Option<Request>, BadRequest> {
 }
 
 /// Reads one request head from `stream`.
-pub async fn read_request(stream: &mut (impl AsyncRead + Unpin)) -> Result<Request, BadRequest> {
+pub async fn read_request(
+    stream: &mut (impl AsyncRead + Unpin),
+) -> Result<AdminRequest, BadRequest> {
     let mut buf = Vec::with_capacity(1024);
     let read = async {
         loop {

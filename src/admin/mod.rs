@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
-use self::http::{read_request, respond, Request};
+use self::http::{read_request, respond, AdminRequest};
 use self::ready::Readiness;
 use crate::ahp::net::tls::Tls;
 use crate::ahp::net::transport::Transport;
@@ -93,7 +93,7 @@ async fn answer(mut stream: Transport, readiness: Arc<Readiness>) {
     respond(&mut stream, status, content_type, &body, head_only).await;
 }
 
-async fn route(req: &Request, readiness: &Readiness) -> (u16, &'static str, String) {
+async fn route(req: &AdminRequest, readiness: &Readiness) -> (u16, &'static str, String) {
     if req.method != "GET" && req.method != "HEAD" {
         return (405, "text/plain", "only GET and HEAD\n".into());
     }

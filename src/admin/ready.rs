@@ -34,12 +34,12 @@ pub struct Readiness {
 
 /// Every check's outcome, by name, and whether the config file on disk is
 /// in force (which does not decide readiness: the last good one serves).
-pub struct Report {
+pub struct ReadyReport {
     pub checks: Vec<(&'static str, Result<(), CheckFailed>)>,
     pub config_refused: Option<String>,
 }
 
-impl Report {
+impl ReadyReport {
     pub fn ready(&self) -> bool {
         self.checks.iter().all(|(_, r)| r.is_ok())
     }
@@ -63,10 +63,10 @@ impl Report {
 }
 
 impl Readiness {
-    pub async fn check(&self) -> Report {
+    pub async fn check(&self) -> ReadyReport {
         if self.stopping.is_cancelled() {
             let why = Err(CheckFailed("the bridge is shutting down".to_owned()));
-            return Report {
+            return ReadyReport {
                 checks: vec![("shutdown", why)],
                 config_refused: self.on_disk.refused(),
             };
@@ -95,7 +95,7 @@ impl Readiness {
         if let Some(path) = &self.state {
             checks.push(("state", crate::telemetry::writable(path)));
         }
-        Report {
+        ReadyReport {
             checks,
             config_refused: self.on_disk.refused(),
         }

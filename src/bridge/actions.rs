@@ -24,7 +24,7 @@ use crate::runtime::events::RuntimeEvent;
 
 /// The two streams of a response (the answer, the reasoning) in AHP.
 #[derive(Clone, Copy)]
-enum Stream {
+enum ResponseStream {
     Answer,
     Reasoning,
 }
@@ -324,14 +324,16 @@ impl TurnMapper {
         self.completed.insert(id.to_owned());
     }
 
-    fn part(&mut self, stream: Stream, id: &str, content: &str) -> Option<StateAction> {
+    fn part(&mut self, stream: ResponseStream, id: &str, content: &str) -> Option<StateAction> {
         if !self.parts.insert(id.to_owned()) {
             return None;
         }
         let (id, content) = (id.to_owned(), content.to_owned());
         let part = match stream {
-            Stream::Answer => ResponsePart::Markdown(MarkdownResponsePart { id, content }),
-            Stream::Reasoning => ResponsePart::Reasoning(ReasoningResponsePart { id, content }),
+            ResponseStream::Answer => ResponsePart::Markdown(MarkdownResponsePart { id, content }),
+            ResponseStream::Reasoning => {
+                ResponsePart::Reasoning(ReasoningResponsePart { id, content })
+            }
         };
         Some(StateAction::ChatResponsePart(ChatResponsePartAction {
             turn_id: self.turn_id.clone(),
@@ -375,18 +377,18 @@ impl TurnMapper {
         })]
     }
 
-    fn delta(&mut self, stream: Stream, id: &str, delta: &str) -> Vec<StateAction> {
+    fn delta(&mut self, stream: ResponseStream, id: &str, delta: &str) -> Vec<StateAction> {
         let mut out: Vec<StateAction> = self.part(stream, id, "").into_iter().collect();
         self.streamed.insert(id.to_owned());
         let (turn_id, part_id, content) = (self.turn_id.clone(), id.to_owned(), delta.to_owned());
         out.push(match stream {
-            Stream::Answer => StateAction::ChatDelta(ChatDeltaAction {
+            ResponseStream::Answer => StateAction::ChatDelta(ChatDeltaAction {
                 turn_id,
                 part_id,
                 content,
                 meta: None,
             }),
-            Stream::Reasoning => StateAction::ChatReasoning(ChatReasoningAction {
+            ResponseStream::Reasoning => StateAction::ChatReasoning(ChatReasoningAction {
                 turn_id,
                 part_id,
                 content,
@@ -397,7 +399,7 @@ impl TurnMapper {
     }
 
     /// A whole message: a part of its own unless it was streamed already.
-    fn whole(&mut self, stream: Stream, id: &str, content: &str) -> Vec<StateAction> {
+    fn whole(&mut self, stream: ResponseStream, id: &str, content: &str) -> Vec<StateAction> {
         if self.streamed.contains(id) || content.is_empty() {
             return vec![];
         }
@@ -425,20 +427,20 @@ impl TurnMapper {
     fn map_event(&mut self, event: &RuntimeEvent, duration_ms: i64) -> Vec<StateAction> {
         match event {
             RuntimeEvent::MessageDelta { message_id, delta } => {
-                self.delta(Stream::Answer, message_id, delta)
+                self.delta(ResponseStream::Answer, message_id, delta)
             }
             RuntimeEvent::ReasoningDelta {
                 reasoning_id,
                 delta,
-            } => self.delta(Stream::Reasoning, reasoning_id, delta),
+            } => self.delta(ResponseStream::Reasoning, reasoning_id, delta),
             RuntimeEvent::Message {
                 message_id,
                 content,
-            } => self.whole(Stream::Answer, message_id, content),
+            } => self.whole(ResponseStream::Answer, message_id, content),
             RuntimeEvent::Reasoning {
                 reasoning_id,
                 content,
-            } => self.whole(Stream::Reasoning, reasoning_id, content),
+            } => self.whole(ResponseStream::Reasoning, reasoning_id, content),
             RuntimeEvent::Usage(u) => vec![StateAction::ChatUsage(ChatUsageAction {
                 turn_id: self.turn_id.clone(),
                 usage: UsageInfo {

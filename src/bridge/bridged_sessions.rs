@@ -9,17 +9,17 @@ use super::effects::Effects;
 use super::session::BridgedSession;
 
 #[derive(Default)]
-pub(super) struct BridgedSessions(Mutex<Inner>);
+pub(super) struct BridgedSessions(Mutex<SessionIndex>);
 
 #[derive(Default)]
-struct Inner {
+struct SessionIndex {
     sessions: HashMap<String, BridgedSession>,
     /// Runtime session id -> AHP session URI.
     by_runtime: HashMap<String, String>,
 }
 
 impl BridgedSessions {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, SessionIndex> {
         self.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 

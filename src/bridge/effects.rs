@@ -24,7 +24,7 @@ pub(super) struct Effects {
     pub runtime_id: String,
     pub actions: Vec<(String, StateAction)>,
     /// Tool calls that now wait on a client, to mirror once applied.
-    pub mirrors: Vec<Mirror>,
+    pub mirrors: Vec<MirrorChanges>,
     pub calls: Vec<RuntimeCall>,
     /// The chat whose turn ended.
     pub ended: Option<String>,
@@ -33,7 +33,7 @@ pub(super) struct Effects {
 /// A tool call waiting on a client: its confirmation (`executor: None`),
 /// or its execution by the client that owns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Mirror {
+pub(super) struct MirrorChanges {
     pub chat: String,
     pub tool_call_id: String,
     pub executor: Option<String>,
@@ -135,7 +135,7 @@ impl Effects {
 /// longer waits that way.
 pub(super) fn mirror_request(
     id: String,
-    m: &Mirror,
+    m: &MirrorChanges,
     turn_id: String,
     call: ToolCallState,
 ) -> Option<StateAction> {

@@ -54,7 +54,7 @@ use self::binding::Binding;
 use self::bridged_sessions::BridgedSessions;
 use self::custom::CustomizationState;
 use self::customizing::{AgentChange, Customizing};
-use self::effects::{Effects, Mirror};
+use self::effects::{Effects, MirrorChanges};
 use self::pool::{Pool, Starts};
 use self::session::{BridgedSession, DRAIN_LIMIT};
 pub use self::settings::BridgeSettings;
@@ -236,7 +236,7 @@ impl Bridge {
     /// the tool call as the chat state has it now. Set only while the call
     /// still waits, checked and set under the bridged sessions' lock: an answer or a
     /// removal that came first must not be followed by a stale entry.
-    fn mirror(&self, host: &Host, uri: &str, m: &Mirror) {
+    fn mirror(&self, host: &Host, uri: &str, m: &MirrorChanges) {
         let Some((turn_id, call)) = host.tool_call(&m.chat, &m.tool_call_id) else {
             return;
         };

@@ -15,7 +15,7 @@ use super::transform_clients::HostClients;
 use super::Bridge;
 use crate::audit::log::AuditLog;
 use crate::runtime::calls::{self, GithubCredentials, SessionDestroy, SessionRef};
-use crate::runtime::connection::{ReplyFuture, RuntimeHandler};
+use crate::runtime::connection::{RuntimeHandler, RuntimeReplyFuture};
 use crate::runtime::events::{PermissionRequest, RuntimeEvent, SESSION_EVENT};
 use crate::runtime::mismatch::Mismatch;
 use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
@@ -48,7 +48,7 @@ impl RuntimeHandler for RuntimeEvents {
         b.event(&uri, &event);
     }
 
-    fn request(&self, request: RuntimeRequest) -> ReplyFuture {
+    fn request(&self, request: RuntimeRequest) -> RuntimeReplyFuture {
         let bridge = self.bridge.clone();
         Box::pin(async move {
             match bridge.upgrade() {

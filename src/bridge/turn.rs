@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use super::actions::{OpenTool, TurnMapper};
-use super::effects::{Effects, Mirror, RuntimeCall};
+use super::effects::{Effects, MirrorChanges, RuntimeCall};
 use super::input::{chat_request, runtime_answer};
 use super::turn_trace::{Ending, TurnSpans};
 use crate::ahp::backend::Dispatcher;
@@ -279,7 +279,7 @@ impl RunningTurn {
         self.permissions
             .insert(tool_call_id.clone(), p.request_id.clone());
         self.spans.permission_asked(&tool_call_id, &p.kind);
-        fx.mirrors.push(Mirror {
+        fx.mirrors.push(MirrorChanges {
             chat: self.chat.clone(),
             tool_call_id,
             executor: None,
@@ -328,7 +328,7 @@ impl RunningTurn {
                 owner: owner.to_owned(),
             },
         );
-        fx.mirrors.push(Mirror {
+        fx.mirrors.push(MirrorChanges {
             chat: self.chat.clone(),
             tool_call_id: tool_call_id.to_owned(),
             executor: Some(owner.to_owned()),

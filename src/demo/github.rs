@@ -13,7 +13,7 @@ use tokio::io::BufReader;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
 
-use super::http::{read_request, respond, Request};
+use super::http::{read_request, respond, DemoRequest};
 
 /// The login the fake answers for its token.
 pub const LOGIN: &str = "octo-bridge";
@@ -62,7 +62,7 @@ impl GitHubFake {
 
     async fn serve(&self, s: TcpStream) -> std::io::Result<()> {
         let mut r = BufReader::new(s);
-        let Request {
+        let DemoRequest {
             method,
             path,
             authorization,

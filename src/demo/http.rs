@@ -6,7 +6,7 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
 /// One request as the fakes read it.
-pub(crate) struct Request {
+pub(crate) struct DemoRequest {
     pub method: String,
     pub path: String,
     pub body: Vec<u8>,
@@ -15,7 +15,7 @@ pub(crate) struct Request {
 }
 
 /// Reads one request (a body up to 64 MiB).
-pub(crate) async fn read_request(r: &mut BufReader<TcpStream>) -> std::io::Result<Request> {
+pub(crate) async fn read_request(r: &mut BufReader<TcpStream>) -> std::io::Result<DemoRequest> {
     let mut line = String::new();
     r.read_line(&mut line).await?;
     let mut parts = line.split_whitespace();
@@ -40,7 +40,7 @@ pub(crate) async fn read_request(r: &mut BufReader<TcpStream>) -> std::io::Resul
     }
     let mut body = vec![0u8; len.min(64 * 1024 * 1024)];
     r.read_exact(&mut body).await?;
-    Ok(Request {
+    Ok(DemoRequest {
         method,
         path,
         body,

@@ -19,11 +19,11 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tracing::debug;
 
-use super::http::{read_request, respond, Request};
+use super::http::{read_request, respond, DemoRequest};
 use super::reply::Reply;
 
 #[derive(Default)]
-struct Inner {
+struct ModelState {
     script: VecDeque<Reply>,
     requests: Vec<Value>,
     /// Streams the caller hung up on before their end (a cancelled turn).
@@ -33,7 +33,7 @@ struct Inner {
 #[derive(Clone)]
 pub struct ScriptedModel {
     pub addr: SocketAddr,
-    inner: Arc<Mutex<Inner>>,
+    inner: Arc<Mutex<ModelState>>,
     arrived: Arc<Notify>,
 }
 
@@ -65,7 +65,7 @@ impl ScriptedModel {
         format!("http://{}/v1", self.addr)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ModelState> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -125,7 +125,7 @@ impl ScriptedModel {
     /// the next scripted reply (which is recorded with its request).
     async fn serve(&self, s: TcpStream) -> std::io::Result<()> {
         let mut r = BufReader::new(s);
-        let Request {
+        let DemoRequest {
             method, path, body, ..
         } = read_request(&mut r).await?;
         let mut s = r.into_inner();

@@ -8,11 +8,11 @@ use std::io::Write;
 
 use serde_json::{json, Value};
 
-use crate::policy::rego::testing::{Coverage, FileCoverage, Outcome, Report, TestResult};
+use crate::policy::rego::testing::{Coverage, FileCoverage, Report, TestOutcome, TestResult};
 
 /// How `policy test` prints its results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Format {
+pub enum ReportFormat {
     /// A line per failure (per test with --verbose) and a count.
     Pretty,
     /// One JSON document on stdout: the results (with --coverage, the
@@ -34,10 +34,10 @@ impl Counts {
         let mut c = Self::default();
         for r in results {
             match r.outcome {
-                Outcome::Pass => c.passed += 1,
-                Outcome::Fail(_) => c.failed += 1,
-                Outcome::Skipped => c.skipped += 1,
-                Outcome::Error(_) => c.errors += 1,
+                TestOutcome::Pass => c.passed += 1,
+                TestOutcome::Fail(_) => c.failed += 1,
+                TestOutcome::Skipped => c.skipped += 1,
+                TestOutcome::Error(_) => c.errors += 1,
             }
         }
         c
@@ -46,13 +46,13 @@ impl Counts {
 
 pub(super) fn print(
     report: &Report,
-    format: Format,
+    format: ReportFormat,
     verbose: bool,
     out: &mut impl Write,
 ) -> std::io::Result<()> {
     match format {
-        Format::Pretty => pretty(report, verbose, out),
-        Format::Json => {
+        ReportFormat::Pretty => pretty(report, verbose, out),
+        ReportFormat::Json => {
             let results: Vec<Value> = report.results.iter().map(result_json).collect();
             let doc = match &report.coverage {
                 // As `opa test --coverage`'s report, with the results in it.
@@ -74,7 +74,7 @@ pub(super) fn print(
 fn pretty(report: &Report, verbose: bool, out: &mut impl Write) -> std::io::Result<()> {
     let mut last_module: Option<&str> = None;
     for r in &report.results {
-        if !verbose && r.outcome == Outcome::Pass {
+        if !verbose && r.outcome == TestOutcome::Pass {
             continue;
         }
         if last_module.is_some_and(|m| m != r.module) {
@@ -83,10 +83,10 @@ fn pretty(report: &Report, verbose: bool, out: &mut impl Write) -> std::io::Resu
         last_module = Some(&r.module);
         writeln!(out, "{}:{}:", r.module, r.row)?;
         match &r.outcome {
-            Outcome::Skipped => writeln!(out, "{}: SKIPPED", r.full_name())?,
+            TestOutcome::Skipped => writeln!(out, "{}: SKIPPED", r.full_name())?,
             o => writeln!(out, "{}: {} ({:?})", r.full_name(), o.as_str(), r.duration)?,
         }
-        if let Outcome::Fail(why) | Outcome::Error(why) = &r.outcome {
+        if let TestOutcome::Fail(why) | TestOutcome::Error(why) = &r.outcome {
             for line in why.lines() {
                 writeln!(out, "  {line}")?;
             }
@@ -164,10 +164,10 @@ fn result_json(r: &TestResult) -> Value {
         "duration": u64::try_from(r.duration.as_nanos()).unwrap_or(u64::MAX),
     });
     match &r.outcome {
-        Outcome::Pass => {}
-        Outcome::Fail(_) => v["fail"] = true.into(),
-        Outcome::Skipped => v["skip"] = true.into(),
-        Outcome::Error(message) => v["error"] = json!({"message": message}),
+        TestOutcome::Pass => {}
+        TestOutcome::Fail(_) => v["fail"] = true.into(),
+        TestOutcome::Skipped => v["skip"] = true.into(),
+        TestOutcome::Error(message) => v["error"] = json!({"message": message}),
     }
     v
 }

@@ -302,3 +302,35 @@ fn every_package_inherits_the_workspace_lints() {
         );
     }
 }
+
+/// One meaning per name: no two product types of the workspace (a struct,
+/// an enum, a type alias or a trait, at a file's top level) share a name,
+/// so a reader who meets one knows which it is. Test files and test items
+/// are not read.
+#[test]
+fn no_two_types_share_a_name() {
+    let decl = regex::Regex::new(
+        r"(?m)^(?:pub(?:\([a-z:]+\))?\s+)?(?:struct|enum|type|trait)\s+([A-Z]\w*)",
+    )
+    .unwrap();
+    let mut seen: std::collections::BTreeMap<String, Vec<&str>> = Default::default();
+    for (rel, text) in workspace_sources() {
+        if rel.ends_with("_tests.rs") || rel.ends_with("/tests.rs") {
+            continue;
+        }
+        let product = super::product::product(text);
+        for c in decl.captures_iter(&product) {
+            seen.entry(c[1].to_owned()).or_default().push(rel);
+        }
+    }
+    let twice: Vec<String> = seen
+        .into_iter()
+        .filter(|(_, files)| files.len() > 1)
+        .map(|(name, files)| format!("{name}: {}", files.join(", ")))
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "types that share a name:\n{}",
+        twice.join("\n")
+    );
+}

@@ -240,7 +240,7 @@ impl ahp_copilot_bridge::runtime::connection::RuntimeHandler for Silent {
     fn request(
         &self,
         request: ahp_copilot_bridge::runtime::requests::RuntimeRequest,
-    ) -> ahp_copilot_bridge::runtime::connection::ReplyFuture {
+    ) -> ahp_copilot_bridge::runtime::connection::RuntimeReplyFuture {
         use ahp_copilot_bridge::runtime::requests::{
             RuntimeAnswer, RuntimeRequest, UserInputAnswer,
         };

@@ -63,11 +63,11 @@ struct Section {
     #[serde(default)]
     content_after: Option<String>,
     #[serde(default)]
-    rego_decision: Option<RegoDecision>,
+    rego_decision: Option<ShownRegoOutcome>,
 }
 
 #[derive(Debug, Deserialize)]
-struct RegoDecision {
+struct ShownRegoOutcome {
     outcome: String,
 }
 

@@ -37,7 +37,7 @@ struct Queued {
 }
 
 #[derive(Default)]
-struct Queue {
+struct ShipQueue {
     items: VecDeque<Queued>,
     bytes: usize,
     /// Records not queued since the last gap message went out.
@@ -46,7 +46,7 @@ struct Queue {
 }
 
 struct ShipperQueue {
-    queue: Mutex<Queue>,
+    queue: Mutex<ShipQueue>,
     wake: Notify,
     idle: Notify,
     max_items: usize,
@@ -105,7 +105,7 @@ impl Shipper {
             pid: std::process::id(),
         };
         let shared = Arc::new(ShipperQueue {
-            queue: Mutex::new(Queue::default()),
+            queue: Mutex::new(ShipQueue::default()),
             wake: Notify::new(),
             idle: Notify::new(),
             max_items: cfg.queue,
@@ -145,7 +145,7 @@ impl Shipper {
 }
 
 impl ShipperQueue {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Queue> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, ShipQueue> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -301,7 +301,7 @@ mod tests {
     #[tokio::test]
     async fn a_full_queue_is_counted_and_reported_before_the_next_record() {
         let shared = Arc::new(ShipperQueue {
-            queue: Mutex::new(Queue::default()),
+            queue: Mutex::new(ShipQueue::default()),
             wake: Notify::new(),
             idle: Notify::new(),
             max_items: 2,

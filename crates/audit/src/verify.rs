@@ -44,7 +44,7 @@ pub struct Check {
     pub instance: Option<String>,
 }
 
-struct Walk<'a> {
+struct ChainWalk<'a> {
     key: Option<&'a VerifyingKey>,
     prev: String,
     cp_from: u64,
@@ -81,7 +81,7 @@ fn prefix64(hex_hash: &str) -> Option<u64> {
 
 /// Verifies one log text, no key, no outside evidence.
 pub fn verify_text(text: &str) -> Result<Verified, Broken> {
-    let mut w = Walk::new(None, Evidence::default());
+    let mut w = ChainWalk::new(None, Evidence::default());
     w.file("", text.as_bytes())?;
     w.finish()
 }
@@ -103,7 +103,7 @@ pub fn verify_files(
         .map(|p| Shipped::load(p, check.instance.as_deref()))
         .transpose()?;
     let evidence = Evidence::new(check.expect_head.clone(), shipped);
-    let mut w = Walk::new(check.key.as_ref(), evidence);
+    let mut w = ChainWalk::new(check.key.as_ref(), evidence);
     for f in files {
         let file = std::fs::File::open(f).map_err(|e| AuditError::read(f, e))?;
         let name = super::rotation::file_name(f);
@@ -117,7 +117,7 @@ pub fn verify_files(
     Ok(w.finish().and_then(|v| evidence.judge(v)))
 }
 
-impl<'a> Walk<'a> {
+impl<'a> ChainWalk<'a> {
     fn new(key: Option<&'a VerifyingKey>, evidence: Evidence) -> Self {
         Self {
             key,

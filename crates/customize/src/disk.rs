@@ -9,7 +9,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::source::{BoxFuture, Entry, EntryKind, PackageSource, SourceError};
+use super::source::{BoxFuture, EntryKind, PackageSource, SourceEntry, SourceError};
 
 /// The folder at `root`, read only inside it.
 #[derive(Debug, Clone)]
@@ -28,7 +28,7 @@ impl DiskSource {
 }
 
 impl PackageSource for DiskSource {
-    fn list(&self, rel: &str, max: usize) -> BoxFuture<'_, Result<Vec<Entry>, SourceError>> {
+    fn list(&self, rel: &str, max: usize) -> BoxFuture<'_, Result<Vec<SourceEntry>, SourceError>> {
         let (root, rel) = (self.root.clone(), rel.to_owned());
         Box::pin(blocking(move || list(&root, &rel, max)))
     }
@@ -82,7 +82,7 @@ fn confine(root: &Path, rel: &str) -> Result<PathBuf, SourceError> {
     Ok(real)
 }
 
-fn list(root: &Path, rel: &str, max: usize) -> Result<Vec<Entry>, SourceError> {
+fn list(root: &Path, rel: &str, max: usize) -> Result<Vec<SourceEntry>, SourceError> {
     let root = resolved_root(root)?;
     let dir = confine(&root, rel)?;
     if !dir.is_dir() {
@@ -98,7 +98,7 @@ fn list(root: &Path, rel: &str, max: usize) -> Result<Vec<Entry>, SourceError> {
         let entry = entry.map_err(os)?;
         let name = entry.file_name().to_string_lossy().into_owned();
         let kind = kind_of(&root, &entry.path());
-        out.push(Entry { name, kind });
+        out.push(SourceEntry { name, kind });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)

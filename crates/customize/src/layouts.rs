@@ -18,7 +18,7 @@ const NOT_AGENT_PLUGINS: [&str; 4] = ["agents", "commands", "rules", "hooks"];
 
 /// What a layout found.
 #[derive(Debug, Default)]
-pub(crate) struct Found {
+pub(crate) struct LayoutFound {
     pub children: Vec<Child>,
     pub servers: Vec<McpServer>,
     /// About the package as a whole; each makes it degraded.
@@ -27,7 +27,7 @@ pub(crate) struct Found {
     pub claimed: BTreeSet<String>,
 }
 
-impl Found {
+impl LayoutFound {
     fn add_declared(&mut self, declared: Declared) {
         self.children.extend(declared.children);
         self.servers.extend(declared.servers);
@@ -37,8 +37,8 @@ impl Found {
 
 /// Agent Plugins 1.0.0: `skills/`, `mcp.json`, and the runtime's extension
 /// folder; the open layouts' folders at the root are reported, not read.
-pub(crate) fn agent_plugins(tree: &Tree) -> Found {
-    let mut found = Found::default();
+pub(crate) fn agent_plugins(tree: &Tree) -> LayoutFound {
+    let mut found = LayoutFound::default();
     skills_in(tree, "skills", &mut found);
     let ext_agents = join(COPILOT_EXTENSION, "agents");
     let ext_commands = join(COPILOT_EXTENSION, "commands");
@@ -67,8 +67,8 @@ pub(crate) fn agent_plugins(tree: &Tree) -> Found {
 
 /// Open Plugins and Claude: the default folders, or those the manifest
 /// names; `.mcp.json`, or what the manifest declares.
-pub(crate) fn open(tree: &Tree, manifest: &mut Manifest, manifest_rel: &str) -> Found {
-    let mut found = Found::default();
+pub(crate) fn open(tree: &Tree, manifest: &mut Manifest, manifest_rel: &str) -> LayoutFound {
+    let mut found = LayoutFound::default();
     for dir in manifest.component_paths("skills", "skills") {
         skills_in(tree, &dir, &mut found);
     }
@@ -98,8 +98,8 @@ pub(crate) fn open(tree: &Tree, manifest: &mut Manifest, manifest_rel: &str) -> 
 }
 
 /// A directory of one kind of customization.
-pub(crate) fn directory(tree: &Tree, kind: ChildKind) -> Found {
-    let mut found = Found::default();
+pub(crate) fn directory(tree: &Tree, kind: ChildKind) -> LayoutFound {
+    let mut found = LayoutFound::default();
     match kind {
         ChildKind::Skill => skills_in(tree, "", &mut found),
         ChildKind::Agent => files_in(tree, "", FileRole::Agent, &mut found),
@@ -125,7 +125,7 @@ pub(crate) fn directory(tree: &Tree, kind: ChildKind) -> Found {
 
 /// Each folder directly in `dir` holding a `SKILL.md`: one skill. Folders
 /// without one are not skills and are passed over, as the spec says.
-fn skills_in(tree: &Tree, dir: &str, found: &mut Found) {
+fn skills_in(tree: &Tree, dir: &str, found: &mut LayoutFound) {
     if tree.files.contains_key(dir) {
         found
             .warnings
@@ -172,7 +172,7 @@ fn fail_on_unreadable(
 }
 
 /// The files directly in `dir` with one of `role`'s suffixes: one child each.
-fn files_in(tree: &Tree, dir: &str, role: FileRole<'_>, found: &mut Found) {
+fn files_in(tree: &Tree, dir: &str, role: FileRole<'_>, found: &mut LayoutFound) {
     for rel in matching(tree, dir, role.suffixes()) {
         let child = match (tree.files.get(&rel), tree.unreadable.get(&rel)) {
             (Some(bytes), _) => markdown_child(role, &rel, bytes),
@@ -216,7 +216,7 @@ fn failed(kind: ChildKind, name: &str, rel: &str, why: &str) -> Child {
 
 /// Hooks: `hooks/hooks.json`, a file the manifest names, or hooks written
 /// in the manifest itself.
-fn hooks(tree: &Tree, manifest: &mut Manifest, manifest_rel: &str, found: &mut Found) {
+fn hooks(tree: &Tree, manifest: &mut Manifest, manifest_rel: &str, found: &mut LayoutFound) {
     if manifest.fields.get("hooks").is_some_and(|h| h.is_object()) {
         let bytes = tree.files.get(manifest_rel).cloned().unwrap_or_default();
         let mut child = hooks_child(manifest_rel, &bytes);
@@ -236,7 +236,7 @@ fn hooks(tree: &Tree, manifest: &mut Manifest, manifest_rel: &str, found: &mut F
     }
 }
 
-fn hook_file(tree: &Tree, rel: &str, found: &mut Found) {
+fn hook_file(tree: &Tree, rel: &str, found: &mut LayoutFound) {
     let name = rel.rsplit('/').next().unwrap_or(rel);
     let stem = name.strip_suffix(".json").unwrap_or(name);
     let child = match (tree.files.get(rel), tree.unreadable.get(rel)) {
@@ -260,7 +260,7 @@ fn mcp_files(
     dialect: Dialect,
     files: &[impl AsRef<str>],
     named: bool,
-    found: &mut Found,
+    found: &mut LayoutFound,
 ) {
     for rel in files.iter().map(AsRef::as_ref) {
         match (tree.files.get(rel), tree.unreadable.get(rel)) {

@@ -43,7 +43,7 @@ pub use materialize::{
 };
 pub use names::{is_plugin_name, is_safe_name};
 pub use package::{read_directory, read_package};
-pub use source::{BoxFuture, Entry, EntryKind, MemorySource, PackageSource, SourceError};
+pub use source::{BoxFuture, EntryKind, MemorySource, PackageSource, SourceEntry, SourceError};
 
 /// What a child customization is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::children::digest;
-use super::layouts::{self, Found};
+use super::layouts::{self, LayoutFound};
 use super::manifest::{self, Manifest, RootManifest};
 use super::source::PackageSource;
 use super::walk::{walk, Tree};
@@ -156,7 +156,7 @@ fn files_of(tree: &Tree) -> Vec<PackageFile> {
         .collect()
 }
 
-fn assemble(header: Header, mut found: Found, tree: Tree) -> Package {
+fn assemble(header: Header, mut found: LayoutFound, tree: Tree) -> Package {
     refuse_duplicates(&mut found);
     for (rel, why) in &tree.unreadable {
         if !found.claimed.contains(rel) {
@@ -179,7 +179,7 @@ fn assemble(header: Header, mut found: Found, tree: Tree) -> Package {
 
 /// Two usable children of one kind with one name would be one file when
 /// materialized, and one name to the runtime: the first found keeps it.
-fn refuse_duplicates(found: &mut Found) {
+fn refuse_duplicates(found: &mut LayoutFound) {
     let mut first: BTreeMap<(ChildKind, String), String> = BTreeMap::new();
     for child in found.children.iter_mut().filter(|c| c.load.usable()) {
         let key = (child.kind, child.name.clone());
@@ -208,7 +208,7 @@ fn refuse_duplicates(found: &mut Found) {
 
 /// Loaded when nothing was left out or assumed; otherwise degraded, with
 /// the first few problems named by file.
-fn summary(found: &Found) -> Load {
+fn summary(found: &LayoutFound) -> Load {
     let mut problems: Vec<String> = found.warnings.clone();
     for child in &found.children {
         match &child.load {

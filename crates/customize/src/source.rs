@@ -24,7 +24,7 @@ pub enum EntryKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub struct SourceEntry {
     pub name: String,
     pub kind: EntryKind,
 }
@@ -57,7 +57,7 @@ pub trait PackageSource: Send + Sync {
     /// The entries of the directory at `rel`, at most `max` of them: more is
     /// [`SourceError::TooMany`], so a huge directory is refused without
     /// being listed whole where the source can help it.
-    fn list(&self, rel: &str, max: usize) -> BoxFuture<'_, Result<Vec<Entry>, SourceError>>;
+    fn list(&self, rel: &str, max: usize) -> BoxFuture<'_, Result<Vec<SourceEntry>, SourceError>>;
 
     /// The bytes of the regular file at `rel`; over `max` bytes is
     /// [`SourceError::TooLarge`], found without reading them all where the
@@ -90,7 +90,7 @@ impl MemorySource {
         self
     }
 
-    fn entries(&self, rel: &str) -> Option<Vec<Entry>> {
+    fn entries(&self, rel: &str) -> Option<Vec<SourceEntry>> {
         let prefix = if rel.is_empty() {
             String::new()
         } else {
@@ -113,14 +113,14 @@ impl MemorySource {
         (!found.is_empty() || rel.is_empty()).then(|| {
             found
                 .into_iter()
-                .map(|(name, kind)| Entry { name, kind })
+                .map(|(name, kind)| SourceEntry { name, kind })
                 .collect()
         })
     }
 }
 
 impl PackageSource for MemorySource {
-    fn list(&self, rel: &str, max: usize) -> BoxFuture<'_, Result<Vec<Entry>, SourceError>> {
+    fn list(&self, rel: &str, max: usize) -> BoxFuture<'_, Result<Vec<SourceEntry>, SourceError>> {
         let answer = if self.files.contains_key(rel) {
             Err(SourceError::NotADirectory)
         } else {
@@ -161,11 +161,11 @@ mod tests {
         assert_eq!(
             root,
             vec![
-                Entry {
+                SourceEntry {
                     name: "plugin.json".into(),
                     kind: EntryKind::File
                 },
-                Entry {
+                SourceEntry {
                     name: "skills".into(),
                     kind: EntryKind::Directory
                 },

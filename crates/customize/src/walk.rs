@@ -124,7 +124,7 @@ impl Walk<'_> {
         &mut self,
         dir: &str,
         depth: usize,
-    ) -> Result<Option<Vec<super::source::Entry>>, WalkError> {
+    ) -> Result<Option<Vec<super::source::SourceEntry>>, WalkError> {
         let room = self.bounds.max_files - self.entries;
         match self.source.list(dir, room).await {
             Ok(entries) if entries.is_empty() => Ok(Some(entries)),
@@ -203,7 +203,7 @@ pub(crate) fn join(dir: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::{BoxFuture, Entry, MemorySource};
+    use crate::source::{BoxFuture, MemorySource, SourceEntry};
 
     fn small() -> Bounds {
         Bounds {
@@ -273,10 +273,14 @@ mod tests {
     async fn unsafe_names_from_a_source_are_never_used() {
         struct Lying;
         impl PackageSource for Lying {
-            fn list(&self, _: &str, _: usize) -> BoxFuture<'_, Result<Vec<Entry>, SourceError>> {
+            fn list(
+                &self,
+                _: &str,
+                _: usize,
+            ) -> BoxFuture<'_, Result<Vec<SourceEntry>, SourceError>> {
                 let names = ["..", "a/b", "ok", "\u{7}bell"];
                 let entries = names
-                    .map(|n| Entry {
+                    .map(|n| SourceEntry {
                         name: n.into(),
                         kind: EntryKind::File,
                     })
@@ -302,7 +306,11 @@ mod tests {
     /// A source seen from one of its folders.
     struct Sub<'a>(&'a MemorySource, &'a str);
     impl PackageSource for Sub<'_> {
-        fn list(&self, rel: &str, max: usize) -> BoxFuture<'_, Result<Vec<Entry>, SourceError>> {
+        fn list(
+            &self,
+            rel: &str,
+            max: usize,
+        ) -> BoxFuture<'_, Result<Vec<SourceEntry>, SourceError>> {
             self.0.list(&join(self.1, rel), max)
         }
         fn read(&self, rel: &str, max: u64) -> BoxFuture<'_, Result<Vec<u8>, SourceError>> {

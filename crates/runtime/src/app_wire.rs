@@ -27,7 +27,7 @@ pub struct Envelope<'a> {
 
 /// `connect {token?}`: the only field the bridge reads.
 #[derive(Debug, Default, Deserialize)]
-pub struct ConnectParams {
+pub struct AppConnectParams {
     #[serde(default)]
     pub token: Option<String>,
 }

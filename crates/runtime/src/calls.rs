@@ -156,11 +156,11 @@ pub fn agent_deselect(session_id: &str) -> s::AgentDeselectParams {
 pub struct PermissionAnswer {
     session_id: String,
     request_id: String,
-    result: Decision,
+    result: PermissionResult,
 }
 
 #[derive(Debug, Clone, Serialize)]
-struct Decision {
+struct PermissionResult {
     kind: &'static str,
 }
 
@@ -169,7 +169,7 @@ impl PermissionAnswer {
         Self {
             session_id: session_id.to_owned(),
             request_id: request_id.to_owned(),
-            result: Decision {
+            result: PermissionResult {
                 kind: if approved { "approve-once" } else { "reject" },
             },
         }

@@ -28,7 +28,7 @@ use ahp_bridge_base::jsonrpc::{
 
 pub const PROTOCOL_VERSION: u64 = 3;
 
-pub type ReplyFuture = Pin<Box<dyn Future<Output = RuntimeAnswer> + Send>>;
+pub type RuntimeReplyFuture = Pin<Box<dyn Future<Output = RuntimeAnswer> + Send>>;
 
 /// What the bridge does with what the runtime sends on its own.
 pub trait RuntimeHandler: Send + Sync + 'static {
@@ -36,7 +36,7 @@ pub trait RuntimeHandler: Send + Sync + 'static {
     /// drop a repeat: [`super::repeats`]).
     fn event(&self, session_id: &str, id: Option<&str>, event: RuntimeEvent);
     /// A request from the runtime; the answer goes back whatever it is.
-    fn request(&self, request: RuntimeRequest) -> ReplyFuture;
+    fn request(&self, request: RuntimeRequest) -> RuntimeReplyFuture;
 }
 
 /// Types what the runtime sends and hands it to the bridge; unsupported

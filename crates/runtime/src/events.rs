@@ -114,7 +114,7 @@ pub struct Arrived {
 /// `session.event`'s params, before the data is typed by its event type.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Envelope {
+struct EventEnvelope {
     session_id: String,
     event: Raw,
 }
@@ -153,7 +153,7 @@ impl RuntimeEvent {
     where
         P: serde::Deserializer<'de, Error = serde_json::Error>,
     {
-        let Envelope { session_id, event } = serde_path_to_error::deserialize(params)
+        let EventEnvelope { session_id, event } = serde_path_to_error::deserialize(params)
             .map_err(|e| Mismatch::parse(SESSION_EVENT, e))?;
         let Raw { id, ty, data: d } = event;
         let t = ty.as_str();

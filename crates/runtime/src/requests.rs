@@ -135,13 +135,13 @@ enum Wire<'a> {
         no_response: bool,
     },
     Hooks {
-        output: Empty,
+        output: EmptyHookResult,
     },
 }
 
 /// `{}`: a hook adds nothing.
 #[derive(Serialize)]
-struct Empty {}
+struct EmptyHookResult {}
 
 #[derive(Serialize)]
 struct SectionRef<'a> {
@@ -162,7 +162,9 @@ impl Serialize for RuntimeAnswer {
                 was_freeform: *was_freeform,
             },
             Self::UserInput(UserInputAnswer::NoResponse) => Wire::NoResponse { no_response: true },
-            Self::Hooks => Wire::Hooks { output: Empty {} },
+            Self::Hooks => Wire::Hooks {
+                output: EmptyHookResult {},
+            },
         }
         .serialize(s)
     }

@@ -36,18 +36,18 @@ pub struct StderrTail {
 /// The reader of a spawned runtime's stderr: its kept lines, and whether
 /// the pipe has ended.
 pub(crate) struct StderrWatch {
-    kept: Arc<Mutex<Kept>>,
+    kept: Arc<Mutex<TailLines>>,
     ended: CancellationToken,
 }
 
 #[derive(Default)]
-struct Kept {
+struct TailLines {
     lines: VecDeque<String>,
     bytes: usize,
     cut: bool,
 }
 
-impl Kept {
+impl TailLines {
     fn push(&mut self, line: String) {
         let line = clip(line, TAIL_BYTES);
         self.bytes += line.len();
@@ -176,14 +176,14 @@ mod tests {
 
     #[test]
     fn the_tail_keeps_the_last_lines_within_its_bounds() {
-        let mut k = Kept::default();
+        let mut k = TailLines::default();
         for i in 0..TAIL_LINES + 5 {
             k.push(format!("line {i}"));
         }
         assert_eq!(k.lines.len(), TAIL_LINES);
         assert_eq!(k.lines.front().unwrap(), "line 5");
         assert!(k.cut);
-        let mut k = Kept::default();
+        let mut k = TailLines::default();
         k.push("first".into());
         k.push("é".repeat(TAIL_BYTES));
         assert_eq!(k.lines.len(), 1, "the long line pushed out the first");

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 pub const ISSUER: &str = "https://idp.test";
 
 /// A signing key and its public JWK.
-pub struct Signer {
+pub struct TokenSigner {
     pub alg: Algorithm,
     pub key: EncodingKey,
     pub jwk: Value,
@@ -24,11 +24,11 @@ fn b64(bytes: &[u8]) -> String {
 }
 
 /// A P-256 key made now, its JWK named `kid`.
-pub fn es256(kid: &str) -> Signer {
+pub fn es256(kid: &str) -> TokenSigner {
     let kp = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).unwrap();
     let raw = kp.public_key_raw(); // 0x04 || x || y
     assert_eq!(raw.len(), 65);
-    Signer {
+    TokenSigner {
         alg: Algorithm::ES256,
         key: EncodingKey::from_ec_der(&kp.serialize_der()),
         jwk: json!({"kty": "EC", "crv": "P-256", "kid": kid, "use": "sig",
@@ -37,9 +37,9 @@ pub fn es256(kid: &str) -> Signer {
 }
 
 /// An Ed25519 key made now, its JWK named `kid`.
-pub fn ed25519(kid: &str) -> Signer {
+pub fn ed25519(kid: &str) -> TokenSigner {
     let kp = rcgen::KeyPair::generate_for(&rcgen::PKCS_ED25519).unwrap();
-    Signer {
+    TokenSigner {
         alg: Algorithm::EdDSA,
         key: EncodingKey::from_ed_der(&kp.serialize_der()),
         jwk: json!({"kty": "OKP", "crv": "Ed25519", "kid": kid, "alg": "EdDSA",
@@ -56,7 +56,7 @@ pub fn fixture(name: &str) -> PathBuf {
 
 /// The RSA key of `fixtures/jwt/` (kid `rsa-test`): generating one in a
 /// test would take seconds.
-pub fn rs256() -> Signer {
+pub fn rs256() -> TokenSigner {
     let PrivateKeyDer::Pkcs1(der) =
         PrivateKeyDer::from_pem_file(fixture("rsa-test-key.pem")).unwrap()
     else {
@@ -64,7 +64,7 @@ pub fn rs256() -> Signer {
     };
     let set: Value =
         serde_json::from_slice(&std::fs::read(fixture("rsa-test-key.jwk.json")).unwrap()).unwrap();
-    Signer {
+    TokenSigner {
         alg: Algorithm::RS256,
         key: EncodingKey::from_rsa_der(der.secret_pkcs1_der()),
         jwk: set["keys"][0].clone(),
@@ -77,14 +77,14 @@ pub fn now() -> u64 {
 }
 
 /// `claims` signed by `s`, the header naming `kid` (or no key).
-pub fn sign_as(s: &Signer, kid: Option<&str>, claims: &Value) -> String {
+pub fn sign_as(s: &TokenSigner, kid: Option<&str>, claims: &Value) -> String {
     let mut header = Header::new(s.alg);
     header.kid = kid.map(str::to_owned);
     encode(&header, claims, &s.key).unwrap()
 }
 
 /// `claims` signed by `s`, the header naming its JWK's `kid`.
-pub fn sign(s: &Signer, claims: &Value) -> String {
+pub fn sign(s: &TokenSigner, claims: &Value) -> String {
     sign_as(s, s.jwk["kid"].as_str(), claims)
 }
 
@@ -95,12 +95,12 @@ pub fn forged(header: &Value, claims: &Value, signature: &str) -> String {
 }
 
 /// The key set of `signers`' public keys.
-pub fn jwks_json(signers: &[&Signer]) -> Vec<u8> {
+pub fn jwks_json(signers: &[&TokenSigner]) -> Vec<u8> {
     let keys: Vec<&Value> = signers.iter().map(|s| &s.jwk).collect();
     serde_json::to_vec(&json!({ "keys": keys })).unwrap()
 }
 
 /// [`jwks_json`] written to `path`.
-pub fn write_jwks(path: &Path, signers: &[&Signer]) {
+pub fn write_jwks(path: &Path, signers: &[&TokenSigner]) {
     std::fs::write(path, jwks_json(signers)).unwrap();
 }

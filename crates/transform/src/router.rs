@@ -89,7 +89,7 @@ impl OwnerContext<'_> {
 
 /// What one owner is sent: each section as it is shown (redacted), and what
 /// each placeholder of a section stands for.
-struct Ask {
+struct RouterAsk {
     shown: Sections,
     hidden: BTreeMap<String, Vec<(u64, String)>>,
 }
@@ -168,7 +168,7 @@ impl Router {
         let judged = futures_util::future::join_all(asks).await;
 
         let merged = merge(original, &judged);
-        let record = Record {
+        let record = RouterRecord {
             policy: &policy,
             plan: &plan,
             judged: &judged,
@@ -224,14 +224,14 @@ fn merge(original: &Sections, judged: &[Judged]) -> Sections {
 }
 
 /// One request's record, from the decisions made.
-struct Record<'a> {
+struct RouterRecord<'a> {
     policy: &'a Policy,
     plan: &'a plan::Plan,
     judged: &'a [Judged],
     include_content: bool,
 }
 
-impl Record<'_> {
+impl RouterRecord<'_> {
     fn build(
         &self,
         ahp_session: &str,
@@ -320,9 +320,9 @@ fn log_outcomes(ahp_session: &str, plan: &plan::Plan, judged: &[Judged]) {
 
 /// What `owner` is sent of `ids`: each section redacted by its own rules,
 /// placeholders numbered across the whole request.
-fn redacted(policy: &Policy, ids: &BTreeSet<String>, original: &Sections) -> Ask {
+fn redacted(policy: &Policy, ids: &BTreeSet<String>, original: &Sections) -> RouterAsk {
     let mut next = 1;
-    let mut ask = Ask {
+    let mut ask = RouterAsk {
         shown: BTreeMap::new(),
         hidden: BTreeMap::new(),
     };
@@ -343,7 +343,7 @@ fn judge(
     owner: &str,
     asked: &BTreeSet<String>,
     original: &Sections,
-    ask: &Ask,
+    ask: &RouterAsk,
     answer: Result<ClientAnswer, AskError>,
     context: &OwnerContext<'_>,
 ) -> Judged {
@@ -390,7 +390,7 @@ fn judge(
 fn apply_rules(
     policy: &Policy,
     original: &Sections,
-    ask: &Ask,
+    ask: &RouterAsk,
     answered: Sections,
     context: &OwnerContext<'_>,
     j: &mut Judged,

@@ -13,7 +13,7 @@ use ahp_types::state::SnapshotState;
 
 use crate::error::UpstreamError;
 use crate::meta::CopilotMeta;
-use crate::seal::{sealed_token, Binding};
+use crate::seal::{sealed_token, SealBinding};
 use crate::transport::Socket;
 
 /// The root channel every connection-level command names.
@@ -122,7 +122,7 @@ async fn authenticate(
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let binding = Binding {
+    let binding = SealBinding {
         resource: &resource,
         challenge: &challenge.challenge,
     };

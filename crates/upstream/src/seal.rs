@@ -16,7 +16,7 @@ const PREFIX: &str = "copilot-sealed.v1.";
 
 /// What the token is sealed for: the protected resource and the
 /// connection's challenge.
-pub struct Binding<'a> {
+pub struct SealBinding<'a> {
     pub resource: &'a str,
     pub challenge: &'a str,
 }
@@ -47,7 +47,7 @@ struct Connection<'a> {
 /// seconds), with a fresh nonce.
 pub fn sealed_token(
     key: &EncryptionKey,
-    binding: &Binding<'_>,
+    binding: &SealBinding<'_>,
     github_token: &Secret,
     now: u64,
 ) -> Result<Secret, UpstreamError> {
@@ -113,7 +113,7 @@ mod tests {
     #[test]
     fn the_host_opens_what_it_expects() {
         let (secret, key) = key_pair();
-        let binding = Binding {
+        let binding = SealBinding {
             resource: "https://api.github.com",
             challenge: "c-1",
         };
@@ -131,7 +131,7 @@ mod tests {
     #[test]
     fn every_token_has_a_fresh_nonce() {
         let (secret, key) = key_pair();
-        let binding = Binding {
+        let binding = SealBinding {
             resource: "r",
             challenge: "c",
         };
@@ -153,7 +153,7 @@ mod tests {
         key.public_key = BASE64.encode(&[1u8; 31]);
         let e = sealed_token(
             &key,
-            &Binding {
+            &SealBinding {
                 resource: "r",
                 challenge: "c",
             },

@@ -15,7 +15,7 @@ use ahp_types::commands::{
 use data_encoding::BASE64;
 
 use crate::ahp::protocol::errors::AhpError;
-use crate::customize::{BoxFuture, Entry, EntryKind, PackageSource, SourceError};
+use crate::customize::{BoxFuture, EntryKind, PackageSource, SourceEntry, SourceError};
 use crate::jsonrpc::{CallError, Peer};
 
 /// How long one `resourceList` or `resourceRead` may take.
@@ -103,7 +103,7 @@ fn entry_kind(t: &str) -> EntryKind {
 }
 
 impl PackageSource for ClientSource {
-    fn list(&self, rel: &str, max: usize) -> BoxFuture<'_, Result<Vec<Entry>, SourceError>> {
+    fn list(&self, rel: &str, max: usize) -> BoxFuture<'_, Result<Vec<SourceEntry>, SourceError>> {
         let params = ResourceListParams {
             channel: self.channel.clone(),
             meta: None,
@@ -116,7 +116,7 @@ impl PackageSource for ClientSource {
             }
             Ok(r.entries
                 .into_iter()
-                .map(|e| Entry {
+                .map(|e| SourceEntry {
                     kind: entry_kind(&e.r#type),
                     name: e.name,
                 })

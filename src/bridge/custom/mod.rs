@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use ahp_types::state::{ChildCustomization, Customization};
 
 use self::catalog::HostEntry;
-use self::runtime_map::{Applied, Contents, Contribution, Mapped, Written};
+use self::runtime_map::{Applied, Contribution, Mapped, RuntimeContents, Written};
 use crate::ahp::backend::{ActiveClientView, ClientPlugin};
 use crate::ahp::customizations::{children_of, container_enabled, id_of, plugin, PluginOrigin};
 use crate::audit::customization::Source;
@@ -49,7 +49,7 @@ pub struct ClientEntry {
 }
 
 #[derive(Default)]
-struct Inner {
+struct CustomTables {
     host: Vec<HostEntry>,
     /// Session -> container id -> the client's plugin.
     clients: BTreeMap<String, BTreeMap<String, ClientEntry>>,
@@ -65,7 +65,7 @@ pub struct CustomizationState {
     /// Where containers are written for the runtime; this process's own.
     work: PathBuf,
     first_read: tokio::sync::OnceCell<()>,
-    inner: Mutex<Inner>,
+    inner: Mutex<CustomTables>,
 }
 
 impl Drop for CustomizationState {
@@ -134,7 +134,7 @@ impl CustomizationState {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, CustomTables> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -382,12 +382,14 @@ fn host_contribution(h: &HostEntry, disabled: BTreeSet<String>) -> Option<Contri
     let (source, contents) = match (&h.container.source, &h.package) {
         (HostSource::McpServer { name, server }, _) => (
             Source::HostMcpServer,
-            Contents::Server(name.clone(), server.clone()),
+            RuntimeContents::Server(name.clone(), server.clone()),
         ),
         (HostSource::Directory { .. }, Some(p)) => {
-            (Source::HostDirectory, Contents::Package(p.clone()))
+            (Source::HostDirectory, RuntimeContents::Package(p.clone()))
         }
-        (HostSource::Plugin { .. }, Some(p)) => (Source::HostPlugin, Contents::Package(p.clone())),
+        (HostSource::Plugin { .. }, Some(p)) => {
+            (Source::HostPlugin, RuntimeContents::Package(p.clone()))
+        }
         _ => return None,
     };
     Some(Contribution {
@@ -415,7 +417,7 @@ fn client_contribution(
         source: Source::ClientPlugin,
         client_id: Some(e.client_id.clone()),
         principal: e.principal.clone(),
-        contents: Contents::Package(package.clone()),
+        contents: RuntimeContents::Package(package.clone()),
         disabled,
     })
 }

@@ -2,7 +2,7 @@
 //! its kind, name and source, a stdio MCP server's command, a plugin's own
 //! MCP servers. Pure: the decision and what follows it are the caller's.
 
-use super::runtime_map::{Contents, Contribution};
+use super::runtime_map::{Contribution, RuntimeContents};
 use crate::audit::customization::Source;
 use crate::policy::rego::{Customization, Server};
 
@@ -21,12 +21,12 @@ pub fn customization_of(c: &Contribution) -> Customization {
         servers: vec![],
     };
     match &c.contents {
-        Contents::Server(_, cfg) => {
+        RuntimeContents::Server(_, cfg) => {
             out.kind = "mcp_server".to_owned();
             out.command = Some(cfg.command.clone());
             out.args = cfg.args.clone();
         }
-        Contents::Package(pkg) => {
+        RuntimeContents::Package(pkg) => {
             out.kind = match c.source {
                 // A directory holds children of one kind: it is that kind.
                 Source::HostDirectory => pkg

@@ -20,7 +20,7 @@ use crate::runtime::customizations::{CustomAgent, McpServerSpec, RuntimeCustomiz
 
 /// What one container gives the runtime.
 #[derive(Debug, Clone)]
-pub enum Contents {
+pub enum RuntimeContents {
     Package(Arc<Package>),
     /// A host MCP server, as configured.
     Server(String, McpServerConfig),
@@ -34,7 +34,7 @@ pub struct Contribution {
     pub source: Source,
     pub client_id: Option<String>,
     pub principal: Option<String>,
-    pub contents: Contents,
+    pub contents: RuntimeContents,
     /// Its children the session's clients turned off, by child id.
     pub disabled: BTreeSet<String>,
 }
@@ -73,8 +73,8 @@ pub fn map(contributions: &[Contribution], dir: &Path, written: &mut Written) ->
     let mut out = Mapped::default();
     for c in contributions {
         match &c.contents {
-            Contents::Server(name, server) => add_server(&mut out, c, name, server),
-            Contents::Package(pkg) => add_package(&mut out, c, pkg, dir, written),
+            RuntimeContents::Server(name, server) => add_server(&mut out, c, name, server),
+            RuntimeContents::Package(pkg) => add_package(&mut out, c, pkg, dir, written),
         }
     }
     out
@@ -233,7 +233,7 @@ mod tests {
             source: Source::HostDirectory,
             client_id: None,
             principal: None,
-            contents: Contents::Package(pkg),
+            contents: RuntimeContents::Package(pkg),
             disabled: disabled.iter().map(|s| s.to_string()).collect(),
         }
     }

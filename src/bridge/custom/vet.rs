@@ -14,7 +14,7 @@ use crate::policy::rules::SectionRules;
 /// the policy key or rule, or the plugin's own fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct Refusal(pub String);
+pub struct VetRefusal(pub String);
 
 /// The section whose rules hold the text customizations inject.
 pub const TEXT_SECTION: &str = "custom_instructions";
@@ -27,9 +27,9 @@ pub fn admit(
     policy: &CustomizationPolicy,
     principal: Option<&str>,
     may_customize: bool,
-) -> Result<(), Refusal> {
+) -> Result<(), VetRefusal> {
     if policy.client_plugins == ClientPlugins::Deny {
-        return Err(Refusal(
+        return Err(VetRefusal(
             "refused by policy.customizations.client_plugins = \"deny\"".into(),
         ));
     }
@@ -37,7 +37,7 @@ pub fn admit(
         let who = principal.map_or("the client's principal".to_owned(), |p| {
             format!("principal {p:?}")
         });
-        return Err(Refusal(format!(
+        return Err(VetRefusal(format!(
             "refused: {who} lacks the `customize` role"
         )));
     }
@@ -61,12 +61,12 @@ pub fn vet(
     pkg: &mut Package,
     policy: &CustomizationPolicy,
     rules: &SectionRules,
-) -> Result<Vec<String>, Refusal> {
+) -> Result<Vec<String>, VetRefusal> {
     if let Load::Error(why) = &pkg.load {
-        return Err(Refusal(why.clone()));
+        return Err(VetRefusal(why.clone()));
     }
-    check_servers(pkg, &policy.client_mcp_servers).map_err(Refusal)?;
-    check_text(pkg, rules).map_err(Refusal)?;
+    check_servers(pkg, &policy.client_mcp_servers).map_err(VetRefusal)?;
+    check_text(pkg, rules).map_err(VetRefusal)?;
     Ok(redact_text(pkg, rules))
 }
 

@@ -250,7 +250,7 @@ impl Relay {
     /// asked (audit before effect); the config to send. A record that
     /// cannot be written keeps the client's sections out under
     /// `[audit] on_failure = "keep-original"`.
-    async fn audit_start(&self, plan: sections::Plan) -> JsonObject {
+    async fn audit_start(&self, plan: sections::SectionPlan) -> JsonObject {
         let Some(log) = self.settings.audit.clone() else {
             return plan.config;
         };

@@ -52,7 +52,7 @@ impl OperatorSection {
 }
 
 /// A session's start, decided.
-pub(super) struct Plan {
+pub(super) struct SectionPlan {
     /// The upstream `createSession.config`.
     pub config: JsonObject,
     /// The client sections it sends (to leave out if their record cannot
@@ -71,7 +71,7 @@ pub(super) struct Deciders<'a> {
 
 impl Deciders<'_> {
     /// The start of the bridge's session `north` as upstream session `up`.
-    pub(super) fn plan(&self, north: &str, up: &str, start: &SessionStart) -> Plan {
+    pub(super) fn plan(&self, north: &str, up: &str, start: &SessionStart) -> SectionPlan {
         let mut sent = Map::new();
         let mut records = Vec::new();
         for o in self.operator {
@@ -106,7 +106,7 @@ impl Deciders<'_> {
         if !sent.is_empty() {
             config.insert("systemMessageSections".into(), Value::Object(sent));
         }
-        Plan {
+        SectionPlan {
             config,
             client_sections,
             record: SessionSectionsRecord {
@@ -188,7 +188,7 @@ fn section(action: AddAction, content: &str) -> Value {
     json!({"content": content, "action": action.as_str()})
 }
 
-impl Plan {
+impl SectionPlan {
     /// The plan without the client's sections (their record could not be
     /// written, and the operator wants nothing unaudited to reach the model).
     pub(super) fn without_client_sections(mut self) -> JsonObject {

@@ -30,7 +30,7 @@ pub(super) struct AppConn {
     /// transforms itself.
     pub sessions: Mutex<HashMap<String, Vec<String>>>,
     /// The bridge's requests to the app not answered yet.
-    pub asks: Mutex<HashMap<String, oneshot::Sender<Reply>>>,
+    pub asks: Mutex<HashMap<String, oneshot::Sender<AppReply>>>,
     pub next_ask: AtomicU64,
     /// Cut off: the writers stop at once (a peer that does not read, a
     /// broken side).
@@ -48,7 +48,7 @@ pub(super) struct AppConn {
 
 /// The app's answer to one of the bridge's requests: the result, or that
 /// it answered with an error.
-pub(super) enum Reply {
+pub(super) enum AppReply {
     Result(Box<RawValue>),
     Error,
 }

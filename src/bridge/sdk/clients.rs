@@ -10,7 +10,7 @@ use std::time::Duration;
 use serde_json::json;
 use tokio::sync::oneshot;
 
-use super::app_conn::{AppConn, Reply, OWN_ID};
+use super::app_conn::{AppConn, AppReply, OWN_ID};
 use crate::ahp::auth::Principal;
 use crate::policy::rego::ClientKind;
 use crate::policy::OptIn;
@@ -91,8 +91,8 @@ impl TransformClients for AppClients {
                     Err(AskError::Timeout)
                 }
                 Ok(Err(_)) => Err(AskError::Disconnected),
-                Ok(Ok(Reply::Error)) => Err(AskError::Failed),
-                Ok(Ok(Reply::Result(raw))) => {
+                Ok(Ok(AppReply::Error)) => Err(AskError::Failed),
+                Ok(Ok(AppReply::Result(raw))) => {
                     let bytes = raw.get().len();
                     match serde_json::from_str::<TransformSections>(raw.get()) {
                         Ok(t) => Ok(ClientAnswer {

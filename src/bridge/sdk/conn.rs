@@ -24,12 +24,12 @@ use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::app_conn::{lock, AppConn, Reply, OWN_ID};
+use super::app_conn::{lock, AppConn, AppReply, OWN_ID};
 use super::clients::AppClients;
 use super::SdkGate;
 use crate::ahp::net::tls::Tls;
 use crate::bridge::shutting_down::SHUTTING_DOWN;
-use crate::runtime::app_wire::{AboutSession, AppSend, ConnectParams, Envelope};
+use crate::runtime::app_wire::{AboutSession, AppConnectParams, AppSend, Envelope};
 use crate::runtime::codec::ContentLengthCodec;
 use crate::runtime::process::Reach;
 use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest};
@@ -242,7 +242,7 @@ where
         let Some(id) = env.id else { continue };
         let id = id.to_owned();
         if env.method.as_deref() == Some("connect") {
-            let p: ConnectParams = env
+            let p: AppConnectParams = env
                 .params
                 .and_then(|p| serde_json::from_str(p.get()).ok())
                 .unwrap_or_default();
@@ -369,7 +369,7 @@ async fn from_app<R>(
         };
         let forward = match (env.method.as_deref(), env.id) {
             (Some("connect"), Some(id)) => {
-                let p: ConnectParams = env
+                let p: AppConnectParams = env
                     .params
                     .and_then(|p| serde_json::from_str(p.get()).ok())
                     .unwrap_or_default();
@@ -407,8 +407,8 @@ async fn from_app<R>(
             }
             (None, Some(id)) if is_own(id) => {
                 let reply = match (env.result, env.error) {
-                    (Some(r), _) => Reply::Result(r.to_owned()),
-                    _ => Reply::Error,
+                    (Some(r), _) => AppReply::Result(r.to_owned()),
+                    _ => AppReply::Error,
                 };
                 if let Some(tx) = lock(&shared.asks).remove(own_key(id)) {
                     let _ = tx.send(reply);

@@ -41,17 +41,17 @@ pub(super) struct Mirror {
     host: Weak<Host>,
     principal: Arc<Principal>,
     /// SDK session id -> its running turn.
-    turns: Mutex<HashMap<String, Turn>>,
+    turns: Mutex<HashMap<String, MirroredTurn>>,
 }
 
-struct Turn {
+struct MirroredTurn {
     mapper: TurnMapper,
     started: Instant,
     /// The turn's events so far, by id: a repeat is dropped.
     seen: Repeats,
 }
 
-impl Turn {
+impl MirroredTurn {
     /// How long it has run, as the chat's actions state durations.
     fn elapsed_ms(&self) -> i64 {
         i64::try_from(self.started.elapsed().as_millis()).unwrap_or(i64::MAX)
@@ -98,7 +98,7 @@ impl Mirror {
         let turn_id = uuid::Uuid::new_v4().to_string();
         let started = user_turn_started(turn_id.clone(), prompt.to_owned());
         if host.dispatch(&chat, started).is_ok() {
-            let turn = Turn {
+            let turn = MirroredTurn {
                 mapper: TurnMapper::new(turn_id),
                 started: Instant::now(),
                 seen: Repeats::default(),
@@ -180,7 +180,7 @@ impl Mirror {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Turn>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, MirroredTurn>> {
         self.turns.lock().unwrap_or_else(|e| e.into_inner())
     }
 }

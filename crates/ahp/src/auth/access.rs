@@ -4,12 +4,12 @@
 
 use super::principal::{Denied, Principal};
 use crate::protocol::actions::Action;
-use crate::protocol::params::Method;
+use crate::protocol::params::HostMethod;
 use ahp_bridge_base::config::Role;
 
 /// The role a request needs, and what it is for (for the refusal).
-pub fn role_for_request(method: Method) -> Option<(Role, &'static str)> {
-    use Method as M;
+pub fn role_for_request(method: HostMethod) -> Option<(Role, &'static str)> {
+    use HostMethod as M;
     Some(match method {
         M::Subscribe | M::ListSessions | M::FetchTurns => (Role::Observe, "read sessions"),
         M::Authenticate => (Role::Participate, "sign the runtime in"),
@@ -113,11 +113,11 @@ mod tests {
         let leave = action(json!({"type": "session/activeClientRemoved", "clientId": "c"}));
         assert!(check_action_opt(&observer, &leave, false).is_ok());
         assert_eq!(
-            role_for_request(Method::CreateSession).unwrap().0,
+            role_for_request(HostMethod::CreateSession).unwrap().0,
             Role::Participate
         );
         assert_eq!(
-            role_for_request(Method::Subscribe).unwrap().0,
+            role_for_request(HostMethod::Subscribe).unwrap().0,
             Role::Observe
         );
     }

@@ -36,10 +36,10 @@ const MAX_PRINCIPAL_CLAIM: usize = 256;
 /// Every `[[jwt]]` issuer with its key set.
 #[derive(Default)]
 pub struct Issuers {
-    entries: Vec<Entry>,
+    entries: Vec<Issuer>,
 }
 
-struct Entry {
+struct Issuer {
     cfg: JwtConfig,
     fingerprint: u64,
     visibility: Visibility,
@@ -59,7 +59,7 @@ pub enum IssuerStanding {
 
 /// A token an issuer signed, and who it names.
 #[derive(Debug, Clone)]
-pub struct Verified {
+pub struct VerifiedToken {
     pub principal: Principal,
     /// The `[[jwt]]` name.
     pub issuer: String,
@@ -150,7 +150,7 @@ impl Issuers {
             let keys =
                 kept.unwrap_or_else(|| KeySet::new(&j.name, source, j.jwks_refresh, tls.clone()));
             let visibility = j.session_visibility.unwrap_or(cfg.session_visibility());
-            entries.push(Entry {
+            entries.push(Issuer {
                 fingerprint: fingerprint(j, visibility),
                 cfg: j.clone(),
                 visibility,
@@ -180,7 +180,7 @@ impl Issuers {
     }
 
     /// Verifies a compact JWS. Async because a key set may be (re)fetched.
-    pub async fn verify(&self, token: &str) -> Result<Verified, JwtRefused> {
+    pub async fn verify(&self, token: &str) -> Result<VerifiedToken, JwtRefused> {
         if token.len() > MAX_TOKEN {
             return Err(JwtRefused::Malformed);
         }
@@ -224,13 +224,13 @@ impl std::fmt::Debug for Issuers {
     }
 }
 
-impl Entry {
+impl Issuer {
     async fn verify(
         &self,
         token: &str,
         alg: Algorithm,
         kid: Option<&str>,
-    ) -> Result<Verified, JwtRefused> {
+    ) -> Result<VerifiedToken, JwtRefused> {
         let keys = match self.keys.lookup(alg, kid).await {
             Lookup::Keys(k) => k,
             Lookup::UnknownKid => return Err(JwtRefused::UnknownKid),
@@ -260,7 +260,7 @@ impl Entry {
     }
 
     /// The principal a verified token names.
-    fn admit(&self, claims: &Map<String, Value>) -> Result<Verified, JwtRefused> {
+    fn admit(&self, claims: &Map<String, Value>) -> Result<VerifiedToken, JwtRefused> {
         let exp = claims
             .get("exp")
             .and_then(|v| {
@@ -284,7 +284,7 @@ impl Entry {
         let roles = self.roles(claims)?;
         let name = format!("{}:{who}", self.cfg.name);
         tracing::debug!(issuer = %self.cfg.name, principal = %name, "a JWT names a principal");
-        Ok(Verified {
+        Ok(VerifiedToken {
             principal: Principal::new(&name, &roles, None, self.visibility)
                 .with_claims(claims.clone()),
             issuer: self.cfg.name.clone(),

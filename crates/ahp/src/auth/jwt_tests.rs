@@ -4,7 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use ahp_bridge_testkit::jwt::{
-    ed25519, es256, fixture, forged, jwks_json, now, rs256, sign_as, write_jwks, Signer, ISSUER,
+    ed25519, es256, fixture, forged, jwks_json, now, rs256, sign_as, write_jwks, TokenSigner,
+    ISSUER,
 };
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk};
 use jsonwebtoken::{encode, EncodingKey, Header};
@@ -30,7 +31,7 @@ pub(super) fn config(jwks: &str, lines: &str) -> Config {
 }
 
 /// A key set file with `signers`, and issuers reading it.
-fn with_file(dir: &Path, signers: &[&Signer], lines: &str) -> (PathBuf, Config, Issuers) {
+fn with_file(dir: &Path, signers: &[&TokenSigner], lines: &str) -> (PathBuf, Config, Issuers) {
     let path = dir.join("jwks.json");
     write_jwks(&path, signers);
     let cfg = config(path.to_str().unwrap(), lines);
@@ -278,7 +279,7 @@ fn jwts_are_told_from_static_tokens() {
 
 /// Rewrites a file in place and puts its modification time back: a change
 /// a stat cannot see (the same size, inode and time).
-fn rewrite_unseen(path: &Path, signers: &[&Signer]) {
+fn rewrite_unseen(path: &Path, signers: &[&TokenSigner]) {
     let before = std::fs::metadata(path).unwrap();
     let bytes = jwks_json(signers);
     assert_eq!(bytes.len() as u64, before.len(), "the same size");
@@ -399,12 +400,12 @@ async fn symmetric_weak_and_mislabelled_keys_are_never_used() {
     labelled_rs.jwk["alg"] = json!("RS256");
     let mut for_encryption = es256("ec-enc");
     for_encryption.jwk["use"] = json!("enc");
-    let oct = Signer {
+    let oct = TokenSigner {
         alg: Algorithm::HS256,
         key: EncodingKey::from_secret(b"s"),
         jwk: json!({"kty": "oct", "kid": "oct", "k": "cw"}),
     };
-    let weak = Signer {
+    let weak = TokenSigner {
         alg: Algorithm::RS256,
         key: rs256().key,
         jwk: json!({"kty": "RSA", "kid": "weak", "n": BASE64URL_NOPAD.encode(&[0xc5; 128]), "e": "AQAB"}),

@@ -130,16 +130,16 @@ impl Bucket {
     }
 }
 
-struct Entry {
+struct Budget {
     limits: RateLimits,
     turns: Bucket,
     actions: Bucket,
 }
 
-impl Entry {
+impl Budget {
     /// These figures, with what `old` had used.
-    fn retuned_from(self, old: &Entry, now: Instant) -> Entry {
-        Entry {
+    fn retuned_from(self, old: &Budget, now: Instant) -> Budget {
+        Budget {
             turns: old.turns.retuned(self.turns, now),
             actions: old.actions.retuned(self.actions, now),
             limits: self.limits,
@@ -147,7 +147,7 @@ impl Entry {
     }
 }
 
-impl Entry {
+impl Budget {
     fn new(limits: RateLimits, now: Instant) -> Self {
         Self {
             turns: Bucket::new(
@@ -169,17 +169,17 @@ impl Entry {
 pub const MAX_IDENTITIES: usize = 10_000;
 
 struct PrincipalsUsage {
-    by_name: HashMap<String, Entry>,
+    by_name: HashMap<String, Budget>,
     /// Identities an issuer vouched for, each with when it was last used (a
     /// count of uses, so the least recent is the smallest).
-    by_identity: HashMap<String, (Entry, u64)>,
+    by_identity: HashMap<String, (Budget, u64)>,
     uses: u64,
     /// Anyone not configured (see the module's doc).
-    others: Entry,
+    others: Budget,
 }
 
 impl PrincipalsUsage {
-    fn entry(&mut self, principal: &str) -> &mut Entry {
+    fn entry(&mut self, principal: &str) -> &mut Budget {
         if self.by_name.contains_key(principal) {
             return self.by_name.get_mut(principal).expect("just looked");
         }
@@ -191,7 +191,7 @@ impl PrincipalsUsage {
 
     /// An issuer's identity's entry: made under the defaults when new, the
     /// least recently used one forgotten when there are too many.
-    fn identity(&mut self, principal: &str) -> &mut Entry {
+    fn identity(&mut self, principal: &str) -> &mut Budget {
         self.uses += 1;
         let uses = self.uses;
         if !self.by_identity.contains_key(principal) && self.by_identity.len() >= MAX_IDENTITIES {
@@ -208,7 +208,7 @@ impl PrincipalsUsage {
         let (entry, used) = self
             .by_identity
             .entry(principal.to_owned())
-            .or_insert_with(|| (Entry::new(defaults, Instant::now()), 0));
+            .or_insert_with(|| (Budget::new(defaults, Instant::now()), 0));
         *used = uses;
         entry
     }
@@ -223,9 +223,9 @@ impl RateLimiter {
         let by_name = cfg
             .all_rate_limits()
             .into_iter()
-            .map(|(name, l)| (name, Entry::new(l, now)))
+            .map(|(name, l)| (name, Budget::new(l, now)))
             .collect();
-        let others = Entry::new(cfg.default_rate_limits(), now);
+        let others = Budget::new(cfg.default_rate_limits(), now);
         Self(Mutex::new(PrincipalsUsage {
             by_name,
             by_identity: HashMap::new(),
@@ -245,7 +245,7 @@ impl RateLimiter {
         let mut st = self.lock();
         let mut old = std::mem::take(&mut st.by_name);
         for (name, limits) in cfg.all_rate_limits() {
-            let fresh = Entry::new(limits, now);
+            let fresh = Budget::new(limits, now);
             let entry = match old.remove(&name) {
                 Some(e) => fresh.retuned_from(&e, now),
                 None => fresh,
@@ -253,9 +253,9 @@ impl RateLimiter {
             st.by_name.insert(name, entry);
         }
         let defaults = cfg.default_rate_limits();
-        st.others = Entry::new(defaults, now).retuned_from(&st.others, now);
+        st.others = Budget::new(defaults, now).retuned_from(&st.others, now);
         for (e, _) in st.by_identity.values_mut() {
-            *e = Entry::new(defaults, now).retuned_from(e, now);
+            *e = Budget::new(defaults, now).retuned_from(e, now);
         }
     }
 

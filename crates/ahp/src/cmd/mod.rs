@@ -17,7 +17,7 @@ use super::files;
 use super::host::clients::ConnId;
 use super::host::Host;
 use super::protocol::errors::AhpError;
-use super::protocol::params::{Method, Notification, Request};
+use super::protocol::params::{HostMethod, Notification, Request};
 use ahp_bridge_base::jsonrpc::{Answer, ErrorCode, InboundHandler, RpcError};
 use reply::{subscribed, to_result, Empty};
 
@@ -42,7 +42,7 @@ pub struct Commands {
 
 impl InboundHandler for Commands {
     fn request(&self, method: &str, params: Value) -> Answer {
-        let Some(method) = Method::of(method) else {
+        let Some(method) = HostMethod::of(method) else {
             return Answer::Now(Err(surface::refusal(method)));
         };
         let request = self
@@ -73,7 +73,7 @@ impl InboundHandler for Commands {
 impl Commands {
     /// Who sends `method`: nobody yet for the handshake; else an
     /// initialized client whose principal holds the role the method needs.
-    fn caller(&self, method: Method) -> Result<Option<Arc<Principal>>, RpcError> {
+    fn caller(&self, method: HostMethod) -> Result<Option<Arc<Principal>>, RpcError> {
         if method.before_initialize() {
             return Ok(None);
         }

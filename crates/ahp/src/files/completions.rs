@@ -6,7 +6,7 @@
 use ahp_types::commands::CompletionItem;
 use ahp_types::state::{MessageAttachment, MessageResourceAttachment};
 
-use super::roots::{Kind, Roots};
+use super::roots::{FileKind, Roots};
 use crate::protocol::uri::file_uri_of;
 
 /// Typed before a word, it asks for file references (advertised in
@@ -105,7 +105,7 @@ pub fn complete(roots: &Roots, word: &PathWord) -> Vec<CompletionItem> {
             if hidden || !e.name.to_lowercase().starts_with(&name) {
                 continue;
             }
-            let is_dir = e.kind == Kind::Directory;
+            let is_dir = e.kind == FileKind::Directory;
             let rel = format!("{dir}{}", e.name);
             let attachment = MessageResourceAttachment {
                 uri: file_uri_of(&base.join(&e.name)),

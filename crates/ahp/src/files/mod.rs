@@ -231,7 +231,7 @@ impl FileJob {
                 Ok(FileAnswer::Resolve(ResourceResolveResult {
                     uri: file_uri_of(&s.path),
                     r#type: s.kind.resource_type(),
-                    size: (s.kind != roots::Kind::Directory)
+                    size: (s.kind != roots::FileKind::Directory)
                         .then(|| i64::try_from(s.size).unwrap_or(i64::MAX)),
                     mtime: modified.map(|t| t.to_string()),
                     ctime: None,

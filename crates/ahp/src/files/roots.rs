@@ -26,19 +26,19 @@ pub enum FileError {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub enum FileKind {
     File,
     Directory,
     Symlink,
 }
 
-impl Kind {
+impl FileKind {
     /// The name AHP gives it (`DirectoryEntry.type`).
     pub fn as_str(self) -> &'static str {
         match self {
-            Kind::File => "file",
-            Kind::Directory => "directory",
-            Kind::Symlink => "symlink",
+            FileKind::File => "file",
+            FileKind::Directory => "directory",
+            FileKind::Symlink => "symlink",
         }
     }
 
@@ -46,24 +46,24 @@ impl Kind {
     pub fn resource_type(self) -> ahp_types::commands::ResourceType {
         use ahp_types::commands::ResourceType as T;
         match self {
-            Kind::File => T::File,
-            Kind::Directory => T::Directory,
-            Kind::Symlink => T::Symlink,
+            FileKind::File => T::File,
+            FileKind::Directory => T::Directory,
+            FileKind::Symlink => T::Symlink,
         }
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
+pub struct FileEntry {
     pub name: String,
-    pub kind: Kind,
+    pub kind: FileKind,
 }
 
 /// What `resolve` finds.
 #[derive(Debug, Clone)]
 pub struct Stat {
     pub path: PathBuf,
-    pub kind: Kind,
+    pub kind: FileKind,
     pub size: u64,
     pub modified: Option<SystemTime>,
 }
@@ -195,7 +195,7 @@ impl Roots {
 
     /// The entries of a directory inside, by name; entries that lead outside
     /// (symlinks), are broken, special, or not named in UTF-8 are left out.
-    pub fn list(&self, path: &Path) -> Result<Vec<Entry>, FileError> {
+    pub fn list(&self, path: &Path) -> Result<Vec<FileEntry>, FileError> {
         let c = self.confine(path)?;
         if !c.is_dir() {
             return Err(FileError::Invalid("not a directory".into()));
@@ -212,7 +212,7 @@ impl Roots {
                 continue;
             };
             if let Some(kind) = self.kind_inside(&c.join(&name)) {
-                out.push(Entry { name, kind });
+                out.push(FileEntry { name, kind });
             }
         }
         out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -221,7 +221,7 @@ impl Roots {
 
     /// A directory entry seen through symlinks: `None` when it leads
     /// outside, is broken, or is neither a file nor a directory.
-    fn kind_inside(&self, p: &Path) -> Option<Kind> {
+    fn kind_inside(&self, p: &Path) -> Option<FileKind> {
         let mut meta = fs::symlink_metadata(p).ok()?;
         if meta.file_type().is_symlink() {
             let target = fs::canonicalize(p).ok()?;
@@ -231,9 +231,9 @@ impl Roots {
             meta = fs::metadata(&target).ok()?;
         }
         if meta.is_dir() {
-            Some(Kind::Directory)
+            Some(FileKind::Directory)
         } else if meta.is_file() {
-            Some(Kind::File)
+            Some(FileKind::File)
         } else {
             None
         }
@@ -252,7 +252,7 @@ impl Roots {
             let meta = fs::symlink_metadata(&p).map_err(os)?;
             return Ok(Stat {
                 path: p,
-                kind: Kind::Symlink,
+                kind: FileKind::Symlink,
                 size: meta.len(),
                 modified: meta.modified().ok(),
             });
@@ -260,9 +260,9 @@ impl Roots {
         let c = self.confine(path)?;
         let meta = fs::metadata(&c).map_err(os)?;
         let kind = if meta.is_dir() {
-            Kind::Directory
+            FileKind::Directory
         } else if meta.is_file() {
-            Kind::File
+            FileKind::File
         } else {
             return Err(FileError::Denied(
                 "neither a regular file nor a directory".into(),

@@ -100,13 +100,13 @@ fn listing_leaves_out_what_leads_outside() {
     assert_eq!(
         got,
         vec![
-            Entry {
+            FileEntry {
                 name: "in".into(),
-                kind: Kind::Directory
+                kind: FileKind::Directory
             },
-            Entry {
+            FileEntry {
                 name: "src".into(),
-                kind: Kind::Directory
+                kind: FileKind::Directory
             },
         ]
     );
@@ -125,18 +125,18 @@ fn resolve_follows_or_reports_the_link() {
     symlink(wd.join("src/main.rs"), wd.join("m.rs")).unwrap();
     symlink(outside.join("secret.txt"), wd.join("s.txt")).unwrap();
     let s = roots.resolve(&wd.join("m.rs"), true).unwrap();
-    assert_eq!(s.kind, Kind::File);
+    assert_eq!(s.kind, FileKind::File);
     assert_eq!(s.path, fs::canonicalize(wd.join("src/main.rs")).unwrap());
     assert_eq!(s.size, 13);
     assert!(s.modified.is_some());
     let l = roots.resolve(&wd.join("s.txt"), false).unwrap();
-    assert_eq!(l.kind, Kind::Symlink);
+    assert_eq!(l.kind, FileKind::Symlink);
     assert_eq!(
         roots.resolve(&wd.join("s.txt"), true).unwrap_err(),
         denied()
     );
-    assert_eq!(roots.resolve(&wd, true).unwrap().kind, Kind::Directory);
-    assert_eq!(roots.resolve(&wd, false).unwrap().kind, Kind::Directory);
+    assert_eq!(roots.resolve(&wd, true).unwrap().kind, FileKind::Directory);
+    assert_eq!(roots.resolve(&wd, false).unwrap().kind, FileKind::Directory);
     assert_eq!(
         roots
             .resolve(&outside.join("secret.txt"), false)

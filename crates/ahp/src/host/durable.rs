@@ -23,7 +23,7 @@ use tracing::error;
 
 use super::replay::ReplayBuffer;
 use super::sessions::{now_iso, NewSession, Sessions};
-use super::window::{self, Bounds};
+use super::window::{self, WindowBounds};
 use crate::protocol::actions::Action;
 use crate::protocol::errors::AhpError;
 use crate::protocol::uri::chat_uri_of;
@@ -231,7 +231,7 @@ impl Durable {
         sessions: &mut Sessions,
         channel: &str,
         action: &StateAction,
-        bounds: Bounds,
+        bounds: WindowBounds,
     ) {
         let Some(session) = sessions.session_of(channel).map(String::from) else {
             return;
@@ -264,7 +264,7 @@ impl Durable {
         sessions: &Sessions,
         chat: &str,
         cursor: Option<&str>,
-        bounds: Bounds,
+        bounds: WindowBounds,
     ) -> Result<Option<Action>, RpcError> {
         let (Some(session), Some(archived)) = (sessions.session_of(chat), sessions.archived(chat))
         else {
@@ -346,7 +346,7 @@ impl Durable {
         store: Store,
         sessions: &mut Sessions,
         replay: &mut ReplayBuffer,
-        bounds: Bounds,
+        bounds: WindowBounds,
     ) -> Result<(Restored, u64), SessionRestoreError> {
         let (revived, first_seq) = self.attach(store, replay)?;
         let mut restored = Vec::new();

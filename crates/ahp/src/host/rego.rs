@@ -12,7 +12,7 @@ use ahp_bridge_base::policy::rego::{Body, Subject};
 /// A decision that refuses: its messages, or the error, for the requester.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub(crate) struct Refused(pub String);
+pub(crate) struct RegoRefused(pub String);
 
 /// Asks the governor about `body`; refused when the decision refuses.
 pub(crate) fn decide(
@@ -21,7 +21,7 @@ pub(crate) fn decide(
     session: Option<&str>,
     body: Body<'_>,
     about: &str,
-) -> Result<(), Refused> {
+) -> Result<(), RegoRefused> {
     let verdict = governor.decide(Ask {
         subject,
         session,
@@ -30,7 +30,7 @@ pub(crate) fn decide(
         recording: Recording::Now,
     });
     match verdict.refused() {
-        Some(why) => Err(Refused(why.to_owned())),
+        Some(why) => Err(RegoRefused(why.to_owned())),
         None => Ok(()),
     }
 }

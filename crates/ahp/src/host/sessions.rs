@@ -18,7 +18,7 @@ use ahp_types::state::{
 use serde_json::Value;
 
 use super::session_start::{Creator, SessionStart};
-use super::window::{self, Bounds};
+use super::window::{self, WindowBounds};
 use crate::auth::Principal;
 use crate::extension::{self, TransformOptIn};
 use crate::protocol::actions::{Action, Rejection};
@@ -347,7 +347,7 @@ impl Sessions {
 
     /// Takes `chat`'s turns past `bounds` out of its state; returns them
     /// numbered for the store, oldest first.
-    pub(super) fn evict(&mut self, chat: &str, bounds: Bounds) -> Vec<StoredTurn> {
+    pub(super) fn evict(&mut self, chat: &str, bounds: WindowBounds) -> Vec<StoredTurn> {
         let Some(c) = self.chats.get_mut(chat) else {
             return Vec::new();
         };

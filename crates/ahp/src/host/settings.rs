@@ -14,7 +14,7 @@ use ahp_types::state::{SessionConfigPropertySchema, SessionModelInfo};
 use serde_json::Value;
 
 use super::sessions::PROVIDER;
-use super::window::Bounds;
+use super::window::WindowBounds;
 use ahp_bridge_base::config::{Config, RuntimeProtocol, ServerConfig};
 
 #[derive(Debug)]
@@ -97,8 +97,8 @@ impl HostSettings {
     }
 
     /// How much of a chat stays in memory (`[server] turn_window`, `turn_window_bytes`).
-    pub(super) fn window(&self) -> Bounds {
-        Bounds {
+    pub(super) fn window(&self) -> WindowBounds {
+        WindowBounds {
             turns: self.server.turn_window,
             bytes: self.server.turn_window_bytes,
         }

@@ -13,7 +13,7 @@ use ahp_types::state::Turn;
 
 /// How much of a chat stays in memory, and how much one page brings back.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Bounds {
+pub(super) struct WindowBounds {
     pub turns: usize,
     pub bytes: usize,
 }
@@ -35,7 +35,7 @@ pub(super) fn parse_cursor(c: &str) -> Option<u64> {
 /// returns them, oldest first, each with its JSON text (what the store
 /// keeps). The newest turn always stays: a failed turn is resumed from
 /// the state, and one turn over the bytes is still the chat's last.
-pub(super) fn split_oldest(turns: &mut Vec<Turn>, bounds: Bounds) -> Vec<(Turn, String)> {
+pub(super) fn split_oldest(turns: &mut Vec<Turn>, bounds: WindowBounds) -> Vec<(Turn, String)> {
     let mut kept = 0;
     let mut bytes = 0;
     for t in turns.iter().rev() {
@@ -110,7 +110,7 @@ mod tests {
         let mut turns: Vec<Turn> = (0..5).map(|i| turn(&format!("t{i}"), "hi")).collect();
         let gone = split_oldest(
             &mut turns,
-            Bounds {
+            WindowBounds {
                 turns: 3,
                 bytes: 1 << 20,
             },
@@ -122,7 +122,7 @@ mod tests {
         assert_eq!(back, turn("t0", "hi"), "the text is the turn");
         assert!(split_oldest(
             &mut turns,
-            Bounds {
+            WindowBounds {
                 turns: 3,
                 bytes: 1 << 20
             }
@@ -136,7 +136,7 @@ mod tests {
         let mut turns = vec![turn("a", &big), turn("b", &big), turn("c", &big)];
         split_oldest(
             &mut turns,
-            Bounds {
+            WindowBounds {
                 turns: 10,
                 bytes: 2500,
             },
@@ -144,7 +144,7 @@ mod tests {
         assert_eq!(ids(&turns), ["b", "c"]);
         split_oldest(
             &mut turns,
-            Bounds {
+            WindowBounds {
                 turns: 10,
                 bytes: 10,
             },

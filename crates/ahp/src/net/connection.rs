@@ -27,7 +27,7 @@ use ahp_bridge_base::jsonrpc::{self, ErrorCode, Flow, RpcError};
 use ahp_bridge_base::telemetry::{metrics, Refusal};
 
 type Sink = futures_util::stream::SplitSink<WebSocketStream<Replayed>, Message>;
-type Stream = futures_util::stream::SplitStream<WebSocketStream<Replayed>>;
+type ClientFrames = futures_util::stream::SplitStream<WebSocketStream<Replayed>>;
 
 /// How long the writer flushes what is queued before it sends Close.
 const FLUSH_LIMIT: Duration = Duration::from_secs(2);
@@ -98,7 +98,7 @@ impl CloseReason {
 /// sends Close with the reason; `kill` drops the socket now (a client that
 /// does not read); either stops the reader.
 #[derive(Clone)]
-struct Ending {
+struct ConnectionEnd {
     close: CancellationToken,
     kill: CancellationToken,
     reason: CloseReason,
@@ -129,7 +129,7 @@ pub async fn run(
     permit: Permit,
 ) {
     let (sink, mut stream) = ws.split();
-    let ending = Ending {
+    let ending = ConnectionEnd {
         close: shutdown.child_token(),
         kill: CancellationToken::new(),
         reason: CloseReason::default(),
@@ -165,7 +165,11 @@ pub async fn run(
 /// Drains the queue to the socket until the connection ends; then, unless
 /// killed, flushes what is left and closes: the host's Close, or the echo
 /// of the client's. Gives the sink back for the close to finish.
-fn spawn_writer(mut sink: Sink, mut queue: OutboundQueue, e: Ending) -> JoinHandle<Option<Sink>> {
+fn spawn_writer(
+    mut sink: Sink,
+    mut queue: OutboundQueue,
+    e: ConnectionEnd,
+) -> JoinHandle<Option<Sink>> {
     tokio::spawn(async move {
         loop {
             tokio::select! {
@@ -209,7 +213,7 @@ fn spawn_writer(mut sink: Sink, mut queue: OutboundQueue, e: Ending) -> JoinHand
 /// looking, until the client ends its own (after its Close, or after the
 /// rest of a frame it was still sending) or [`LINGER_LIMIT`] passes. The
 /// client then sees the close it was sent, not a reset.
-async fn linger(stream: Stream, sink: Sink) {
+async fn linger(stream: ClientFrames, sink: Sink) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let Ok(mut ws) = stream.reunite(sink) else {
         return;
@@ -229,7 +233,7 @@ struct Reader {
     peer: Arc<jsonrpc::Peer>,
     out: Outbound,
     cfg: ServerConfig,
-    ending: Ending,
+    ending: ConnectionEnd,
     /// Its place among the connections; closed to make room until it initializes.
     permit: Permit,
     /// Cancelled when the host closes it (a credential a reload revoked).
@@ -249,7 +253,7 @@ fn until(t: std::time::SystemTime) -> tokio::time::Instant {
 impl Reader {
     /// Reads frames until the client closes or the connection ends; until
     /// the client initializes, the handshake deadline stands.
-    async fn read(&self, stream: &mut Stream, handshake_deadline: tokio::time::Instant) {
+    async fn read(&self, stream: &mut ClientFrames, handshake_deadline: tokio::time::Instant) {
         let conn = self.commands.conn;
         let handshake = tokio::time::sleep_until(handshake_deadline);
         tokio::pin!(handshake);

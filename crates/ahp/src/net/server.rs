@@ -84,7 +84,7 @@ pub async fn serve(
                 };
                 refusing = false;
                 let made_room = permit.made_room.take();
-                let conn = Accepted {
+                let conn = AcceptedConn {
                     peer,
                     host: host.clone(),
                     draining: draining.clone(),
@@ -119,7 +119,7 @@ pub async fn serve(
 }
 
 /// One accepted connection, before it is a WebSocket.
-struct Accepted {
+struct AcceptedConn {
     peer: SocketAddr,
     host: Arc<Host>,
     /// Cancelled at SIGTERM: new upgrades get 503 while open ones go on.
@@ -137,7 +137,7 @@ enum Stopped {
     MadeRoom,
 }
 
-impl Accepted {
+impl AcceptedConn {
     /// Runs `step` within the handshake deadline, unless the connection is
     /// closed to make room first; either way counted, and said at debug.
     async fn within<T>(
@@ -277,7 +277,7 @@ impl Accepted {
             }
         };
         debug!(%peer, principal = %Escaped(&auth.principal.name), "websocket connected");
-        let Accepted {
+        let AcceptedConn {
             host,
             shutdown,
             shared,

@@ -1,4 +1,4 @@
-//! Every request a client may send, named by a typed [`Method`] and parsed
+//! Every request a client may send, named by a typed [`HostMethod`] and parsed
 //! once into its official `ahp-types` params (or, where the extension adds
 //! a field, ours): one [`extract`], whose error names the field's path
 //! (`activeClient.tools[0].name: invalid type ...`). Dispatch is a `match`
@@ -22,7 +22,7 @@ use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
 
 /// The requests this host answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Method {
+pub enum HostMethod {
     Ping,
     Initialize,
     Reconnect,
@@ -42,26 +42,29 @@ pub enum Method {
 }
 
 /// Each method with its name on the wire.
-const METHODS: &[(&str, Method)] = &[
-    ("ping", Method::Ping),
-    ("initialize", Method::Initialize),
-    ("reconnect", Method::Reconnect),
-    ("subscribe", Method::Subscribe),
-    ("createSession", Method::CreateSession),
-    ("disposeSession", Method::DisposeSession),
-    ("listSessions", Method::ListSessions),
-    ("fetchTurns", Method::FetchTurns),
-    ("resolveSessionConfig", Method::ResolveSessionConfig),
-    ("sessionConfigCompletions", Method::SessionConfigCompletions),
-    ("authenticate", Method::Authenticate),
-    ("resourceRead", Method::ResourceRead),
-    ("resourceList", Method::ResourceList),
-    ("resourceResolve", Method::ResourceResolve),
-    ("resourceRequest", Method::ResourceRequest),
-    ("completions", Method::Completions),
+const METHODS: &[(&str, HostMethod)] = &[
+    ("ping", HostMethod::Ping),
+    ("initialize", HostMethod::Initialize),
+    ("reconnect", HostMethod::Reconnect),
+    ("subscribe", HostMethod::Subscribe),
+    ("createSession", HostMethod::CreateSession),
+    ("disposeSession", HostMethod::DisposeSession),
+    ("listSessions", HostMethod::ListSessions),
+    ("fetchTurns", HostMethod::FetchTurns),
+    ("resolveSessionConfig", HostMethod::ResolveSessionConfig),
+    (
+        "sessionConfigCompletions",
+        HostMethod::SessionConfigCompletions,
+    ),
+    ("authenticate", HostMethod::Authenticate),
+    ("resourceRead", HostMethod::ResourceRead),
+    ("resourceList", HostMethod::ResourceList),
+    ("resourceResolve", HostMethod::ResourceResolve),
+    ("resourceRequest", HostMethod::ResourceRequest),
+    ("completions", HostMethod::Completions),
 ];
 
-impl Method {
+impl HostMethod {
     /// The method of a request's name; `None` for one this host does not
     /// answer (see `cmd::surface` for how each is refused).
     pub fn of(name: &str) -> Option<Self> {
@@ -115,8 +118,8 @@ pub enum Request {
 
 impl Request {
     /// Parses the params of `method`.
-    pub(crate) fn parse(method: Method, mut params: Value) -> Result<Self, RpcError> {
-        use Method as M;
+    pub(crate) fn parse(method: HostMethod, mut params: Value) -> Result<Self, RpcError> {
+        use HostMethod as M;
         let name = method;
         if method.root_scoped() {
             // The root is what these target; a client that leaves it out means it.
@@ -181,9 +184,14 @@ impl CreateSession {
             .get("activeClient")
             .map(TransformOptIn::of_entry)
             .transpose()
-            .map_err(|e| invalid(Method::CreateSession, &format!("field `activeClient.{e}")))?
+            .map_err(|e| {
+                invalid(
+                    HostMethod::CreateSession,
+                    &format!("field `activeClient.{e}"),
+                )
+            })?
             .flatten();
-        let w: Wire = extract(Method::CreateSession, params)?;
+        let w: Wire = extract(HostMethod::CreateSession, params)?;
         Ok(Self {
             channel: w.channel,
             provider: w.provider,
@@ -279,7 +287,10 @@ impl Notification {
 }
 
 /// The params of `method`, parsed; an error names the field's path.
-pub(crate) fn extract<P: DeserializeOwned>(method: Method, params: Value) -> Result<P, RpcError> {
+pub(crate) fn extract<P: DeserializeOwned>(
+    method: HostMethod,
+    params: Value,
+) -> Result<P, RpcError> {
     // No params at all reads as no fields, so the error names the first missing one.
     let params = match params {
         Value::Null => Value::Object(Default::default()),
@@ -296,7 +307,7 @@ pub(crate) fn extract<P: DeserializeOwned>(method: Method, params: Value) -> Res
     })
 }
 
-fn invalid(method: Method, why: &str) -> RpcError {
+fn invalid(method: HostMethod, why: &str) -> RpcError {
     RpcError::new(
         ErrorCode::InvalidParams,
         format!("{}: {why}", method.name()),
@@ -310,7 +321,7 @@ mod tests {
     use super::*;
 
     fn create(params: Value) -> Result<CreateSession, RpcError> {
-        match Request::parse(Method::CreateSession, params)? {
+        match Request::parse(HostMethod::CreateSession, params)? {
             Request::CreateSession(c) => Ok(*c),
             other => panic!("{other:?}"),
         }
@@ -383,11 +394,14 @@ mod tests {
 
     #[test]
     fn methods_and_other_params() {
-        assert_eq!(Method::of("createSession"), Some(Method::CreateSession));
-        assert_eq!(Method::of("createChat"), None);
-        assert_eq!(Method::CreateSession.name(), "createSession");
-        assert!(Method::Ping.before_initialize() && !Method::Subscribe.before_initialize());
-        let e = Request::parse(Method::Subscribe, json!({"channel": 7})).unwrap_err();
+        assert_eq!(
+            HostMethod::of("createSession"),
+            Some(HostMethod::CreateSession)
+        );
+        assert_eq!(HostMethod::of("createChat"), None);
+        assert_eq!(HostMethod::CreateSession.name(), "createSession");
+        assert!(HostMethod::Ping.before_initialize() && !HostMethod::Subscribe.before_initialize());
+        let e = Request::parse(HostMethod::Subscribe, json!({"channel": 7})).unwrap_err();
         assert!(e.message.contains("field `channel`"), "{e}");
         assert!(
             Notification::parse("dispatchAction", json!({"channel": "c", "action": {}})).is_some()

@@ -38,7 +38,7 @@ pub struct Peer {
 
 /// A request as it goes out, serialized in one pass from typed params.
 #[derive(Serialize)]
-struct Outgoing<'a, P: Serialize> {
+struct OutgoingRequest<'a, P: Serialize> {
     jsonrpc: &'static str,
     id: &'a Id,
     method: &'a str,
@@ -92,7 +92,7 @@ impl Peer {
             return Err(CallError::Closed);
         }
         let id = Id::Num(self.next_id.fetch_add(1, Ordering::Relaxed));
-        let out = Outgoing {
+        let out = OutgoingRequest {
             jsonrpc: "2.0",
             id: &id,
             method,

@@ -42,7 +42,7 @@ pub(super) fn statically(engine: &mut Engine) -> Vec<String> {
     let modules: Vec<Ref<Module>> = engine.get_modules().clone();
     let functions = user_functions(&modules);
     let mut out = Vec::new();
-    let mut kinds: BTreeMap<String, (Kind, Span)> = BTreeMap::new();
+    let mut kinds: BTreeMap<String, (RuleKind, Span)> = BTreeMap::new();
     for m in &modules {
         let package = m.package.refr.span().text().to_owned();
         for rule in &m.policy {
@@ -120,14 +120,14 @@ fn user_functions(modules: &[Ref<Module>]) -> BTreeSet<String> {
 
 /// How a rule defines its name: OPA refuses one name defined in two kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
+enum RuleKind {
     Complete,
     PartialSet,
     PartialObject,
     Function,
 }
 
-impl Kind {
+impl RuleKind {
     fn as_str(self) -> &'static str {
         match self {
             Self::Complete => "a complete value (`:=`, `=` or `if` alone)",
@@ -139,25 +139,25 @@ impl Kind {
 }
 
 /// A rule's kind, the path of its name within its package, and its span.
-fn kind_of(rule: &Rule) -> (Kind, String, Span) {
+fn kind_of(rule: &Rule) -> (RuleKind, String, Span) {
     let (kind, refr) = match rule {
         Rule::Spec { head, .. } => match head {
             RuleHead::Compr { refr, .. } => {
                 let kind = if matches!(refr.as_ref(), Expr::RefBrack { .. }) {
-                    Kind::PartialObject
+                    RuleKind::PartialObject
                 } else {
-                    Kind::Complete
+                    RuleKind::Complete
                 };
                 (kind, refr)
             }
-            RuleHead::Set { refr, .. } => (Kind::PartialSet, refr),
-            RuleHead::Func { refr, .. } => (Kind::Function, refr),
+            RuleHead::Set { refr, .. } => (RuleKind::PartialSet, refr),
+            RuleHead::Func { refr, .. } => (RuleKind::Function, refr),
         },
         Rule::Default { refr, args, .. } => {
             let kind = if args.is_empty() {
-                Kind::Complete
+                RuleKind::Complete
             } else {
-                Kind::Function
+                RuleKind::Function
             };
             (kind, refr)
         }

@@ -44,7 +44,7 @@ impl TestFilter {
 
 /// How to run the tests.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub struct TestOptions {
     /// Only the tests this admits (all without one).
     pub filter: Option<TestFilter>,
     /// Gather which lines of each module the tests evaluated.
@@ -53,7 +53,7 @@ pub struct Options {
     pub timeout: Duration,
 }
 
-impl Default for Options {
+impl Default for TestOptions {
     fn default() -> Self {
         Self {
             filter: None,
@@ -65,7 +65,7 @@ impl Default for Options {
 
 /// What one test came to.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum TestOutcome {
     Pass,
     /// Its value was not `true`: `false`, `undefined` or the value.
     Fail(String),
@@ -75,14 +75,14 @@ pub enum Outcome {
     Skipped,
 }
 
-impl Outcome {
+impl TestOutcome {
     /// As `opa test` prints it.
     pub fn as_str(&self) -> &'static str {
         match self {
-            Outcome::Pass => "PASS",
-            Outcome::Fail(_) => "FAIL",
-            Outcome::Error(_) => "ERROR",
-            Outcome::Skipped => "SKIPPED",
+            TestOutcome::Pass => "PASS",
+            TestOutcome::Fail(_) => "FAIL",
+            TestOutcome::Error(_) => "ERROR",
+            TestOutcome::Skipped => "SKIPPED",
         }
     }
 }
@@ -98,7 +98,7 @@ pub struct TestResult {
     pub module: String,
     pub row: u32,
     pub col: u32,
-    pub outcome: Outcome,
+    pub outcome: TestOutcome,
     /// How long it ran (zero when skipped).
     pub duration: Duration,
 }
@@ -136,7 +136,7 @@ impl Found {
 
 /// Runs the tests of `sources` that `options` admits; the modules must
 /// compile.
-pub fn run(sources: &RegoSources, options: &Options) -> Result<Report, CompileError> {
+pub fn run(sources: &RegoSources, options: &TestOptions) -> Result<Report, CompileError> {
     let (mut prototype, _) = engine(sources)?;
     let found = discover(&mut prototype)?;
     let mut gathered = options
@@ -156,7 +156,7 @@ pub fn run(sources: &RegoSources, options: &Options) -> Result<Report, CompileEr
             continue;
         }
         let (outcome, duration) = if test.todo {
-            (Outcome::Skipped, Duration::ZERO)
+            (TestOutcome::Skipped, Duration::ZERO)
         } else {
             // A clone per test: one test's state (and deadline) is not the next's.
             let mut e = prototype.clone();
@@ -187,12 +187,12 @@ pub fn run(sources: &RegoSources, options: &Options) -> Result<Report, CompileEr
 
 /// A test's value as OPA judges it: only `true` passes. Generic over
 /// regorus's error (this crate names no `anyhow` type).
-fn judged<E: std::fmt::Display>(value: Result<Value, E>) -> Outcome {
+fn judged<E: std::fmt::Display>(value: Result<Value, E>) -> TestOutcome {
     match value {
-        Ok(Value::Bool(true)) => Outcome::Pass,
-        Ok(Value::Undefined) => Outcome::Fail("undefined".to_owned()),
-        Ok(v) => Outcome::Fail(format!("{v}")),
-        Err(err) => Outcome::Error(diagnostic(&err)),
+        Ok(Value::Bool(true)) => TestOutcome::Pass,
+        Ok(Value::Undefined) => TestOutcome::Fail("undefined".to_owned()),
+        Ok(v) => TestOutcome::Fail(format!("{v}")),
+        Err(err) => TestOutcome::Error(diagnostic(&err)),
     }
 }
 

@@ -4,7 +4,9 @@ use super::*;
 use crate::policy::rego::tests::sources;
 
 fn run_all(modules: &[(&str, &str)]) -> Vec<TestResult> {
-    run(&sources(modules), &Options::default()).unwrap().results
+    run(&sources(modules), &TestOptions::default())
+        .unwrap()
+        .results
 }
 
 /// Each result as `FULL_NAME OUTCOME`.
@@ -41,7 +43,7 @@ fn a_test_at_any_indentation_is_found_and_can_fail() {
             "data.p.test_two_bodies PASS",
         ]
     );
-    assert_eq!(results[0].outcome, Outcome::Fail("undefined".into()));
+    assert_eq!(results[0].outcome, TestOutcome::Fail("undefined".into()));
     assert_eq!((results[0].row, results[0].col), (3, 5), "where it starts");
     assert_eq!(results[0].module, "p.rego");
 }
@@ -57,7 +59,7 @@ fn tests_in_any_package_and_a_ref_head_are_found() {
         ["data.a.b.test_one FAIL", "data.c.suite.test_nested PASS"]
     );
     // Only `true` passes: another value is a failure naming it.
-    assert_eq!(results[0].outcome, Outcome::Fail("1".into()));
+    assert_eq!(results[0].outcome, TestOutcome::Fail("1".into()));
 }
 
 #[test]
@@ -75,9 +77,9 @@ fn a_todo_test_is_skipped_not_run() {
 
 #[test]
 fn run_keeps_the_tests_whose_full_name_matches() {
-    let options = Options {
+    let options = TestOptions {
         filter: Some(TestFilter::new(r"^data\.p\.test_at").unwrap()),
-        ..Options::default()
+        ..TestOptions::default()
     };
     let report = run(&sources(&[("p.rego", INDENTED)]), &options).unwrap();
     assert_eq!(
@@ -93,7 +95,7 @@ fn an_evaluation_error_is_an_error_not_a_failure() {
         "p.rego",
         "package p\n\ntest_divides if {\n    x := 1 / 0\n    x > 0\n}\n",
     )]);
-    let Outcome::Error(why) = &results[0].outcome else {
+    let TestOutcome::Error(why) = &results[0].outcome else {
         panic!("{results:?}");
     };
     assert!(why.contains("p.rego:4"), "its place, with its lines: {why}");
@@ -101,9 +103,9 @@ fn an_evaluation_error_is_an_error_not_a_failure() {
 
 #[test]
 fn a_test_past_its_deadline_is_an_error() {
-    let options = Options {
+    let options = TestOptions {
         timeout: Duration::from_millis(1),
-        ..Options::default()
+        ..TestOptions::default()
     };
     // Far more work than a millisecond's: a million numbers walked.
     let report = run(
@@ -114,7 +116,7 @@ fn a_test_past_its_deadline_is_an_error() {
         &options,
     )
     .unwrap();
-    let Outcome::Error(why) = &report.results[0].outcome else {
+    let TestOutcome::Error(why) = &report.results[0].outcome else {
         panic!("{:?}", report.results);
     };
     assert!(why.contains("time limit"), "{why}");
@@ -143,9 +145,9 @@ never if {
 
 #[test]
 fn coverage_names_the_lines_the_tests_reached() {
-    let options = Options {
+    let options = TestOptions {
         coverage: true,
-        ..Options::default()
+        ..TestOptions::default()
     };
     let report = run(
         &sources(&[("p.rego", COVERED), ("q.rego", UNTOUCHED)]),
@@ -165,6 +167,6 @@ fn coverage_names_the_lines_the_tests_reached() {
     assert_eq!(q.not_covered.iter().copied().collect::<Vec<_>>(), [4, 5]);
     assert!(coverage.percent() > 0.0 && coverage.percent() < 100.0);
     // Without asking, none.
-    let plain = run(&sources(&[("p.rego", COVERED)]), &Options::default()).unwrap();
+    let plain = run(&sources(&[("p.rego", COVERED)]), &TestOptions::default()).unwrap();
     assert!(plain.coverage.is_none());
 }

@@ -333,12 +333,12 @@ fn tests_pass_and_fail_by_their_rule() {
         test_outsider_denied if {\n    count(transform.deny) == 1 with input as {\"section\": \"tone\", \"principal\": \"bob\", \"claims\": {\"groups\": []}, \"after\": \"\"}\n}\n\n\
         test_wrong if {\n    count(transform.deny) == 5 with input as {\"section\": \"tone\", \"principal\": \"bob\", \"claims\": {}, \"after\": \"\"}\n}\n";
     let sources = sources(&[("t.rego", TRANSFORM), ("t_test.rego", t)]);
-    let results = testing::run(&sources, &testing::Options::default())
+    let results = testing::run(&sources, &testing::TestOptions::default())
         .unwrap()
         .results;
     let got: Vec<(String, bool)> = results
         .iter()
-        .map(|r| (r.full_name(), r.outcome == testing::Outcome::Pass))
+        .map(|r| (r.full_name(), r.outcome == testing::TestOutcome::Pass))
         .collect();
     assert_eq!(
         got,
@@ -349,7 +349,7 @@ fn tests_pass_and_fail_by_their_rule() {
     );
     assert_eq!(
         results[1].outcome,
-        testing::Outcome::Fail("undefined".into())
+        testing::TestOutcome::Fail("undefined".into())
     );
 }
 
