@@ -6,7 +6,7 @@
 use ahp::{Transport, TransportError, TransportMessage};
 use ahp_bridge_base::config::Secret;
 use ahp_bridge_base::telemetry::metrics;
-use ahp_types::actions::ActionEnvelope;
+use ahp_types::actions::ActionOrigin;
 use ahp_types::messages::JsonRpcMessage;
 use futures_util::{SinkExt, StreamExt};
 use serde::Deserialize;
@@ -106,11 +106,10 @@ impl Transport for Socket {
 
 /// A frame decoded here, as the client would decode it, so that one the
 /// client would drop without a word is counted and logged: a frame that is
-/// not JSON-RPC, and an `action` whose envelope does not read (an action
-/// the types do not know reads, as `Unknown`, and is the relay's to
-/// count when it does not apply). The client takes the
-/// decoded message and does not decode it again. The log names the kind of
-/// error only: serde's text may quote the frame, prompt text included.
+/// not JSON-RPC, and an `action` whose envelope does not read. The client
+/// takes the decoded message and does not parse the frame again. The log
+/// names the kind of error only: serde's text may quote the frame, prompt
+/// text included.
 fn read(frame: &[u8]) -> TransportMessage {
     let msg: JsonRpcMessage = match serde_json::from_slice(frame) {
         Ok(m) => m,
@@ -121,7 +120,7 @@ fn read(frame: &[u8]) -> TransportMessage {
     };
     if let JsonRpcMessage::Notification(n) = &msg {
         if let ("action", Some(params)) = (n.method.as_str(), &n.params) {
-            if let Err(e) = ActionEnvelope::deserialize(params) {
+            if let Err(e) = EnvelopeFields::deserialize(params) {
                 unread(
                     "agent_host_action_unread",
                     "an action that does not read",
@@ -131,6 +130,23 @@ fn read(frame: &[u8]) -> TransportMessage {
         }
     }
     TransportMessage::Parsed(msg)
+}
+
+/// What of an [`ActionEnvelope`](ahp_types::actions::ActionEnvelope) can fail to read, its action aside: the
+/// action is the official union, whose `Unknown` takes any value, so
+/// decoding it here too (every streamed delta, a second time) would only
+/// cost. Fields as `ActionEnvelope` has them.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+#[allow(dead_code)] // read for their types only
+struct EnvelopeFields {
+    channel: String,
+    action: serde::de::IgnoredAny,
+    server_seq: u64,
+    #[serde(default)]
+    origin: Option<ActionOrigin>,
+    #[serde(default)]
+    rejection_reason: Option<String>,
 }
 
 fn unread(kind: &'static str, what: &str, e: &serde_json::Error) {

@@ -289,13 +289,13 @@ impl AcceptedConn {
     }
 }
 
-/// The path the console asks a ticket of.
 /// What a client's socket reads at a time. The library zeroes this much
 /// before every read, a wake that finds nothing included, so its 128 KiB
 /// default costs on every frame; a longer frame still arrives whole (the
 /// buffer grows to the length its header announces).
 const READ_BUFFER_BYTES: usize = 8 * 1024;
 
+/// The path the console asks a ticket of.
 pub const TICKET_PATH: &str = "/ticket";
 
 /// TLS on an accepted socket. A peer that speaks plain HTTP to it gets a
