@@ -1,19 +1,27 @@
 #!/usr/bin/env bash
 # Builds the bridge's image without a registry: a Debian bookworm root made by
 # debootstrap (what debian:bookworm-slim holds, plus the CLI's libstdc++6 and
-# ca-certificates), the release binary and the pinned Copilot CLI added, the
+# ca-certificates), the bridge's binary and the pinned Copilot CLI added, the
 # user, entrypoint and command of deploy/Containerfile set with buildah (no
 # RUN step, so no OCI runtime is needed), written to
 # target/image/ahp-copilot-bridge.oci.tar. Run as root:
 #   bash scripts/build-image.sh
 # Load it with: podman load -i target/image/ahp-copilot-bridge.oci.tar
 # With --root-only it makes the Debian root and stops (scripts/test.sh makes
-# it while other things build).
+# it while other things build). The binary is built with the `dist` profile
+# (fat LTO, what ships); `--profile release` packs the faster build instead
+# (tests/image.rs: it tests the packing, and CI builds each profile once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+PROFILE=dist
 case "${1:-}" in
   "" | --root-only) ;;
-  *) echo "build-image: unknown argument $1 (none, or --root-only)" >&2; exit 2 ;;
+  --profile)
+    case "${2:-}" in
+      dist | release) PROFILE=$2 ;;
+      *) echo "build-image: --profile takes dist or release, not '${2:-}'" >&2; exit 2 ;;
+    esac ;;
+  *) echo "build-image: unknown argument $1 (none, --root-only, or --profile dist|release)" >&2; exit 2 ;;
 esac
 [ "$(id -u)" -eq 0 ] || { echo "build-image: run as root (debootstrap and buildah mount need it)" >&2; exit 1; }
 for c in debootstrap buildah; do
@@ -32,9 +40,9 @@ if [ ! -x "$ROOT/bin/sh" ]; then
   mv "$ROOT.part" "$ROOT"
 fi
 [ "${1:-}" = "--root-only" ] && exit 0
-cargo build --release --locked
+cargo build --profile "$PROFILE" --locked
 # Where cargo put it (CARGO_TARGET_DIR, when set, moves every build).
-BIN=${CARGO_TARGET_DIR:-target}/release/ahp-copilot-bridge
+BIN=${CARGO_TARGET_DIR:-target}/$PROFILE/ahp-copilot-bridge
 scripts/install-runtime.sh
 export STORAGE_DRIVER=vfs
 ctr=$(buildah --storage-driver vfs from scratch)
