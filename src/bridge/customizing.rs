@@ -285,7 +285,7 @@ impl Customizing {
     async fn vetted_client_plugin(&self, uri: &str, e: &ClientEntry, may: bool) -> ClientOutcome {
         let policy = &self.custom.policy();
         if let Err(why) = vet::admit(policy, e.principal.as_deref(), may) {
-            return ClientOutcome::Refused(why.0);
+            return ClientOutcome::Refused(why.to_string());
         }
         let Some(peer) = self.host().and_then(|h| h.client_peer(&e.client_id)) else {
             return ClientOutcome::Refused("the client is not connected to read it from".into());
@@ -301,7 +301,7 @@ impl Customizing {
                 package: Arc::new(package),
                 cut,
             },
-            Err(why) => ClientOutcome::Refused(why.0),
+            Err(why) => ClientOutcome::Refused(why.to_string()),
         }
     }
 

@@ -76,25 +76,35 @@ impl Conversation {
     }
 }
 
+/// Why a `replies` entry is refused.
+#[derive(Debug, thiserror::Error)]
+enum ReplyEntryError {
+    #[error("expected an object such as {{\"text\": \"...\"}}")]
+    NotAnObject,
+    #[error("\"times\" must be a whole number from 1, not {0}")]
+    BadTimes(Value),
+    #[error("expected one key naming the reply: \"text\", \"slow\", \"toolCall\" or \"status\" (and \"times\" if it repeats)")]
+    NotOneReply,
+    #[error("{0}")]
+    Reply(#[source] serde_json::Error),
+}
+
 /// One `replies` entry: a [`Reply`] and how many times it stands.
-fn parse_entry(entry: Value) -> Result<(Reply, usize), String> {
+fn parse_entry(entry: Value) -> Result<(Reply, usize), ReplyEntryError> {
     let Value::Object(mut fields) = entry else {
-        return Err("expected an object such as {\"text\": \"...\"}".into());
+        return Err(ReplyEntryError::NotAnObject);
     };
     let times = match fields.remove("times") {
         None => 1,
         Some(t) => match t.as_u64() {
             Some(n) if n >= 1 => n as usize,
-            _ => return Err(format!("\"times\" must be a whole number from 1, not {t}")),
+            _ => return Err(ReplyEntryError::BadTimes(t)),
         },
     };
     if fields.len() != 1 {
-        return Err(
-            "expected one key naming the reply: \"text\", \"slow\", \"toolCall\" or \"status\" (and \"times\" if it repeats)"
-                .into(),
-        );
+        return Err(ReplyEntryError::NotOneReply);
     }
-    let reply = Reply::deserialize(Value::Object(fields)).map_err(|e| e.to_string())?;
+    let reply = Reply::deserialize(Value::Object(fields)).map_err(ReplyEntryError::Reply)?;
     Ok((reply, times))
 }
 

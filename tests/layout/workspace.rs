@@ -334,3 +334,71 @@ fn no_two_types_share_a_name() {
         twice.join("\n")
     );
 }
+
+/// Errors keep their kind: no product function, field or alias has a
+/// `Result` whose error is a bare `String` (a type of its own says what
+/// went wrong, and `#[source]` keeps the cause). Test files and test items
+/// are not read.
+#[test]
+fn no_result_has_a_string_for_its_error() {
+    let mut found = Vec::new();
+    for (rel, text) in workspace_sources() {
+        if rel.ends_with("_tests.rs") || rel.ends_with("/tests.rs") {
+            continue;
+        }
+        let product = super::product::product(text);
+        for line in string_errors(&product) {
+            found.push(format!("{rel}:{line}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a Result with a String error:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_string_error_check_sees_what_it_must() {
+    let text = "fn a() -> Result<(), String> {}\nfn b() -> Result<BTreeMap<String, String>, String> {}\n\
+                fn c() -> Result<String, Error> {}\nfn d(x: Result<Vec<(u8, String)>, io::Error>) {}\n\
+                type E = Result<\n    u8,\n    String,\n>;\nResult<Box<dyn Fn() -> u8>, String>\nio::Result<String>\n";
+    assert_eq!(string_errors(text), [1, 2, 5, 9]);
+}
+
+/// The lines of `text` where a `Result<..>`'s last type argument is `String`.
+fn string_errors(text: &str) -> Vec<usize> {
+    let mut lines = Vec::new();
+    for (at, _) in text.match_indices("Result<") {
+        let preceded = text[..at].chars().next_back();
+        if preceded.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+            continue; // `IoResult<`, `my_Result<`
+        }
+        // The type arguments at the top level, split at their commas.
+        let (mut depth, mut args, mut before) = (1, vec![String::new()], ' ');
+        for c in text[at + "Result<".len()..].chars() {
+            match c {
+                '<' | '(' | '[' => depth += 1,
+                '>' if before == '-' => {} // `Fn() -> T`
+                '>' | ')' | ']' => depth -= 1,
+                _ => {}
+            }
+            before = c;
+            if depth == 0 {
+                break;
+            }
+            if depth == 1 && c == ',' {
+                args.push(String::new());
+            } else if let Some(arg) = args.last_mut() {
+                arg.push(c);
+            }
+        }
+        // A trailing comma leaves an empty last argument; `io::Result<String>`
+        // has one argument, and no error type of its own to name.
+        args.retain(|a| !a.trim().is_empty());
+        if args.len() == 2 && args[1].trim() == "String" {
+            lines.push(text[..at].matches('\n').count() + 1);
+        }
+    }
+    lines
+}

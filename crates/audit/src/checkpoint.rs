@@ -6,7 +6,7 @@
 //! 0600), `PREFIX.pub` the 32-byte public key. The key id is the first 16 hex
 //! digits of SHA-256(public key).
 
-use crate::error::AuditError;
+use crate::error::{AuditError, KeyFault};
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -43,16 +43,13 @@ impl std::fmt::Debug for Signer {
 impl Signer {
     /// Reads a private key file; refuses one that others may read.
     pub fn load(path: &Path) -> Result<Self, AuditError> {
-        let bad = |reason: String| AuditError::SigningKey {
+        let bad = |reason: KeyFault| AuditError::SigningKey {
             path: path.to_owned(),
             reason,
         };
-        let meta = std::fs::metadata(path).map_err(|e| bad(e.to_string()))?;
+        let meta = std::fs::metadata(path).map_err(|e| bad(KeyFault::Unreadable(e)))?;
         if meta.permissions().mode() & 0o077 != 0 {
-            return Err(bad(format!(
-                "readable by others (mode {:o}); chmod 600 it",
-                meta.permissions().mode() & 0o777
-            )));
+            return Err(bad(KeyFault::Exposed(meta.permissions().mode() & 0o777)));
         }
         let seed: [u8; 32] = read_hex32(path).map_err(bad)?;
         Ok(Self::from_seed(seed))
@@ -105,19 +102,19 @@ pub fn signature_holds(key: &VerifyingKey, checkpoint: &Value) -> bool {
 }
 
 pub fn load_public_key(path: &Path) -> Result<VerifyingKey, AuditError> {
-    let bad = |reason: String| AuditError::PublicKey {
+    let bad = |reason: KeyFault| AuditError::PublicKey {
         path: path.to_owned(),
         reason,
     };
     let bytes = read_hex32(path).map_err(bad)?;
-    VerifyingKey::from_bytes(&bytes).map_err(|e| bad(format!("not an Ed25519 public key: {e}")))
+    VerifyingKey::from_bytes(&bytes).map_err(|e| bad(KeyFault::NotEd25519(e)))
 }
 
 /// A key file's 32 bytes, or why not (the caller names the file).
-fn read_hex32(path: &Path) -> Result<[u8; 32], String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    let bytes = hex::decode(text.trim()).map_err(|_| "not one line of hex".to_owned())?;
-    <[u8; 32]>::try_from(bytes).map_err(|_| "not 32 bytes of hex".to_owned())
+fn read_hex32(path: &Path) -> Result<[u8; 32], KeyFault> {
+    let text = std::fs::read_to_string(path).map_err(KeyFault::Unreadable)?;
+    let bytes = hex::decode(text.trim()).map_err(|_| KeyFault::NotHex)?;
+    <[u8; 32]>::try_from(bytes).map_err(|_| KeyFault::NotThirtyTwoBytes)
 }
 
 /// The files `audit keygen --out PREFIX` wrote, and the key id.

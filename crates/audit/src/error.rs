@@ -25,10 +25,18 @@ pub enum AuditError {
     Record { seq: String, reason: String },
     /// `[audit] signing_key` cannot be used.
     #[error("audit.signing_key {}: {reason}", path.display())]
-    SigningKey { path: PathBuf, reason: String },
+    SigningKey {
+        path: PathBuf,
+        #[source]
+        reason: KeyFault,
+    },
     /// A public key file (`audit verify --pubkey`) cannot be used.
     #[error("{}: {reason}", path.display())]
-    PublicKey { path: PathBuf, reason: String },
+    PublicKey {
+        path: PathBuf,
+        #[source]
+        reason: KeyFault,
+    },
     /// `audit keygen` refuses to overwrite a key.
     #[error("{} exists; not overwritten", .0.display())]
     Exists(PathBuf),
@@ -80,4 +88,19 @@ impl AuditError {
             reason: reason.to_string(),
         }
     }
+}
+
+/// Why a key file (`[audit] signing_key`, `audit verify --pubkey`) cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyFault {
+    #[error("{0}")]
+    Unreadable(#[source] std::io::Error),
+    #[error("readable by others (mode {0:o}); chmod 600 it")]
+    Exposed(u32),
+    #[error("not one line of hex")]
+    NotHex,
+    #[error("not 32 bytes of hex")]
+    NotThirtyTwoBytes,
+    #[error("not an Ed25519 public key: {0}")]
+    NotEd25519(#[source] ed25519_dalek::SignatureError),
 }

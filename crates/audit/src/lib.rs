@@ -24,7 +24,7 @@ mod writer;
 
 use sha2::{Digest, Sha256};
 
-pub use error::AuditError;
+pub use error::{AuditError, KeyFault};
 
 /// A command-line value `audit` cannot use (`--expect-head`, `--since`); says why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -236,7 +236,8 @@ impl<'a> ChainWalk<'a> {
         self.account_for_junk(&v, kind, junk, line_no)
             .map_err(|(line, reason)| (expected, line, reason))?;
         if first_in_file {
-            self.start_of_file(&v, kind, name).map_err(at)?;
+            self.start_of_file(&v, kind, name)
+                .map_err(|b| at(b.to_string()))?;
         } else if kind == Kind::Rotation {
             return Err(at("a rotation record is only ever the first of a file: records were moved between files".into()));
         }
@@ -245,31 +246,37 @@ impl<'a> ChainWalk<'a> {
         let seq = v["seq"].as_u64().unwrap_or_default();
         let hash = self
             .link(&mut v, seq, expected)
-            .map_err(|reason| (expected, line_no, reason))?;
+            .map_err(|reason| (expected, line_no, reason.to_string()))?;
         self.accept(&v, seq, kind, hash)
             .map_err(|(seq, reason)| (seq, line_no, reason))
     }
 
     /// Whether record `seq` (its `hash` taken out of `v`) is the one due
     /// and links to the one before: its hash, recomputed.
-    fn link(&self, v: &mut Value, seq: u64, expected: u64) -> Result<String, String> {
+    fn link(&self, v: &mut Value, seq: u64, expected: u64) -> Result<String, ChainBreak> {
         if seq != expected {
             return Err(if seq > expected {
-                format!("record {expected} is missing (found {seq} in its place): removed, or the records are out of order")
+                ChainBreak::Missing {
+                    expected,
+                    found: seq,
+                }
             } else {
-                format!("found record {seq} where {expected} was due: reordered or duplicated")
+                ChainBreak::Repeated {
+                    expected,
+                    found: seq,
+                }
             });
         }
         if v["prev"].as_str() != Some(self.prev.as_str()) {
-            return Err("prev does not match the previous record's hash: a record before it was removed, reordered or altered".into());
+            return Err(ChainBreak::PrevMismatch);
         }
         let claimed = v
             .as_object_mut()
             .and_then(|o| o.remove("hash"))
-            .ok_or("no hash")?;
+            .ok_or(ChainBreak::NoHash)?;
         let actual = record_hash(&self.prev, v);
         if claimed.as_str() != Some(actual.as_str()) {
-            return Err("hash does not match the content: the record was altered".into());
+            return Err(ChainBreak::Altered);
         }
         Ok(actual)
     }
@@ -356,22 +363,23 @@ impl<'a> ChainWalk<'a> {
     /// The first record of a file: a later file of a series must begin with
     /// the rotation record naming the file before it; a lone rotated file is
     /// walked from where it starts.
-    fn start_of_file(&mut self, v: &Value, kind: Kind, name: &str) -> Result<(), String> {
+    fn start_of_file(&mut self, v: &Value, kind: Kind, name: &str) -> Result<(), ChainBreak> {
         let seq = v["seq"].as_u64().unwrap_or_default();
         let link = || {
             serde_json::from_value::<RotationRecord>(v.clone())
-                .map_err(|e| format!("malformed rotation record: {e}"))
+                .map_err(ChainBreak::MalformedRotation)
         };
         if self.out.records > 0 {
             if kind != Kind::Rotation {
-                return Err(format!("{name} does not start with a rotation record: a file of the series is missing or out of order"));
+                return Err(ChainBreak::NoRotation(name.to_owned()));
             }
             let l = link()?;
             if l.previous_file != self.out.last_file {
-                return Err(format!(
-                    "{name} follows {:?}, but the series walked has {:?} before it",
-                    l.previous_file, self.out.last_file
-                ));
+                return Err(ChainBreak::WrongPredecessor {
+                    name: name.to_owned(),
+                    follows: l.previous_file,
+                    walked: self.out.last_file.clone(),
+                });
             }
         } else if seq != 1 && kind == Kind::Rotation {
             let l = link()?;
@@ -463,6 +471,31 @@ impl<'a> ChainWalk<'a> {
         }
         Ok(self.out)
     }
+}
+
+/// Why the chain breaks at a record or a file's start (a verdict's reason).
+#[derive(Debug, thiserror::Error)]
+enum ChainBreak {
+    #[error("record {expected} is missing (found {found} in its place): removed, or the records are out of order")]
+    Missing { expected: u64, found: u64 },
+    #[error("found record {found} where {expected} was due: reordered or duplicated")]
+    Repeated { expected: u64, found: u64 },
+    #[error("prev does not match the previous record's hash: a record before it was removed, reordered or altered")]
+    PrevMismatch,
+    #[error("no hash")]
+    NoHash,
+    #[error("hash does not match the content: the record was altered")]
+    Altered,
+    #[error("malformed rotation record: {0}")]
+    MalformedRotation(#[source] serde_json::Error),
+    #[error("{0} does not start with a rotation record: a file of the series is missing or out of order")]
+    NoRotation(String),
+    #[error("{name} follows {follows:?}, but the series walked has {walked:?} before it")]
+    WrongPredecessor {
+        name: String,
+        follows: String,
+        walked: String,
+    },
 }
 
 #[cfg(test)]

@@ -101,7 +101,7 @@ pub(crate) fn agent_plugins(bytes: &[u8]) -> Result<Manifest, ManifestError> {
             return Err(fail(format!("`{key}` is not a string")));
         }
     }
-    check_author(fields.get("author")).map_err(fail)?;
+    check_author(fields.get("author")).map_err(|e| fail(e.to_string()))?;
     let keywords_ok = fields
         .get("keywords")
         .is_none_or(|k| k.as_array().is_some_and(|a| a.iter().all(Value::is_string)));
@@ -119,17 +119,28 @@ pub(crate) fn agent_plugins(bytes: &[u8]) -> Result<Manifest, ManifestError> {
     Ok(with_texts(name, warnings, fields))
 }
 
-fn check_author(author: Option<&Value>) -> Result<(), String> {
+/// Why a manifest's `author` is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum AuthorFault {
+    #[error("`author` is not an object")]
+    NotAnObject,
+    #[error("`author` has an unknown field `{0}`")]
+    UnknownField(String),
+    #[error("`author.{0}` is not a string")]
+    NotAString(String),
+}
+
+fn check_author(author: Option<&Value>) -> Result<(), AuthorFault> {
     let Some(author) = author else { return Ok(()) };
     let Some(map) = author.as_object() else {
-        return Err("`author` is not an object".into());
+        return Err(AuthorFault::NotAnObject);
     };
     for (k, v) in map {
         if !["name", "email", "url"].contains(&k.as_str()) {
-            return Err(format!("`author` has an unknown field `{k}`"));
+            return Err(AuthorFault::UnknownField(k.clone()));
         }
         if !v.is_string() {
-            return Err(format!("`author.{k}` is not a string"));
+            return Err(AuthorFault::NotAString(k.clone()));
         }
     }
     Ok(())
@@ -211,7 +222,7 @@ impl Manifest {
             Value::Object(mut map) => match (map.remove("paths"), map.remove("mcpServers")) {
                 (Some(paths), _) => declared_paths(&paths).map(McpDeclared::Files),
                 (None, Some(Value::Object(inline))) => Ok(McpDeclared::Inline(inline)),
-                (None, Some(_)) => Err("`mcpServers.mcpServers` is not an object".to_owned()),
+                (None, Some(_)) => Err(DeclaredFault::InlineNotAnObject),
                 (None, None) => Ok(McpDeclared::Inline(map)),
             },
             other => declared_paths(&other).map(McpDeclared::Files),
@@ -225,8 +236,19 @@ impl Manifest {
     }
 }
 
+/// Why a manifest's declared places are not used (the default is, reported).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum DeclaredFault {
+    #[error("not a path or a list of paths")]
+    NotPaths,
+    #[error(transparent)]
+    Path(#[from] PathError),
+    #[error("`mcpServers.mcpServers` is not an object")]
+    InlineNotAnObject,
+}
+
 /// A path or list of paths from a manifest, each made package-relative.
-fn declared_paths(value: &Value) -> Result<Vec<String>, String> {
+fn declared_paths(value: &Value) -> Result<Vec<String>, DeclaredFault> {
     let items: Vec<&Value> = match value {
         Value::Array(items) => items.iter().collect(),
         one => vec![one],
@@ -235,29 +257,33 @@ fn declared_paths(value: &Value) -> Result<Vec<String>, String> {
         .into_iter()
         .map(|v| {
             v.as_str()
-                .ok_or_else(|| "not a path or a list of paths".to_owned())
-                .and_then(|p| package_path(p).map_err(|e| e.0))
+                .ok_or(DeclaredFault::NotPaths)
+                .and_then(|p| Ok(package_path(p)?))
         })
         .collect()
 }
 
 /// Why a declared path cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub(crate) struct PathError(pub String);
+pub(crate) enum PathError {
+    #[error("{0:?} does not start with ./")]
+    NotRelative(String),
+    #[error("{0:?} leads outside the package")]
+    Outside(String),
+}
 
 /// `./a/b/` as `a/b`; a path not starting with `./`, or leaving the
 /// package, is refused.
 pub(crate) fn package_path(declared: &str) -> Result<String, PathError> {
     let rest = declared
         .strip_prefix("./")
-        .ok_or_else(|| PathError(format!("{declared:?} does not start with ./")))?;
+        .ok_or_else(|| PathError::NotRelative(declared.to_owned()))?;
     let parts: Vec<&str> = rest
         .split('/')
         .filter(|p| !p.is_empty() && *p != ".")
         .collect();
     if parts.contains(&"..") {
-        return Err(PathError(format!("{declared:?} leads outside the package")));
+        return Err(PathError::Outside(declared.to_owned()));
     }
     Ok(parts.join("/"))
 }

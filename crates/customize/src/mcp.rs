@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::children::digest;
-use super::manifest::{package_path, MCP_SCHEMA_1};
+use super::manifest::{package_path, PathError, MCP_SCHEMA_1};
 use super::names::{is_safe_name, unsafe_name_reason};
 use super::{Child, ChildKind, Load, McpServer};
 
@@ -104,25 +104,70 @@ pub(crate) fn mcp_servers(
                     ..server
                 });
             }
-            Err(e) => child.load = Load::Error(e),
+            Err(e) => child.load = Load::Error(e.to_string()),
         }
         out.children.push(child);
     }
     out
 }
 
+/// Why a declared server cannot be used: its load status says it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum McpFault {
+    #[error("{}", unsafe_name_reason(.0))]
+    UnsafeName(String),
+    #[error("not a JSON object")]
+    NotAnObject,
+    #[error("a remote server (type {0:?}); this bridge runs local (stdio) servers only")]
+    Remote(String),
+    #[error("unknown type {0:?}")]
+    UnknownType(String),
+    #[error("`type` is {0}, not a string")]
+    TypeNotAString(Value),
+    #[error("unknown field `{0}`")]
+    UnknownField(String),
+    #[error("`command` is not a non-empty string")]
+    CommandNotAString,
+    #[error("no `command`")]
+    NoCommand,
+    #[error("`{0}` is not a list of strings")]
+    NotStrings(&'static str),
+    #[error("`env` is not an object")]
+    EnvNotAnObject,
+    #[error("`env.{0}` is not a string")]
+    EnvValueNotAString(String),
+    #[error("`cwd` is not a string")]
+    CwdNotAString,
+    #[error("`command`: {0}")]
+    CommandPath(#[source] PathError),
+    #[error("`cwd`: {0}")]
+    CwdPath(#[source] PathError),
+    #[error("`cwd`: {0:?} is not ./-relative, ${{PLUGIN_ROOT}} or ${{PLUGIN_DATA}}")]
+    CwdNotRelative(String),
+    #[error("`command` is one program, not a command line; put arguments in `args`")]
+    CommandLine,
+    #[error("`command` is a bare program name or ./-relative to the plugin")]
+    CommandElsewhere,
+    #[error("`env` may not set {0}: the client sets it")]
+    EnvSetsPluginVariable(String),
+}
+
 /// One server, with what was ignored in it, or why it cannot be used.
-fn server(dialect: Dialect, name: &str, decl: &Value) -> Result<(McpServer, Vec<String>), String> {
+fn server(
+    dialect: Dialect,
+    name: &str,
+    decl: &Value,
+) -> Result<(McpServer, Vec<String>), McpFault> {
     if !is_safe_name(name) {
-        return Err(unsafe_name_reason(name));
+        return Err(McpFault::UnsafeName(name.to_owned()));
     }
-    let map = decl.as_object().ok_or("not a JSON object")?;
+    let map = decl.as_object().ok_or(McpFault::NotAnObject)?;
     check_type(dialect, map.get("type"))?;
     let warnings = unknown_fields(dialect, map)?;
     let command = match map.get("command") {
         Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
-        Some(_) => return Err("`command` is not a non-empty string".into()),
-        None => return Err("no `command`".into()),
+        Some(_) => return Err(McpFault::CommandNotAString),
+        None => return Err(McpFault::NoCommand),
     };
     let server = McpServer {
         name: name.to_owned(),
@@ -132,7 +177,7 @@ fn server(dialect: Dialect, name: &str, decl: &Value) -> Result<(McpServer, Vec<
         cwd: match map.get("cwd") {
             None => None,
             Some(Value::String(c)) => Some(c.clone()),
-            Some(_) => return Err("`cwd` is not a string".into()),
+            Some(_) => return Err(McpFault::CwdNotAString),
         },
         rel_path: String::new(),
     };
@@ -140,22 +185,20 @@ fn server(dialect: Dialect, name: &str, decl: &Value) -> Result<(McpServer, Vec<
     Ok((server, warnings))
 }
 
-fn check_type(dialect: Dialect, kind: Option<&Value>) -> Result<(), String> {
+fn check_type(dialect: Dialect, kind: Option<&Value>) -> Result<(), McpFault> {
     match kind.map(|k| (k, k.as_str())) {
         None | Some((_, Some("stdio"))) => Ok(()),
         Some((_, Some("local"))) if dialect == Dialect::Open => Ok(()),
-        Some((_, Some(t))) if REMOTE_TYPES.contains(&t) => Err(format!(
-            "a remote server (type {t:?}); this bridge runs local (stdio) servers only"
-        )),
-        Some((_, Some(t))) => Err(format!("unknown type {t:?}")),
-        Some((k, None)) => Err(format!("`type` is {k}, not a string")),
+        Some((_, Some(t))) if REMOTE_TYPES.contains(&t) => Err(McpFault::Remote(t.to_owned())),
+        Some((_, Some(t))) => Err(McpFault::UnknownType(t.to_owned())),
+        Some((k, None)) => Err(McpFault::TypeNotAString(k.clone())),
     }
 }
 
 /// Fields neither of a local server nor tolerated: an Agent Plugins server
 /// with one is invalid (the spec's variants are closed); an open one
 /// ignores them, reported.
-fn unknown_fields(dialect: Dialect, map: &Map<String, Value>) -> Result<Vec<String>, String> {
+fn unknown_fields(dialect: Dialect, map: &Map<String, Value>) -> Result<Vec<String>, McpFault> {
     let unknown: Vec<&String> = map
         .keys()
         .filter(|k| !STDIO_FIELDS.contains(&k.as_str()))
@@ -163,7 +206,7 @@ fn unknown_fields(dialect: Dialect, map: &Map<String, Value>) -> Result<Vec<Stri
         .collect();
     match (dialect, unknown.first()) {
         (_, None) => Ok(Vec::new()),
-        (Dialect::AgentPlugins1, Some(k)) => Err(format!("unknown field `{k}`")),
+        (Dialect::AgentPlugins1, Some(k)) => Err(McpFault::UnknownField((*k).clone())),
         (Dialect::Open, Some(_)) => Ok(unknown
             .iter()
             .map(|k| format!("unknown field `{k}` ignored"))
@@ -171,7 +214,7 @@ fn unknown_fields(dialect: Dialect, map: &Map<String, Value>) -> Result<Vec<Stri
     }
 }
 
-fn strings(value: Option<&Value>, field: &str) -> Result<Vec<String>, String> {
+fn strings(value: Option<&Value>, field: &'static str) -> Result<Vec<String>, McpFault> {
     let Some(value) = value else {
         return Ok(Vec::new());
     };
@@ -183,18 +226,18 @@ fn strings(value: Option<&Value>, field: &str) -> Result<Vec<String>, String> {
                 .map(|i| i.as_str().map(str::to_owned))
                 .collect::<Option<Vec<_>>>()
         })
-        .ok_or_else(|| format!("`{field}` is not a list of strings"))
+        .ok_or(McpFault::NotStrings(field))
 }
 
-fn env(value: Option<&Value>) -> Result<BTreeMap<String, String>, String> {
+fn env(value: Option<&Value>) -> Result<BTreeMap<String, String>, McpFault> {
     let Some(value) = value else {
         return Ok(BTreeMap::new());
     };
-    let map = value.as_object().ok_or("`env` is not an object")?;
+    let map = value.as_object().ok_or(McpFault::EnvNotAnObject)?;
     map.iter()
         .map(|(k, v)| match v.as_str() {
             Some(v) => Ok((k.clone(), v.to_owned())),
-            None => Err(format!("`env.{k}` is not a string")),
+            None => Err(McpFault::EnvValueNotAString(k.clone())),
         })
         .collect()
 }
@@ -205,9 +248,9 @@ pub(crate) const PLUGIN_DATA: &str = "${PLUGIN_DATA}";
 
 /// A command and working directory that stay inside the package (or its
 /// data folder); Agent Plugins allows nothing else.
-fn check_paths(dialect: Dialect, s: &McpServer) -> Result<(), String> {
+fn check_paths(dialect: Dialect, s: &McpServer) -> Result<(), McpFault> {
     if s.command.starts_with("./") {
-        package_path(&s.command).map_err(|e| format!("`command`: {e}"))?;
+        package_path(&s.command).map_err(McpFault::CommandPath)?;
     }
     if let Some(cwd) = &s.cwd {
         check_cwd(dialect, cwd)?;
@@ -216,37 +259,37 @@ fn check_paths(dialect: Dialect, s: &McpServer) -> Result<(), String> {
         return Ok(());
     }
     if s.command.contains(char::is_whitespace) {
-        return Err("`command` is one program, not a command line; put arguments in `args`".into());
+        return Err(McpFault::CommandLine);
     }
     if !s.command.starts_with("./") && s.command.contains('/') {
-        return Err("`command` is a bare program name or ./-relative to the plugin".into());
+        return Err(McpFault::CommandElsewhere);
     }
     if let Some(k) = s
         .env
         .keys()
         .find(|k| *k == "PLUGIN_ROOT" || *k == "PLUGIN_DATA")
     {
-        return Err(format!("`env` may not set {k}: the client sets it"));
+        return Err(McpFault::EnvSetsPluginVariable(k.clone()));
     }
     Ok(())
 }
 
-fn check_cwd(dialect: Dialect, cwd: &str) -> Result<(), String> {
+fn check_cwd(dialect: Dialect, cwd: &str) -> Result<(), McpFault> {
     let under_variable = [PLUGIN_ROOT, PLUGIN_DATA]
         .iter()
         .find_map(|v| cwd.strip_prefix(v))
         .filter(|rest| rest.is_empty() || rest.starts_with('/'));
-    let relative =
-        |rest: &str| package_path(&format!("./{}", rest.trim_start_matches("./"))).map_err(|e| e.0);
-    let inside: Result<(), String> = match under_variable {
-        Some(rest) => relative(rest.trim_start_matches('/')).map(|_| ()),
-        None if cwd.starts_with('/') && dialect == Dialect::Open => Ok(()),
-        None if cwd.starts_with("./") || dialect == Dialect::Open => relative(cwd).map(|_| ()),
-        None => Err(format!(
-            "{cwd:?} is not ./-relative, ${{PLUGIN_ROOT}} or ${{PLUGIN_DATA}}"
-        )),
+    let relative = |rest: &str| {
+        package_path(&format!("./{}", rest.trim_start_matches("./")))
+            .map(|_| ())
+            .map_err(McpFault::CwdPath)
     };
-    inside.map_err(|e| format!("`cwd`: {e}"))
+    match under_variable {
+        Some(rest) => relative(rest.trim_start_matches('/')),
+        None if cwd.starts_with('/') && dialect == Dialect::Open => Ok(()),
+        None if cwd.starts_with("./") || dialect == Dialect::Open => relative(cwd),
+        None => Err(McpFault::CwdNotRelative(cwd.to_owned())),
+    }
 }
 
 #[cfg(test)]

@@ -30,11 +30,42 @@ pub(crate) enum Value {
 pub(crate) type Mapping = Vec<(String, Value)>;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("line {line}: {message}")]
+#[error("line {line}: {fault}")]
 pub(crate) struct YamlError {
     /// 1-based, counted within the frontmatter.
     pub line: usize,
-    pub message: String,
+    pub fault: YamlFault,
+}
+
+/// What is wrong on a line, as the parser found it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum YamlFault {
+    #[error("an indented line where a key was expected")]
+    IndentedKey,
+    #[error("expected ':' after the quoted key")]
+    NoColonAfterQuotedKey,
+    #[error("expected `key: value`")]
+    NoKey,
+    #[error("a list item where a key was expected")]
+    ListItemForKey,
+    #[error("the key {0:?} is given twice")]
+    KeyTwice(String),
+    #[error("text after the closing quote: {0:?}")]
+    TextAfterQuote(String),
+    #[error("a backslash at the end of the line")]
+    TrailingBackslash,
+    #[error("the quote {0} is never closed")]
+    UnclosedQuote(char),
+    #[error("a bad escape \\{0}{1}")]
+    BadEscape(char, String),
+    #[error("an unknown escape \\{0}")]
+    UnknownEscape(char),
+    #[error("a list `[` that is never closed")]
+    UnclosedList,
+    #[error("expected ',' in the list before {0:?}")]
+    NoComma(String),
+    #[error("a block scalar header {0:?} this parser does not read")]
+    BlockHeader(String),
 }
 
 /// The mapping `text` holds.
@@ -48,18 +79,18 @@ pub(crate) fn parse(text: &str) -> Result<Mapping, YamlError> {
             at += 1;
             continue;
         }
-        let fail = |message: &str| YamlError {
+        let fail = |fault| YamlError {
             line: at + 1,
-            message: message.to_owned(),
+            fault,
         };
         if line.starts_with([' ', '\t']) {
-            return Err(fail("an indented line where a key was expected"));
+            return Err(fail(YamlFault::IndentedKey));
         }
-        let (key, rest) = split_key(line).map_err(|m| fail(&m))?;
+        let (key, rest) = split_key(line).map_err(fail)?;
         if out.iter().any(|(k, _)| *k == key) {
-            return Err(fail(&format!("the key {key:?} is given twice")));
+            return Err(fail(YamlFault::KeyTwice(key)));
         }
-        let (value, used) = value(rest, &lines[at + 1..]).map_err(|m| fail(&m))?;
+        let (value, used) = value(rest, &lines[at + 1..]).map_err(fail)?;
         out.push((key, value));
         at += 1 + used;
     }
@@ -81,30 +112,30 @@ fn is_list_item(line: &str) -> bool {
 }
 
 /// `key: rest` split, the key unquoted.
-fn split_key(line: &str) -> Result<(String, &str), String> {
+fn split_key(line: &str) -> Result<(String, &str), YamlFault> {
     if let Some(q @ ('"' | '\'')) = line.chars().next() {
         let (key, after) = quoted(line, q)?;
         let rest = after
             .trim_start()
             .strip_prefix(':')
-            .ok_or("expected ':' after the quoted key")?;
+            .ok_or(YamlFault::NoColonAfterQuotedKey)?;
         return Ok((key, rest));
     }
     let sep = line
         .match_indices(':')
         .map(|(i, _)| i)
         .find(|&i| line[i + 1..].is_empty() || line[i + 1..].starts_with([' ', '\t']))
-        .ok_or("expected `key: value`")?;
+        .ok_or(YamlFault::NoKey)?;
     let key = line[..sep].trim_end();
     if key.starts_with("- ") || key == "-" {
-        return Err("a list item where a key was expected".into());
+        return Err(YamlFault::ListItemForKey);
     }
     Ok((key.to_owned(), &line[sep + 1..]))
 }
 
 /// The value starting with `rest` on the key's line, and how many of the
 /// `following` lines it took.
-fn value(rest: &str, following: &[&str]) -> Result<(Value, usize), String> {
+fn value(rest: &str, following: &[&str]) -> Result<(Value, usize), YamlFault> {
     let rest = rest.trim();
     match rest.chars().next() {
         None | Some('#') => Ok(block(following)),
@@ -199,7 +230,7 @@ fn plain(rest: &str, following: &[&str]) -> (Value, usize) {
 }
 
 /// A quoted scalar, on one line or folded over indented lines.
-fn quoted_value(rest: &str, q: char, following: &[&str]) -> Result<(Value, usize), String> {
+fn quoted_value(rest: &str, q: char, following: &[&str]) -> Result<(Value, usize), YamlFault> {
     let mut joined = rest.to_owned();
     let mut used = 0;
     // A quote left open continues on the next indented lines, folded.
@@ -210,14 +241,14 @@ fn quoted_value(rest: &str, q: char, following: &[&str]) -> Result<(Value, usize
     }
     let (text, after) = quoted(&joined, q)?;
     if !strip_comment(after.trim()).is_empty() {
-        return Err(format!("text after the closing quote: {:?}", after.trim()));
+        return Err(YamlFault::TextAfterQuote(after.trim().to_owned()));
     }
     Ok((Value::Scalar { text, plain: false }, used))
 }
 
 /// The string quoted at the start of `s` (which starts with `q`), and what
 /// follows the closing quote.
-fn quoted(s: &str, q: char) -> Result<(String, &str), String> {
+fn quoted(s: &str, q: char) -> Result<(String, &str), YamlFault> {
     let mut out = String::new();
     let mut chars = s.char_indices().skip(1).peekable();
     while let Some((i, c)) = chars.next() {
@@ -228,23 +259,23 @@ fn quoted(s: &str, q: char) -> Result<(String, &str), String> {
             }
             c if c == q => return Ok((out, &s[i + c.len_utf8()..])),
             '\\' if q == '"' => {
-                let (_, e) = chars.next().ok_or("a backslash at the end of the line")?;
+                let (_, e) = chars.next().ok_or(YamlFault::TrailingBackslash)?;
                 out.push(unescape(e, &mut chars)?);
             }
             c => out.push(c),
         }
     }
-    Err(format!("the quote {q} is never closed"))
+    Err(YamlFault::UnclosedQuote(q))
 }
 
-fn unescape(e: char, chars: &mut impl Iterator<Item = (usize, char)>) -> Result<char, String> {
+fn unescape(e: char, chars: &mut impl Iterator<Item = (usize, char)>) -> Result<char, YamlFault> {
     let hex = |chars: &mut dyn Iterator<Item = (usize, char)>, n: usize| {
         let digits: String = chars.take(n).map(|(_, c)| c).collect();
         u32::from_str_radix(&digits, 16)
             .ok()
             .filter(|_| digits.len() == n)
             .and_then(char::from_u32)
-            .ok_or_else(|| format!("a bad escape \\{e}{digits}"))
+            .ok_or(YamlFault::BadEscape(e, digits))
     };
     Ok(match e {
         'n' => '\n',
@@ -258,12 +289,12 @@ fn unescape(e: char, chars: &mut impl Iterator<Item = (usize, char)>) -> Result<
         'x' => hex(chars, 2)?,
         'u' => hex(chars, 4)?,
         'U' => hex(chars, 8)?,
-        _ => return Err(format!("an unknown escape \\{e}")),
+        _ => return Err(YamlFault::UnknownEscape(e)),
     })
 }
 
 /// `[a, "b", 'c']`, possibly over several lines.
-fn flow_list(rest: &str, following: &[&str]) -> Result<(Value, usize), String> {
+fn flow_list(rest: &str, following: &[&str]) -> Result<(Value, usize), YamlFault> {
     let mut joined = strip_comment(rest).to_owned();
     let mut used = 0;
     while !joined.ends_with(']') && used < following.len() && is_indented(following[used]) {
@@ -274,7 +305,7 @@ fn flow_list(rest: &str, following: &[&str]) -> Result<(Value, usize), String> {
     let inner = joined
         .strip_prefix('[')
         .and_then(|s| s.strip_suffix(']'))
-        .ok_or("a list `[` that is never closed")?;
+        .ok_or(YamlFault::UnclosedList)?;
     if inner.contains(['[', '{']) {
         return Ok((Value::Nested, used));
     }
@@ -282,7 +313,7 @@ fn flow_list(rest: &str, following: &[&str]) -> Result<(Value, usize), String> {
 }
 
 /// The comma-separated items of a flow list, quotes respected.
-fn flow_items(inner: &str) -> Result<Vec<String>, String> {
+fn flow_items(inner: &str) -> Result<Vec<String>, YamlFault> {
     let mut items = Vec::new();
     let mut rest = inner.trim_start();
     while !rest.is_empty() {
@@ -300,23 +331,21 @@ fn flow_items(inner: &str) -> Result<Vec<String>, String> {
         rest = match after.strip_prefix(',') {
             Some(r) => r.trim_start(),
             None if after.is_empty() => after,
-            None => return Err(format!("expected ',' in the list before {after:?}")),
+            None => return Err(YamlFault::NoComma(after.to_owned())),
         };
     }
     Ok(items)
 }
 
 /// A `|` (literal) or `>` (folded) block scalar.
-fn block_scalar(header: &str, following: &[&str]) -> Result<(Value, usize), String> {
+fn block_scalar(header: &str, following: &[&str]) -> Result<(Value, usize), YamlFault> {
     let head = strip_comment(header);
     let (literal, chomp) = (head.starts_with('|'), &head[1..]);
     if !chomp
         .chars()
         .all(|c| matches!(c, '+' | '-') || c.is_ascii_digit())
     {
-        return Err(format!(
-            "a block scalar header {head:?} this parser does not read"
-        ));
+        return Err(YamlFault::BlockHeader(head.to_owned()));
     }
     let taken = following
         .iter()

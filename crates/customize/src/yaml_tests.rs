@@ -132,6 +132,6 @@ fn malformed_input_names_the_line() {
     for (text, line, fragment) in cases {
         let err = parse(text).unwrap_err();
         assert_eq!(err.line, line, "{text:?}: {err}");
-        assert!(err.message.contains(fragment), "{text:?}: {err}");
+        assert!(err.fault.to_string().contains(fragment), "{text:?}: {err}");
     }
 }

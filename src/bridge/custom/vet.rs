@@ -13,8 +13,28 @@ use crate::policy::rules::SectionRules;
 /// Why a client's plugin is refused, said for its user and the audit:
 /// the policy key or rule, or the plugin's own fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct VetRefusal(pub String);
+pub enum VetRefusal {
+    #[error("refused by policy.customizations.client_plugins = \"deny\"")]
+    PluginsDenied,
+    /// The principal's name, when it has one.
+    #[error("refused: {} lacks the `customize` role", .0.as_ref().map_or("the client's principal".to_owned(), |p| format!("principal {p:?}")))]
+    NoCustomizeRole(Option<String>),
+    /// The package's own fault, as its load status says.
+    #[error("{0}")]
+    Unloadable(String),
+    #[error("refused by policy.customizations.client_mcp_servers = \"deny\": the plugin brings the MCP server {0:?}")]
+    McpServersDenied(String),
+    #[error("refused by policy.customizations.client_mcp_servers: the MCP server {server:?} runs {command:?}, which is not on the list")]
+    McpServerNotListed { server: String, command: String },
+    #[error(
+        "refused by policy.sections.{TEXT_SECTION}.deny[{rule}]: it matches the {kind} {name:?}"
+    )]
+    TextDenied {
+        rule: usize,
+        kind: ChildKind,
+        name: String,
+    },
+}
 
 /// The section whose rules hold the text customizations inject.
 pub const TEXT_SECTION: &str = "custom_instructions";
@@ -29,17 +49,10 @@ pub fn admit(
     may_customize: bool,
 ) -> Result<(), VetRefusal> {
     if policy.client_plugins == ClientPlugins::Deny {
-        return Err(VetRefusal(
-            "refused by policy.customizations.client_plugins = \"deny\"".into(),
-        ));
+        return Err(VetRefusal::PluginsDenied);
     }
     if !may_customize {
-        let who = principal.map_or("the client's principal".to_owned(), |p| {
-            format!("principal {p:?}")
-        });
-        return Err(VetRefusal(format!(
-            "refused: {who} lacks the `customize` role"
-        )));
+        return Err(VetRefusal::NoCustomizeRole(principal.map(str::to_owned)));
     }
     Ok(())
 }
@@ -63,27 +76,22 @@ pub fn vet(
     rules: &SectionRules,
 ) -> Result<Vec<String>, VetRefusal> {
     if let Load::Error(why) = &pkg.load {
-        return Err(VetRefusal(why.clone()));
+        return Err(VetRefusal::Unloadable(why.clone()));
     }
-    check_servers(pkg, &policy.client_mcp_servers).map_err(VetRefusal)?;
-    check_text(pkg, rules).map_err(VetRefusal)?;
+    check_servers(pkg, &policy.client_mcp_servers)?;
+    check_text(pkg, rules)?;
     Ok(redact_text(pkg, rules))
 }
 
-fn check_servers(pkg: &Package, allowed: &ClientMcpServers) -> Result<(), String> {
+fn check_servers(pkg: &Package, allowed: &ClientMcpServers) -> Result<(), VetRefusal> {
     for s in &pkg.mcp_servers {
         match allowed {
-            ClientMcpServers::Deny => {
-                return Err(format!(
-                    "refused by policy.customizations.client_mcp_servers = \"deny\": the plugin brings the MCP server {:?}",
-                    s.name
-                ))
-            }
+            ClientMcpServers::Deny => return Err(VetRefusal::McpServersDenied(s.name.clone())),
             ClientMcpServers::Allow(list) if !list.contains(&s.command) => {
-                return Err(format!(
-                    "refused by policy.customizations.client_mcp_servers: the MCP server {:?} runs {:?}, which is not on the list",
-                    s.name, s.command
-                ))
+                return Err(VetRefusal::McpServerNotListed {
+                    server: s.name.clone(),
+                    command: s.command.clone(),
+                })
             }
             ClientMcpServers::Allow(_) => {}
         }
@@ -99,15 +107,16 @@ fn is_text(kind: ChildKind) -> bool {
     )
 }
 
-fn check_text(pkg: &Package, rules: &SectionRules) -> Result<(), String> {
+fn check_text(pkg: &Package, rules: &SectionRules) -> Result<(), VetRefusal> {
     for c in pkg.children.iter().filter(|c| is_text(c.kind)) {
         let texts = [c.description.as_deref().unwrap_or(""), c.body.as_str()];
         for (i, re) in rules.deny.iter().enumerate() {
             if texts.iter().any(|t| re.is_match(t)) {
-                return Err(format!(
-                    "refused by policy.sections.{TEXT_SECTION}.deny[{i}]: it matches the {} {:?}",
-                    c.kind, c.name
-                ));
+                return Err(VetRefusal::TextDenied {
+                    rule: i,
+                    kind: c.kind,
+                    name: c.name.clone(),
+                });
             }
         }
     }
@@ -183,10 +192,10 @@ mod tests {
     fn admission_names_the_policy_key_or_the_role() {
         let mut p = CustomizationPolicy::default();
         assert!(admit(&p, Some("ide"), true).is_ok());
-        let e = admit(&p, Some("ide"), false).unwrap_err().0;
+        let e = admit(&p, Some("ide"), false).unwrap_err().to_string();
         assert!(e.contains("\"ide\" lacks the `customize` role"), "{e}");
         p.client_plugins = ClientPlugins::Deny;
-        let e = admit(&p, Some("ide"), true).unwrap_err().0;
+        let e = admit(&p, Some("ide"), true).unwrap_err().to_string();
         assert!(e.contains("client_plugins = \"deny\""), "{e}");
     }
 
@@ -196,7 +205,7 @@ mod tests {
         let p = CustomizationPolicy::default();
         let e = vet(&mut pkg, &p, &rules(&["(?i)ignore all rules"], &[]))
             .unwrap_err()
-            .0;
+            .to_string();
         assert!(e.contains("custom_instructions.deny[0]"), "{e}");
         assert!(e.contains("skill \"s\""), "{e}");
     }
@@ -215,10 +224,10 @@ mod tests {
     async fn mcp_servers_need_the_allow_list() {
         let mut p = CustomizationPolicy::default();
         let mut pkg = plugin("x", true).await;
-        let e = vet(&mut pkg, &p, &rules(&[], &[])).unwrap_err().0;
+        let e = vet(&mut pkg, &p, &rules(&[], &[])).unwrap_err().to_string();
         assert!(e.contains("client_mcp_servers = \"deny\""), "{e}");
         p.client_mcp_servers = ClientMcpServers::Allow(vec!["node".into()]);
-        let e = vet(&mut pkg, &p, &rules(&[], &[])).unwrap_err().0;
+        let e = vet(&mut pkg, &p, &rules(&[], &[])).unwrap_err().to_string();
         assert!(e.contains("\"python3\", which is not on the list"), "{e}");
         p.client_mcp_servers = ClientMcpServers::Allow(vec!["python3".into()]);
         assert!(vet(&mut pkg, &p, &rules(&[], &[])).is_ok());

@@ -246,8 +246,8 @@ impl KeySet {
             Ok(bytes)
         });
         let outcome = match read {
-            Err(e) => Err(format!("cannot read it: {e}")),
-            Ok(b) if b.len() > MAX_BODY => Err(format!("it is over {MAX_BODY} bytes")),
+            Err(e) => Err(KeySetError::Read(e)),
+            Ok(b) if b.len() > MAX_BODY => Err(KeySetError::TooLarge),
             Ok(b) => parse(&b).map_err(not_jwks),
         };
         let mut s = self.state();
@@ -283,7 +283,7 @@ impl KeySet {
     }
 
     /// Keeps new keys, or logs why there are none and keeps the old ones.
-    fn store(&self, s: &mut KeySetState, outcome: Result<Vec<Key>, String>, what: &str) {
+    fn store(&self, s: &mut KeySetState, outcome: Result<Vec<Key>, KeySetError>, what: &str) {
         s.generation += 1;
         match outcome {
             Ok(keys) => {
@@ -300,6 +300,7 @@ impl KeySet {
             }
             Err(why) => {
                 s.failed = Some(Instant::now());
+                let why = why.to_string();
                 if s.problem.as_deref() != Some(why.as_str()) {
                     let then = if s.loaded.is_some() {
                         "the keys loaded before still serve"
@@ -314,32 +315,46 @@ impl KeySet {
     }
 }
 
-/// Fetches and parses a key set; the error says why, naming no key.
-async fn fetch(url: &HttpsUrl, tls: &FetchTls) -> Result<Vec<Key>, String> {
+/// Why a key set was not loaded; it names no key and quotes no document.
+#[derive(Debug, thiserror::Error)]
+enum KeySetError {
+    #[error("cannot read it: {0}")]
+    Read(#[source] std::io::Error),
+    #[error("it is over {MAX_BODY} bytes")]
+    TooLarge,
+    #[error(transparent)]
+    Fetch(#[from] jwks_fetch::FetchError),
+    /// By position only: serde's own message may quote the document.
+    #[error("not a JWKS ({kind}, at line {line} column {column})")]
+    NotJwks {
+        kind: &'static str,
+        line: usize,
+        column: usize,
+    },
+}
+
+/// Fetches and parses a key set.
+async fn fetch(url: &HttpsUrl, tls: &FetchTls) -> Result<Vec<Key>, KeySetError> {
     let config = match tls {
         FetchTls::Given(c) => c.clone(),
-        FetchTls::Native => jwks_fetch::native_client().map_err(|e| e.to_string())?,
+        FetchTls::Native => jwks_fetch::native_client()?,
     };
-    let body = jwks_fetch::fetch(url, config)
-        .await
-        .map_err(|e| e.to_string())?;
+    let body = jwks_fetch::fetch(url, config).await?;
     parse(&body).map_err(not_jwks)
 }
 
-/// Why a document is no JWKS, by position only: serde's own message may
-/// quote the document.
-fn not_jwks(e: serde_json::Error) -> String {
+fn not_jwks(e: serde_json::Error) -> KeySetError {
     let kind = match e.classify() {
         serde_json::error::Category::Io => "unreadable",
         serde_json::error::Category::Syntax => "not JSON",
         serde_json::error::Category::Data => "JSON without a `keys` list",
         serde_json::error::Category::Eof => "JSON cut short",
     };
-    format!(
-        "not a JWKS ({kind}, at line {} column {})",
-        e.line(),
-        e.column()
-    )
+    KeySetError::NotJwks {
+        kind,
+        line: e.line(),
+        column: e.column(),
+    }
 }
 
 #[derive(Deserialize)]

@@ -29,7 +29,7 @@ const MAX_LINE: usize = 1024;
 #[derive(Debug, thiserror::Error)]
 pub(super) enum FetchError {
     #[error("no trusted CA certificates: {0}")]
-    Roots(String),
+    Roots(#[source] RootsError),
     #[error("{0:?} is not a host name TLS can verify")]
     Name(String),
     #[error("{0}")]
@@ -42,6 +42,19 @@ pub(super) enum FetchError {
     TooLarge,
     #[error("malformed HTTP response: {0}")]
     Malformed(&'static str),
+}
+
+/// Why the system's CA certificates give no TLS client. Kept for the
+/// process (read once), so it is `Clone`: the loader's own errors are not,
+/// and are kept as their text.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(super) enum RootsError {
+    #[error("the system has none")]
+    NoneFound,
+    #[error("{0}")]
+    Unreadable(String),
+    #[error("{0}")]
+    Tls(#[source] rustls::Error),
 }
 
 /// A TLS client trusting `roots`, with ring's cryptography.
@@ -58,7 +71,7 @@ pub(super) fn client_config(roots: RootCertStore) -> Result<Arc<ClientConfig>, r
 /// The TLS client trusting the system's CAs (`SSL_CERT_FILE` and
 /// `SSL_CERT_DIR` honoured), read once per process.
 pub(super) fn native_client() -> Result<Arc<ClientConfig>, FetchError> {
-    static NATIVE: OnceLock<Result<Arc<ClientConfig>, String>> = OnceLock::new();
+    static NATIVE: OnceLock<Result<Arc<ClientConfig>, RootsError>> = OnceLock::new();
     NATIVE
         .get_or_init(|| {
             let found = rustls_native_certs::load_native_certs();
@@ -66,9 +79,9 @@ pub(super) fn native_client() -> Result<Arc<ClientConfig>, FetchError> {
             let (added, _ignored) = roots.add_parsable_certificates(found.certs);
             if added == 0 {
                 let why = found.errors.first().map(|e| e.to_string());
-                return Err(why.unwrap_or_else(|| "the system has none".into()));
+                return Err(why.map_or(RootsError::NoneFound, RootsError::Unreadable));
             }
-            client_config(roots).map_err(|e| e.to_string())
+            client_config(roots).map_err(RootsError::Tls)
         })
         .clone()
         .map_err(FetchError::Roots)

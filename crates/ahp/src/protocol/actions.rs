@@ -171,24 +171,40 @@ fn parse_typed(ty: &str, action: &Value) -> Result<StateAction, Rejection> {
     Err(Rejection(format!("malformed {ty}: {why}")))
 }
 
-type ShapeCheck = fn(&Value) -> Result<(), String>;
+type ShapeCheck = fn(&Value) -> Result<(), ShapeError>;
 
-/// The action read as `T`; an error names the field by its whole path
-/// (`missing field `message.origin``), so a client finds it in a nested
-/// object.
-fn shape<T: DeserializeOwned>(v: &Value) -> Result<(), String> {
+/// Where and why an action does not read as its type. It names the field by
+/// its whole path (`missing field `message.origin``), so a client finds it
+/// in a nested object.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", self.described())]
+struct ShapeError {
+    path: String,
+    #[source]
+    inner: serde_json::Error,
+}
+
+impl ShapeError {
+    fn described(&self) -> String {
+        let inner = self.inner.to_string();
+        let missing = inner
+            .strip_prefix("missing field `")
+            .and_then(|r| r.strip_suffix('`'));
+        match (self.path.as_str(), missing) {
+            (".", _) => inner,
+            (path, Some(field)) => format!("missing field `{path}.{field}`"),
+            (path, None) => format!("{inner} (at `{path}`)"),
+        }
+    }
+}
+
+/// The action read as `T`.
+fn shape<T: DeserializeOwned>(v: &Value) -> Result<(), ShapeError> {
     serde_path_to_error::deserialize::<_, T>(v)
         .map(drop)
-        .map_err(|e| {
-            let (path, inner) = (e.path().to_string(), e.inner().to_string());
-            let missing = inner
-                .strip_prefix("missing field `")
-                .and_then(|r| r.strip_suffix('`'));
-            match (path.as_str(), missing) {
-                (".", _) => inner,
-                (path, Some(field)) => format!("missing field `{path}.{field}`"),
-                (path, None) => format!("{inner} (at `{path}`)"),
-            }
+        .map_err(|e| ShapeError {
+            path: e.path().to_string(),
+            inner: e.into_inner(),
         })
 }
 

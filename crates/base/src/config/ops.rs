@@ -127,7 +127,7 @@ impl Default for TelemetryConfig {
 impl TelemetryConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         if let Some(e) = &self.otlp_endpoint {
-            check_endpoint(e).map_err(|why| bad("telemetry.otlp_endpoint", why))?;
+            check_endpoint(e).map_err(|why| bad("telemetry.otlp_endpoint", why.to_string()))?;
         }
         if self.service_name.trim().is_empty() {
             return Err(bad("telemetry.service_name", "is empty"));
@@ -148,13 +148,19 @@ impl TelemetryConfig {
     }
 }
 
+/// Why a telemetry endpoint is refused.
+#[derive(Debug, thiserror::Error)]
+enum EndpointError {
+    #[error("{0:?} is not a URL like \"http://127.0.0.1:4318\" (only plain http: send to a local collector)")]
+    NotHttp(String),
+    #[error("{0:?} is not a URL like \"http://127.0.0.1:4318\"")]
+    Malformed(String),
+}
+
 /// An endpoint the bridge can post to: `http://HOST[:PORT][/PATH]`.
-fn check_endpoint(e: &str) -> Result<(), String> {
-    let like = "a URL like \"http://127.0.0.1:4318\"";
+fn check_endpoint(e: &str) -> Result<(), EndpointError> {
     let Some(rest) = e.strip_prefix("http://") else {
-        return Err(format!(
-            "{e:?} is not {like} (only plain http: send to a local collector)"
-        ));
+        return Err(EndpointError::NotHttp(e.to_owned()));
     };
     let authority = rest.split('/').next().unwrap_or_default();
     // `[::1]:4318`, `host:4318`, `host`.
@@ -170,7 +176,7 @@ fn check_endpoint(e: &str) -> Result<(), String> {
     };
     let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok());
     if host.is_empty() || !port_ok || rest.contains(['?', '#', ' ', '@']) {
-        return Err(format!("{e:?} is not {like}"));
+        return Err(EndpointError::Malformed(e.to_owned()));
     }
     Ok(())
 }

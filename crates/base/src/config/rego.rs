@@ -103,7 +103,7 @@ impl RegoConfig {
     pub fn module_files(&self) -> Result<Vec<PathBuf>, ConfigError> {
         let mut out = Vec::new();
         for p in &self.modules {
-            let found = expand(p, "rego").map_err(|r| bad("policy.rego.modules", r))?;
+            let found = expand(p, "rego").map_err(|r| bad("policy.rego.modules", r.to_string()))?;
             if found.is_empty() {
                 return Err(bad(
                     "policy.rego.modules",
@@ -136,11 +136,13 @@ impl RegoConfig {
         let mut total = 0;
         let mut out = RegoSources::default();
         for path in &modules {
-            let text = read_bounded(path, &mut total).map_err(|r| bad("policy.rego.modules", r))?;
+            let text = read_bounded(path, &mut total)
+                .map_err(|r| bad("policy.rego.modules", r.to_string()))?;
             out.modules.push((path.display().to_string(), text));
         }
         for path in &self.data {
-            let text = read_bounded(path, &mut total).map_err(|r| bad("policy.rego.data", r))?;
+            let text = read_bounded(path, &mut total)
+                .map_err(|r| bad("policy.rego.data", r.to_string()))?;
             let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
                 bad(
                     "policy.rego.data",
@@ -159,29 +161,50 @@ impl RegoConfig {
     }
 }
 
+/// Why the policy's files could not be taken.
+#[derive(Debug, thiserror::Error)]
+enum RegoFileError {
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{}: {len} bytes, more than {MAX_REGO_FILE_BYTES}", path.display())]
+    FileTooLarge { path: PathBuf, len: u64 },
+    #[error("the files hold more than {MAX_REGO_TOTAL_BYTES} bytes")]
+    TotalTooLarge,
+    #[error("{}: no such file or folder", .0.display())]
+    Missing(PathBuf),
+    #[error("{}: only the last component may hold * or ?", .0.display())]
+    GlobInFolder(PathBuf),
+}
+
+fn io_at(path: &Path) -> impl FnOnce(std::io::Error) -> RegoFileError + '_ {
+    move |source| RegoFileError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
 /// One module or data file's text, counted against the policy's total.
-fn read_bounded(path: &Path, total: &mut u64) -> Result<String, String> {
-    let len = std::fs::metadata(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?
-        .len();
+fn read_bounded(path: &Path, total: &mut u64) -> Result<String, RegoFileError> {
+    let len = std::fs::metadata(path).map_err(io_at(path))?.len();
     if len > MAX_REGO_FILE_BYTES {
-        return Err(format!(
-            "{}: {len} bytes, more than {MAX_REGO_FILE_BYTES}",
-            path.display()
-        ));
+        return Err(RegoFileError::FileTooLarge {
+            path: path.to_path_buf(),
+            len,
+        });
     }
     *total += len;
     if *total > MAX_REGO_TOTAL_BYTES {
-        return Err(format!(
-            "the files hold more than {MAX_REGO_TOTAL_BYTES} bytes"
-        ));
+        return Err(RegoFileError::TotalTooLarge);
     }
-    std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))
+    std::fs::read_to_string(path).map_err(io_at(path))
 }
 
 /// A file, a folder's files ending in `.ext`, or a glob in the last
 /// component (`*`, `?`), sorted by name.
-fn expand(path: &Path, ext: &str) -> Result<Vec<PathBuf>, String> {
+fn expand(path: &Path, ext: &str) -> Result<Vec<PathBuf>, RegoFileError> {
     let name = path
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
@@ -191,7 +214,7 @@ fn expand(path: &Path, ext: &str) -> Result<Vec<PathBuf>, String> {
         return if path.is_file() {
             Ok(vec![path.to_path_buf()])
         } else {
-            Err(format!("{}: no such file or folder", path.display()))
+            Err(RegoFileError::Missing(path.to_path_buf()))
         };
     }
     let dir = if is_glob {
@@ -200,15 +223,12 @@ fn expand(path: &Path, ext: &str) -> Result<Vec<PathBuf>, String> {
         path
     };
     if dir.to_string_lossy().contains(['*', '?']) {
-        return Err(format!(
-            "{}: only the last component may hold * or ?",
-            path.display()
-        ));
+        return Err(RegoFileError::GlobInFolder(path.to_path_buf()));
     }
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let entries = std::fs::read_dir(dir).map_err(io_at(dir))?;
     let mut out = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|e| format!("{}: {e}", dir.display()))?;
+        let entry = entry.map_err(io_at(dir))?;
         let file = entry.file_name().to_string_lossy().into_owned();
         let wanted = if is_glob {
             wildcard(&name, &file)
@@ -284,7 +304,10 @@ mod tests {
             ["b.rego"]
         );
         let missing = expand(&dir.path().join("c.rego"), "rego").unwrap_err();
-        assert!(missing.contains("c.rego: no such file"), "{missing}");
+        assert!(
+            missing.to_string().contains("c.rego: no such file"),
+            "{missing}"
+        );
     }
 
     #[test]

@@ -206,6 +206,7 @@ impl Rego {
             let input = Value::from(doc.clone());
             rego.interpret(point, sets, input, CHECK_TIMEOUT.max(timeout))
                 .err()
+                .map(|e| e.to_string())
         });
         if !found.is_empty() {
             return Err(CompileError::new(found));
@@ -249,7 +250,7 @@ impl Rego {
     /// Decides `input` at its point within `[policy.rego] timeout` or
     /// `budget`, whichever is shorter; counted by point and outcome.
     pub fn decide(&self, input: &Input<'_>, budget: Duration) -> Decision {
-        self.decide_value(input.body.point(), Ok(input.to_value()), budget)
+        self.decide_value(input.body.point(), input.to_value(), budget)
     }
 
     /// Decides a document given whole (`policy eval`): as [`Self::decide`].
@@ -259,15 +260,10 @@ impl Rego {
         input: &serde_json::Value,
         budget: Duration,
     ) -> Decision {
-        self.decide_value(point, Ok(Value::from(input.clone())), budget)
+        self.decide_value(point, Value::from(input.clone()), budget)
     }
 
-    fn decide_value(
-        &self,
-        point: Point,
-        input: Result<Value, String>,
-        budget: Duration,
-    ) -> Decision {
+    fn decide_value(&self, point: Point, input: Value, budget: Duration) -> Decision {
         let declared = self.points.get(&point).copied().unwrap_or_default();
         let sets = if declared == Sets::default() {
             // No package for this point: nothing to deny or warn.
@@ -275,9 +271,9 @@ impl Rego {
         } else {
             let limit = budget.min(self.timeout);
             if limit.is_zero() {
-                Err("no time was left to decide".to_owned())
+                Err(SetsError::NoTime)
             } else {
-                input.and_then(|v| self.interpret(point, declared, v, limit))
+                self.interpret(point, declared, input, limit)
             }
         };
         let d = self.conclude(point, sets);
@@ -285,10 +281,14 @@ impl Rego {
         d
     }
 
-    fn conclude(&self, point: Point, sets: Result<(Vec<String>, Vec<String>), String>) -> Decision {
+    fn conclude(
+        &self,
+        point: Point,
+        sets: Result<(Vec<String>, Vec<String>), SetsError>,
+    ) -> Decision {
         let enforced = self.enforcement == Enforcement::Enforce;
         let (outcome, deny, warn, error) = match sets {
-            Err(e) => (Outcome::Error, vec![], vec![], Some(e)),
+            Err(e) => (Outcome::Error, vec![], vec![], Some(e.to_string())),
             Ok((deny, warn)) if !deny.is_empty() => {
                 let o = if enforced {
                     Outcome::Denied
@@ -319,14 +319,14 @@ impl Rego {
         declared: Sets,
         value: Value,
         limit: Duration,
-    ) -> Result<(Vec<String>, Vec<String>), String> {
+    ) -> Result<(Vec<String>, Vec<String>), SetsError> {
         let mut engine = self.take();
         engine.set_execution_timer_config(timer(limit));
         engine.set_input(value);
         let result = sets(point, declared, |rule| {
             engine
                 .eval_rule(rule.to_owned())
-                .map_err(|e| diagnostic(&e))
+                .map_err(|e| SetsError::Engine(diagnostic(&e)))
         });
         // `print` output is gathered (never written to stderr): dropped
         // here, so a pooled engine does not keep it.
@@ -361,14 +361,29 @@ pub(crate) fn timer(limit: Duration) -> ExecutionTimerConfig {
     }
 }
 
+/// Why a point's sets could not be had: the decision's error.
+#[derive(Debug, thiserror::Error)]
+enum SetsError {
+    #[error("no time was left to decide")]
+    NoTime,
+    /// The engine's own error, as its diagnostic reads (regorus's errors
+    /// are `anyhow` chains: kept as the text they print).
+    #[error("{0}")]
+    Engine(String),
+    #[error("{rule} is {kind}, not a set of strings")]
+    NotASet { rule: String, kind: &'static str },
+    #[error("{rule} holds {kind}, not a string")]
+    NotAString { rule: String, kind: &'static str },
+}
+
 /// The point's `deny` and `warn` sets, each that its package declares,
 /// asked of an evaluator by rule path.
 fn sets(
     point: Point,
     declared: Sets,
-    mut eval: impl FnMut(&str) -> Result<Value, String>,
-) -> Result<(Vec<String>, Vec<String>), String> {
-    let mut set = |name: &str, wanted: bool| -> Result<Vec<String>, String> {
+    mut eval: impl FnMut(&str) -> Result<Value, SetsError>,
+) -> Result<(Vec<String>, Vec<String>), SetsError> {
+    let mut set = |name: &str, wanted: bool| -> Result<Vec<String>, SetsError> {
         if !wanted {
             return Ok(vec![]);
         }
@@ -380,22 +395,25 @@ fn sets(
 
 /// One set's value as its messages, bounded: undefined is empty; anything
 /// but a set or array of strings is an error naming the rule.
-fn strings(rule: &str, value: &Value) -> Result<Vec<String>, String> {
+fn strings(rule: &str, value: &Value) -> Result<Vec<String>, SetsError> {
     let items: Vec<&Value> = match value {
         Value::Undefined => return Ok(vec![]),
         Value::Set(s) => s.iter().collect(),
         Value::Array(a) => a.iter().collect(),
         other => {
-            return Err(format!(
-                "{rule} is {}, not a set of strings",
-                kind_of(other)
-            ))
+            return Err(SetsError::NotASet {
+                rule: rule.to_owned(),
+                kind: kind_of(other),
+            })
         }
     };
     let mut out = Vec::with_capacity(items.len().min(MAX_MESSAGES));
     for v in items {
         let Value::String(s) = v else {
-            return Err(format!("{rule} holds {}, not a string", kind_of(v)));
+            return Err(SetsError::NotAString {
+                rule: rule.to_owned(),
+                kind: kind_of(v),
+            });
         };
         if out.len() < MAX_MESSAGES {
             out.push(bounded(s));
