@@ -6,17 +6,19 @@
 //! `checkpoint_every` records, every `checkpoint_interval` and at `close`.
 
 use crate::error::AuditError;
+use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::time::Duration;
 
 use serde_json::Value;
-use tracing::{error, warn};
+use tracing::{error, info, warn};
 
 use super::chain_hash;
 use super::checkpoint::{Signer, HASH_PREFIX};
-use super::record::{now_rfc3339, CheckpointRecord, Kind, Record};
+use super::record::{now_rfc3339, CheckpointRecord, Kind, Record, RotationRecord};
+use super::rotation::{file_name, rotated_name};
 use super::scan::scan;
 use super::writer::Writer;
 use ahp_bridge_base::config::{AuditConfig, FsyncPolicy};
@@ -345,6 +347,67 @@ impl AuditLog {
                 error!(path = %self.path.display(), "audit fsync failed: {e}");
             }
         }
+    }
+
+    // Rotation (rotation.rs says how a series is made).
+
+    /// Rotates when the file is due; a failure is logged and the current
+    /// file written on (nothing is lost by not rotating).
+    pub(super) fn rotate_if_due(&self, w: &mut Writer) {
+        if !self.rotation_due(w) {
+            return;
+        }
+        if let Err(e) = self.rotate(w) {
+            error!(path = %self.path.display(), "audit log rotation failed, writing on in the current file: {e}");
+        }
+    }
+
+    pub(super) fn rotation_due(&self, w: &Writer) -> bool {
+        if w.file_first_seq().is_none() || w.needs_recovery() || w.pending_link().is_some() {
+            return false;
+        }
+        let o = &self.opts;
+        let big = o.max_bytes > 0 && w.file_len() >= o.max_bytes;
+        let old = !o.max_age.is_zero()
+            && w.file_started().is_some_and(|t| {
+                jiff::Timestamp::now().duration_since(t).unsigned_abs() >= o.max_age
+            });
+        big || old
+    }
+
+    fn rotate(&self, w: &mut Writer) -> Result<(), AuditError> {
+        if self.opts.signer.is_some() && w.uncheckpointed() > 0 {
+            self.checkpoint(w)?;
+        }
+        w.sync()?;
+        let to = rotated_name(&self.path, w.file_first_seq().unwrap_or(w.seq()));
+        std::fs::rename(&self.path, &to)?;
+        let file = match OpenOptions::new()
+            .create_new(true)
+            .append(true)
+            .open(&self.path)
+        {
+            Ok(f) => f,
+            Err(e) => {
+                let _ = std::fs::rename(&to, &self.path);
+                return Err(e.into());
+            }
+        };
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if let Ok(d) = std::fs::File::open(dir) {
+                let _ = d.sync_all();
+            }
+        }
+        info!(path = %self.path.display(), rotated_to = %to.display(), last_seq = w.seq(), "audit log rotated");
+        let link = RotationRecord {
+            time: now_rfc3339(),
+            previous_file: file_name(&to),
+            previous_seq: w.seq(),
+        };
+        // Written by `settle`, which also retries it before anything else
+        // if this write fails (no recovery is pending: `rotation_due` says so).
+        w.rotated(file, link);
+        self.settle(w)
     }
 }
 

@@ -1,80 +1,13 @@
-//! Rotation (`max_bytes`, `max_age`) and the series it makes. The full file
-//! is renamed to `NAME.SEQ` (SEQ: its first record), a new NAME is started,
+//! The series rotation makes (the rotation itself, on `max_bytes` and
+//! `max_age`, is the log's own: `AuditLog` in log.rs). The full file is
+//! renamed to `NAME.SEQ` (SEQ: its first record), a new NAME is started,
 //! and its first record, `rotation`, names the previous file and links to its
 //! last hash, so the series is one chain. With a key, the old file ends in a
 //! checkpoint, so every file's records are signed within it.
 
 use crate::error::AuditError;
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-
-use tracing::{error, info};
-
-use super::log::AuditLog;
-use super::record::{now_rfc3339, RotationRecord};
-use super::writer::Writer;
-
-impl AuditLog {
-    /// Rotates when the file is due; a failure is logged and the current
-    /// file written on (nothing is lost by not rotating).
-    pub(super) fn rotate_if_due(&self, w: &mut Writer) {
-        if !self.rotation_due(w) {
-            return;
-        }
-        if let Err(e) = self.rotate(w) {
-            error!(path = %self.path.display(), "audit log rotation failed, writing on in the current file: {e}");
-        }
-    }
-
-    pub(super) fn rotation_due(&self, w: &Writer) -> bool {
-        if w.file_first_seq().is_none() || w.needs_recovery() || w.pending_link().is_some() {
-            return false;
-        }
-        let o = &self.opts;
-        let big = o.max_bytes > 0 && w.file_len() >= o.max_bytes;
-        let old = !o.max_age.is_zero()
-            && w.file_started().is_some_and(|t| {
-                jiff::Timestamp::now().duration_since(t).unsigned_abs() >= o.max_age
-            });
-        big || old
-    }
-
-    fn rotate(&self, w: &mut Writer) -> Result<(), AuditError> {
-        if self.opts.signer.is_some() && w.uncheckpointed() > 0 {
-            self.checkpoint(w)?;
-        }
-        w.sync()?;
-        let to = rotated_name(&self.path, w.file_first_seq().unwrap_or(w.seq()));
-        std::fs::rename(&self.path, &to)?;
-        let file = match OpenOptions::new()
-            .create_new(true)
-            .append(true)
-            .open(&self.path)
-        {
-            Ok(f) => f,
-            Err(e) => {
-                let _ = std::fs::rename(&to, &self.path);
-                return Err(e.into());
-            }
-        };
-        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            if let Ok(d) = std::fs::File::open(dir) {
-                let _ = d.sync_all();
-            }
-        }
-        info!(path = %self.path.display(), rotated_to = %to.display(), last_seq = w.seq(), "audit log rotated");
-        let link = RotationRecord {
-            time: now_rfc3339(),
-            previous_file: file_name(&to),
-            previous_seq: w.seq(),
-        };
-        // Written by `settle`, which also retries it before anything else
-        // if this write fails (no recovery is pending: `rotation_due` says so).
-        w.rotated(file, link);
-        self.settle(w)
-    }
-}
 
 pub(super) fn file_name(p: &Path) -> String {
     p.file_name()
@@ -84,7 +17,7 @@ pub(super) fn file_name(p: &Path) -> String {
 
 /// `NAME.SEQ`, or with a further suffix if that exists (a series restarted
 /// from scratch beside an older one).
-fn rotated_name(path: &Path, first_seq: u64) -> PathBuf {
+pub(super) fn rotated_name(path: &Path, first_seq: u64) -> PathBuf {
     let with = |suffix: String| {
         let mut p = path.as_os_str().to_owned();
         p.push(suffix);

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{bad, Config, ConfigError, Role, Visibility, TOKEN_PRINCIPAL};
+use super::{bad, ConfigError, PrincipalConfig, Role, Visibility, TOKEN_PRINCIPAL};
 
 /// The shortest `jwks_refresh`: an issuer is not asked more often than this.
 pub(super) const MIN_JWKS_REFRESH: Duration = Duration::from_secs(10);
@@ -193,10 +193,16 @@ fn text_ok(s: &str) -> bool {
     !s.trim().is_empty() && !s.chars().any(char::is_control)
 }
 
-impl Config {
-    pub(super) fn validate_jwt(&self) -> Result<(), ConfigError> {
+impl JwtConfig {
+    /// `[[jwt]]`, against the static principals' names (`token_set`:
+    /// `[server] token` names the principal `token` already).
+    pub(super) fn validate_all(
+        jwt: &[Self],
+        principals: &[PrincipalConfig],
+        token_set: bool,
+    ) -> Result<(), ConfigError> {
         let mut names = std::collections::BTreeSet::new();
-        for (i, j) in self.jwt.iter().enumerate() {
+        for (i, j) in jwt.iter().enumerate() {
             let key = |k: &str| format!("jwt[{i}].{k}");
             if !name_ok(&j.name) {
                 return Err(bad(
@@ -207,8 +213,8 @@ impl Config {
             if !names.insert(j.name.as_str()) {
                 return Err(bad(&key("name"), format!("{:?} is used twice", j.name)));
             }
-            let static_name = self.principals.iter().any(|p| p.name == j.name)
-                || j.name == TOKEN_PRINCIPAL && self.server.token.is_some();
+            let static_name = principals.iter().any(|p| p.name == j.name)
+                || j.name == TOKEN_PRINCIPAL && token_set;
             if static_name {
                 return Err(bad(
                     &key("name"),
@@ -239,16 +245,13 @@ impl Config {
             if !text_ok(&j.principal_claim) {
                 return Err(bad(&key("principal_claim"), "must name a claim"));
             }
-            self.validate_jwt_roles(j, &key)?;
+            j.validate_roles(&key)?;
         }
         Ok(())
     }
 
-    fn validate_jwt_roles(
-        &self,
-        j: &JwtConfig,
-        key: &dyn Fn(&str) -> String,
-    ) -> Result<(), ConfigError> {
+    fn validate_roles(&self, key: &dyn Fn(&str) -> String) -> Result<(), ConfigError> {
+        let j = self;
         match &j.roles_claim {
             Some(c) if !text_ok(c) => {
                 return Err(bad(&key("roles_claim"), "must name a claim"));
@@ -282,6 +285,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     const OK: &str = "[[jwt]]\nname = \"corp\"\nissuer = \"https://login.example.com\"\naudiences = [\"ahp\"]\njwks = \"https://login.example.com/keys\"\nroles_claim = \"groups\"\n[jwt.roles]\n\"copilot-admins\" = [\"admin\"]\n";
 

@@ -1,8 +1,9 @@
 //! The per-principal rate limits: `[server]` holds the defaults, each
 //! `[[principals]]` entry may override any of them under the same name.
-//! What each one counts is said where it is enforced (`crates/ahp/src/auth/limits.rs`).
+//! What each one counts is said where it is enforced (`crates/ahp/src/auth/limits.rs`);
+//! a principal's effective limits are `Config::rate_limits`.
 
-use super::{bad, Config, ConfigError, TOKEN_PRINCIPAL};
+use super::{bad, ConfigError, PrincipalConfig, ServerConfig};
 
 /// The limits one principal is held to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,56 +33,12 @@ impl Default for RateLimits {
 /// The largest value any of them may take.
 const MAX_LIMIT: u32 = 1_000_000;
 
-impl Config {
-    /// The limits of the principal named `name`: its own overrides over the
-    /// `[server]` defaults (the token principal and `local` have the defaults).
-    pub fn rate_limits(&self, name: &str) -> RateLimits {
-        let defaults = self.default_rate_limits();
-        let own = self
-            .principals
-            .iter()
-            .find(|p| p.name == name && name != TOKEN_PRINCIPAL);
-        let Some(p) = own else { return defaults };
-        RateLimits {
-            max_sessions: p.max_sessions.unwrap_or(defaults.max_sessions),
-            turns_per_minute: p.turns_per_minute.unwrap_or(defaults.turns_per_minute),
-            actions_per_second: p.actions_per_second.unwrap_or(defaults.actions_per_second),
-            actions_burst: p.actions_burst.unwrap_or(defaults.actions_burst),
-        }
-    }
-
-    /// The `[server]` defaults.
-    pub fn default_rate_limits(&self) -> RateLimits {
-        let s = &self.server;
-        RateLimits {
-            max_sessions: s.max_sessions,
-            turns_per_minute: s.turns_per_minute,
-            actions_per_second: s.actions_per_second,
-            actions_burst: s.actions_burst,
-        }
-    }
-
-    /// Every principal's limits, keyed by its name: each `[[principals]]`
-    /// entry, the token principal with `[server] token`, and `local` when
-    /// there are no credentials at all.
-    pub fn all_rate_limits(&self) -> Vec<(String, RateLimits)> {
-        let mut out: Vec<(String, RateLimits)> = self
-            .principals
-            .iter()
-            .map(|p| (p.name.clone(), self.rate_limits(&p.name)))
-            .collect();
-        if self.server.token.is_some() {
-            out.push((TOKEN_PRINCIPAL.into(), self.rate_limits(TOKEN_PRINCIPAL)));
-        }
-        if out.is_empty() {
-            out.push(("local".into(), self.rate_limits("local")));
-        }
-        out
-    }
-
-    /// The `[server]` defaults and every override: each at least 1.
-    pub(super) fn validate_rate_limits(&self) -> Result<(), ConfigError> {
-        let s = &self.server;
+impl RateLimits {
+    /// The `[server]` defaults and every principal's override: each at least 1.
+    pub(super) fn validate_all(
+        s: &ServerConfig,
+        principals: &[PrincipalConfig],
+    ) -> Result<(), ConfigError> {
         let server = [
             ("max_sessions", Some(s.max_sessions)),
             ("turns_per_minute", Some(s.turns_per_minute)),
@@ -89,7 +46,7 @@ impl Config {
             ("actions_burst", Some(s.actions_burst)),
         ];
         check(|k| format!("server.{k}"), server)?;
-        for (i, p) in self.principals.iter().enumerate() {
+        for (i, p) in principals.iter().enumerate() {
             let own = [
                 ("max_sessions", p.max_sessions),
                 ("turns_per_minute", p.turns_per_minute),
@@ -119,6 +76,7 @@ fn check(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::{Config, TOKEN_PRINCIPAL};
 
     #[test]
     fn a_principal_overrides_the_server_defaults_key_by_key() {

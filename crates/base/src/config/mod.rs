@@ -2,6 +2,7 @@
 //! on a developer's machine; validation names the bad key and says why. Who
 //! may connect is in [`principals`]; how much each may do in [`limits`].
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -152,22 +153,122 @@ impl Config {
 
     /// Every section, then what needs more than one: names the first bad key.
     pub fn validate(&self) -> Result<(), ConfigError> {
-        self.validate_server()?;
-        self.validate_principals()?;
-        self.validate_jwt()?;
-        self.validate_rate_limits()?;
+        // Each section checks itself; a rule that spans sections is given
+        // what it reads. The order is the order the first fault is named in.
+        let token_set = self.server.token.is_some();
+        let others = !self.principals.is_empty() || !self.jwt.is_empty();
+        self.server.validate(others)?;
+        PrincipalConfig::validate_all(&self.principals, token_set)?;
+        JwtConfig::validate_all(&self.jwt, &self.principals, token_set)?;
+        RateLimits::validate_all(&self.server, &self.principals)?;
         self.audit.validate()?;
         self.runtime.validate()?;
-        self.validate_runtime_protocol()?;
+        AhpHostConfig::validate_mode(self)?;
         self.policy.validate()?;
         self.admin.validate()?;
-        self.validate_transport()?;
-        self.validate_sdk()?;
+        TlsConfig::validate_transport(&self.server, &self.admin, &self.principals)?;
+        if let Some(sdk) = &self.sdk {
+            sdk.validate(&self.principals, self.server.allow_plaintext_remote)?;
+        }
         self.customizations.validate()?;
         self.policy.customizations.validate()?;
         self.log.validate()?;
         self.telemetry.validate()?;
-        self.validate_policy_rules()
+        self.policy.validate_sections()
+    }
+
+    // What the sections say together.
+
+    /// The effective policy as a table (`config check`): one row per
+    /// catalogued section, with who may transform it.
+    pub fn policy_table(&self) -> String {
+        self.policy.table(&self.transform_principals())
+    }
+
+    /// This config's reloadable keys.
+    pub fn reloadable(&self) -> Reloadable<'_> {
+        Reloadable(self)
+    }
+
+    /// Where the state store lives, if anywhere.
+    pub fn state_path(&self) -> Option<PathBuf> {
+        if !self.state.enabled {
+            return None;
+        }
+        self.state.path.clone().or_else(|| {
+            let audit = self.audit.path.as_ref()?;
+            let dir = audit.parent().filter(|d| !d.as_os_str().is_empty());
+            Some(dir.map_or_else(
+                || PathBuf::from(DEFAULT_STATE_FILE),
+                |d| d.join(DEFAULT_STATE_FILE),
+            ))
+        })
+    }
+
+    /// The limits of the principal named `name`: its own overrides over the
+    /// `[server]` defaults (the token principal and `local` have the defaults).
+    pub fn rate_limits(&self, name: &str) -> RateLimits {
+        let defaults = self.default_rate_limits();
+        let own = self
+            .principals
+            .iter()
+            .find(|p| p.name == name && name != TOKEN_PRINCIPAL);
+        let Some(p) = own else { return defaults };
+        RateLimits {
+            max_sessions: p.max_sessions.unwrap_or(defaults.max_sessions),
+            turns_per_minute: p.turns_per_minute.unwrap_or(defaults.turns_per_minute),
+            actions_per_second: p.actions_per_second.unwrap_or(defaults.actions_per_second),
+            actions_burst: p.actions_burst.unwrap_or(defaults.actions_burst),
+        }
+    }
+
+    /// The `[server]` defaults.
+    pub fn default_rate_limits(&self) -> RateLimits {
+        let s = &self.server;
+        RateLimits {
+            max_sessions: s.max_sessions,
+            turns_per_minute: s.turns_per_minute,
+            actions_per_second: s.actions_per_second,
+            actions_burst: s.actions_burst,
+        }
+    }
+
+    /// Every principal's limits, keyed by its name: each `[[principals]]`
+    /// entry, the token principal with `[server] token`, and `local` when
+    /// there are no credentials at all.
+    pub fn all_rate_limits(&self) -> Vec<(String, RateLimits)> {
+        let mut out: Vec<(String, RateLimits)> = self
+            .principals
+            .iter()
+            .map(|p| (p.name.clone(), self.rate_limits(&p.name)))
+            .collect();
+        if self.server.token.is_some() {
+            out.push((TOKEN_PRINCIPAL.into(), self.rate_limits(TOKEN_PRINCIPAL)));
+        }
+        if out.is_empty() {
+            out.push(("local".into(), self.rate_limits("local")));
+        }
+        out
+    }
+
+    /// Each principal that may transform, with its allow-list (`None`: any
+    /// section the policy allows). Without credentials, everyone (`local`).
+    pub fn transform_principals(&self) -> BTreeMap<String, Option<Vec<String>>> {
+        let mut out = BTreeMap::new();
+        if self.server.token.is_none() && self.principals.is_empty() {
+            out.insert("local".to_owned(), None);
+        }
+        if self.server.token.is_some() {
+            out.insert(TOKEN_PRINCIPAL.to_owned(), None);
+        }
+        for p in self
+            .principals
+            .iter()
+            .filter(|p| p.roles.contains(&Role::Transform))
+        {
+            out.insert(p.name.clone(), p.sections.clone());
+        }
+        out
     }
 }
 

@@ -1,14 +1,21 @@
 //! `[policy]`: what clients may do with the system prompt's sections: the
 //! hidden ones, the deadline and limits of a transform, the operator's
-//! overrides; the per-section rules are in [`super::policy_rules`].
+//! overrides, and the effective policy of every catalogued section as
+//! `config check` prints it; the per-section rules' types are in
+//! [`super::policy_rules`].
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{bad, duration, ConfigError, CustomizationPolicy, RegoConfig, SectionRuleConfig};
-use crate::sections::is_catalogued;
+use std::fmt::Write as _;
+
+use super::{
+    bad, duration, Access, ConfigError, CustomizationPolicy, EffectiveSection, RegoConfig,
+    SectionRuleConfig,
+};
+use crate::sections::{is_catalogued, SECTION_CATALOGUE};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -100,6 +107,153 @@ impl PolicyConfig {
             r.validate(self.transform_timeout)?;
         }
         Ok(())
+    }
+
+    /// `[policy.sections.*]`, each against the rest of the policy. Checked
+    /// after every other section of the config, as before this moved here.
+    pub(super) fn validate_sections(&self) -> Result<(), ConfigError> {
+        for (id, r) in &self.sections {
+            self.validate_section(id, r)?;
+            r.validate_lists(|k| format!("policy.sections.{id}.{k}"))?;
+        }
+        Ok(())
+    }
+
+    /// Every catalogued section's effective policy, in catalogue order.
+    pub fn effective_sections(&self) -> Vec<EffectiveSection> {
+        SECTION_CATALOGUE
+            .iter()
+            .map(|s| {
+                let rules = self.sections.get(s.id).cloned().unwrap_or_default();
+                let restricted = self.restricted.iter().any(|r| r == s.id);
+                let access = match rules.access {
+                    Some(a) => a,
+                    None if restricted => Access::Hidden,
+                    None => Access::Transform,
+                };
+                EffectiveSection {
+                    id: s.id,
+                    access,
+                    fixed: self.overrides.get(s.id).map(|o| o.action),
+                    rules,
+                }
+            })
+            .collect()
+    }
+
+    /// The sections no client ever sees: `restricted` and `access = "hidden"`.
+    pub fn hidden_sections(&self) -> Vec<String> {
+        self.effective_sections()
+            .into_iter()
+            .filter(|s| s.access == Access::Hidden)
+            .map(|s| s.id.to_owned())
+            .collect()
+    }
+
+    /// The effective policy as a table: one row per catalogued section.
+    /// `principals`: who may transform, as `Config::transform_principals`
+    /// says.
+    pub fn table(&self, principals: &BTreeMap<String, Option<Vec<String>>>) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<21} {:<18} {:<13} {:>7} {:>7} {:>5} {:>5} {:>7}  principals",
+            "section", "access", "mode", "growth", "shrink", "keep", "deny", "redact"
+        );
+        let limit = |v: Option<usize>| v.map_or("-".to_owned(), |n| n.to_string());
+        for s in self.effective_sections() {
+            let r = &s.rules;
+            let (access, who) = match (s.fixed, s.access) {
+                (Some(action), _) => (format!("override:{}", action.as_str()), "-".to_owned()),
+                (None, Access::Hidden) => ("hidden".to_owned(), "-".to_owned()),
+                (None, a) => {
+                    let names: Vec<&str> = principals
+                        .iter()
+                        .filter(|(_, allowed)| {
+                            allowed.as_ref().is_none_or(|l| l.iter().any(|x| x == s.id))
+                        })
+                        .map(|(n, _)| n.as_str())
+                        .collect();
+                    let who = if names.is_empty() {
+                        "(none)".to_owned()
+                    } else {
+                        names.join(", ")
+                    };
+                    (a.as_str().to_owned(), who)
+                }
+            };
+            let _ = writeln!(
+                out,
+                "{:<21} {:<18} {:<13} {:>7} {:>7} {:>5} {:>5} {:>7}  {who}",
+                s.id,
+                access,
+                r.mode.as_str(),
+                limit(r.max_growth_bytes),
+                limit(r.max_shrink_bytes),
+                r.must_keep.len(),
+                r.deny.len(),
+                r.redact.len(),
+            );
+        }
+        out
+    }
+
+    /// `[policy.sections.ID]` against the rest of the policy: a known id,
+    /// an access that agrees with `restricted`, no rules where they could
+    /// never apply (an overridden, hidden or read-only section), modes and
+    /// limits that allow a change.
+    fn validate_section(&self, id: &str, r: &SectionRuleConfig) -> Result<(), ConfigError> {
+        let key = |k: &str| format!("policy.sections.{id}{k}");
+        if !is_catalogued(id) {
+            return Err(bad(&key(""), "not a known section id"));
+        }
+        let restricted = self.restricted.iter().any(|x| x == id);
+        if let Some(a) = r.access.filter(|a| *a != Access::Hidden && restricted) {
+            return Err(bad(
+                &key(".access"),
+                format!(
+                    "{:?} contradicts policy.restricted, which lists {id:?} (remove it there; note that the default is [\"safety\"])",
+                    a.as_str()
+                ),
+            ));
+        }
+        let rules = r.rewrite_rules();
+        let claims_access = r.access.is_some_and(|a| a != Access::Hidden);
+        if self.overrides.contains_key(id)
+            && (!rules.is_empty() || !r.redact.is_empty() || claims_access)
+        {
+            return Err(bad(
+                &key(""),
+                format!("{id:?} has an operator override (policy.overrides.{id}), so no client ever sees or rewrites it and these rules would never apply"),
+            ));
+        }
+        let access = r.access.unwrap_or(if restricted {
+            Access::Hidden
+        } else {
+            Access::Transform
+        });
+        let never = |k: &str, why: &str| Err(bad(&key(&format!(".{k}")), why));
+        match access {
+            Access::Hidden => {
+                if let Some(k) = rules
+                    .first()
+                    .copied()
+                    .or((!r.redact.is_empty()).then_some("redact"))
+                {
+                    return never(
+                        k,
+                        "the section is hidden (never sent), so this rule would never apply",
+                    );
+                }
+            }
+            Access::ReadOnly => {
+                if let Some(k) = rules.first() {
+                    return never(k, "the section is read-only (every rewrite is refused), so this rule would never apply");
+                }
+            }
+            Access::Transform => {}
+        }
+        r.validate_mode(key)
     }
 }
 

@@ -1,19 +1,16 @@
 //! `[policy.sections.ID]`: the operator's rules for one section (who may see
-//! it, how a client may rewrite it), their validation, and the effective
-//! policy of every catalogued section as `config check` prints it.
+//! it, how a client may rewrite it) and the checks each rule makes of
+//! itself; the checks against the rest of `[policy]`, and the effective
+//! policy of every section, are `PolicyConfig`'s (policy.rs).
 //!
 //! The rules are kept as written (strings); the transform core compiles them
 //! (`transform/rules.rs`) with [`compile_pattern`], the same function that
 //! validates them here, so a file that passes `config check` always compiles.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
-
 use regex::Regex;
 use serde::Deserialize;
 
-use super::{bad, Config, ConfigError, OverrideAction, PolicyConfig, Role, TOKEN_PRINCIPAL};
-use crate::sections::{is_catalogued, SECTION_CATALOGUE};
+use super::{bad, ConfigError, OverrideAction};
 
 /// Who may see a section.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -80,7 +77,7 @@ pub struct SectionRuleConfig {
 
 impl SectionRuleConfig {
     /// The keys set besides `access`, by name: every one of them is a rule on a rewrite.
-    fn rewrite_rules(&self) -> Vec<&'static str> {
+    pub(super) fn rewrite_rules(&self) -> Vec<&'static str> {
         let mut out = Vec::new();
         if self.mode != Mode::Any {
             out.push("mode");
@@ -140,178 +137,9 @@ pub struct EffectiveSection {
     pub rules: SectionRuleConfig,
 }
 
-impl PolicyConfig {
-    /// Every catalogued section's effective policy, in catalogue order.
-    pub fn effective_sections(&self) -> Vec<EffectiveSection> {
-        SECTION_CATALOGUE
-            .iter()
-            .map(|s| {
-                let rules = self.sections.get(s.id).cloned().unwrap_or_default();
-                let restricted = self.restricted.iter().any(|r| r == s.id);
-                let access = match rules.access {
-                    Some(a) => a,
-                    None if restricted => Access::Hidden,
-                    None => Access::Transform,
-                };
-                EffectiveSection {
-                    id: s.id,
-                    access,
-                    fixed: self.overrides.get(s.id).map(|o| o.action),
-                    rules,
-                }
-            })
-            .collect()
-    }
-
-    /// The sections no client ever sees: `restricted` and `access = "hidden"`.
-    pub fn hidden_sections(&self) -> Vec<String> {
-        self.effective_sections()
-            .into_iter()
-            .filter(|s| s.access == Access::Hidden)
-            .map(|s| s.id.to_owned())
-            .collect()
-    }
-}
-
-impl Config {
-    /// Each principal that may transform, with its allow-list (`None`: any
-    /// section the policy allows). Without credentials, everyone (`local`).
-    pub fn transform_principals(&self) -> BTreeMap<String, Option<Vec<String>>> {
-        let mut out = BTreeMap::new();
-        if self.server.token.is_none() && self.principals.is_empty() {
-            out.insert("local".to_owned(), None);
-        }
-        if self.server.token.is_some() {
-            out.insert(TOKEN_PRINCIPAL.to_owned(), None);
-        }
-        for p in self
-            .principals
-            .iter()
-            .filter(|p| p.roles.contains(&Role::Transform))
-        {
-            out.insert(p.name.clone(), p.sections.clone());
-        }
-        out
-    }
-
-    pub(super) fn validate_policy_rules(&self) -> Result<(), ConfigError> {
-        for (id, r) in &self.policy.sections {
-            self.policy.validate_section(id, r)?;
-            r.validate_lists(|k| format!("policy.sections.{id}.{k}"))?;
-        }
-        Ok(())
-    }
-    /// The effective policy as a table: one row per catalogued section.
-    pub fn policy_table(&self) -> String {
-        let principals = self.transform_principals();
-        let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "{:<21} {:<18} {:<13} {:>7} {:>7} {:>5} {:>5} {:>7}  principals",
-            "section", "access", "mode", "growth", "shrink", "keep", "deny", "redact"
-        );
-        let limit = |v: Option<usize>| v.map_or("-".to_owned(), |n| n.to_string());
-        for s in self.policy.effective_sections() {
-            let r = &s.rules;
-            let (access, who) = match (s.fixed, s.access) {
-                (Some(action), _) => (format!("override:{}", action.as_str()), "-".to_owned()),
-                (None, Access::Hidden) => ("hidden".to_owned(), "-".to_owned()),
-                (None, a) => {
-                    let names: Vec<&str> = principals
-                        .iter()
-                        .filter(|(_, allowed)| {
-                            allowed.as_ref().is_none_or(|l| l.iter().any(|x| x == s.id))
-                        })
-                        .map(|(n, _)| n.as_str())
-                        .collect();
-                    let who = if names.is_empty() {
-                        "(none)".to_owned()
-                    } else {
-                        names.join(", ")
-                    };
-                    (a.as_str().to_owned(), who)
-                }
-            };
-            let _ = writeln!(
-                out,
-                "{:<21} {:<18} {:<13} {:>7} {:>7} {:>5} {:>5} {:>7}  {who}",
-                s.id,
-                access,
-                r.mode.as_str(),
-                limit(r.max_growth_bytes),
-                limit(r.max_shrink_bytes),
-                r.must_keep.len(),
-                r.deny.len(),
-                r.redact.len(),
-            );
-        }
-        out
-    }
-}
-
-impl PolicyConfig {
-    /// `[policy.sections.ID]` against the rest of the policy: a known id,
-    /// an access that agrees with `restricted`, no rules where they could
-    /// never apply (an overridden, hidden or read-only section), modes and
-    /// limits that allow a change.
-    fn validate_section(&self, id: &str, r: &SectionRuleConfig) -> Result<(), ConfigError> {
-        let key = |k: &str| format!("policy.sections.{id}{k}");
-        if !is_catalogued(id) {
-            return Err(bad(&key(""), "not a known section id"));
-        }
-        let restricted = self.restricted.iter().any(|x| x == id);
-        if let Some(a) = r.access.filter(|a| *a != Access::Hidden && restricted) {
-            return Err(bad(
-                &key(".access"),
-                format!(
-                    "{:?} contradicts policy.restricted, which lists {id:?} (remove it there; note that the default is [\"safety\"])",
-                    a.as_str()
-                ),
-            ));
-        }
-        let rules = r.rewrite_rules();
-        let claims_access = r.access.is_some_and(|a| a != Access::Hidden);
-        if self.overrides.contains_key(id)
-            && (!rules.is_empty() || !r.redact.is_empty() || claims_access)
-        {
-            return Err(bad(
-                &key(""),
-                format!("{id:?} has an operator override (policy.overrides.{id}), so no client ever sees or rewrites it and these rules would never apply"),
-            ));
-        }
-        let access = r.access.unwrap_or(if restricted {
-            Access::Hidden
-        } else {
-            Access::Transform
-        });
-        let never = |k: &str, why: &str| Err(bad(&key(&format!(".{k}")), why));
-        match access {
-            Access::Hidden => {
-                if let Some(k) = rules
-                    .first()
-                    .copied()
-                    .or((!r.redact.is_empty()).then_some("redact"))
-                {
-                    return never(
-                        k,
-                        "the section is hidden (never sent), so this rule would never apply",
-                    );
-                }
-            }
-            Access::ReadOnly => {
-                if let Some(k) = rules.first() {
-                    return never(k, "the section is read-only (every rewrite is refused), so this rule would never apply");
-                }
-            }
-            Access::Transform => {}
-        }
-        r.validate_mode(key)
-    }
-}
-
 impl SectionRuleConfig {
     /// A mode that keeps the whole original cannot shrink, nor grow by 0.
-    fn validate_mode(&self, key: impl Fn(&str) -> String) -> Result<(), ConfigError> {
+    pub(super) fn validate_mode(&self, key: impl Fn(&str) -> String) -> Result<(), ConfigError> {
         if self.mode != Mode::Any && self.max_shrink_bytes.is_some_and(|n| n > 0) {
             return Err(bad(
                 &key(".max_shrink_bytes"),
@@ -334,7 +162,7 @@ impl SectionRuleConfig {
     }
 
     /// `must_keep`, `deny` and `redact`: bounded, none empty, every pattern compiles.
-    fn validate_lists(&self, key: impl Fn(&str) -> String) -> Result<(), ConfigError> {
+    pub(super) fn validate_lists(&self, key: impl Fn(&str) -> String) -> Result<(), ConfigError> {
         for (list, entries) in [
             ("must_keep", &self.must_keep),
             ("deny", &self.deny),
@@ -366,6 +194,8 @@ impl SectionRuleConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
+    use crate::sections::SECTION_CATALOGUE;
 
     fn check(text: &str) -> Result<Config, ConfigError> {
         let c = Config::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));

@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 
-use super::{bad, Config, ConfigError};
+use super::{bad, ConfigError};
 use crate::sections::SECTION_CATALOGUE;
 
 /// Who sees a session.
@@ -75,11 +75,13 @@ pub struct PrincipalConfig {
     pub actions_burst: Option<u32>,
 }
 
-impl Config {
-    pub(super) fn validate_principals(&self) -> Result<(), ConfigError> {
+impl PrincipalConfig {
+    /// `[[principals]]`; `token_set`: `[server] token` names the principal
+    /// `token` already.
+    pub(super) fn validate_all(principals: &[Self], token_set: bool) -> Result<(), ConfigError> {
         let mut names = std::collections::BTreeSet::new();
         let mut certs = std::collections::BTreeSet::new();
-        for (i, p) in self.principals.iter().enumerate() {
+        for (i, p) in principals.iter().enumerate() {
             let key = |k: &str| format!("principals[{i}].{k}");
             let name_ok = !p.name.is_empty()
                 && p.name.len() <= 64
@@ -92,9 +94,7 @@ impl Config {
                     "must be 1 to 64 letters, digits, `-`, `_` or `.`",
                 ));
             }
-            if !names.insert(p.name.as_str())
-                || p.name == TOKEN_PRINCIPAL && self.server.token.is_some()
-            {
+            if !names.insert(p.name.as_str()) || p.name == TOKEN_PRINCIPAL && token_set {
                 return Err(bad(&key("name"), format!("{:?} is used twice", p.name)));
             }
             match (&p.token_env, &p.token_sha256) {
@@ -219,7 +219,7 @@ pub const TOKEN_PRINCIPAL: &str = "default";
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::config::Config;
 
     #[test]
     fn principals_are_checked() {

@@ -17,14 +17,7 @@ use super::{
 /// One entry is read at start even so: the one `[sdk] principal` names,
 /// with the rest of `[sdk]` (docs/sdk.md, "Limits").
 #[derive(Clone, Copy)]
-pub struct Reloadable<'a>(&'a Config);
-
-impl Config {
-    /// This config's reloadable keys.
-    pub fn reloadable(&self) -> Reloadable<'_> {
-        Reloadable(self)
-    }
-}
+pub struct Reloadable<'a>(pub(super) &'a Config);
 
 impl<'a> Reloadable<'a> {
     pub fn principals(self) -> &'a [PrincipalConfig] {

@@ -1,5 +1,5 @@
 //! `[runtime]`: how the Copilot runtime is started or reached, the model,
-//! and the deadlines of what the bridge asks of it. The pool is in
+//! and the deadlines of what the bridge asks of it; the pool's types are in
 //! [`super::pool`].
 
 use std::collections::BTreeMap;
@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::pool::MAX_PROCESSES;
+use super::runtime_ahp::AHP_DEFAULT_COMMAND;
 use super::{bad, duration, AhpHostConfig, ConfigError, RuntimeAddresses, RuntimeProtocol};
 
 #[derive(Debug, Clone, Deserialize)]
@@ -107,6 +109,75 @@ impl ProviderConfig {
 }
 
 impl RuntimeConfig {
+    /// The argv of the AHP host the bridge starts, before the flags it
+    /// owns: `command`, or a plain `copilot` when `command` is the JSON-RPC
+    /// default.
+    pub fn ahp_command(&self) -> Vec<String> {
+        if self.command == Self::default().command {
+            AHP_DEFAULT_COMMAND.iter().map(|s| s.to_string()).collect()
+        } else {
+            self.command.clone()
+        }
+    }
+
+    /// `connect` as the one `ws://` URL of a running AHP host.
+    pub fn ahp_url(&self) -> Option<&str> {
+        self.connect
+            .as_ref()
+            .and_then(|a| a.list().first().copied())
+    }
+
+    /// How many runtimes serve the sessions.
+    pub fn pool_size(&self) -> usize {
+        match &self.connect {
+            Some(a) => a.list().len(),
+            None => self.processes,
+        }
+    }
+
+    /// The address runtime `slot` is reached at, when the pool is `connect`.
+    pub fn address_of(&self, slot: usize) -> Option<&str> {
+        self.connect
+            .as_ref()
+            .and_then(|a| a.list().get(slot).copied())
+    }
+
+    pub(super) fn validate_pool(&self) -> Result<(), ConfigError> {
+        if self.processes == 0 || self.processes > MAX_PROCESSES {
+            return Err(bad(
+                "runtime.processes",
+                format!("must be between 1 and {MAX_PROCESSES}"),
+            ));
+        }
+        let Some(addrs) = &self.connect else {
+            return Ok(());
+        };
+        let list = addrs.list();
+        if list.is_empty() {
+            return Err(bad("runtime.connect", "must name at least one address"));
+        }
+        if self.processes != 1 && self.processes != list.len() {
+            return Err(bad(
+                "runtime.processes",
+                format!(
+                    "with runtime.connect the pool is its {} address(es); leave processes unset",
+                    list.len()
+                ),
+            ));
+        }
+        // An AHP host's URL is checked with the rest of `[runtime.ahp]`.
+        let jsonrpc = self.protocol == RuntimeProtocol::Jsonrpc;
+        for addr in list.into_iter().filter(|_| jsonrpc) {
+            if addr.parse::<std::net::SocketAddr>().is_err() {
+                return Err(bad(
+                    "runtime.connect",
+                    format!("{addr:?} is not host:port, e.g. \"127.0.0.1:3000\""),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     pub(super) fn validate(&self) -> Result<(), ConfigError> {
         if self.connect.is_none() && self.command.is_empty() {
             return Err(bad(

@@ -45,7 +45,7 @@ pub struct AhpHostConfig {
 
 /// The argv the bridge starts an AHP host with when `[runtime] command` is
 /// left at its JSON-RPC default: the bridge adds the host's own flags.
-const AHP_DEFAULT_COMMAND: &[&str] = &["copilot", "--no-auto-update"];
+pub(super) const AHP_DEFAULT_COMMAND: &[&str] = &["copilot", "--no-auto-update"];
 
 /// Flags the bridge sets on a host it starts; a `command` naming one would
 /// fight it.
@@ -59,31 +59,13 @@ const OWNED_FLAGS: &[&str] = &[
     "--ahp-host-disable-token",
 ];
 
-impl super::RuntimeConfig {
-    /// The argv of the AHP host the bridge starts, before the flags it
-    /// owns: `command`, or a plain `copilot` when `command` is the JSON-RPC
-    /// default.
-    pub fn ahp_command(&self) -> Vec<String> {
-        if self.command == Self::default().command {
-            AHP_DEFAULT_COMMAND.iter().map(|s| s.to_string()).collect()
-        } else {
-            self.command.clone()
-        }
-    }
-
-    /// `connect` as the one `ws://` URL of a running AHP host.
-    pub fn ahp_url(&self) -> Option<&str> {
-        self.connect
-            .as_ref()
-            .and_then(|a| a.list().first().copied())
-    }
-}
-
-impl Config {
+impl AhpHostConfig {
     /// Under `protocol = "ahp"`, what that host can be reached with and
     /// take; under `"jsonrpc"`, that `[runtime.ahp]` is not set for nothing.
-    pub(super) fn validate_runtime_protocol(&self) -> Result<(), ConfigError> {
-        let rt = &self.runtime;
+    /// A rule over the whole config: the host's mode rules out keys of
+    /// other sections.
+    pub(super) fn validate_mode(c: &Config) -> Result<(), ConfigError> {
+        let rt = &c.runtime;
         let ahp = &rt.ahp;
         if rt.protocol == RuntimeProtocol::Jsonrpc {
             let set = ahp.connection_token_file.is_some()
@@ -95,7 +77,7 @@ impl Config {
                     "is read only with runtime.protocol = \"ahp\"",
                 ));
             }
-            if self.policy.auto_approve_read_only {
+            if c.policy.auto_approve_read_only {
                 return Err(bad(
                     "policy.auto_approve_read_only",
                     "applies in front of the runtime's AHP host (runtime.protocol = \"ahp\")",
@@ -168,20 +150,23 @@ impl Config {
                 "the AHP host picks its model (auto); it takes no list",
             ));
         }
-        if self.sdk.is_some() {
+        if c.sdk.is_some() {
             return Err(bad(
                 "sdk",
                 "SDK apps speak the runtime's JSON-RPC; the AHP host has none",
             ));
         }
-        let c = &self.customizations;
-        if !(c.directories.is_empty() && c.plugins.is_empty() && c.mcp_servers.is_empty()) {
+        let custom = &c.customizations;
+        if !(custom.directories.is_empty()
+            && custom.plugins.is_empty()
+            && custom.mcp_servers.is_empty())
+        {
             return Err(bad(
                 "customizations",
                 "the AHP host takes no customizations from the bridge",
             ));
         }
-        for (id, o) in &self.policy.overrides {
+        for (id, o) in &c.policy.overrides {
             let key = format!("policy.overrides.{id}");
             if !AHP_HOST_SECTIONS.contains(&id.as_str()) {
                 return Err(bad(

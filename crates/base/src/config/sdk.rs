@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use serde::Deserialize;
 
 use super::tls::TlsConfig;
-use super::{bad, Config, ConfigError};
+use super::{bad, ConfigError, PrincipalConfig};
 
 /// What a `session.create` or `session.resume` that breaks the policy gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -54,15 +54,19 @@ impl SdkConfig {
     }
 }
 
-impl Config {
-    pub(super) fn validate_sdk(&self) -> Result<(), ConfigError> {
-        let Some(sdk) = &self.sdk else {
-            return Ok(());
-        };
+impl SdkConfig {
+    /// `[sdk]`: its principal one of `principals`, and off loopback a token
+    /// and TLS (or the operator's word that a terminator is in front).
+    pub(super) fn validate(
+        &self,
+        principals: &[PrincipalConfig],
+        allow_plaintext_remote: bool,
+    ) -> Result<(), ConfigError> {
+        let sdk = self;
         if let Some(t) = &sdk.tls {
             t.validate("sdk.tls")?;
         }
-        if !self.principals.iter().any(|p| p.name == sdk.principal) {
+        if !principals.iter().any(|p| p.name == sdk.principal) {
             return Err(bad(
                 "sdk.principal",
                 format!(
@@ -90,7 +94,7 @@ impl Config {
             }
             _ => {}
         }
-        if remote && sdk.tls.is_none() && !self.server.allow_plaintext_remote {
+        if remote && sdk.tls.is_none() && !allow_plaintext_remote {
             return Err(bad(
                 "sdk.tls",
                 format!(
@@ -105,7 +109,7 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::config::Config;
 
     fn refusal(toml: &str) -> Option<String> {
         Config::parse(toml)

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{bad, duration, Config, ConfigError, RateLimits, TlsConfig, Visibility};
+use super::{bad, duration, ConfigError, RateLimits, TlsConfig, Visibility};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -153,10 +153,11 @@ impl Default for ServerConfig {
     }
 }
 
-impl Config {
-    /// `[server]`, and that a non-loopback listener has credentials.
-    pub(super) fn validate_server(&self) -> Result<(), ConfigError> {
-        let s = &self.server;
+impl ServerConfig {
+    /// `[server]`, and that a non-loopback listener has credentials
+    /// (`others`: principals or JWT issuers are configured).
+    pub(super) fn validate(&self, others: bool) -> Result<(), ConfigError> {
+        let s = self;
         if let Some(i) = &s.instance {
             if !is_instance_name(i) {
                 return Err(bad(
@@ -165,7 +166,7 @@ impl Config {
                 ));
             }
         }
-        let credentials = s.token.is_some() || !self.principals.is_empty() || !self.jwt.is_empty();
+        let credentials = s.token.is_some() || others;
         if !credentials && !s.listen.ip().is_loopback() {
             return Err(bad(
                 "server.listen",

@@ -4,8 +4,6 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::Config;
-
 /// The file name of the state store when `[state] path` is not set: it sits
 /// next to the audit log, with the rest of the bridge's files.
 pub const DEFAULT_STATE_FILE: &str = "state.sqlite3";
@@ -29,26 +27,10 @@ impl Default for StateConfig {
     }
 }
 
-impl Config {
-    /// Where the state store lives, if anywhere.
-    pub fn state_path(&self) -> Option<PathBuf> {
-        if !self.state.enabled {
-            return None;
-        }
-        self.state.path.clone().or_else(|| {
-            let audit = self.audit.path.as_ref()?;
-            let dir = audit.parent().filter(|d| !d.as_os_str().is_empty());
-            Some(dir.map_or_else(
-                || PathBuf::from(DEFAULT_STATE_FILE),
-                |d| d.join(DEFAULT_STATE_FILE),
-            ))
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::Config;
 
     #[test]
     fn the_store_sits_next_to_the_audit_log_unless_named() {

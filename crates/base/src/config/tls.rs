@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::{bad, Config, ConfigError};
+use super::{bad, AdminConfig, ConfigError, PrincipalConfig, ServerConfig};
 
 /// Whether a listener asks for a client certificate, once `client_ca` is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -80,15 +80,18 @@ impl TlsConfig {
     }
 }
 
-impl Config {
+impl TlsConfig {
     /// TLS tables, and plaintext only on loopback unless
     /// `[server] allow_plaintext_remote` says a terminator is in front.
-    pub(super) fn validate_transport(&self) -> Result<(), ConfigError> {
-        let s = &self.server;
+    pub(super) fn validate_transport(
+        s: &ServerConfig,
+        admin: &AdminConfig,
+        principals: &[PrincipalConfig],
+    ) -> Result<(), ConfigError> {
         if let Some(t) = &s.tls {
             t.validate("server.tls")?;
         }
-        if let Some(t) = &self.admin.tls {
+        if let Some(t) = &admin.tls {
             t.listener().validate("admin.tls")?;
         }
         if !s.listen.ip().is_loopback() && s.tls.is_none() && !s.allow_plaintext_remote {
@@ -100,14 +103,14 @@ impl Config {
                 ),
             ));
         }
-        let admin_remote = self.admin.listen.is_some_and(|a| !a.ip().is_loopback());
-        if admin_remote && self.admin.tls.is_none() && !s.allow_plaintext_remote {
+        let admin_remote = admin.listen.is_some_and(|a| !a.ip().is_loopback());
+        if admin_remote && admin.tls.is_none() && !s.allow_plaintext_remote {
             return Err(bad(
                 "admin.tls",
                 "[admin] is exposed off loopback in plain text; add [admin.tls] cert and key, or set [server] allow_plaintext_remote = true when a TLS terminator is in front",
             ));
         }
-        let cert_principals = self.principals.iter().any(|p| p.cert_identity.is_some());
+        let cert_principals = principals.iter().any(|p| p.cert_identity.is_some());
         if cert_principals && s.tls.as_ref().is_none_or(|t| t.client_ca.is_none()) {
             return Err(bad(
                 "server.tls.client_ca",
@@ -120,7 +123,7 @@ impl Config {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::config::Config;
 
     fn key_of(toml: &str) -> Option<String> {
         Config::parse(toml)
