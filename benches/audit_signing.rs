@@ -9,12 +9,12 @@
 
 use std::time::{Duration, Instant};
 
-use ahp_copilot_bridge::audit::checkpoint::Signer;
-use ahp_copilot_bridge::audit::log::{AuditLog, Options};
-use ahp_copilot_bridge::audit::record::{
+use ahp_bridge_join::audit::checkpoint::Signer;
+use ahp_bridge_join::audit::log::{AuditLog, Options};
+use ahp_bridge_join::audit::record::{
     now_rfc3339, OwnerOutcome, OwnerRecord, SectionDecision, SectionRecord, TransformRecord,
 };
-use ahp_copilot_bridge::config::FsyncPolicy;
+use ahp_bridge_join::config::FsyncPolicy;
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort();

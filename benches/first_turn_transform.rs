@@ -34,16 +34,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ahp::Client;
-use ahp_copilot_bridge::app::{self, Agent};
-use ahp_copilot_bridge::config::Config;
-use ahp_copilot_bridge::demo::model::{ScriptedModel, DEFAULT_REPLY};
-use ahp_copilot_bridge::run::offline_runtime;
-use ahp_copilot_bridge::runtime::calls::{self, SessionCreate, SessionDestroy, SessionSend};
-use ahp_copilot_bridge::runtime::connection::{RuntimeConn, RuntimeHandler, RuntimeReplyFuture};
-use ahp_copilot_bridge::runtime::events::RuntimeEvent;
-use ahp_copilot_bridge::runtime::process;
-use ahp_copilot_bridge::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
-use ahp_copilot_bridge::runtime::session_config::{
+use ahp_bridge_join::app::{self, Agent};
+use ahp_bridge_join::config::Config;
+use ahp_bridge_join::demo::model::{ScriptedModel, DEFAULT_REPLY};
+use ahp_bridge_join::run::offline_runtime;
+use ahp_bridge_join::runtime::calls::{self, SessionCreate, SessionDestroy, SessionSend};
+use ahp_bridge_join::runtime::connection::{RuntimeConn, RuntimeHandler, RuntimeReplyFuture};
+use ahp_bridge_join::runtime::events::RuntimeEvent;
+use ahp_bridge_join::runtime::process;
+use ahp_bridge_join::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
+use ahp_bridge_join::runtime::session_config::{
     ModelProvider, SectionAction, SectionOverride, SessionConfig, SystemMessage,
 };
 use ahp_types::actions::StateAction;
@@ -204,7 +204,7 @@ async fn bridged_first_turn(c: &Client, transforms: &AtomicUsize, i: usize) -> T
     })
     .await;
     let create = created.elapsed();
-    let chat = ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(&format!("ahp-session:/{id}"));
+    let chat = ahp_bridge_join::ahp::protocol::uri::chat_uri_of(&format!("ahp-session:/{id}"));
     let (_, mut sub) = c.subscribe(chat.clone()).await.unwrap();
     let before = transforms.load(Ordering::Relaxed);
     let t0 = Instant::now();

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use ahp::Client;
-use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_bridge_join::demo::model::ScriptedModel;
 use common::{busy_between, cpu_time, machine_ticks, ms, secs, thread_cpu};
 use futures_util::future::join_all;
 use serde_json::json;
@@ -175,9 +175,9 @@ impl Pool {
         }))
         .await;
         let mut subs = join_all(self.clients.iter().zip(&uris).map(|(c, id)| async move {
-            c.subscribe(ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(
-                &format!("ahp-session:/{id}"),
-            ))
+            c.subscribe(ahp_bridge_join::ahp::protocol::uri::chat_uri_of(&format!(
+                "ahp-session:/{id}"
+            )))
             .await
             .unwrap()
             .1
@@ -194,9 +194,8 @@ impl Pool {
         let t0 = Instant::now();
         let ends = join_all(self.clients.iter().zip(&uris).zip(subs.iter_mut()).map(
             |((c, id), sub)| async move {
-                let chat = ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(&format!(
-                    "ahp-session:/{id}"
-                ));
+                let chat =
+                    ahp_bridge_join::ahp::protocol::uri::chat_uri_of(&format!("ahp-session:/{id}"));
                 support::dispatch_raw(
                     c,
                     &chat,
@@ -223,7 +222,7 @@ impl Pool {
         drop(subs);
         join_all(self.clients.iter().zip(&uris).map(|(c, id)| async move {
             let session = format!("ahp-session:/{id}");
-            let chat = ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(&session);
+            let chat = ahp_bridge_join::ahp::protocol::uri::chat_uri_of(&session);
             for ch in [chat, session] {
                 c.unsubscribe(ch).await.unwrap();
             }

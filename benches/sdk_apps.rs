@@ -36,16 +36,16 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ahp_copilot_bridge::app::{self, Agent};
-use ahp_copilot_bridge::config::Config;
-use ahp_copilot_bridge::demo::model::ScriptedModel;
-use ahp_copilot_bridge::run::offline_runtime;
-use ahp_copilot_bridge::runtime::process;
+use ahp_bridge_join::app::{self, Agent};
+use ahp_bridge_join::config::Config;
+use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::run::offline_runtime;
+use ahp_bridge_join::runtime::process;
 use common::{ms, pct, us};
 use serde_json::{json, Value};
 
 fn config(model: &ScriptedModel, dir: &Path, sdk: bool) -> Config {
-    let sha = ahp_copilot_bridge::audit::sha256_hex(b"unused");
+    let sha = ahp_bridge_join::audit::sha256_hex(b"unused");
     let text = if sdk {
         format!(
             "[server]\nlisten = \"127.0.0.1:0\"\n[[principals]]\nname = \"sdk-apps\"\ntoken_sha256 = \"{sha}\"\n\

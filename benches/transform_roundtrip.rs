@@ -38,11 +38,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ahp_copilot_bridge::app::{self, Agent};
-use ahp_copilot_bridge::bridge::transform_clients::HostClients;
-use ahp_copilot_bridge::config::Config;
-use ahp_copilot_bridge::policy::{Policy, PolicyReader};
-use ahp_copilot_bridge::transform::router::{RecordOptions, Router};
+use ahp_bridge_join::app::{self, Agent};
+use ahp_bridge_join::bridge::transform_clients::HostClients;
+use ahp_bridge_join::config::Config;
+use ahp_bridge_join::policy::{Policy, PolicyReader};
+use ahp_bridge_join::transform::router::{RecordOptions, Router};
 use common::pipe::{frame, read_frame, PipeRuntime};
 use common::{pct, us};
 use serde_json::{json, Value};
@@ -146,18 +146,18 @@ async fn main() {
     // `--traces`: every transform also makes (and exports) its spans, as a
     // bridge with [telemetry] otlp_endpoint set does.
     let _traces = std::env::args().any(|a| a == "--traces").then(|| {
-        let cfg = ahp_copilot_bridge::config::TelemetryConfig {
+        let cfg = ahp_bridge_join::config::TelemetryConfig {
             otlp_endpoint: Some(discard_collector()),
             ..Default::default()
         };
-        let (layer, traces) = ahp_copilot_bridge::telemetry::traces::build(&cfg)
+        let (layer, traces) = ahp_bridge_join::telemetry::traces::build(&cfg)
             .unwrap()
             .unwrap();
-        let log = ahp_copilot_bridge::config::LogConfig {
+        let log = ahp_bridge_join::config::LogConfig {
             level: "warn".into(),
             ..Default::default()
         };
-        ahp_copilot_bridge::telemetry::logs::init(&log, Some(layer));
+        ahp_bridge_join::telemetry::logs::init(&log, Some(layer));
         println!("with traces exported");
         traces
     });
@@ -398,7 +398,7 @@ async fn run(iterations: usize) {
 /// section's rewrite (1.2 KB), timed alone: an append as the bench's client
 /// makes it (no link), and one that adds two links (one not allowed).
 fn one_decision(cfg: &Config, sections: &BTreeMap<String, String>, iterations: usize) {
-    use ahp_copilot_bridge::policy::rego::{Body, ClientKind, Input, Subject};
+    use ahp_bridge_join::policy::rego::{Body, ClientKind, Input, Subject};
     let policy = Policy::from_config(cfg).unwrap();
     let rego = policy.rego().unwrap();
     let claims = json!({"groups": ["copilot-writers"]});

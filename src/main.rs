@@ -4,10 +4,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use ahp_copilot_bridge::config::{Config, LogConfig, LogFormat};
-use ahp_copilot_bridge::demo::policy::TryPolicy;
-use ahp_copilot_bridge::policy::Policy;
-use ahp_copilot_bridge::telemetry::traces::Traces;
+use ahp_bridge_join::config::{Config, LogConfig, LogFormat};
+use ahp_bridge_join::demo::policy::TryPolicy;
+use ahp_bridge_join::policy::Policy;
+use ahp_bridge_join::telemetry::traces::Traces;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -89,7 +89,7 @@ enum PolicyCommand {
     /// failed, erred or was skipped (unless -z); 1 when the modules do not
     /// load or compile, --run is not a regular expression, no test ran or
     /// the command line is wrong.
-    Test(ahp_copilot_bridge::policy_cli::TestArgs),
+    Test(ahp_bridge_join::policy_cli::TestArgs),
     /// Decide one input document at one point with the [policy.rego] of a
     /// config; prints {"deny": [...], "warn": [...]}. An input whose own
     /// "point" field names another point is decided at --point, with a
@@ -118,7 +118,7 @@ enum AuditCommand {
         #[arg(long)]
         pubkey: Option<PathBuf>,
         /// SEQ:HASH the log must reach unchanged (as a previous verify printed it).
-        #[arg(long, value_parser = ahp_copilot_bridge::audit::against::parse_head)]
+        #[arg(long, value_parser = ahp_bridge_join::audit::against::parse_head)]
         expect_head: Option<(u64, String)>,
         /// A shipped copy (JSON Lines, e.g. what rsyslog wrote): every record in
         /// it must be in the log, unchanged.
@@ -146,7 +146,7 @@ enum AuditCommand {
         #[arg(long)]
         client: Option<String>,
         /// An RFC 3339 time, or a duration ago ("2h").
-        #[arg(long, value_parser = ahp_copilot_bridge::audit::show::parse_since)]
+        #[arg(long, value_parser = ahp_bridge_join::audit::show::parse_since)]
         since: Option<jiff::Timestamp>,
         /// Only the records of this bridge of a fleet (`[server] instance`).
         #[arg(long)]
@@ -188,18 +188,17 @@ fn quiet_on_closed_pipe() {
 }
 
 fn init_logs(cfg: &LogConfig) {
-    ahp_copilot_bridge::telemetry::logs::init(cfg, None);
+    ahp_bridge_join::telemetry::logs::init(cfg, None);
 }
 
 /// The log, with the trace exporter beside it when `[telemetry]
 /// otlp_endpoint` is set; shut it down once the async runtime is gone.
 fn init_telemetry(cfg: &Config) -> anyhow::Result<Option<Traces>> {
-    let Some((layer, traces)) = ahp_copilot_bridge::telemetry::traces::build(&cfg.telemetry)?
-    else {
+    let Some((layer, traces)) = ahp_bridge_join::telemetry::traces::build(&cfg.telemetry)? else {
         init_logs(&cfg.log);
         return Ok(None);
     };
-    ahp_copilot_bridge::telemetry::logs::init(&cfg.log, Some(layer));
+    ahp_bridge_join::telemetry::logs::init(&cfg.log, Some(layer));
     Ok(Some(traces))
 }
 
@@ -234,7 +233,7 @@ fn main() -> ExitCode {
             let ran = match command {
                 // `opa test`'s statuses: 1 when nothing could be run.
                 PolicyCommand::Test(args) => {
-                    return match ahp_copilot_bridge::policy_cli::test(&args, out) {
+                    return match ahp_bridge_join::policy_cli::test(&args, out) {
                         Ok(code) => ExitCode::from(code),
                         Err(e) => {
                             eprintln!("error: {e:#}");
@@ -246,7 +245,7 @@ fn main() -> ExitCode {
                     config,
                     point,
                     input,
-                } => ahp_copilot_bridge::policy_cli::eval(
+                } => ahp_bridge_join::policy_cli::eval(
                     &config,
                     &point,
                     &input,
@@ -275,11 +274,9 @@ fn main() -> ExitCode {
                 }
                 let format = cfg.log.format;
                 let served = runtime().and_then(|rt| {
-                    rt.block_on(ahp_copilot_bridge::run::serve(
-                        Arc::new(cfg),
-                        config,
-                        |line| say(format, line),
-                    ))
+                    rt.block_on(ahp_bridge_join::run::serve(Arc::new(cfg), config, |line| {
+                        say(format, line)
+                    }))
                 });
                 // The async workers are gone: the last spans are sent from here.
                 if let Some(t) = traces {
@@ -297,7 +294,7 @@ fn main() -> ExitCode {
             init_logs(&LogConfig::default());
             let policy = policy.map(|dir| TryPolicy { dir, report });
             runtime().and_then(|rt| {
-                rt.block_on(ahp_copilot_bridge::run::demo(
+                rt.block_on(ahp_bridge_join::run::demo(
                     listen,
                     &allow_origin,
                     policy.as_ref(),
@@ -326,9 +323,7 @@ fn health(admin: Option<std::net::SocketAddr>, config: Option<&PathBuf>) -> Exit
     let addr = match (admin, &cfg) {
         (Some(a), _) => Some(a),
         (None, Some(cfg)) => cfg.admin.listen,
-        (None, None) => ahp_copilot_bridge::config::DEFAULT_ADMIN_LISTEN
-            .parse()
-            .ok(),
+        (None, None) => ahp_bridge_join::config::DEFAULT_ADMIN_LISTEN.parse().ok(),
     };
     let Some(addr) = addr else {
         eprintln!("not ready: [admin] listen is off in that config; there is nothing to ask");
@@ -338,7 +333,7 @@ fn health(admin: Option<std::net::SocketAddr>, config: Option<&PathBuf>) -> Exit
         .as_ref()
         .and_then(|c| c.admin.tls.as_ref())
         .map(|t| t.cert.as_path());
-    match ahp_copilot_bridge::admin::probe::readyz(addr, tls_cert) {
+    match ahp_bridge_join::admin::probe::readyz(addr, tls_cert) {
         Ok((true, body)) => {
             println!("ready: {body}");
             ExitCode::SUCCESS
@@ -365,7 +360,7 @@ fn ignore_sigxfsz() {
 }
 
 fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
-    use ahp_copilot_bridge::audit::{checkpoint, rotation, show, verify};
+    use ahp_bridge_join::audit::{checkpoint, rotation, show, verify};
     match command {
         AuditCommand::Verify {
             paths,
@@ -438,8 +433,8 @@ fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
 }
 
 fn print_verified(
-    v: &ahp_copilot_bridge::audit::verify::Verified,
-    check: &ahp_copilot_bridge::audit::verify::Check,
+    v: &ahp_bridge_join::audit::verify::Verified,
+    check: &ahp_bridge_join::audit::verify::Check,
     files: usize,
 ) {
     let in_files = if files > 1 {
@@ -491,7 +486,7 @@ fn say(format: LogFormat, line: String) {
             "timestamp": jiff::Timestamp::now().to_string(),
             "level": "INFO",
             "message": line,
-            "target": "ahp_copilot_bridge::run",
+            "target": "ahp_bridge_join::run",
         })
         .to_string(),
     };

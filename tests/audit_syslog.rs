@@ -9,7 +9,7 @@ use crate::support;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 
-use ahp_copilot_bridge::config::SyslogConfig;
+use ahp_bridge_join::config::SyslogConfig;
 use serde_json::{json, Value};
 use support::e2e::{ready_session, run_turn, start_stack, Stack};
 use support::process::run_bin;

@@ -10,7 +10,7 @@ use crate::support;
 
 use std::path::PathBuf;
 
-use ahp_copilot_bridge::audit::{record_hash, GENESIS};
+use ahp_bridge_join::audit::{record_hash, GENESIS};
 use serde_json::{json, Value};
 use support::e2e::{ready_session, run_turn, start_stack};
 use support::*;

@@ -11,7 +11,7 @@ use crate::support;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 
-use ahp_copilot_bridge::audit::sha256_hex;
+use ahp_bridge_join::audit::sha256_hex;
 use serde_json::{json, Value};
 use support::e2e::{creation_outcome, wait_turn_end};
 use support::fake_runtime::{FakeConn, FakeRuntime};

@@ -5,8 +5,8 @@
 
 use crate::support;
 
-use ahp_copilot_bridge::ahp::channels::WrittenRecord;
-use ahp_copilot_bridge::config::Config;
+use ahp_bridge_join::ahp::channels::WrittenRecord;
+use ahp_bridge_join::config::Config;
 use serde_json::{json, Value};
 use support::process::principal_toml;
 use support::raw::{Next, Raw};
@@ -15,7 +15,7 @@ use support::*;
 const ADMIN: &str = "admin-token-0123456789";
 const IDE: &str = "ide-token-0123456789ab";
 
-async fn host() -> ahp_copilot_bridge::app::Running {
+async fn host() -> ahp_bridge_join::app::Running {
     let principals = [
         principal_toml("ops", ADMIN, &["observe", "admin"], ""),
         principal_toml("ide", IDE, &["observe", "participate"], ""),
@@ -26,11 +26,7 @@ async fn host() -> ahp_copilot_bridge::app::Running {
     start_host(cfg).await
 }
 
-async fn initialized_raw(
-    r: &ahp_copilot_bridge::app::Running,
-    token: &str,
-    id: &str,
-) -> (Raw, Value) {
+async fn initialized_raw(r: &ahp_bridge_join::app::Running, token: &str, id: &str) -> (Raw, Value) {
     let mut raw = Raw::connect(&format!("ws://{}/?token={token}", r.addr)).await;
     let init = raw
         .call(

@@ -71,7 +71,7 @@ fn config_check_prints_the_effective_policy_one_row_per_section() {
         let row = row.unwrap_or_else(|| panic!("no row for {id}: {text}"));
         row.split_whitespace().map(String::from).collect()
     };
-    for s in ahp_copilot_bridge::sections::SECTION_CATALOGUE {
+    for s in ahp_bridge_join::sections::SECTION_CATALOGUE {
         rows(s.id);
     }
     assert_eq!(
@@ -103,14 +103,14 @@ fn the_commented_policy_rules_in_the_example_config_are_valid() {
         .map(|l| l.strip_prefix("# ").unwrap_or(l.trim_start_matches('#')))
         .map(|l| format!("{l}\n"))
         .collect();
-    let cfg = ahp_copilot_bridge::config::Config::parse(&uncommented).unwrap();
+    let cfg = ahp_bridge_join::config::Config::parse(&uncommented).unwrap();
     assert!(cfg.policy.sections.len() >= 3, "{uncommented}");
     cfg.validate().unwrap();
 }
 
 #[test]
 fn the_example_config_states_the_default_rate_limits() {
-    use ahp_copilot_bridge::config::{Config, RateLimits};
+    use ahp_bridge_join::config::{Config, RateLimits};
     let text = std::fs::read_to_string("config/bridge.toml").unwrap();
     let cfg = Config::parse(&text).unwrap();
     assert_eq!(cfg.default_rate_limits(), RateLimits::default());
@@ -212,7 +212,7 @@ async fn demo_serves_a_conversation_and_stops_on_ctrl_c() {
     support::e2e::ready_session(&c, "ahp-session:/demo", None).await;
     let end = support::e2e::run_turn(&c, "demo", "t1", "hello").await;
     assert_eq!(end.kind, "complete", "{end:?}");
-    assert_eq!(end.text, ahp_copilot_bridge::demo::model::DEFAULT_REPLY);
+    assert_eq!(end.text, ahp_bridge_join::demo::model::DEFAULT_REPLY);
     // The demo model calls the runtime's shell on "run: ..."; approve it.
     let mut sub = support::e2e::start_turn(&c, "demo", "t2", "run: echo demo-$((6*7))").await;
     let ready = support::e2e::wait_action(&mut sub, |a| match a {

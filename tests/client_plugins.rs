@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ahp::Client;
-use ahp_copilot_bridge::audit::sha256_hex;
-use ahp_copilot_bridge::config::{ClientPlugins, Config, Role, SectionRuleConfig};
-use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_bridge_join::audit::sha256_hex;
+use ahp_bridge_join::config::{ClientPlugins, Config, Role, SectionRuleConfig};
+use ahp_bridge_join::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use ahp_types::messages::JsonRpcError;
 use serde_json::{json, Value};

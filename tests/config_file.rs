@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use ahp_copilot_bridge::config::Config;
+use ahp_bridge_join::config::Config;
 
 /// The tables of the config, and a header the file may use for each (a
 /// map's entries, `ID` or `NAME`, by any name the file gives them: every

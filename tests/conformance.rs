@@ -17,13 +17,13 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 
-async fn raw_at(r: &ahp_copilot_bridge::app::Running) -> Raw {
+async fn raw_at(r: &ahp_bridge_join::app::Running) -> Raw {
     Raw::connect(&format!("ws://{}", r.addr)).await
 }
 
 /// A raw connection initialized as `client_id`, offering `versions`.
 async fn raw_speaking(
-    r: &ahp_copilot_bridge::app::Running,
+    r: &ahp_bridge_join::app::Running,
     client_id: &str,
     versions: &[&str],
 ) -> Raw {

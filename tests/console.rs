@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use ahp_copilot_bridge::config::Config;
-use ahp_copilot_bridge::demo::model::DEFAULT_REPLY;
-use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_bridge_join::config::Config;
+use ahp_bridge_join::demo::model::DEFAULT_REPLY;
+use ahp_bridge_join::demo::reply::Reply;
 use support::browser::Browser;
 use support::console::*;
 use support::e2e::*;

@@ -7,7 +7,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_bridge_join::demo::reply::Reply;
 use serde_json::json;
 use support::console::*;
 

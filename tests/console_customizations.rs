@@ -6,7 +6,7 @@
 
 use crate::support;
 
-use ahp_copilot_bridge::config::{Contents, DirectoryConfig};
+use ahp_bridge_join::config::{Contents, DirectoryConfig};
 use support::console::*;
 use support::e2e::last_system_prompt;
 

@@ -4,9 +4,9 @@
 
 use crate::support;
 
-use ahp_copilot_bridge::audit::sha256_hex;
-use ahp_copilot_bridge::config::Config;
-use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_bridge_join::audit::sha256_hex;
+use ahp_bridge_join::config::Config;
+use ahp_bridge_join::demo::reply::Reply;
 use serde_json::json;
 use support::console::*;
 use support::sdk::{event, node_app, scenario};

@@ -8,11 +8,9 @@ use crate::support;
 use std::path::{Path, PathBuf};
 
 use ahp::Client;
-use ahp_copilot_bridge::audit::sha256_hex;
-use ahp_copilot_bridge::config::{
-    Config, Contents, DirectoryConfig, McpServerConfig, PluginConfig,
-};
-use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_bridge_join::audit::sha256_hex;
+use ahp_bridge_join::config::{Config, Contents, DirectoryConfig, McpServerConfig, PluginConfig};
+use ahp_bridge_join::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 use support::e2e::*;

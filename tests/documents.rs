@@ -48,10 +48,10 @@ fn every_source_file_is_named_in_a_document() {
 #[test]
 fn a_file_named_nowhere_is_caught() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let docs = documents(root).replace("src/bridge/bridged_sessions.rs", "");
+    let docs = documents(root).replace("crates/bridge/src/bridge/bridged_sessions.rs", "");
     assert_eq!(
         unnamed(root, &docs),
-        vec!["src/bridge/bridged_sessions.rs".to_string()]
+        vec!["crates/bridge/src/bridge/bridged_sessions.rs".to_string()]
     );
 }
 
@@ -59,7 +59,7 @@ fn a_file_named_nowhere_is_caught() {
 /// the one the strict check evaluates every policy on: the same documents.
 #[test]
 fn the_policy_pages_example_inputs_are_the_strict_checks() {
-    use ahp_copilot_bridge::policy::rego::examples;
+    use ahp_bridge_join::policy::rego::examples;
     let page =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/policy.md"))
             .unwrap();

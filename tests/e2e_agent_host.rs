@@ -2,7 +2,7 @@
 //! turn streams through it, a tool's permission is the bridge's policy's
 //! and then its clients', and the host's GitHub identity is the bridge's.
 
-use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_bridge_join::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::json;
 
@@ -186,7 +186,7 @@ deny contains "no writes to denied.txt" if {
 async fn a_rego_deny_never_reaches_the_client_and_the_model_reads_it() {
     let policy = tempfile::tempdir().unwrap();
     std::fs::write(policy.path().join("permission.rego"), PERMISSION).unwrap();
-    let rego = ahp_copilot_bridge::config::Config::parse(&format!(
+    let rego = ahp_bridge_join::config::Config::parse(&format!(
         "[policy.rego]\nmodules = [{:?}]\n",
         policy.path().join("*.rego").display().to_string()
     ))
@@ -223,7 +223,7 @@ async fn a_rego_deny_never_reaches_the_client_and_the_model_reads_it() {
     );
     // The decision is in the audit chain.
     let audit = std::fs::read_to_string(st.dir.path().join("audit.jsonl")).unwrap();
-    ahp_copilot_bridge::audit::verify::verify_text(&audit).expect("the chain holds");
+    ahp_bridge_join::audit::verify::verify_text(&audit).expect("the chain holds");
     assert!(
         audit.lines().any(|l| l.contains("\"point\":\"permission\"") && l.contains("\"outcome\":\"denied\"")),
         "{audit}"
@@ -241,9 +241,9 @@ async fn a_token_github_does_not_know_stops_the_start_in_the_hosts_words() {
         "ghu_not0a0token0github0knows000000",
     )
     .unwrap();
-    let e = ahp_copilot_bridge::app::start(
+    let e = ahp_bridge_join::app::start(
         std::sync::Arc::new(cfg),
-        ahp_copilot_bridge::app::Agent::Copilot,
+        ahp_bridge_join::app::Agent::Copilot,
     )
     .await
     .err()
@@ -388,21 +388,19 @@ async fn a_host_already_running_is_reached_with_its_token_file() {
     let mut host_cfg = None;
     let st = start_agent_host_stack(|c| host_cfg = Some(c.clone())).await;
     // A second host, started here as an operator would, on the same fakes.
-    let running = ahp_copilot_bridge::runtime::ahp_host::spawn_ahp_host(
-        &host_cfg.unwrap().runtime,
-        home.path(),
-    )
-    .await
-    .expect("a host runs");
+    let running =
+        ahp_bridge_join::runtime::ahp_host::spawn_ahp_host(&host_cfg.unwrap().runtime, home.path())
+            .await
+            .expect("a host runs");
     let token_file = home.path().join("host-token");
     std::fs::write(&token_file, &running.token.0).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = crate::support::agent_host::agent_host_config(&st.model, &st.github, dir.path());
     cfg.runtime.connect = Some(running.url.clone().into());
     cfg.runtime.ahp.connection_token_file = Some(token_file);
-    let bridge = ahp_copilot_bridge::app::start(
+    let bridge = ahp_bridge_join::app::start(
         std::sync::Arc::new(cfg),
-        ahp_copilot_bridge::app::Agent::Copilot,
+        ahp_bridge_join::app::Agent::Copilot,
     )
     .await
     .expect("the bridge links to the running host");
@@ -438,10 +436,9 @@ async fn after_a_restart_of_the_bridge_a_session_goes_on() {
         st.bridge.stop(std::time::Duration::from_secs(30)).await,
         "a clean stop"
     );
-    let again =
-        ahp_copilot_bridge::app::start(st.cfg.clone(), ahp_copilot_bridge::app::Agent::Copilot)
-            .await
-            .expect("the bridge starts again");
+    let again = ahp_bridge_join::app::start(st.cfg.clone(), ahp_bridge_join::app::Agent::Copilot)
+        .await
+        .expect("the bridge starts again");
     let c = initialized(&again, "ide").await;
     st.model.push(Reply::Text("Second.".into()));
     let end = run_turn(&c, "relay-7", "t-2", "what did I say?").await;

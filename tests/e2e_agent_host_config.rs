@@ -4,8 +4,8 @@
 //! question deadline, never its approvals; a value chosen at creation and
 //! one changed later reach the host.
 
-use ahp_copilot_bridge::demo::model::ScriptedModel;
-use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::demo::reply::Reply;
 use serde_json::{json, Value};
 
 use crate::support::agent_host::{start_agent_host_stack, AgentHostStack};

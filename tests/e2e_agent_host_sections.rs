@@ -5,8 +5,8 @@
 //! where section text goes instead.
 
 use ahp::Client;
-use ahp_copilot_bridge::demo::model::ScriptedModel;
-use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::demo::reply::Reply;
 use serde_json::{json, Value};
 
 use crate::support::agent_host::start_agent_host_stack;
@@ -29,7 +29,7 @@ async fn create_with_sections(c: &Client, uri: &str, sections: Value) {
 
 fn records(dir: &std::path::Path) -> Vec<Value> {
     let text = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
-    ahp_copilot_bridge::audit::verify::verify_text(&text).expect("the audit chain holds");
+    ahp_bridge_join::audit::verify::verify_text(&text).expect("the audit chain holds");
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
@@ -43,7 +43,7 @@ fn sha256(text: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clients_sections_reach_the_model_as_the_policy_lets_them() {
     let st = start_agent_host_stack(|c| {
-        let policy = ahp_copilot_bridge::config::Config::parse(
+        let policy = ahp_bridge_join::config::Config::parse(
             "[policy.sections.environment_context]\naccess = \"read-only\"\n\
              [policy.overrides.runtime_instructions]\naction = \"append\"\ncontent = \"OPERATOR-RULE-7\"\n",
         )
@@ -130,13 +130,13 @@ async fn a_clients_sections_reach_the_model_as_the_policy_lets_them() {
     // A reload of the policy changes the operator's sections for the
     // sessions created after it.
     let mut cfg = (*st.cfg).clone();
-    cfg.policy.overrides = ahp_copilot_bridge::config::Config::parse(
+    cfg.policy.overrides = ahp_bridge_join::config::Config::parse(
         "[policy.overrides.runtime_instructions]\naction = \"append\"\ncontent = \"OPERATOR-RULE-8\"\n",
     )
     .unwrap()
     .policy
     .overrides;
-    let reloaded = ahp_copilot_bridge::policy::Policy::from_config(&cfg).unwrap();
+    let reloaded = ahp_bridge_join::policy::Policy::from_config(&cfg).unwrap();
     assert!(st.bridge.policy.replace(reloaded), "the policy changed");
     create_with_sections(&c, "ahp-session:/sections-1b", json!({})).await;
     st.model.push(Reply::Text("Encore.".into()));
@@ -189,7 +189,7 @@ async fn bad_sections_and_transform_opt_ins_are_refused_in_words() {
 /// another's session, nor starts a turn on it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_principals_see_only_their_own_sessions() {
-    use ahp_copilot_bridge::config::Role;
+    use ahp_bridge_join::config::Role;
     let roles = [Role::Observe, Role::Participate];
     let st = start_agent_host_stack(|c| {
         c.principals = vec![

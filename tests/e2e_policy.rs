@@ -14,9 +14,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use ahp::Client;
-use ahp_copilot_bridge::audit::{sha256_hex, verify::verify_text};
-use ahp_copilot_bridge::config::Config;
-use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_bridge_join::audit::{sha256_hex, verify::verify_text};
+use ahp_bridge_join::config::Config;
+use ahp_bridge_join::demo::model::ScriptedModel;
 use serde_json::{json, Value};
 use support::e2e::*;
 use support::*;

@@ -10,9 +10,9 @@ use crate::support;
 use std::path::Path;
 
 use ahp::Client;
-use ahp_copilot_bridge::audit::verify::verify_text;
-use ahp_copilot_bridge::config::{Config, McpServerConfig};
-use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_bridge_join::audit::verify::verify_text;
+use ahp_bridge_join::config::{Config, McpServerConfig};
+use ahp_bridge_join::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 use support::e2e::*;
@@ -363,7 +363,7 @@ async fn each_point_denies_and_warns_on_the_real_cli() {
         !std::fs::read_to_string(&audit).unwrap().contains("MARKER-"),
         "no prompt text in the log"
     );
-    let metrics = ahp_copilot_bridge::telemetry::metrics().encode(false);
+    let metrics = ahp_bridge_join::telemetry::metrics().encode(false);
     assert!(
         metrics
             .contains("ahp_bridge_policy_decisions_total{point=\"transform\",outcome=\"denied\"}"),

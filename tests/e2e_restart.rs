@@ -6,9 +6,9 @@ use crate::support;
 
 use std::time::Duration;
 
-use ahp_copilot_bridge::audit::verify::verify_file;
-use ahp_copilot_bridge::demo::model::ScriptedModel;
-use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_bridge_join::audit::verify::verify_file;
+use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 use support::e2e::*;

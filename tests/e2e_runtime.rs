@@ -3,8 +3,8 @@
 
 use crate::support;
 
-use ahp_copilot_bridge::demo::model::ScriptedModel;
-use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::demo::reply::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::json;
 use support::e2e::*;

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ahp::Client;
-use ahp_copilot_bridge::audit::{sha256_hex, verify::verify_text};
-use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_bridge_join::audit::{sha256_hex, verify::verify_text};
+use ahp_bridge_join::demo::model::ScriptedModel;
 use ahp_types::messages::JsonRpcError;
 use serde_json::{json, Value};
 use support::e2e::*;
@@ -443,7 +443,7 @@ async fn without_opt_ins_the_prompt_is_byte_identical_to_a_direct_runtime_sessio
     let via_bridge = last_system_prompt(&st.model);
     // The same runtime, driven directly, with no systemMessage at all.
     let cfg = st.cfg.clone();
-    let rt = ahp_copilot_bridge::runtime::process::start(
+    let rt = ahp_bridge_join::runtime::process::start(
         &cfg.runtime,
         0,
         Arc::new(support::e2e::Silent),
@@ -454,8 +454,8 @@ async fn without_opt_ins_the_prompt_is_byte_identical_to_a_direct_runtime_sessio
     let sid = uuid::Uuid::new_v4().to_string();
     let wd = st.dir.path().display().to_string();
     let p = cfg.runtime.provider.as_ref().unwrap();
-    use ahp_copilot_bridge::runtime::calls::{self, SessionCreate, SessionSend};
-    use ahp_copilot_bridge::runtime::session_config::{ModelProvider, SessionConfig};
+    use ahp_bridge_join::runtime::calls::{self, SessionCreate, SessionSend};
+    use ahp_bridge_join::runtime::session_config::{ModelProvider, SessionConfig};
     // No systemMessage at all: the runtime's own prompt.
     let direct = SessionConfig {
         session_id: sid.clone(),

@@ -7,7 +7,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use ahp_copilot_bridge::config::Config;
+use ahp_bridge_join::config::Config;
 use serde_json::{json, Value};
 use support::e2e::{creation_outcome, wait_turn_end};
 use support::fake_fixture::{bridge_on_fake, fixture, fixture_with, raw_chat_subscriber, Fixture};
@@ -256,7 +256,7 @@ async fn a_turn_after_a_session_error_without_idle_is_sent_at_once() {
     let mut sub = f.start_turn("t2", "again").await;
     // The point of the test is this deadline. A new turn first waits until the
     // session is idle, for a cancelled turn's runtime up to DRAIN_LIMIT (10 s,
-    // src/bridge/session.rs), then sends anyway. Were the session left waiting
+    // crates/bridge/src/bridge/session.rs), then sends anyway. Were the session left waiting
     // for the runtime's idle after the error (draining, or the turn still
     // running), the send would come only after those 10 s; 5 s tells the two
     // apart with room for a slow machine.
@@ -436,7 +436,7 @@ async fn authenticate_hands_the_token_to_the_runtime_sessions_of_its_principal()
 #[tokio::test]
 async fn with_a_provider_nothing_is_advertised_and_authenticate_is_refused() {
     let (_fake, _bridge, client) = bridge_on_fake(|c| {
-        c.runtime.provider = Some(ahp_copilot_bridge::config::ProviderConfig {
+        c.runtime.provider = Some(ahp_bridge_join::config::ProviderConfig {
             kind: "openai".into(),
             base_url: "http://127.0.0.1:9/v1".into(),
             api_key: Some("sk-x".into()),

@@ -5,8 +5,8 @@ use crate::support;
 use std::time::Duration;
 
 use ahp::SubscriptionEvent;
-use ahp_copilot_bridge::ahp::protocol::errors::AhpError;
-use ahp_copilot_bridge::jsonrpc::ErrorCode;
+use ahp_bridge_join::ahp::protocol::errors::AhpError;
+use ahp_bridge_join::jsonrpc::ErrorCode;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 use support::raw::{Next, Raw};

@@ -9,7 +9,7 @@ use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
 
 use ahp::Client;
-use ahp_copilot_bridge::config::{Config, PrincipalConfig, Role, Visibility};
+use ahp_bridge_join::config::{Config, PrincipalConfig, Role, Visibility};
 use serde_json::{json, Value};
 use support::*;
 

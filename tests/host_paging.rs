@@ -5,7 +5,7 @@
 use crate::support;
 
 use ahp::Client;
-use ahp_copilot_bridge::config::{Role, Visibility};
+use ahp_bridge_join::config::{Role, Visibility};
 use serde_json::{json, Value};
 use support::*;
 

@@ -71,6 +71,7 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
         "demo",
         "jsonrpc",
         "policy",
+        "policy_cli",
         "reload",
         "runtime",
         "sections",

@@ -10,8 +10,8 @@ use crate::support;
 use std::time::Duration;
 
 use ahp::{Client, SubscriptionEvent};
-use ahp_copilot_bridge::demo::model::ScriptedModel;
-use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::demo::reply::Reply;
 use serde_json::{json, Value};
 use support::e2e::*;
 use support::process::*;

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ahp::Client;
-use ahp_copilot_bridge::demo::model::ScriptedModel;
-use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::demo::reply::Reply;
 use serde_json::{json, Value};
 use support::append_to_each;
 use support::e2e::*;
@@ -249,7 +249,7 @@ fn the_sample_alert_rules_pass_promtool_and_name_only_real_metrics() {
         String::from_utf8_lossy(&out.stderr)
     );
     // The families labelled by free values appear with their first value.
-    let m = ahp_copilot_bridge::telemetry::metrics();
+    let m = ahp_bridge_join::telemetry::metrics();
     m.transform_section("tone", "transformed");
     m.policy_refusal("tone", "deny[0]".into());
     m.runtimes(1);

@@ -18,7 +18,7 @@ use support::DEADLINE;
 
 /// The counter of mismatches of `kind`, as `/metrics` shows it.
 fn mismatches(kind: &str) -> f64 {
-    let text = ahp_copilot_bridge::telemetry::metrics().encode(false);
+    let text = ahp_bridge_join::telemetry::metrics().encode(false);
     let series = format!("ahp_bridge_runtime_protocol_mismatches_total{{kind=\"{kind}\"}} ");
     text.lines()
         .find_map(|l| l.strip_prefix(&series))

@@ -6,8 +6,8 @@ use crate::support;
 
 use std::time::Duration;
 
-use ahp_copilot_bridge::config::{ClientAuth, TlsConfig};
-use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_bridge_join::config::{ClientAuth, TlsConfig};
+use ahp_bridge_join::demo::model::ScriptedModel;
 use serde_json::{json, Value};
 use support::e2e::*;
 use support::tls::*;
@@ -171,7 +171,7 @@ async fn a_rotated_certificate_serves_new_connections_and_open_ones_go_on() {
     // A broken pair (a key that is not the certificate's) is refused and
     // counted; the last good pair serves on.
     let failures = || {
-        let m = ahp_copilot_bridge::telemetry::metrics().encode(false);
+        let m = ahp_bridge_join::telemetry::metrics().encode(false);
         m.lines()
             .find(|l| l.starts_with("ahp_bridge_tls_reload_failures_total"))
             .and_then(|l| l.split(' ').nth(1))
@@ -216,8 +216,8 @@ cert_identity = "URI:spiffe://example.org/ns/ci/sa/bot"
 roles = ["observe", "participate"]
 "#;
 
-fn cert_config(pki: &Pki, auth: ClientAuth) -> ahp_copilot_bridge::config::Config {
-    let mut cfg = ahp_copilot_bridge::config::Config::parse(CERT_PRINCIPALS).unwrap();
+fn cert_config(pki: &Pki, auth: ClientAuth) -> ahp_bridge_join::config::Config {
+    let mut cfg = ahp_bridge_join::config::Config::parse(CERT_PRINCIPALS).unwrap();
     let base = test_config();
     cfg.server.listen = base.server.listen;
     cfg.admin.listen = None;
@@ -303,7 +303,7 @@ async fn the_admin_listener_serves_https() {
     let mut cfg = test_config();
     cfg.admin.listen = "127.0.0.1:0".parse().ok();
     let (cert, key, _) = pki.server("admin");
-    cfg.admin.tls = Some(ahp_copilot_bridge::config::AdminTlsConfig {
+    cfg.admin.tls = Some(ahp_bridge_join::config::AdminTlsConfig {
         cert: cert.clone(),
         key: key.clone(),
     });

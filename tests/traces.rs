@@ -10,8 +10,8 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc;
 
-use ahp_copilot_bridge::config::{Config, LogConfig, TelemetryConfig};
-use ahp_copilot_bridge::telemetry::{logs, traces};
+use ahp_bridge_join::config::{Config, LogConfig, TelemetryConfig};
+use ahp_bridge_join::telemetry::{logs, traces};
 use ahp_types::actions::StateAction;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 /// table, the signature rule and the import graph span the crate boundaries.
 const CRATES: &[(&str, &str, &str)] = &[
     ("src", "", "ahp_copilot_bridge"),
+    ("crates/bridge/src", "", "ahp_bridge_join"),
     ("crates/base/src", "", "ahp_bridge_base"),
     ("crates/audit/src", "audit", "ahp_bridge_audit"),
     ("crates/runtime/src", "runtime", "ahp_bridge_runtime"),
@@ -137,7 +138,7 @@ fn dependencies(manifest: &str) -> Vec<String> {
 /// The crates keep the layers: the bottom depends on no crate of the
 /// workspace, each layer above it only on those below it (ARCHITECTURE.md,
 /// "The crates"), none but the north side and the upstream client on an AHP crate and none on
-/// `anyhow`; the binary's crate on all. The lists are whole, so no
+/// `anyhow`; the join (crates/bridge) on all, the binary on the join alone. The lists are whole, so no
 /// `[dependencies]` names `ahp-bridge-testkit`: it is for tests only. Each
 /// edge is one the crate's code uses (it names the crate).
 #[test]
@@ -189,9 +190,10 @@ fn the_crate_graph_follows_the_layers() {
             "{name} depends on anyhow"
         );
     }
-    let main = dependencies("Cargo.toml");
+    // The join names every layer; the binary names the join alone.
+    let join = dependencies("crates/bridge/Cargo.toml");
     assert_eq!(
-        ours(&main),
+        ours(&join),
         [
             "ahp-bridge-audit",
             "ahp-bridge-base",
@@ -202,6 +204,29 @@ fn the_crate_graph_follows_the_layers() {
             "ahp-bridge-upstream",
         ]
     );
+    let main = dependencies("Cargo.toml");
+    assert_eq!(ours(&main), ["ahp-bridge-join"]);
+}
+
+/// The root package is the binary and nothing else: argument parsing, start
+/// and signals in `src/main.rs`; every owner (the bridge, the SDK gate, the
+/// admin listener, the demo, the reload) is the join's (`crates/bridge`).
+#[test]
+fn the_binary_is_only_its_main() {
+    let mut files = Vec::new();
+    rust_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+        &mut files,
+    );
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, ["main.rs"]);
+    let root: toml::Table = read(&Path::new(env!("CARGO_MANIFEST_DIR")).join("Cargo.toml"))
+        .parse()
+        .unwrap();
+    assert!(root.get("lib").is_none(), "the root package has a [lib]");
 }
 
 /// The lines in `text` (before its tests module) shaped `name: T,` where

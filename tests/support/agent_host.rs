@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use ahp_copilot_bridge::app::{self, Agent, Running};
-use ahp_copilot_bridge::config::{Config, RuntimeProtocol};
-use ahp_copilot_bridge::demo::github::GitHubFake;
-use ahp_copilot_bridge::demo::model::ScriptedModel;
+use ahp_bridge_join::app::{self, Agent, Running};
+use ahp_bridge_join::config::{Config, RuntimeProtocol};
+use ahp_bridge_join::demo::github::GitHubFake;
+use ahp_bridge_join::demo::model::ScriptedModel;
 
 use super::e2e::Contract;
 use super::test_config;

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ahp_copilot_bridge::config::Config;
+use ahp_bridge_join::config::Config;
 
 use super::browser::Browser;
 use super::e2e::*;

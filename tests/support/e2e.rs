@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ahp::{Client, SubscriptionEvent};
-use ahp_copilot_bridge::app::{self, Agent, Running};
-use ahp_copilot_bridge::config::Config;
-use ahp_copilot_bridge::demo::model::ScriptedModel;
-use ahp_copilot_bridge::run::offline_runtime;
+use ahp_bridge_join::app::{self, Agent, Running};
+use ahp_bridge_join::config::Config;
+use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::run::offline_runtime;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 
@@ -34,7 +34,7 @@ impl Drop for Contract {
         if std::thread::panicking() {
             return;
         }
-        let text = ahp_copilot_bridge::telemetry::metrics().encode(false);
+        let text = ahp_bridge_join::telemetry::metrics().encode(false);
         // A compatibility run names the kinds its release is known to send
         // (docs/compatibility.md): reported, not failed.
         let allowed = std::env::var("AHP_BRIDGE_WIRE_ALLOW").unwrap_or_default();
@@ -139,7 +139,7 @@ pub(crate) async fn assert_next_turn_works(
     reply: &str,
 ) {
     st.model
-        .push(ahp_copilot_bridge::demo::reply::Reply::Text(reply.into()));
+        .push(ahp_bridge_join::demo::reply::Reply::Text(reply.into()));
     let end = run_turn(c, session_id, turn_id, prompt).await;
     assert_eq!(end.kind, "complete", "{end:?}");
     assert_eq!(end.text, reply);
@@ -229,21 +229,13 @@ pub(crate) async fn assert_no_input_needed(c: &Client, session: &str) {
 /// connection that starts no session, or one that needs no answers.
 pub(crate) struct Silent;
 
-impl ahp_copilot_bridge::runtime::connection::RuntimeHandler for Silent {
-    fn event(
-        &self,
-        _: &str,
-        _: Option<&str>,
-        _: ahp_copilot_bridge::runtime::events::RuntimeEvent,
-    ) {
-    }
+impl ahp_bridge_join::runtime::connection::RuntimeHandler for Silent {
+    fn event(&self, _: &str, _: Option<&str>, _: ahp_bridge_join::runtime::events::RuntimeEvent) {}
     fn request(
         &self,
-        request: ahp_copilot_bridge::runtime::requests::RuntimeRequest,
-    ) -> ahp_copilot_bridge::runtime::connection::RuntimeReplyFuture {
-        use ahp_copilot_bridge::runtime::requests::{
-            RuntimeAnswer, RuntimeRequest, UserInputAnswer,
-        };
+        request: ahp_bridge_join::runtime::requests::RuntimeRequest,
+    ) -> ahp_bridge_join::runtime::connection::RuntimeReplyFuture {
+        use ahp_bridge_join::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
         let answer = match request {
             RuntimeRequest::Transform { sections, .. } => RuntimeAnswer::Transformed(sections),
             RuntimeRequest::UserInput { .. } => {

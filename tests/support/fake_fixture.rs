@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ahp::Client;
-use ahp_copilot_bridge::app::{self, Agent, Running};
-use ahp_copilot_bridge::config::Config;
+use ahp_bridge_join::app::{self, Agent, Running};
+use ahp_bridge_join::config::Config;
 use serde_json::{json, Value};
 
 use super::e2e::{creation_outcome, wait_turn_end, TurnEnd};

@@ -24,9 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ahp::{Client, ClientConfig, ClientEventStream, SubscriptionEvent};
-use ahp_copilot_bridge::app::{self, Agent, Running};
-use ahp_copilot_bridge::audit::sha256_hex;
-use ahp_copilot_bridge::config::{Config, PrincipalConfig, Role};
+use ahp_bridge_join::app::{self, Agent, Running};
+use ahp_bridge_join::audit::sha256_hex;
+use ahp_bridge_join::config::{Config, PrincipalConfig, Role};
 use serde_json::{json, Value};
 
 pub(crate) const DEADLINE: Duration = Duration::from_secs(20);
@@ -45,7 +45,7 @@ pub(crate) fn init_test_logs() {
 /// The default chat of a session, as the host publishes it (and as a
 /// client such as VS Code derives it).
 pub(crate) fn chat_of(session: &str) -> String {
-    ahp_copilot_bridge::ahp::protocol::uri::chat_uri_of(session)
+    ahp_bridge_join::ahp::protocol::uri::chat_uri_of(session)
 }
 
 pub(crate) fn test_config() -> Config {

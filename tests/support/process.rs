@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ahp::{Client, ClientConfig};
-use ahp_copilot_bridge::audit::sha256_hex;
-use ahp_copilot_bridge::config::Config;
-use ahp_copilot_bridge::demo::model::ScriptedModel;
-use ahp_copilot_bridge::run::offline_runtime;
+use ahp_bridge_join::audit::sha256_hex;
+use ahp_bridge_join::config::Config;
+use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::run::offline_runtime;
 
 use super::DEADLINE;
 

@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use ahp_copilot_bridge::audit::verify::verify_text;
-use ahp_copilot_bridge::demo::model::ScriptedModel;
-use ahp_copilot_bridge::demo::reply::Reply;
+use ahp_bridge_join::audit::verify::verify_text;
+use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::demo::reply::Reply;
 use serde_json::Value;
 
 use super::process::*;

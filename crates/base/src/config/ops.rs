@@ -72,7 +72,7 @@ pub enum LogFormat {
 #[serde(deny_unknown_fields, default)]
 pub struct LogConfig {
     pub format: LogFormat,
-    /// A filter such as "info" or "info,ahp_copilot_bridge::bridge=debug";
+    /// A filter such as "info" or "info,ahp_bridge_join::bridge=debug";
     /// the environment variable AHP_BRIDGE_LOG, when set, wins.
     pub level: String,
 }

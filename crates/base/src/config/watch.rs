@@ -2,9 +2,9 @@
 //! quiet spell, so an editor's burst of writes, or a certificate and its key
 //! written one after the other, is one change). What a change leads to is
 //! the watcher's owner's: the customization folders are read again
-//! (`src/bridge/customizing.rs`), a certificate reloaded
+//! (`crates/bridge/src/bridge/customizing.rs`), a certificate reloaded
 //! (`crates/ahp/src/net/tls.rs`), the config file and its Rego files reloaded
-//! (`src/reload.rs`). The last two watch only their own files in the
+//! (`crates/bridge/src/reload.rs`). The last two watch only their own files in the
 //! folders ([`Watched`]): a neighbour written all the time would otherwise
 //! keep the quiet spell from ever ending.
 

@@ -216,7 +216,7 @@ mod tests {
     /// Every file in `fixtures/model/` parses.
     #[test]
     fn the_fixtures_parse() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/model");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/model");
         let mut n = 0;
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();

@@ -1,4 +1,5 @@
-//! ahp-copilot-bridge: an AHP host in front of the GitHub Copilot agent runtime.
+//! The join of ahp-copilot-bridge, an AHP host in front of the GitHub Copilot
+//! agent runtime: every owner the binary (`src/main.rs`) starts.
 //!
 //! Data flow: clients speak AHP over WebSocket to the north side ([`ahp`]);
 //! the south side ([`runtime`]) speaks Content-Length JSON-RPC to the Copilot
@@ -16,8 +17,7 @@ pub mod policy_cli;
 pub mod reload;
 pub mod run;
 
-// The layers in crates of their own, under the names the rest of this crate
-// and its tests use.
+// The layers' crates, under the module names the join and the tests use.
 pub use ahp_bridge_audit as audit;
 pub use ahp_bridge_base::{config, jsonrpc, policy, sections, store, telemetry};
 pub use ahp_bridge_customize as customize;
