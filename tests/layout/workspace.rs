@@ -12,6 +12,10 @@ const CRATES: &[(&str, &str, &str)] = &[
     ("src", "", "ahp_copilot_bridge"),
     ("crates/bridge/src", "", "ahp_bridge_join"),
     ("crates/base/src", "", "ahp_bridge_base"),
+    ("crates/jsonrpc/src", "jsonrpc", "ahp_bridge_jsonrpc"),
+    ("crates/store/src", "store", "ahp_bridge_store"),
+    ("crates/policy/src", "policy", "ahp_bridge_policy"),
+    ("crates/telemetry/src", "telemetry", "ahp_bridge_telemetry"),
     ("crates/audit/src", "audit", "ahp_bridge_audit"),
     ("crates/runtime/src", "runtime", "ahp_bridge_runtime"),
     ("crates/transform/src", "transform", "ahp_bridge_transform"),
@@ -37,6 +41,11 @@ pub(crate) fn as_one_tree(prefix: &str, text: &str) -> String {
             format!("crate::{module}::")
         };
         text = text.replace(&format!("{name}::"), &to);
+        // `use ahp_bridge_jsonrpc as jsonrpc;` names the module whole.
+        text = text.replace(
+            &format!("use {name} as "),
+            &format!("use {} as ", to.trim_end_matches(':')),
+        );
     }
     text
 }
@@ -156,12 +165,48 @@ fn the_crate_graph_follows_the_layers() {
     };
     let layers: &[(&str, &[&str])] = &[
         ("base", &[]),
-        ("audit", &["ahp-bridge-base"]),
-        ("runtime", &["ahp-bridge-base"]),
+        ("jsonrpc", &[]),
+        ("store", &[]),
+        ("telemetry", &["ahp-bridge-base"]),
+        ("policy", &["ahp-bridge-base", "ahp-bridge-telemetry"]),
+        (
+            "audit",
+            &[
+                "ahp-bridge-base",
+                "ahp-bridge-policy",
+                "ahp-bridge-telemetry",
+            ],
+        ),
+        (
+            "runtime",
+            &[
+                "ahp-bridge-base",
+                "ahp-bridge-jsonrpc",
+                "ahp-bridge-telemetry",
+            ],
+        ),
         ("customize", &[]),
-        ("transform", &["ahp-bridge-audit", "ahp-bridge-base"]),
-        ("ahp", &["ahp-bridge-base"]),
-        ("upstream", &["ahp-bridge-base"]),
+        (
+            "transform",
+            &[
+                "ahp-bridge-audit",
+                "ahp-bridge-base",
+                "ahp-bridge-jsonrpc",
+                "ahp-bridge-policy",
+                "ahp-bridge-telemetry",
+            ],
+        ),
+        (
+            "ahp",
+            &[
+                "ahp-bridge-base",
+                "ahp-bridge-jsonrpc",
+                "ahp-bridge-policy",
+                "ahp-bridge-store",
+                "ahp-bridge-telemetry",
+            ],
+        ),
+        ("upstream", &["ahp-bridge-base", "ahp-bridge-telemetry"]),
     ];
     for (name, may) in layers {
         let deps = dependencies(&format!("crates/{name}/Cargo.toml"));
@@ -199,7 +244,11 @@ fn the_crate_graph_follows_the_layers() {
             "ahp-bridge-base",
             "ahp-bridge-customize",
             "ahp-bridge-host",
+            "ahp-bridge-jsonrpc",
+            "ahp-bridge-policy",
             "ahp-bridge-runtime",
+            "ahp-bridge-store",
+            "ahp-bridge-telemetry",
             "ahp-bridge-transform",
             "ahp-bridge-upstream",
         ]
@@ -426,4 +475,32 @@ fn string_errors(text: &str) -> Vec<usize> {
         }
     }
     lines
+}
+
+/// The bottom is split by concern: no crate holds two of the config, the
+/// JSON-RPC layer, the policy, the store and the telemetry (a crate is its
+/// folder's concern, plus any of them it declares as a module).
+#[test]
+fn each_bottom_concern_is_a_crate_of_its_own() {
+    const CONCERNS: [&str; 5] = ["config", "jsonrpc", "policy", "store", "telemetry"];
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let declared = regex::Regex::new(r"(?m)^\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(\w+)\s*;").unwrap();
+    let mut checked = 0;
+    for entry in std::fs::read_dir(root.join("crates")).unwrap() {
+        let dir = entry.unwrap().path();
+        let Ok(lib) = std::fs::read_to_string(dir.join("src/lib.rs")) else {
+            continue;
+        };
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let mut held: Vec<String> = declared
+            .captures_iter(&super::product::product(&lib))
+            .map(|c| c[1].to_owned())
+            .chain(std::iter::once(name.clone()))
+            .filter(|m| CONCERNS.contains(&m.as_str()))
+            .collect();
+        held.dedup();
+        assert!(held.len() <= 1, "crates/{name} holds {held:?}");
+        checked += 1;
+    }
+    assert!(checked >= 10, "read {checked} crates");
 }

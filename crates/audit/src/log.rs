@@ -22,7 +22,7 @@ use super::rotation::{file_name, rotated_name};
 use super::scan::scan;
 use super::writer::Writer;
 use ahp_bridge_base::config::{AuditConfig, FsyncPolicy};
-use ahp_bridge_base::telemetry::{metrics, CheckFailed};
+use ahp_bridge_telemetry::{metrics, CheckFailed};
 
 /// Where written records go besides the file (the syslog shipper). Called
 /// under the log's lock, in order, with the line as written; must not block.
@@ -232,7 +232,7 @@ impl AuditLog {
                 self.path.display()
             )));
         }
-        ahp_bridge_base::telemetry::writable(&self.path)
+        ahp_bridge_telemetry::writable(&self.path)
     }
 
     /// A signed checkpoint now, if there is a key and anything to cover.

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::decision_entry::DecisionEntry;
 use super::sha256_hex;
-use ahp_bridge_base::policy::rules::BrokenRule;
-use ahp_bridge_base::policy::Policy;
+use ahp_bridge_policy::rules::BrokenRule;
+use ahp_bridge_policy::Policy;
 
 /// What a record is; the log writes it as the record's `kind`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

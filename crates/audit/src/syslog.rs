@@ -157,7 +157,7 @@ impl Ship for Shipper {
         if q.items.len() >= self.shared.max_items || q.bytes + size > self.shared.max_bytes {
             q.dropped += 1;
             self.shared.dropped_total.fetch_add(1, Ordering::Relaxed);
-            ahp_bridge_base::telemetry::metrics().audit_shipping_gap(1);
+            ahp_bridge_telemetry::metrics().audit_shipping_gap(1);
             let seq = record["seq"].as_u64().unwrap_or_default();
             q.dropped_seqs = Some(q.dropped_seqs.map_or((seq, seq), |(a, _)| (a, seq)));
             if q.dropped == 1 {

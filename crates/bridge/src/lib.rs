@@ -19,9 +19,13 @@ pub mod run;
 
 // The layers' crates, under the module names the join and the tests use.
 pub use ahp_bridge_audit as audit;
-pub use ahp_bridge_base::{config, jsonrpc, policy, sections, store, telemetry};
+pub use ahp_bridge_base::{config, sections};
 pub use ahp_bridge_customize as customize;
 pub use ahp_bridge_host as ahp;
+pub use ahp_bridge_jsonrpc as jsonrpc;
+pub use ahp_bridge_policy as policy;
 pub use ahp_bridge_runtime as runtime;
+pub use ahp_bridge_store as store;
+pub use ahp_bridge_telemetry as telemetry;
 pub use ahp_bridge_transform as transform;
 pub use ahp_bridge_upstream as upstream;

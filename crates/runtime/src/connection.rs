@@ -22,8 +22,8 @@ use super::mismatch::{Mismatch, MismatchKind};
 use super::requests::{RuntimeAnswer, RuntimeRequest};
 use super::schema as s;
 use crate::error::RuntimeError;
-use ahp_bridge_base::jsonrpc::{
-    self, Answer, CallError, ErrorCode, InboundHandler, Peer, RpcError,
+use ahp_bridge_jsonrpc::{
+    self as jsonrpc, Answer, CallError, ErrorCode, InboundHandler, Peer, RpcError,
 };
 
 pub const PROTOCOL_VERSION: u64 = 3;

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitStatus;
 use std::time::Duration;
 
-use ahp_bridge_base::telemetry::Escaped;
+use ahp_bridge_telemetry::Escaped;
 
 use crate::stderr_tail::StderrTail;
 

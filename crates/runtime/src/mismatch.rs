@@ -9,7 +9,7 @@ use std::sync::{LazyLock, Mutex};
 
 use tracing::warn;
 
-use ahp_bridge_base::telemetry::{metrics, Escaped};
+use ahp_bridge_telemetry::{metrics, Escaped};
 
 /// What was wrong, as the metric's `kind` label names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

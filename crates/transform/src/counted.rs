@@ -3,7 +3,7 @@
 //! a rewrite. Every label is a fixed word or a catalogue id.
 
 use ahp_bridge_audit::record::{SectionDecision, TransformRecord};
-use ahp_bridge_base::telemetry::metrics;
+use ahp_bridge_telemetry::metrics;
 
 /// The request as a whole: the first that holds of transformed, refused,
 /// an owner's failure (timeout, error, ...), unchanged, passthrough.

@@ -1,6 +1,6 @@
 //! The transform core, pure: each runtime `systemMessage.transform` request
 //! routed to the owning clients and back ([`router`]), by the decisions of
-//! [`plan`], under the policy of [`ahp_bridge_base::policy`]; which sections a runtime
+//! [`plan`], under the policy of [`ahp_bridge_policy`]; which sections a runtime
 //! session registers ([`registrations`]).
 //!
 //! It speaks neither AHP nor the runtime's wire: sections go in and come out
@@ -14,7 +14,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use ahp_bridge_audit::record::TransformRecord;
-use ahp_bridge_base::policy::OptIn;
+use ahp_bridge_policy::OptIn;
 
 mod counted;
 pub mod plan;

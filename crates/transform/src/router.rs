@@ -13,7 +13,7 @@
 //! the rest still applies. The router decides; the record it builds goes to
 //! the [`AuditPort`] the bridge gives it.
 
-use ahp_bridge_base::telemetry::Escaped;
+use ahp_bridge_telemetry::Escaped;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,11 +28,11 @@ use ahp_bridge_audit::record::{
     now_rfc3339, OwnerOutcome, OwnerRecord, SectionDecision, SectionRecord, TransformRecord,
 };
 use ahp_bridge_base::config::{AuditConfig, OnFailure};
-use ahp_bridge_base::policy::governor::{rewrite, Rewrite};
-use ahp_bridge_base::policy::redact::{self, RestoreError};
-use ahp_bridge_base::policy::rego::{Decision, Subject};
-use ahp_bridge_base::policy::rules::BrokenRule;
-use ahp_bridge_base::policy::{owners, OptIn, Policy, PolicyReader};
+use ahp_bridge_policy::governor::{rewrite, Rewrite};
+use ahp_bridge_policy::redact::{self, RestoreError};
+use ahp_bridge_policy::rego::{Decision, Subject};
+use ahp_bridge_policy::rules::BrokenRule;
+use ahp_bridge_policy::{owners, OptIn, Policy, PolicyReader};
 
 /// What the router does with records besides writing them.
 #[derive(Debug, Clone, Copy)]

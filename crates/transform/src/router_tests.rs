@@ -13,9 +13,9 @@ use crate::AskFuture;
 use ahp_bridge_audit::log::AuditLog;
 use ahp_bridge_audit::verify::verify_text;
 use ahp_bridge_base::config::Config;
-use ahp_bridge_base::jsonrpc::{classify, CallError, Incoming, Peer, RpcError};
-use ahp_bridge_base::policy::rego::{ClientKind, Subject};
-use ahp_bridge_base::policy::{OptIn, PolicySource};
+use ahp_bridge_jsonrpc::{classify, CallError, Incoming, Peer, RpcError};
+use ahp_bridge_policy::rego::{ClientKind, Subject};
+use ahp_bridge_policy::{OptIn, PolicySource};
 
 /// How a scripted client answers a transform request.
 #[derive(Clone)]

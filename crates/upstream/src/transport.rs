@@ -5,7 +5,7 @@
 
 use ahp::{Transport, TransportError, TransportMessage};
 use ahp_bridge_base::config::Secret;
-use ahp_bridge_base::telemetry::metrics;
+use ahp_bridge_telemetry::metrics;
 use ahp_types::actions::ActionOrigin;
 use ahp_types::messages::JsonRpcMessage;
 use futures_util::{SinkExt, StreamExt};

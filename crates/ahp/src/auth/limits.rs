@@ -56,7 +56,7 @@ pub struct Limited {
 
 impl Limited {
     fn new(limit: Limit, principal: &str, what: String, retry_after: Option<Duration>) -> Self {
-        ahp_bridge_base::telemetry::metrics().rate_limited(limit.key());
+        ahp_bridge_telemetry::metrics().rate_limited(limit.key());
         let then = match retry_after {
             Some(d) => format!("; retry in {} s", seconds(d)),
             None => String::new(),
@@ -332,7 +332,7 @@ mod tests {
                 && m.contains("retry in 0.1 s"),
             "{m}"
         );
-        let exposed = ahp_bridge_base::telemetry::metrics().encode(false);
+        let exposed = ahp_bridge_telemetry::metrics().encode(false);
         assert!(
             exposed.contains("limit=\"actions_per_second\""),
             "counted: {exposed}"

@@ -11,7 +11,7 @@ use tracing::info;
 use crate::auth::tokens::GITHUB_RESOURCE;
 use crate::auth::Principal;
 use crate::host::Host;
-use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
+use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
 
 pub(crate) fn authenticate(
     host: &Host,

@@ -1,7 +1,7 @@
 //! The handshake: `initialize` (negotiate, attach the clientId, initial
 //! subscriptions) and `reconnect` (attach again, then replay or snapshots).
 
-use ahp_bridge_base::telemetry::Escaped;
+use ahp_bridge_telemetry::Escaped;
 use ahp_types::commands::{Implementation, InitializeParams, InitializeResult};
 use ahp_types::common::JsonObject;
 use serde_json::{json, Value};
@@ -17,7 +17,7 @@ use crate::protocol::errors::AhpError;
 use crate::protocol::params::{Reconnect, Resume};
 use crate::protocol::uri::file_uri_of;
 use crate::protocol::versions::{negotiate, Version, IMPLEMENTED_VERSIONS};
-use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
+use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
 
 /// The reply as JSON: the snapshots in it are the host's rendering (see
 /// below), so the official `InitializeResult` is serialized here and they

@@ -10,7 +10,7 @@ use crate::auth::Principal;
 use crate::host::Host;
 use crate::protocol::errors::AhpError;
 use crate::protocol::versions::Version;
-use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
+use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
 
 /// The most sessions one `listSessions` page holds, whatever `limit` asks
 /// (the spec lets a server cap pages). Also the page size without `limit`.

@@ -5,7 +5,7 @@
 //! [`listing`], [`session_config`], [`authenticate`], and the file
 //! requests of `crate::files`.
 
-use ahp_bridge_base::telemetry::Escaped;
+use ahp_bridge_telemetry::Escaped;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -18,7 +18,7 @@ use super::host::clients::ConnId;
 use super::host::Host;
 use super::protocol::errors::AhpError;
 use super::protocol::params::{HostMethod, Notification, Request};
-use ahp_bridge_base::jsonrpc::{Answer, ErrorCode, InboundHandler, RpcError};
+use ahp_bridge_jsonrpc::{Answer, ErrorCode, InboundHandler, RpcError};
 use reply::{subscribed, to_result, Empty};
 
 pub mod authenticate;
@@ -143,8 +143,8 @@ mod tests {
     use super::*;
     use crate::protocol::uri::ROOT_URI;
     use ahp_bridge_base::config::Config;
-    use ahp_bridge_base::policy::{Policy, PolicyReader};
     use ahp_bridge_base::sections::SECTION_CATALOGUE;
+    use ahp_bridge_policy::{Policy, PolicyReader};
 
     #[test]
     fn root_state_advertises_sections_and_restriction() {

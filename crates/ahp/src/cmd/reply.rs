@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
+use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
 
 /// The reply of a command whose official result has no fields of its own
 /// (`createSession`, `disposeSession`): `{}`.

@@ -5,7 +5,7 @@
 //! since files are read-only here. docs/protocol.md lists both.
 
 use crate::protocol::errors::AhpError;
-use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
+use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
 
 /// Commands of AHP 1.0 that this host does not offer, with the reason.
 pub const NOT_OFFERED: &[(&str, &str)] = &[

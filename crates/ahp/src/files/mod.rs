@@ -29,8 +29,8 @@ use super::host::Host;
 use super::protocol::errors::AhpError;
 use super::protocol::params::Request;
 use super::protocol::uri::{file_uri_of, local_path};
-use ahp_bridge_base::jsonrpc::inbound::ReplyFuture;
-use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
+use ahp_bridge_jsonrpc::inbound::ReplyFuture;
+use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
 
 pub mod completions;
 pub mod roots;

@@ -2,7 +2,7 @@
 //! backend ask of it. Each takes the lock once, asks the owning parts, and
 //! changes state only through them and the action path of [`super`].
 
-use ahp_bridge_base::telemetry::Escaped;
+use ahp_bridge_telemetry::Escaped;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -30,10 +30,10 @@ use crate::protocol::actions::Action;
 use crate::protocol::errors::AhpError;
 use crate::protocol::uri::{channel_kind, working_directory, ChannelKind, ROOT_URI};
 use ahp_bridge_base::config::{Reloadable, Role};
-use ahp_bridge_base::jsonrpc::{ErrorCode, Peer, RpcError};
-use ahp_bridge_base::policy::rego::{ClientKind, Subject};
-use ahp_bridge_base::store::{Store, TurnChanges};
-use ahp_bridge_base::telemetry::metrics;
+use ahp_bridge_jsonrpc::{ErrorCode, Peer, RpcError};
+use ahp_bridge_policy::rego::{ClientKind, Subject};
+use ahp_bridge_store::{Store, TurnChanges};
+use ahp_bridge_telemetry::metrics;
 
 /// A registered connection: its id, its peer for host -> client calls, its
 /// outbound queue and the receiving end the writer drains; `closing` is

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use ahp_bridge_base::policy::Policy;
+use ahp_bridge_policy::Policy;
 
 /// How a `reconnect` is answered.
 pub enum Reconnected {

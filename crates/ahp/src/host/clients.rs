@@ -13,7 +13,7 @@ use super::outbound::Outbound;
 use crate::auth::{Authenticated, Principal, Principals, Standing};
 use crate::protocol::errors::AhpError;
 use crate::protocol::versions::Version;
-use ahp_bridge_base::jsonrpc::{ErrorCode, Peer, RpcError};
+use ahp_bridge_jsonrpc::{ErrorCode, Peer, RpcError};
 
 pub type ConnId = u64;
 

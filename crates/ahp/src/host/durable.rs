@@ -27,8 +27,8 @@ use super::window::{self, WindowBounds};
 use crate::protocol::actions::Action;
 use crate::protocol::errors::AhpError;
 use crate::protocol::uri::chat_uri_of;
-use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
-use ahp_bridge_base::store::{Store, StoreError, StoredSession, TurnChanges, SEQ_BLOCK};
+use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
+use ahp_bridge_store::{Store, StoreError, StoredSession, TurnChanges, SEQ_BLOCK};
 
 /// Why the store's sessions could not be taken at start.
 #[derive(Debug, thiserror::Error)]

@@ -12,9 +12,9 @@ use crate::channels::{
     AUDIT_LOG, HOST_STATUS, POLICY,
 };
 use crate::protocol::errors::AhpError;
-use ahp_bridge_base::jsonrpc::RpcError;
-use ahp_bridge_base::policy::Policy;
-use ahp_bridge_base::telemetry::metrics;
+use ahp_bridge_jsonrpc::RpcError;
+use ahp_bridge_policy::Policy;
+use ahp_bridge_telemetry::metrics;
 
 /// The state of every host channel (the policy's document is read
 /// from the policy in force; only when it was loaded is kept here).

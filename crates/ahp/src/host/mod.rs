@@ -14,7 +14,7 @@
 //! cannot stall the host. The backend is called after the lock is released,
 //! so it may call back into the host.
 
-use ahp_bridge_base::telemetry::Escaped;
+use ahp_bridge_telemetry::Escaped;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -42,10 +42,10 @@ use super::protocol::params::DispatchAction;
 use super::protocol::uri::{channel_kind, ChannelKind, ROOT_URI};
 use super::protocol::versions::Version;
 use ahp_bridge_base::config::Config;
-use ahp_bridge_base::jsonrpc::{self, RpcError};
-use ahp_bridge_base::policy::governor::Governor;
-use ahp_bridge_base::policy::rego::{Body, ClientKind};
-use ahp_bridge_base::policy::PolicyReader;
+use ahp_bridge_jsonrpc::{self as jsonrpc, RpcError};
+use ahp_bridge_policy::governor::Governor;
+use ahp_bridge_policy::rego::{Body, ClientKind};
+use ahp_bridge_policy::PolicyReader;
 
 pub mod api;
 pub mod catch_up;

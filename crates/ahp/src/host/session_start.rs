@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use ahp_bridge_base::policy::addition::SectionAddition;
-use ahp_bridge_base::policy::rego::Subject;
+use ahp_bridge_policy::addition::SectionAddition;
+use ahp_bridge_policy::rego::Subject;
 
 /// What a session was created with that its backend passes on.
 #[derive(Debug, Clone, PartialEq)]

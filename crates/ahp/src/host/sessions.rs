@@ -24,8 +24,8 @@ use crate::extension::{self, TransformOptIn};
 use crate::protocol::actions::{Action, Rejection};
 use crate::protocol::uri::{channel_kind, local_path, ChannelKind, ROOT_URI};
 use ahp_bridge_base::config::Role;
-use ahp_bridge_base::policy::addition::parse_additions;
-use ahp_bridge_base::store::StoredTurn;
+use ahp_bridge_policy::addition::parse_additions;
+use ahp_bridge_store::StoredTurn;
 
 /// The one agent provider this host serves.
 pub const PROVIDER: &str = "copilot";
@@ -562,8 +562,8 @@ pub(super) fn now_iso() -> String {
 
 impl Sessions {
     /// A session as the store keeps it (its one chat included).
-    pub(super) fn stored(&self, uri: &str) -> Option<ahp_bridge_base::store::StoredSession> {
-        use ahp_bridge_base::store::{StoredChat, StoredSession};
+    pub(super) fn stored(&self, uri: &str) -> Option<ahp_bridge_store::StoredSession> {
+        use ahp_bridge_store::{StoredChat, StoredSession};
         let e = self.entries.get(uri)?;
         let chat = self.chats.get(&e.chat).and_then(|c| {
             Some(StoredChat {

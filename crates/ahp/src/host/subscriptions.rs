@@ -18,8 +18,8 @@ use crate::channels::required_role;
 use crate::protocol::errors::AhpError;
 use crate::protocol::uri::ROOT_URI;
 use crate::protocol::versions::Version;
-use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
-use ahp_bridge_base::telemetry::metrics;
+use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
+use ahp_bridge_telemetry::metrics;
 
 pub(super) fn not_found(what: impl std::fmt::Display) -> RpcError {
     RpcError::new(

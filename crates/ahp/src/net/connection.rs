@@ -23,8 +23,8 @@ use crate::cmd::Commands;
 use crate::host::outbound::{Outbound, OutboundQueue};
 use crate::host::Host;
 use ahp_bridge_base::config::ServerConfig;
-use ahp_bridge_base::jsonrpc::{self, ErrorCode, Flow, RpcError};
-use ahp_bridge_base::telemetry::{metrics, Refusal};
+use ahp_bridge_jsonrpc::{self as jsonrpc, ErrorCode, Flow, RpcError};
+use ahp_bridge_telemetry::{metrics, Refusal};
 
 type Sink = futures_util::stream::SplitSink<WebSocketStream<Replayed>, Message>;
 type ClientFrames = futures_util::stream::SplitStream<WebSocketStream<Replayed>>;

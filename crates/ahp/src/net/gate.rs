@@ -12,7 +12,7 @@ use crate::auth::jwt::looks_like_jwt;
 use crate::auth::tickets::Tickets;
 use crate::auth::{Authenticated, Principals, Standing};
 use ahp_bridge_base::config::{CertIdentity, ServerConfig};
-use ahp_bridge_base::telemetry::Refusal;
+use ahp_bridge_telemetry::Refusal;
 
 /// The token a client presents: `Authorization: Bearer TOKEN` (the scheme
 /// in any case), or `?token=` / `?tkn=` in the query (the keys browser

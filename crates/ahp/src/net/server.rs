@@ -22,7 +22,7 @@ use super::ticket_page;
 use super::tls::Tls;
 use super::transport::Transport;
 use crate::host::Host;
-use ahp_bridge_base::telemetry::{metrics, Escaped, Refusal};
+use ahp_bridge_telemetry::{metrics, Escaped, Refusal};
 
 /// A listener that could not be bound, and where.
 #[derive(Debug, thiserror::Error)]

@@ -12,7 +12,7 @@ use super::gate::KeptOut;
 use crate::auth::tickets::Tickets;
 use crate::auth::Authenticated;
 use ahp_bridge_base::config::Role;
-use ahp_bridge_base::telemetry::{metrics, Escaped};
+use ahp_bridge_telemetry::{metrics, Escaped};
 
 /// The JSON answer to a `POST /ticket`, by whether the request authenticated.
 pub fn body(answer: Result<Authenticated, KeptOut>, tickets: &Tickets) -> (u16, String) {

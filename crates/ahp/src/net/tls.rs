@@ -19,7 +19,7 @@ use tracing::{error, info};
 
 use ahp_bridge_base::config::watch::{watch_files, Watched};
 use ahp_bridge_base::config::{CertIdentity, ClientAuth, TlsConfig};
-use ahp_bridge_base::telemetry::metrics;
+use ahp_bridge_telemetry::metrics;
 
 /// A `[server.tls]` or `[admin.tls]` whose pair was not taken at start.
 #[derive(Debug, thiserror::Error)]

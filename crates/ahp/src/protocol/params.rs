@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::uri::ROOT_URI;
 use crate::extension::TransformOptIn;
-use ahp_bridge_base::jsonrpc::{ErrorCode, RpcError};
+use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
 
 /// The requests this host answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

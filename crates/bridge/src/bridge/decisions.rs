@@ -2,7 +2,7 @@
 //! transform (a transform section's decision is inside its transform
 //! record): an opt-in or a session the host decided on, an SDK app's
 //! session, a permission request, a customization. The governor
-//! (`crates/base/src/policy/governor.rs`) hands each decision worth a
+//! (`crates/policy/src/governor.rs`) hands each decision worth a
 //! record here. Written off the async workers, as customization records
 //! are; the action itself does not wait for its record.
 

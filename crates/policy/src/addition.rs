@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use crate::config::AHP_HOST_SECTIONS;
+use ahp_bridge_base::config::AHP_HOST_SECTIONS;
 
 /// The most content, in bytes over all sections, the host takes.
 pub const MAX_ADDED_BYTES: usize = 64 * 1024;

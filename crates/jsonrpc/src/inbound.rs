@@ -81,7 +81,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::jsonrpc::ErrorCode;
+    use crate::ErrorCode;
 
     struct Echo;
     impl InboundHandler for Echo {

@@ -20,7 +20,7 @@ use std::ops::Range;
 use regex::Regex;
 
 use super::addition::AddAction;
-use crate::config::{compile_pattern, Access, ConfigError, Mode, SectionRuleConfig};
+use ahp_bridge_base::config::{compile_pattern, Access, ConfigError, Mode, SectionRuleConfig};
 
 /// One section's rules, ready to run.
 #[derive(Debug, Clone)]

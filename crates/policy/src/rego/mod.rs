@@ -49,8 +49,8 @@ use std::time::Duration;
 use regorus::utils::limits::ExecutionTimerConfig;
 use regorus::{Engine, Value};
 
-use crate::config::{Enforcement, RegoSources};
-use crate::telemetry::metrics;
+use ahp_bridge_base::config::{Enforcement, RegoSources};
+use ahp_bridge_telemetry::metrics;
 
 /// The most messages one set may carry into a record, and the most bytes
 /// each: a policy's messages are the operator's, but a rule can make many.

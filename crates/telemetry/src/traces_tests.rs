@@ -54,7 +54,7 @@ impl SpanExporter for Held {
 }
 
 fn dropped_so_far() -> u64 {
-    let text = crate::telemetry::metrics().encode(false);
+    let text = crate::metrics().encode(false);
     text.lines()
         .find_map(|l| l.strip_prefix("ahp_bridge_trace_spans_dropped_total "))
         .and_then(|v| v.trim().parse::<f64>().ok())

@@ -9,7 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::check::statically;
 use super::quiet::captured;
-use crate::config::RegoSources;
+use ahp_bridge_base::config::RegoSources;
 
 /// An engine with every module and data file loaded (Rego v1) and
 /// prepared, the static part of the strict check passed, and what regorus

@@ -31,7 +31,7 @@ use tracing_subscriber::filter::filter_fn;
 use tracing_subscriber::Layer;
 
 use super::logs::ExtraLayer;
-use crate::config::TelemetryConfig;
+use ahp_bridge_base::config::TelemetryConfig;
 
 /// Spans waiting for export, at most.
 pub const QUEUE: usize = 2048;

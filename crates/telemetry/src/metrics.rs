@@ -14,7 +14,7 @@ use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 
 use super::process::ProcessCollector;
-use crate::sections::SECTION_CATALOGUE;
+use ahp_bridge_base::sections::SECTION_CATALOGUE;
 
 type One = [(&'static str, &'static str); 1];
 type Two = [(&'static str, &'static str); 2];

@@ -106,7 +106,7 @@ pub fn restore(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::compile_pattern;
+    use ahp_bridge_base::config::compile_pattern;
 
     #[test]
     fn redaction_numbers_matches_and_restores_them() {

@@ -3,7 +3,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::*;
-use crate::config::{Enforcement, RegoSources};
+use ahp_bridge_base::config::{Enforcement, RegoSources};
 
 const BUDGET: Duration = Duration::from_secs(5);
 

@@ -18,7 +18,7 @@ use regorus::unstable::{Expr, Rule, RuleHead};
 use regorus::{Engine, Value};
 
 use super::{diagnostic, engine, timer, CompileError};
-use crate::config::RegoSources;
+use ahp_bridge_base::config::RegoSources;
 
 /// Each test's deadline: a test that loops is an ERROR, not a hang.
 const TEST_TIMEOUT: Duration = Duration::from_secs(10);

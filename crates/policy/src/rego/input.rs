@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::point::Point;
-use crate::policy::rules::added_span;
+use crate::rules::added_span;
 
 /// Where a requester comes from: an AHP client or an SDK app.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -31,8 +31,8 @@ use sha2::{Digest, Sha256};
 
 use self::rego::Rego;
 use self::rules::{SectionRules, NO_RULES};
-use crate::config::{Access, Config, ConfigError, OverrideConfig, PolicyConfig};
-use crate::sections::{is_catalogued, SECTION_CATALOGUE};
+use ahp_bridge_base::config::{Access, Config, ConfigError, OverrideConfig, PolicyConfig};
+use ahp_bridge_base::sections::{is_catalogued, SECTION_CATALOGUE};
 
 /// The effective policy: what the operator hid, fixed or ruled, as one
 /// immutable value; the router swaps it whole on a reload. The fields are
@@ -64,7 +64,7 @@ impl Policy {
     /// and at each reload: it reads only reloadable keys.
     pub fn from_config(cfg: &Config) -> Result<Self, ConfigError> {
         let r = cfg.reloadable();
-        let additions = cfg.runtime.protocol == crate::config::RuntimeProtocol::Ahp;
+        let additions = cfg.runtime.protocol == ahp_bridge_base::config::RuntimeProtocol::Ahp;
         Self::build(r.policy(), r.transform_principals(), additions)
     }
 
@@ -84,7 +84,7 @@ impl Policy {
                 let mut sources = r.read()?;
                 sources.additions = additions;
                 let compiled = Rego::compile(&sources, r.enforcement, r.timeout).map_err(|e| {
-                    crate::config::ConfigError {
+                    ahp_bridge_base::config::ConfigError {
                         key: "policy.rego.modules".into(),
                         reason: e.to_string(),
                     }
@@ -269,7 +269,7 @@ mod tests {
 
     fn policy() -> Policy {
         let fixed = OverrideConfig {
-            action: crate::config::OverrideAction::Remove,
+            action: ahp_bridge_base::config::OverrideAction::Remove,
             content: None,
         };
         Policy {

@@ -1,7 +1,7 @@
 use std::time::Duration;
 
 use super::*;
-use crate::policy::rego::tests::sources;
+use crate::rego::tests::sources;
 
 fn run_all(modules: &[(&str, &str)]) -> Vec<TestResult> {
     run(&sources(modules), &TestOptions::default())

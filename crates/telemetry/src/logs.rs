@@ -7,7 +7,7 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer, Registry};
 
-use crate::config::{LogConfig, LogFormat};
+use ahp_bridge_base::config::{LogConfig, LogFormat};
 
 /// A layer added beside the log (the trace exporter).
 pub type ExtraLayer = Box<dyn Layer<Registry> + Send + Sync + 'static>;

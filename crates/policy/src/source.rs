@@ -52,7 +52,7 @@ impl PolicyReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::Config;
+    use ahp_bridge_base::config::Config;
 
     #[test]
     fn readers_see_a_replaced_policy_and_snapshots_keep_theirs() {
