@@ -259,7 +259,7 @@ async fn run(iterations: usize) {
     let bridged_ask = json!({"sessionId": runtime_id, "sections": pipe_sections});
     let rego_ask = json!({"sessionId": rego_runtime_id, "sections": pipe_sections});
     let direct_ask = json!({"sessionId": "direct", "sections": pipe_sections});
-    let peer = r.host.client_peer("bench").unwrap();
+    let peer = r.host.connections().client_peer("bench").unwrap();
     if std::env::args().any(|a| a == "--profile-pipe") {
         // Only the bridge at the pipe, one request after another: what a
         // profiler records is the bridge's side of a transform (beside the

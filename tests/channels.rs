@@ -91,7 +91,10 @@ async fn the_audit_channel_needs_admin_and_streams_records() {
     drop(ops);
     // The client id is free once the host has seen the close: before that,
     // a reconnect under it is refused (it belongs to a live connection).
-    eventually("disconnect noticed", || !r.host.is_connected("ops")).await;
+    eventually("disconnect noticed", || {
+        !r.host.connections().is_connected("ops")
+    })
+    .await;
     r.host.publish_audit_record(record(3), 4);
     let mut back = Raw::connect(&format!("ws://{}/?token={ADMIN}", r.addr)).await;
     let rec = back

@@ -288,7 +288,12 @@ async fn two_clients_each_get_only_their_sections() {
     // b joins as a second active client with an overlapping opt-in.
     dispatch_raw(&b, "ahp-session:/two", 1, json!({"type": "session/activeClientSet", "activeClient": client_entry("b", &["tone", "last_instructions"])})).await;
     eventually("b active", || {
-        st.bridge.host.active_clients("ahp-session:/two").len() == 2
+        st.bridge
+            .host
+            .for_backend()
+            .active_clients("ahp-session:/two")
+            .len()
+            == 2
     })
     .await;
     let end = run_turn(&a, "two", "t1", "hi").await;
@@ -322,7 +327,12 @@ async fn opting_in_later_is_asked_next_turn_and_opting_out_stops_it() {
     )
     .await;
     eventually("opt-in applied", || {
-        st.bridge.host.active_clients("ahp-session:/late")[0].opt_in == ["tone"]
+        st.bridge
+            .host
+            .for_backend()
+            .active_clients("ahp-session:/late")[0]
+            .opt_in
+            == ["tone"]
     })
     .await;
     assert_eq!(run_turn(&c, "late", "t2", "two").await.kind, "complete");
@@ -341,7 +351,10 @@ async fn opting_in_later_is_asked_next_turn_and_opting_out_stops_it() {
     )
     .await;
     eventually("opt-out applied", || {
-        st.bridge.host.active_clients("ahp-session:/late")[0]
+        st.bridge
+            .host
+            .for_backend()
+            .active_clients("ahp-session:/late")[0]
             .opt_in
             .is_empty()
     })
@@ -535,7 +548,11 @@ async fn a_request_in_flight_is_not_redirected_when_the_active_client_changes() 
     )
     .await;
     eventually("b is the only active client", || {
-        let ac = st.bridge.host.active_clients("ahp-session:/mid");
+        let ac = st
+            .bridge
+            .host
+            .for_backend()
+            .active_clients("ahp-session:/mid");
         ac.len() == 1 && ac[0].client_id == "b"
     })
     .await;

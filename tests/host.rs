@@ -326,7 +326,11 @@ async fn vanished_active_client_is_removed_after_grace() {
         started.elapsed() >= Duration::from_millis(300),
         "not before the grace period"
     );
-    assert!(r.host.active_clients("ahp-session:/s6").is_empty());
+    assert!(r
+        .host
+        .for_backend()
+        .active_clients("ahp-session:/s6")
+        .is_empty());
 }
 
 #[tokio::test]
@@ -337,7 +341,10 @@ async fn reconnect_within_grace_keeps_the_client() {
     let a = initialized(&r, "a").await;
     create_session(&a, "ahp-session:/s7", Some(opted_in("a", &["tone"]))).await;
     a.shutdown().await;
-    eventually("disconnect noticed", || !r.host.is_connected("a")).await;
+    eventually("disconnect noticed", || {
+        !r.host.connections().is_connected("a")
+    })
+    .await;
     let a2 = client(&r).await;
     let _: Value = a2
         .request("reconnect", json!({"channel": "ahp-root://", "clientId": "a", "lastSeenServerSeq": 0, "subscriptions": []}))
@@ -346,7 +353,10 @@ async fn reconnect_within_grace_keeps_the_client() {
     // Wait past the grace period by waiting on a later action's arrival.
     let b = initialized(&r, "b").await;
     let (_, mut sub) = b.subscribe("ahp-session:/s7".into()).await.unwrap();
-    eventually("grace timer ran", || r.host.grace_timers_fired() >= 1).await;
+    eventually("grace timer ran", || {
+        r.host.connections().grace_timers_fired() >= 1
+    })
+    .await;
     dispatch_raw(
         &b,
         "ahp-session:/s7",
@@ -366,7 +376,10 @@ async fn reconnect_within_grace_keeps_the_client() {
             _ => continue,
         }
     }
-    assert_eq!(r.host.active_clients("ahp-session:/s7").len(), 1);
+    assert_eq!(
+        r.host.for_backend().active_clients("ahp-session:/s7").len(),
+        1
+    );
 }
 
 /// A `lastSeenServerSeq` this host never sent, up to the largest a JSON
@@ -378,7 +391,10 @@ async fn reconnect_from_any_server_seq_up_to_u64_max_gets_snapshots() {
     create_session(&a, "ahp-session:/big", None).await;
     a.shutdown().await;
     for seen in [u64::MAX, i64::MAX as u64 + 1] {
-        eventually("disconnect noticed", || !r.host.is_connected("a")).await;
+        eventually("disconnect noticed", || {
+            !r.host.connections().is_connected("a")
+        })
+        .await;
         let c = client(&r).await;
         let answer: Value = c
             .request("reconnect", json!({"channel": "ahp-root://", "clientId": "a", "lastSeenServerSeq": seen, "subscriptions": ["ahp-session:/big"]}))

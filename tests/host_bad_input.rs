@@ -186,10 +186,10 @@ async fn client_that_stops_reading_is_disconnected() {
     create_session(&writer, "ahp-session:/bp", None).await;
     slow.call(json!(2), "subscribe", json!({"channel": "ahp-session:/bp"}))
         .await;
-    assert!(r.host.is_connected("slow"));
+    assert!(r.host.connections().is_connected("slow"));
     let title = "x".repeat(256 * 1024);
     let mut sent = 0;
-    while r.host.is_connected("slow") {
+    while r.host.connections().is_connected("slow") {
         assert!(
             sent < 2000,
             "slow client still connected after {sent} large actions"

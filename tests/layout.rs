@@ -5,6 +5,8 @@
 
 #[path = "layout/imports.rs"]
 mod imports;
+#[path = "layout/owners.rs"]
+mod owners;
 #[path = "layout/product.rs"]
 mod product;
 #[path = "layout/workspace.rs"]

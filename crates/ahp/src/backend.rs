@@ -111,10 +111,10 @@ pub trait Backend: Send + Sync + 'static {
     /// A session was disposed.
     fn session_disposed(&self, session: &str);
     /// A session came back from the store after a restart, `ready`, with the
-    /// reference the backend gave it (`Host::set_backend_ref`).
+    /// reference the backend gave it (`BackendView::set_backend_ref`).
     fn session_restored(&self, _session: &str, _backend_ref: Option<&str>) {}
     /// `principal` gave a token with `authenticate`
-    /// (`Host::github_token_for` has it).
+    /// (`BackendView::github_token_for` has it).
     fn authenticated(&self, _principal: &str) {}
     /// Something happened in `session` that the agent must act on.
     fn phase(&self, session: &str, phase: ClientPhase);

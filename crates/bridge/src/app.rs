@@ -282,7 +282,7 @@ impl Running {
                 r.end_turns_for_shutdown().await;
             }
             self.shutdown.cancel();
-            self.host.all_disconnected().await;
+            self.host.connections().all_disconnected().await;
             if let Some(b) = &self.bridge {
                 b.shutdown().sdk_closed().await;
                 // Clients are gone: transforms still asked of them fail at
@@ -381,7 +381,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     host.set_backend(backend);
     match cfg.state_path() {
         Some(path) => {
-            host.restore_sessions(Store::open(&path)?)?;
+            host.session_list().restore_sessions(Store::open(&path)?)?;
         }
         None if !cfg.state.enabled => tracing::info!(
             "[state] enabled = false: sessions live in memory only and do not survive a restart"

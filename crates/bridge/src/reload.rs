@@ -211,6 +211,7 @@ async fn apply(path: &Path, new: Reloaded, targets: &Targets) {
     let names = principals.names();
     let done = targets
         .host
+        .connections()
         .replace_credentials(principals, new.cfg.reloadable());
     info!(path = %path.display(), ?names, closing = done.closing, "principals reloaded");
     let sha256 = new.policy.policy_sha256();

@@ -54,6 +54,7 @@ pub(crate) fn list_sessions(
         })?),
     };
     let mut rows: Vec<_> = host
+        .session_list()
         .visible_sessions(principal)
         .into_iter()
         .map(|(uri, modified, mut summary)| {
@@ -83,13 +84,14 @@ pub(crate) fn fetch_turns(
     principal: &Principal,
     p: FetchTurnsParams,
 ) -> Result<FetchTurnsResult, RpcError> {
-    if !host.chat_visible(principal, &p.channel) {
+    if !host.session_list().chat_visible(principal, &p.channel) {
         return Err(RpcError::new(
             AhpError::SessionNotFound,
             format!("no chat {:?}", p.channel),
         ));
     }
-    host.load_turns(&p.channel, p.cursor.as_deref())?;
+    host.session_list()
+        .load_turns(&p.channel, p.cursor.as_deref())?;
     Ok(FetchTurnsResult {})
 }
 

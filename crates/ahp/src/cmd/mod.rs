@@ -64,7 +64,9 @@ impl InboundHandler for Commands {
     fn notification(&self, method: &str, params: Value) {
         match Notification::parse(method, params) {
             Some(Notification::DispatchAction(d)) => self.host.client_dispatch(self.conn, d),
-            Some(Notification::Unsubscribe(u)) => self.host.unsubscribe(self.conn, &u.channel),
+            Some(Notification::Unsubscribe(u)) => {
+                self.host.connections().unsubscribe(self.conn, &u.channel)
+            }
             None => debug!(conn = self.conn, method, "ignoring notification"),
         }
     }
@@ -77,7 +79,7 @@ impl Commands {
         if method.before_initialize() {
             return Ok(None);
         }
-        let Some((client_id, principal)) = self.host.identity(self.conn) else {
+        let Some((client_id, principal)) = self.host.connections().identity(self.conn) else {
             return Err(RpcError::new(
                 ErrorCode::InvalidRequest,
                 format!("{}: call initialize (or reconnect) first", method.name()),
@@ -108,12 +110,17 @@ impl Commands {
             Request::Subscribe(s) => host.subscribe(conn, &s.channel).map(subscribed),
             Request::CreateSession(c) => sessions::create(host, conn, &p, *c).and_then(to_result),
             Request::DisposeSession(d) => host
+                .session_list()
                 .remove_session(&p, &d.channel)
                 .and_then(|()| to_result(Empty {})),
-            Request::ListSessions(l) => {
-                listing::list_sessions(host, &self.cursors, &p, host.version_of(conn), l)
-                    .and_then(to_result)
-            }
+            Request::ListSessions(l) => listing::list_sessions(
+                host,
+                &self.cursors,
+                &p,
+                host.connections().version_of(conn),
+                l,
+            )
+            .and_then(to_result),
             Request::FetchTurns(f) => listing::fetch_turns(host, &p, f).and_then(to_result),
             Request::ResolveSessionConfig(r) => {
                 session_config::resolve(host, r).and_then(to_result)

@@ -76,13 +76,13 @@ pub(crate) fn create(
     let active = own_entry(host, conn, principal, &c.channel, c.active_client, c.opt_in)?;
     let config = session_config::initial_state(host, c.config.as_ref())?;
     let mut new = new_session(&c.channel, principal, dirs, config);
-    let client = host.client_id_of(conn);
+    let client = host.connections().client_id_of(conn);
     new.creator = Some(Creator {
         subject: principal.subject(client.as_deref(), ClientKind::Ahp),
         transform_sections: principal.transform_sections(),
         client_id: client,
     });
-    host.add_session(conn, new, active)?;
+    host.session_list().add_session(conn, new, active)?;
     info!(session = %c.channel, principal = %principal.name, "session created");
     Ok(Empty {})
 }
@@ -108,7 +108,7 @@ fn decide_session(
         .collect();
     let sent = values.map(|v| Value::Object(v.clone()));
     let config = session_config(provider, &paths, dirs, model, sent.as_ref());
-    let client = host.client_id_of(conn);
+    let client = host.connections().client_id_of(conn);
     let subject = principal.subject(client.as_deref(), ClientKind::Ahp);
     let about = model.unwrap_or("(default model)");
     let body = Body::Session { config: &config };
@@ -129,7 +129,7 @@ fn own_entry(
     let Some(entry) = entry else {
         return Ok(None);
     };
-    if Some(entry.client_id.as_str()) != host.client_id_of(conn).as_deref() {
+    if Some(entry.client_id.as_str()) != host.connections().client_id_of(conn).as_deref() {
         return Err(invalid(
             "field `activeClient.clientId` must be the caller's own clientId",
         ));
@@ -144,7 +144,10 @@ fn own_entry(
         .map_err(|why| RpcError::new(AhpError::PermissionDenied, why.0))?;
     if let Some(o) = &set.opt_in {
         check_opt_in(host.settings(), o).map_err(|why| invalid(&why.0))?;
-        let subject = principal.subject(host.client_id_of(conn).as_deref(), ClientKind::Ahp);
+        let subject = principal.subject(
+            host.connections().client_id_of(conn).as_deref(),
+            ClientKind::Ahp,
+        );
         let body = Body::OptIn {
             sections: &o.sections,
         };

@@ -157,7 +157,7 @@ fn file_job(
     };
     Ok(Some(FileJob {
         op,
-        dirs: host.readable_dirs(principal, &channel)?,
+        dirs: host.session_list().readable_dirs(principal, &channel)?,
         limit: host.settings().server().max_resource_bytes as u64,
     }))
 }

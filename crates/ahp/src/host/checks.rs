@@ -81,6 +81,7 @@ pub(super) fn check_bounds(
         }
         StateAction::ChatPendingMessageSet(a) if a.kind == PendingMessageKind::Queued => {
             let held = sessions
+                .chats()
                 .chat(channel)
                 .and_then(|c| c.queued_messages.as_deref());
             let held = held.unwrap_or_default();
@@ -105,7 +106,10 @@ fn pending_confirmation(
     tool_call_id: &str,
 ) -> Result<(), Rejection> {
     use ahp_types::state::ToolCallState as T;
-    let state = sessions.tool_call(chat, tool_call_id).map(|(_, call)| call);
+    let state = sessions
+        .chats()
+        .tool_call(chat, tool_call_id)
+        .map(|(_, call)| call);
     let now = match state {
         Some(T::PendingConfirmation(_)) => return Ok(()),
         None => "no such tool call in the running turn",
@@ -127,7 +131,7 @@ fn tool_owner_is(
     tool_call_id: &str,
     ty: &str,
 ) -> Result<(), Rejection> {
-    if sessions.tool_call_owner(chat, tool_call_id) == Some(client_id) {
+    if sessions.chats().tool_call_owner(chat, tool_call_id) == Some(client_id) {
         Ok(())
     } else {
         Err(Rejection(format!(

@@ -1,7 +1,7 @@
 //! Who may connect and how much each may do: the principals in force, their
 //! rate limits and the runtime tokens they gave, owned by [`Credentials`]
 //! (each behind its own lock, never the host's). A reload replaces the
-//! principals and limits whole; `Host::replace_credentials` then closes the
+//! principals and limits whole; `Connections::replace_credentials` then closes the
 //! connections whose credential no longer stands, through
 //! [`close_after_turn`]: once the running turn ends (a turn it started, or
 //! any in a session it is an active client of), bounded by `[runtime]

@@ -243,16 +243,16 @@ impl Durable {
         let mut changes = TurnChanges::default();
         if let StateAction::ChatTruncated(t) = action {
             if t.turn_id.is_none() {
-                sessions.set_archived(&chat, 0);
+                sessions.chats_mut().set_archived(&chat, 0);
             }
             // The window starts at the first turn a truncation may drop.
-            changes.drop_from = sessions.archived(&chat);
+            changes.drop_from = sessions.chats().archived(&chat);
         }
         if self.archive().is_some() {
-            changes.append = sessions.evict(&chat, bounds);
+            changes.append = sessions.chats_mut().evict(&chat, bounds);
         }
         if !self.save(sessions, &session, None, &changes) {
-            sessions.put_back(&chat, &changes.append);
+            sessions.chats_mut().put_back(&chat, &changes.append);
         }
     }
 
@@ -266,7 +266,8 @@ impl Durable {
         cursor: Option<&str>,
         bounds: WindowBounds,
     ) -> Result<Option<Action>, RpcError> {
-        let (Some(session), Some(archived)) = (sessions.session_of(chat), sessions.archived(chat))
+        let (Some(session), Some(archived)) =
+            (sessions.session_of(chat), sessions.chats().archived(chat))
         else {
             return Err(RpcError::new(
                 AhpError::SessionNotFound,
@@ -318,8 +319,13 @@ impl Durable {
             return None;
         };
         let id = t.turn_id.as_deref()?;
-        let held = sessions.chat(chat)?.turns.iter().any(|t| t.id == id);
-        if held || sessions.archived(chat)? == 0 {
+        let held = sessions
+            .chats()
+            .chat(chat)?
+            .turns
+            .iter()
+            .any(|t| t.id == id);
+        if held || sessions.chats().archived(chat)? == 0 {
             return None;
         }
         let session = sessions.session_of(chat)?.to_owned();
@@ -333,7 +339,7 @@ impl Durable {
         let turn = parse_turns(&texts).ok()?;
         let loaded = loaded(turn, k);
         sessions.apply(chat, &loaded).ok()?;
-        sessions.set_archived(chat, k);
+        sessions.chats_mut().set_archived(chat, k);
         Some(loaded)
     }
 
@@ -356,13 +362,13 @@ impl Durable {
             if sessions.insert(r.session).is_err() {
                 continue;
             }
-            sessions.set_archived(&chat, r.archived);
+            sessions.chats_mut().set_archived(&chat, r.archived);
             let changes = TurnChanges {
                 drop_from: None,
-                append: sessions.evict(&chat, bounds),
+                append: sessions.chats_mut().evict(&chat, bounds),
             };
             if !changes.is_empty() && !self.save(sessions, &uri, None, &changes) {
-                sessions.put_back(&chat, &changes.append);
+                sessions.chats_mut().put_back(&chat, &changes.append);
             }
             restored.push((uri, r.backend_ref));
         }

@@ -1,6 +1,6 @@
 //! The host's own channels ([`crate::channels`]): their state,
 //! owned here ([`HostChannels`], behind the host's lock), and who may watch
-//! them. A change is published by the host (`Host::publish_host_channel`):
+//! them. A change is published by the host (`Core::publish_host_channel`):
 //! sequenced, kept for replay and queued to each subscriber like every
 //! action, so the same replay, byte bounds and back-pressure apply.
 

@@ -11,21 +11,17 @@ use ahp::reducers::{
     apply_action_to_chat, apply_action_to_root, apply_action_to_session, ReduceOutcome,
 };
 use ahp_types::actions::StateAction;
-use ahp_types::state::{
-    ChatState, PendingMessage, RootState, SessionState, SessionSummary, ToolCallContributor,
-    ToolCallState,
-};
+use ahp_types::state::{ChatState, RootState, SessionState, SessionSummary};
 use serde_json::Value;
 
+use super::chats::Chats;
 use super::session_start::{Creator, SessionStart};
-use super::window::{self, WindowBounds};
 use crate::auth::Principal;
 use crate::extension::{self, TransformOptIn};
 use crate::protocol::actions::{Action, Rejection};
 use crate::protocol::uri::{channel_kind, local_path, ChannelKind, ROOT_URI};
 use ahp_bridge_base::config::Role;
 use ahp_bridge_policy::addition::parse_additions;
-use ahp_bridge_store::StoredTurn;
 
 /// The one agent provider this host serves.
 pub const PROVIDER: &str = "copilot";
@@ -42,8 +38,8 @@ pub const SECTIONS_SETTING: &str = "systemMessageSections";
 pub(super) struct Sessions {
     root: RootState,
     entries: BTreeMap<String, SessionEntry>,
-    /// chat URI -> its state and its session's URI.
-    chats: HashMap<String, ChatEntry>,
+    /// Each session's chat.
+    chats: Chats,
     /// A chat URI an earlier version of the host published -> the chat's
     /// URI now (sessions stored then answer to both).
     aliases: HashMap<String, String>,
@@ -61,16 +57,6 @@ struct SessionEntry {
     created_at: String,
     /// The last change worth keeping (a turn's end, a title, ...).
     modified_at: String,
-}
-
-struct ChatEntry {
-    state: ChatState,
-    session: String,
-    /// The turn a client started here, and that client: (turn id, client id).
-    started_by: Option<(String, String)>,
-    /// How many of its turns are kept in the store only, all older than
-    /// `state.turns`: the ordinal of `state.turns[0]` (see [`window`]).
-    archived: u64,
 }
 
 /// A session about to exist: its state, its one chat, who owns it.
@@ -95,7 +81,7 @@ impl Sessions {
         Self {
             root,
             entries: BTreeMap::new(),
-            chats: HashMap::new(),
+            chats: Chats::default(),
             aliases: HashMap::new(),
         }
     }
@@ -103,6 +89,17 @@ impl Sessions {
     /// The channel a URI names now: a chat's earlier URI is its URI today.
     pub(super) fn resolve<'a>(&'a self, channel: &'a str) -> &'a str {
         self.aliases.get(channel).map_or(channel, String::as_str)
+    }
+
+    /// The chats, to read.
+    pub(super) fn chats(&self) -> &Chats {
+        &self.chats
+    }
+
+    /// The chats, to change what a chat's own methods change (its window,
+    /// who started its turn); never to add or remove one.
+    pub(super) fn chats_mut(&mut self) -> &mut Chats {
+        &mut self.chats
     }
 
     pub(super) fn insert(&mut self, s: NewSession) -> Result<(), AlreadyExists> {
@@ -113,15 +110,7 @@ impl Sessions {
         if let Some(legacy) = s.legacy_chat {
             self.aliases.insert(legacy, chat.clone());
         }
-        self.chats.insert(
-            chat.clone(),
-            ChatEntry {
-                state: s.chat,
-                session: s.uri.clone(),
-                started_by: None,
-                archived: 0,
-            },
-        );
+        self.chats.insert(chat.clone(), s.chat, s.uri.clone());
         let entry = SessionEntry {
             state: s.state,
             owner: s.owner,
@@ -170,9 +159,9 @@ impl Sessions {
             ChannelKind::Chat => {
                 let c = self
                     .chats
-                    .get_mut(channel)
+                    .state_mut(channel)
                     .ok_or_else(|| Rejection(format!("no chat {channel}")))?;
-                apply_action_to_chat(&mut c.state, &a.action)
+                apply_action_to_chat(c, &a.action)
             }
             ChannelKind::HostChannel | ChannelKind::Other => {
                 return Err(Rejection(format!("unknown channel {channel}")))
@@ -196,7 +185,7 @@ impl Sessions {
     pub(super) fn session_of(&self, channel: &str) -> Option<&str> {
         match channel_kind(channel) {
             ChannelKind::Session => self.entries.get_key_value(channel).map(|(k, _)| k.as_str()),
-            ChannelKind::Chat => self.chats.get(channel).map(|c| c.session.as_str()),
+            ChannelKind::Chat => self.chats.session_of(channel),
             _ => None,
         }
     }
@@ -253,10 +242,6 @@ impl Sessions {
         })
     }
 
-    pub(super) fn has_chat(&self, chat: &str) -> bool {
-        self.chats.contains_key(chat)
-    }
-
     /// The sessions `p` sees, with when each was last changed.
     pub(super) fn visible_to<'a>(
         &'a self,
@@ -276,26 +261,12 @@ impl Sessions {
             .count()
     }
 
-    /// `client_id` started turn `turn_id` in `chat`.
-    pub(super) fn started(&mut self, chat: &str, turn_id: &str, client_id: &str) {
-        if let Some(c) = self.chats.get_mut(chat) {
-            c.started_by = Some((turn_id.to_owned(), client_id.to_owned()));
-        }
-    }
-
     /// Whether a turn runs that `client_id` answers for: one it started, or
     /// any in a session it is an active client of.
     pub(super) fn turn_running_for(&self, client_id: &str) -> bool {
-        self.chats.values().any(|c| {
-            let Some(turn) = &c.state.active_turn else {
-                return false;
-            };
-            let started = c
-                .started_by
-                .as_ref()
-                .is_some_and(|(t, by)| *t == turn.id && by == client_id);
+        self.chats.running(client_id).any(|(session, started)| {
             started
-                || self.entries.get(&c.session).is_some_and(|e| {
+                || self.entries.get(session).is_some_and(|e| {
                     e.state
                         .active_clients
                         .iter()
@@ -317,10 +288,6 @@ impl Sessions {
         self.entries.get(session).map(|e| &e.state)
     }
 
-    pub(super) fn chat(&self, chat: &str) -> Option<&ChatState> {
-        self.chats.get(chat).map(|c| &c.state)
-    }
-
     /// Whether `client_id` is an active client of `session`.
     pub(super) fn is_active(&self, session: &str, client_id: &str) -> bool {
         self.state(session)
@@ -332,105 +299,9 @@ impl Sessions {
         self.entries.get(session).map(|e| e.chat.as_str())
     }
 
-    /// How many of `chat`'s turns are in the store only (see [`ChatEntry`]).
-    pub(super) fn archived(&self, chat: &str) -> Option<u64> {
-        self.chats.get(chat).map(|c| c.archived)
-    }
-
-    /// The window of `chat` starts at its `first`th turn: the cursor says so.
-    pub(super) fn set_archived(&mut self, chat: &str, first: u64) {
-        if let Some(c) = self.chats.get_mut(chat) {
-            c.archived = first;
-            c.state.turns_next_cursor = window::cursor(first);
-        }
-    }
-
-    /// Takes `chat`'s turns past `bounds` out of its state; returns them
-    /// numbered for the store, oldest first.
-    pub(super) fn evict(&mut self, chat: &str, bounds: WindowBounds) -> Vec<StoredTurn> {
-        let Some(c) = self.chats.get_mut(chat) else {
-            return Vec::new();
-        };
-        let gone = window::split_oldest(&mut c.state.turns, bounds);
-        let first = c.archived;
-        let out: Vec<StoredTurn> = gone
-            .into_iter()
-            .zip(first..)
-            .map(|((t, text), ordinal)| StoredTurn {
-                ordinal,
-                id: t.id,
-                text,
-            })
-            .collect();
-        if !out.is_empty() {
-            self.set_archived(chat, first + out.len() as u64);
-        }
-        out
-    }
-
-    /// Turns that [`Sessions::evict`] took whose store write failed come
-    /// back into the state, so nothing is lost.
-    pub(super) fn put_back(&mut self, chat: &str, turns: &[StoredTurn]) {
-        let Some(c) = self.chats.get_mut(chat) else {
-            return;
-        };
-        let mut back: Vec<_> = turns
-            .iter()
-            .filter_map(|t| serde_json::from_str(&t.text).ok())
-            .collect();
-        back.append(&mut c.state.turns);
-        c.state.turns = back;
-        let first = c.archived.saturating_sub(turns.len() as u64);
-        self.set_archived(chat, first);
-    }
-
-    /// The `loaded` turns a `chat/turnsLoaded` put ahead of `chat`'s window
-    /// leave the state again (the store has them; the clients that asked
-    /// have them now), and the cursor is the window's again.
-    pub(super) fn unload(&mut self, chat: &str, loaded: usize) {
-        if let Some(c) = self.chats.get_mut(chat) {
-            c.state.turns.drain(..loaded.min(c.state.turns.len()));
-            c.state.turns_next_cursor = window::cursor(c.archived);
-        }
-    }
-
     /// The opt-in of `client_id` in `session`.
     pub(super) fn opt_in(&self, session: &str, client_id: &str) -> Option<&TransformOptIn> {
         self.entries.get(session)?.opt_ins.get(client_id)
-    }
-
-    /// The client that contributed tool call `tool_call_id` in `chat`'s
-    /// running turn, if a client did.
-    pub(super) fn tool_call_owner(&self, chat: &str, tool_call_id: &str) -> Option<&str> {
-        match contributor(self.tool_call(chat, tool_call_id)?.1)? {
-            ToolCallContributor::Client(c) => Some(c.client_id.as_str()),
-            _ => None,
-        }
-    }
-
-    /// The running turn's id and its tool call `tool_call_id`, in `chat`.
-    pub(super) fn tool_call(
-        &self,
-        chat: &str,
-        tool_call_id: &str,
-    ) -> Option<(&str, &ToolCallState)> {
-        let turn = self.chat(chat)?.active_turn.as_ref()?;
-        let call = turn.response_parts.iter().find_map(|p| match p {
-            ahp_types::state::ResponsePart::ToolCall(t) => {
-                (call_id(&t.tool_call) == Some(tool_call_id)).then_some(&t.tool_call)
-            }
-            _ => None,
-        })?;
-        Some((turn.id.as_str(), call))
-    }
-
-    /// The first queued message of `chat`, if it has no turn running.
-    pub(super) fn next_queued(&self, chat: &str) -> Option<&PendingMessage> {
-        let c = self.chat(chat)?;
-        if c.active_turn.is_some() {
-            return None;
-        }
-        c.queued_messages.as_ref()?.first()
     }
 
     /// A snapshot's `state`, extension fields restored; `hidden`: the
@@ -448,7 +319,7 @@ impl Sessions {
             extension::restore_opt_ins(&mut v, &e.opt_ins);
             return Some(v);
         }
-        serde_json::to_value(&self.chats.get(uri)?.state).ok()
+        serde_json::to_value(self.chats.chat(uri)?).ok()
     }
 
     /// The directories `p` may read through `channel`: the working
@@ -509,6 +380,27 @@ impl Sessions {
             default_chat: Some(e.chat.clone()),
         })
     }
+
+    /// A session as the store keeps it (its one chat included).
+    pub(super) fn stored(&self, uri: &str) -> Option<ahp_bridge_store::StoredSession> {
+        use ahp_bridge_store::{StoredChat, StoredSession};
+        let e = self.entries.get(uri)?;
+        let chat = self.chats.chat(&e.chat).and_then(|c| {
+            Some(StoredChat {
+                uri: e.chat.clone(),
+                state: serde_json::to_string(c).ok()?,
+            })
+        });
+        Some(StoredSession {
+            uri: uri.to_owned(),
+            owner: e.owner.clone(),
+            created_at: e.created_at.clone(),
+            modified_at: e.modified_at.clone(),
+            state: serde_json::to_string(&e.state).ok()?,
+            backend_ref: None,
+            chats: chat.into_iter().collect(),
+        })
+    }
 }
 
 /// Keeps (or drops) the opt-in of an applied active-client change.
@@ -528,57 +420,6 @@ fn keep_opt_in(opt_ins: &mut BTreeMap<String, TransformOptIn>, a: &Action) {
     }
 }
 
-fn call_id(t: &ToolCallState) -> Option<&str> {
-    use ToolCallState as T;
-    Some(match t {
-        T::Streaming(s) => &s.tool_call_id,
-        T::PendingConfirmation(s) => &s.tool_call_id,
-        T::Running(s) => &s.tool_call_id,
-        T::AuthRequired(s) => &s.tool_call_id,
-        T::PendingResultConfirmation(s) => &s.tool_call_id,
-        T::Completed(s) => &s.tool_call_id,
-        T::Cancelled(s) => &s.tool_call_id,
-        T::Unknown(_) => return None,
-    })
-}
-
-fn contributor(t: &ToolCallState) -> Option<&ToolCallContributor> {
-    use ToolCallState as T;
-    match t {
-        T::Streaming(s) => s.contributor.as_ref(),
-        T::PendingConfirmation(s) => s.contributor.as_ref(),
-        T::Running(s) => s.contributor.as_ref(),
-        T::AuthRequired(s) => s.contributor.as_ref(),
-        T::PendingResultConfirmation(s) => s.contributor.as_ref(),
-        T::Completed(s) => s.contributor.as_ref(),
-        T::Cancelled(s) => s.contributor.as_ref(),
-        T::Unknown(_) => None,
-    }
-}
-
 pub(super) fn now_iso() -> String {
     jiff::Timestamp::now().to_string()
-}
-
-impl Sessions {
-    /// A session as the store keeps it (its one chat included).
-    pub(super) fn stored(&self, uri: &str) -> Option<ahp_bridge_store::StoredSession> {
-        use ahp_bridge_store::{StoredChat, StoredSession};
-        let e = self.entries.get(uri)?;
-        let chat = self.chats.get(&e.chat).and_then(|c| {
-            Some(StoredChat {
-                uri: e.chat.clone(),
-                state: serde_json::to_string(&c.state).ok()?,
-            })
-        });
-        Some(StoredSession {
-            uri: uri.to_owned(),
-            owner: e.owner.clone(),
-            created_at: e.created_at.clone(),
-            modified_at: e.modified_at.clone(),
-            state: serde_json::to_string(&e.state).ok()?,
-            backend_ref: None,
-            chats: chat.into_iter().collect(),
-        })
-    }
 }

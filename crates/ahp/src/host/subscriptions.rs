@@ -9,10 +9,9 @@ use std::collections::HashSet;
 
 use serde_json::{json, Value};
 
-use super::catch_up::{Reconnected, View};
 use super::clients::ConnId;
+use super::core::{HostState, View};
 use super::host_channels::{may_watch, StatusInputs};
-use super::HostState;
 use crate::auth::Principal;
 use crate::channels::required_role;
 use crate::protocol::errors::AhpError;
@@ -20,6 +19,25 @@ use crate::protocol::uri::ROOT_URI;
 use crate::protocol::versions::Version;
 use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
 use ahp_bridge_telemetry::metrics;
+
+/// How a `reconnect` is answered.
+pub enum Reconnected {
+    /// Every action since the client's last one, on the channels it kept.
+    Replay {
+        actions: Vec<Value>,
+        missing: Vec<String>,
+    },
+    /// Too far behind (or an earlier instance's number): fresh snapshots.
+    Snapshot {
+        snapshots: Vec<Value>,
+        missing: Vec<String>,
+    },
+    /// Channel by channel (AHP 1.1): each one replayed or snapshot.
+    Channels {
+        channels: Vec<Value>,
+        missing: Vec<String>,
+    },
+}
 
 pub(super) fn not_found(what: impl std::fmt::Display) -> RpcError {
     RpcError::new(

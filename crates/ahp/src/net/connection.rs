@@ -135,7 +135,7 @@ pub async fn run(
         reason: CloseReason::default(),
     };
     let expires = auth.expires_at.map(until);
-    let connected = host.connect(ending.kill.clone(), auth);
+    let connected = host.connections().connect(ending.kill.clone(), auth);
     let writer = spawn_writer(sink, connected.queue, ending.clone());
     let commands = Commands {
         host: host.clone(),
@@ -155,7 +155,7 @@ pub async fn run(
     };
     reader.read(&mut stream, handshake_deadline).await;
     ending.close.cancel();
-    host.disconnect(connected.conn);
+    host.connections().disconnect(connected.conn);
     let sink = writer.await.ok().flatten();
     if let (Some(sink), false) = (sink, ending.kill.is_cancelled()) {
         linger(stream, sink).await;
@@ -261,7 +261,14 @@ impl Reader {
         tokio::pin!(expiry);
         let mut awaiting_initialize = true;
         loop {
-            if awaiting_initialize && self.commands.host.client_id_of(conn).is_some() {
+            if awaiting_initialize
+                && self
+                    .commands
+                    .host
+                    .connections()
+                    .client_id_of(conn)
+                    .is_some()
+            {
                 awaiting_initialize = false;
                 self.permit.initialized();
             }
@@ -270,7 +277,7 @@ impl Reader {
                 _ = self.ending.kill.cancelled() => return,
                 _ = self.closing.cancelled() => {
                     let host = &self.commands.host;
-                    let why = host.close_reason(conn).unwrap_or("closed by the host");
+                    let why = host.connections().close_reason(conn).unwrap_or("closed by the host");
                     info!(conn, "{why}; closing");
                     self.ending.reason.set(CloseCode::Policy, why);
                     return;
@@ -288,7 +295,7 @@ impl Reader {
                 }
                 _ = self.out.drained(), if self.out.under_pressure() => continue,
                 _ = &mut handshake, if awaiting_initialize => {
-                    if self.commands.host.client_id_of(conn).is_some() {
+                    if self.commands.host.connections().client_id_of(conn).is_some() {
                         awaiting_initialize = false;
                         continue;
                     }

@@ -30,7 +30,7 @@ impl BridgedSessions {
         let mut g = self.lock();
         let mut load = vec![0usize; pool.max(1)];
         for s in g.sessions.values() {
-            if let Some(n) = load.get_mut(s.slot()) {
+            if let Some(n) = load.get_mut(s.placement().slot()) {
                 *n += 1;
             }
         }
@@ -45,7 +45,7 @@ impl BridgedSessions {
     pub(super) fn remove(&self, uri: &str) -> Option<BridgedSession> {
         let mut g = self.lock();
         let s = g.sessions.remove(uri)?;
-        g.by_runtime.remove(s.runtime_id());
+        g.by_runtime.remove(s.placement().runtime_id());
         Some(s)
     }
 
@@ -71,7 +71,7 @@ impl BridgedSessions {
         f: impl FnOnce(&mut BridgedSession, &mut Effects),
     ) -> Option<Effects> {
         self.with(uri, |s| {
-            let mut fx = Effects::new(uri, s.slot(), s.runtime_id());
+            let mut fx = Effects::new(uri, s.placement().slot(), s.placement().runtime_id());
             f(s, &mut fx);
             fx
         })
@@ -86,7 +86,7 @@ impl BridgedSessions {
         g.sessions
             .iter_mut()
             .map(|(uri, s)| {
-                let mut fx = Effects::new(uri, s.slot(), s.runtime_id());
+                let mut fx = Effects::new(uri, s.placement().slot(), s.placement().runtime_id());
                 f(s, &mut fx);
                 fx
             })

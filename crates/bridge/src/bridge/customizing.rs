@@ -114,7 +114,9 @@ impl Customizing {
     }
 
     fn updated(&self, uri: &str, fresh: Customization) {
-        let old = self.host().map(|h| h.session_customizations(uri));
+        let old = self
+            .host()
+            .map(|h| h.for_backend().session_customizations(uri));
         let kept = shape::keep_toggles(
             fresh.clone(),
             old.iter().flatten().find(|c| id_of(c) == id_of(&fresh)),
@@ -144,7 +146,9 @@ impl Customizing {
         let action = SessionCustomizationsChangedAction {
             customizations: loading,
         };
-        let before = self.host().map(|h| h.session_customizations(uri));
+        let before = self
+            .host()
+            .map(|h| h.for_backend().session_customizations(uri));
         self.dispatch_custom(uri, StateAction::SessionCustomizationsChanged(action));
         for fresh in shapes {
             let old = before.iter().flatten().find(|c| id_of(c) == id_of(&fresh));
@@ -228,7 +232,7 @@ impl Customizing {
         let Some(host) = self.host() else { return };
         for uri in sessions {
             let uri = uri.as_str();
-            let listed = host.session_customizations(uri);
+            let listed = host.for_backend().session_customizations(uri);
             for id in &changed {
                 if listed.iter().any(|c| id_of(c) == Some(id)) {
                     if let Some(fresh) = self.custom.host_shape(id) {
@@ -243,7 +247,7 @@ impl Customizing {
     /// or changed ones are read from it.
     pub(super) fn client_set(&self, uri: &str, client_id: &str) {
         let Some(host) = self.host() else { return };
-        let views = host.active_clients(uri);
+        let views = host.for_backend().active_clients(uri);
         let Some(view) = views.iter().find(|c| c.client_id == client_id) else {
             return;
         };
@@ -287,7 +291,10 @@ impl Customizing {
         if let Err(why) = vet::admit(policy, e.principal.as_deref(), may) {
             return ClientOutcome::Refused(why.to_string());
         }
-        let Some(peer) = self.host().and_then(|h| h.client_peer(&e.client_id)) else {
+        let Some(peer) = self
+            .host()
+            .and_then(|h| h.connections().client_peer(&e.client_id))
+        else {
             return ClientOutcome::Refused("the client is not connected to read it from".into());
         };
         let source = super::custom::client_source::ClientSource::new(peer, uri, &e.plugin.uri);
@@ -317,7 +324,7 @@ impl Customizing {
     ) -> Option<AgentChange> {
         let state = self
             .host()
-            .map(|h| h.session_customizations(uri))
+            .map(|h| h.for_backend().session_customizations(uri))
             .unwrap_or_default();
         let wanted = agent_uri.and_then(|a| agent_named(&state, a));
         if agent_uri.is_some() && wanted.is_none() {
@@ -336,7 +343,7 @@ impl Customizing {
         let Some(host) = self.host() else {
             return ForRuntime::default();
         };
-        let state = host.session_customizations(uri);
+        let state = host.for_backend().session_customizations(uri);
         if state.is_empty() {
             return ForRuntime::default();
         }
@@ -384,7 +391,7 @@ impl Customizing {
         };
         let mut kept = Vec::with_capacity(contributions.len());
         for c in contributions {
-            let subject = host.subject_of(c.client_id.as_deref());
+            let subject = host.connections().subject_of(c.client_id.as_deref());
             let doc = rego_custom::customization_of(&c);
             let body = Body::Customization {
                 customization: &doc,
@@ -454,7 +461,7 @@ impl Customizing {
     /// The runtime's word on MCP servers, as their customizations' state.
     pub(super) fn mcp_states(&self, uri: &str, servers: &[McpServerStatus]) {
         let Some(host) = self.host() else { return };
-        let listed = host.session_customizations(uri);
+        let listed = host.for_backend().session_customizations(uri);
         for s in servers {
             let Some(id) = mcp_id(&listed, &s.name) else {
                 continue;

@@ -30,6 +30,7 @@ mod effects;
 pub mod input;
 mod permission;
 mod phases;
+mod placement;
 mod pool;
 pub mod relay;
 pub mod runtime_side;
@@ -37,7 +38,6 @@ pub mod sdk;
 mod session;
 mod settings;
 pub mod shutdown;
-pub mod shutting_down;
 mod silence;
 pub mod transform_clients;
 pub mod turn;
@@ -56,11 +56,11 @@ use self::custom::CustomizationState;
 use self::customizing::{AgentChange, Customizing};
 use self::effects::{Effects, MirrorChanges};
 use self::pool::{Pool, Starts};
+use self::sdk::{Parts, SdkGate};
 use self::session::{BridgedSession, DRAIN_LIMIT};
 pub use self::settings::BridgeSettings;
 use self::shutdown::Stop;
-use self::shutting_down::SHUTTING_DOWN;
-use self::turn::{mirror_id, TurnOver, TurnRequest};
+use self::turn::{mirror_id, TurnOver, TurnRequest, SHUTTING_DOWN};
 use self::turn_trace::TurnSpans;
 use crate::ahp::host::Host;
 use crate::audit::log::AuditLog;
@@ -189,6 +189,23 @@ impl Bridge {
             });
     }
 
+    /// The gate SDK apps connect through (`[sdk]`), on this bridge's pool,
+    /// router and policy; `None` without `[sdk]`.
+    pub fn sdk_gate(&self, audit: Option<Arc<AuditLog>>) -> Option<Arc<SdkGate>> {
+        let owner: Weak<dyn Starts> = self.me.clone();
+        let parts = Parts {
+            host: self.host.clone(),
+            pool: self.pool.clone(),
+            owner,
+            router: self.router.clone(),
+            policy: self.policy.clone(),
+            customizing: self.customizing.clone(),
+            governor: self.host().map(|h| h.governor().clone())?,
+        };
+        let gate = SdkGate::new(self.settings.sdk.clone()?, parts, audit);
+        Some(self.stop.keep_gate(gate))
+    }
+
     fn host(&self) -> Option<Arc<Host>> {
         self.host.upgrade()
     }
@@ -237,7 +254,7 @@ impl Bridge {
     /// still waits, checked and set under the bridged sessions' lock: an answer or a
     /// removal that came first must not be followed by a stale entry.
     fn mirror(&self, host: &Host, uri: &str, m: &MirrorChanges) {
-        let Some((turn_id, call)) = host.tool_call(&m.chat, &m.tool_call_id) else {
+        let Some((turn_id, call)) = host.for_backend().tool_call(&m.chat, &m.tool_call_id) else {
             return;
         };
         let Some(request) = effects::mirror_request(mirror_id(&m.tool_call_id), m, turn_id, call)
@@ -276,35 +293,10 @@ impl Bridge {
         self.runtime_pids().await.into_iter().flatten().next()
     }
 
-    /// Whether the runtimes serve, for a readiness probe: every running
-    /// one is pinged within `timeout` (none running yet: the first is
-    /// started, as a session would). `Err` names each that did not answer,
-    /// unless another did.
+    /// Whether the runtimes serve, for a readiness probe (see `Pool::health`).
     pub async fn runtime_health(&self, timeout: Duration) -> Result<(), CheckFailed> {
-        let mut pings = self.pool.ping_all(timeout).await;
-        if pings.iter().all(Option::is_none) {
-            match tokio::time::timeout(timeout, self.runtime(0)).await {
-                Ok(Ok(_)) => pings = self.pool.ping_all(timeout).await,
-                Ok(Err(e)) => return Err(CheckFailed(format!("runtime 0 does not start: {e:#}"))),
-                Err(_) => {
-                    return Err(CheckFailed(format!(
-                        "runtime 0 did not start within {timeout:?}"
-                    )))
-                }
-            }
-        }
-        if pings.iter().any(|p| matches!(p, Some(Ok(())))) {
-            return Ok(());
-        }
-        let failed: Vec<String> = pings
-            .iter()
-            .enumerate()
-            .filter_map(|(slot, p)| match p {
-                Some(Err(e)) => Some(format!("runtime {slot}: {e}")),
-                _ => None,
-            })
-            .collect();
-        Err(CheckFailed(failed.join("; ")))
+        let me: Weak<dyn Starts> = self.me.clone();
+        self.pool.health(timeout, me).await
     }
 
     /// Each runtime's process id, by slot.
@@ -314,7 +306,7 @@ impl Bridge {
 
     /// Which runtime a session lives on.
     pub fn slot_of_session(&self, uri: &str) -> Option<usize> {
-        self.sessions.with(uri, |s| s.slot())
+        self.sessions.with(uri, |s| s.placement().slot())
     }
 
     // ── a turn's life ────────────────────────────────────────────────────
@@ -401,9 +393,9 @@ impl Bridge {
             .map_err(|e| anyhow::anyhow!("session.send: {e}"))?;
         // From its first message on, the runtime keeps the session on disk:
         // from now on a restart resumes it, so the host stores it.
-        if self.sessions.with(uri, |s| s.persist()) == Some(true) {
+        if self.sessions.with(uri, |s| s.placement_mut().persist()) == Some(true) {
             if let Some(h) = self.host() {
-                h.set_backend_ref(uri, &runtime_id);
+                h.for_backend().set_backend_ref(uri, &runtime_id);
             }
         }
         Ok(())
@@ -418,14 +410,18 @@ impl Bridge {
         let (conn, generation) = self.runtime(slot).await?;
         let host = self.host().ok_or_else(|| anyhow::anyhow!("host gone"))?;
         let policy = self.policy.current();
-        let mut want = Binding::derive(&policy, &host.active_clients(uri));
+        let mut want = Binding::derive(&policy, &host.for_backend().active_clients(uri));
         let custom = self.customizing.for_runtime(uri).await;
         want.customizations = custom.fields;
         let (runtime_id, bound, persisted) = self
             .sessions
             .with(uri, |s| {
-                let bound = s.binding_in(generation).cloned();
-                (s.runtime_id().to_owned(), bound, s.persisted())
+                let bound = s.placement().binding_in(generation).cloned();
+                (
+                    s.placement().runtime_id().to_owned(),
+                    bound,
+                    s.placement().persisted(),
+                )
             })
             .ok_or_else(gone)?;
         if bound.as_ref() == Some(&want) {
@@ -439,7 +435,7 @@ impl Bridge {
             tools: want.runtime_tools(),
             provider: self.settings.model_provider(),
             system_message: want.system_message(&policy),
-            github_token: host.github_token_for(uri).map(Secret),
+            github_token: host.for_backend().github_token_for(uri).map(Secret),
             customizations: want.customizations.clone(),
         };
         if bound.is_some() {
@@ -454,14 +450,15 @@ impl Bridge {
         binding::bind(&conn, uri, &config, persisted, bound.is_none()).await?;
         self.customizing.write_records(custom.records);
         self.sessions
-            .with(uri, |s| s.bound(want, generation, model));
+            .with(uri, |s| s.placement_mut().bound(want, generation, model));
         Ok((conn, runtime_id))
     }
 
     /// The working directory a runtime session is given: the session's
     /// first, else `[runtime] working_directory`, else the bridge's own.
     fn working_directory(&self, host: &Host, uri: &str) -> String {
-        host.working_directories(uri)
+        host.for_backend()
+            .working_directories(uri)
             .into_iter()
             .next()
             .or_else(|| self.settings.runtime.working_directory.clone())
@@ -474,10 +471,10 @@ impl Bridge {
     fn session_model(&self, uri: &str) -> String {
         let current = self
             .sessions
-            .with(uri, |s| s.model().map(String::from))
+            .with(uri, |s| s.placement().model().map(String::from))
             .flatten();
         current
-            .or_else(|| self.host().and_then(|h| h.session_model(uri)))
+            .or_else(|| self.host().and_then(|h| h.for_backend().session_model(uri)))
             .unwrap_or_else(|| self.settings.runtime.model.clone())
     }
 
@@ -494,7 +491,7 @@ impl Bridge {
         let Some(wanted) = wanted else { return Ok(()) };
         let current = self
             .sessions
-            .with(uri, |s| s.model().map(String::from))
+            .with(uri, |s| s.placement().model().map(String::from))
             .flatten();
         if current.as_deref() == Some(wanted) {
             return Ok(());
@@ -503,7 +500,8 @@ impl Bridge {
             .await
             .map_err(|e| anyhow::anyhow!("{}: {e}", calls::ModelSwitch::NAME))?;
         info!(session = %uri, from = ?current, to = %wanted, "model switched");
-        self.sessions.with(uri, |s| s.set_model(wanted));
+        self.sessions
+            .with(uri, |s| s.placement_mut().set_model(wanted));
         Ok(())
     }
 
@@ -519,7 +517,7 @@ impl Bridge {
     ) -> anyhow::Result<()> {
         let known = self
             .sessions
-            .with(uri, |s| s.agent().map(|a| a.map(String::from)))
+            .with(uri, |s| s.placement().agent().map(|a| a.map(String::from)))
             .ok_or_else(|| anyhow::anyhow!("session {uri} is gone"))?;
         let Some(change) = self.customizing.agent_change(uri, agent_uri, known) else {
             return Ok(());
@@ -540,7 +538,7 @@ impl Bridge {
             AgentChange::Deselect => None,
         };
         self.sessions
-            .with(uri, |s| s.set_agent(selected.as_deref()));
+            .with(uri, |s| s.placement_mut().set_agent(selected.as_deref()));
         Ok(())
     }
 
@@ -552,7 +550,7 @@ impl Bridge {
         let (Some(host), Some(me)) = (self.host(), self.me.upgrade()) else {
             return;
         };
-        let Some(next) = host.start_next_queued(chat) else {
+        let Some(next) = host.for_backend().start_next_queued(chat) else {
             return;
         };
         info!(session = %uri, turn = ?next.turn_id, "queued message starts as a turn");
@@ -575,7 +573,10 @@ impl Bridge {
         if running != Some(true) {
             return;
         }
-        let Some(text) = self.host().and_then(|h| h.take_steering(chat)) else {
+        let Some(text) = self
+            .host()
+            .and_then(|h| h.for_backend().take_steering(chat))
+        else {
             return;
         };
         info!(session = %uri, "steering message sent into the running turn");

@@ -20,8 +20,9 @@ pub(super) fn refusal(
     request: &Value,
     kind: &str,
 ) -> Option<String> {
-    let subject = host.subject_of(starter);
+    let subject = host.connections().subject_of(starter);
     let dirs: Vec<String> = host
+        .for_backend()
         .working_directories(session)
         .iter()
         .map(|p| lexical(&p.to_string_lossy()))

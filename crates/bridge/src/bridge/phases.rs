@@ -11,7 +11,7 @@ use crate::runtime::calls::{SessionDestroy, SessionRef};
 impl Backend for Bridge {
     fn session_created(&self, session: &str) {
         if let Some(me) = self.me.upgrade() {
-            tokio::spawn(me.create(session.to_owned()));
+            tokio::spawn(super::runtime_side::create(me, session.to_owned()));
         }
     }
 
@@ -30,7 +30,7 @@ impl Backend for Bridge {
     }
 
     fn authenticated(&self, principal: &str) {
-        self.hand_credentials(principal);
+        super::runtime_side::hand_credentials(self, principal);
     }
 
     fn session_disposed(&self, session: &str) {
@@ -44,8 +44,11 @@ impl Backend for Bridge {
         let Some(s) = self.sessions.remove(session) else {
             return;
         };
-        if s.is_bound() {
-            let (slot, params) = (s.slot(), SessionRef::new(s.runtime_id()));
+        if s.placement().is_bound() {
+            let (slot, params) = (
+                s.placement().slot(),
+                SessionRef::new(s.placement().runtime_id()),
+            );
             let me = self.me.clone();
             tokio::spawn(async move {
                 if let Some(b) = me.upgrade() {

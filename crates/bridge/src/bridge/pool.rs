@@ -74,6 +74,41 @@ impl Pool {
         self.stopping.load(Ordering::Acquire)
     }
 
+    /// Whether the runtimes serve, for a readiness probe: every running
+    /// one is pinged within `timeout` (none running yet: the first is
+    /// started, as a session would, for `owner`). `Err` names each that did
+    /// not answer, unless another did.
+    pub(super) async fn health(
+        &self,
+        timeout: Duration,
+        owner: Weak<dyn Starts>,
+    ) -> Result<(), CheckFailed> {
+        let mut pings = self.ping_all(timeout).await;
+        if pings.iter().all(Option::is_none) {
+            match tokio::time::timeout(timeout, self.runtime(0, owner)).await {
+                Ok(Ok(_)) => pings = self.ping_all(timeout).await,
+                Ok(Err(e)) => return Err(CheckFailed(format!("runtime 0 does not start: {e:#}"))),
+                Err(_) => {
+                    return Err(CheckFailed(format!(
+                        "runtime 0 did not start within {timeout:?}"
+                    )))
+                }
+            }
+        }
+        if pings.iter().any(|p| matches!(p, Some(Ok(())))) {
+            return Ok(());
+        }
+        let failed: Vec<String> = pings
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, p)| match p {
+                Some(Err(e)) => Some(format!("runtime {slot}: {e}")),
+                _ => None,
+            })
+            .collect();
+        Err(CheckFailed(failed.join("; ")))
+    }
+
     /// Runtime `slot`, started (or restarted) on demand.
     pub(super) async fn runtime(
         &self,

@@ -1,5 +1,5 @@
-//! What the bridge keeps per AHP session: its runtime session, the binding,
-//! the model, and the turn's life as one explicit state ([`TurnState`]).
+//! What the bridge keeps per AHP session: where it lives on the runtime
+//! ([`Placement`]: its runtime session, the binding, the model), and the turn's life as one explicit state ([`TurnState`]).
 //! Fields are private: the bridge changes a session only through these
 //! methods, which return the [`Effects`] each change asks for.
 
@@ -11,13 +11,12 @@ use ahp_types::state::ToolCallResult;
 use serde_json::Value;
 use tokio::sync::{oneshot, watch};
 
-use super::binding::Binding;
 use super::effects::{Effects, RuntimeCall};
+use super::placement::Placement;
 use super::turn::{RunningTurn, TurnOver};
 use super::turn_trace::TurnSpans;
 use crate::runtime::calls::ToolOutcome;
 use crate::runtime::events::{PermissionRequest, RuntimeEvent};
-use crate::runtime::repeats::Repeats;
 use crate::runtime::requests::UserInputAnswer;
 use crate::telemetry::TurnOutcome;
 
@@ -41,59 +40,24 @@ enum TurnState {
 pub(super) const DRAIN_LIMIT: Duration = Duration::from_secs(10);
 
 pub(super) struct BridgedSession {
-    runtime_id: String,
-    /// The runtime of the pool it lives on, for its whole life.
-    slot: usize,
-    /// The binding of the live runtime session, and the runtime process
-    /// generation it lives in; `None`: create or resume first.
-    bound: Option<(Binding, u64)>,
-    /// The runtime keeps the session on disk (it has had a message):
-    /// re-binding resumes it. Before that there is nothing to resume.
-    persisted: bool,
-    /// The model the runtime session was last given (at bind or by a
-    /// switch), or the one its first turn chose.
-    model: Option<String>,
-    /// The custom agent selected in the runtime session (see [`Self::agent`]).
-    agent: Option<Option<String>>,
+    /// Where it lives on the runtime and how it is bound there.
+    placement: Placement,
     turn: TurnState,
     /// Whether `turn` is `Idle`, for waiters: one subscribes before it looks,
     /// so a change between its look and its wait is never lost.
     idle: watch::Sender<bool>,
     /// Serializes turn starts and re-binds of this session.
     gate: Arc<tokio::sync::Mutex<()>>,
-    /// The latest runtime events' ids: while the session moves to another
-    /// connection both may tell of it, and a repeat must not be shown.
-    seen: Repeats,
 }
 
 impl BridgedSession {
     pub(super) fn new(runtime_id: String, slot: usize, persisted: bool) -> Self {
         Self {
-            runtime_id,
-            slot,
-            bound: None,
-            persisted,
-            model: None,
-            agent: Some(None),
+            placement: Placement::new(runtime_id, slot, persisted),
             turn: TurnState::Idle { stale_idle: false },
             idle: watch::Sender::new(true),
             gate: Arc::new(tokio::sync::Mutex::new(())),
-            seen: Repeats::default(),
         }
-    }
-
-    /// Whether the runtime event `id` is new for this session (else a
-    /// repeat, to drop); remembers it.
-    pub(super) fn first_arrival(&mut self, id: Option<&str>) -> bool {
-        self.seen.first_arrival(id)
-    }
-
-    pub(super) fn runtime_id(&self) -> &str {
-        &self.runtime_id
-    }
-
-    pub(super) fn slot(&self) -> usize {
-        self.slot
     }
 
     pub(super) fn gate(&self) -> Arc<tokio::sync::Mutex<()>> {
@@ -105,56 +69,14 @@ impl BridgedSession {
         self.idle.subscribe()
     }
 
-    pub(super) fn is_bound(&self) -> bool {
-        self.bound.is_some()
+    /// Where it lives on the runtime, to read.
+    pub(super) fn placement(&self) -> &Placement {
+        &self.placement
     }
 
-    /// The binding, if it lives in runtime process `generation`.
-    pub(super) fn binding_in(&self, generation: u64) -> Option<&Binding> {
-        self.bound
-            .as_ref()
-            .filter(|(_, g)| *g == generation)
-            .map(|(b, _)| b)
-    }
-
-    /// Bound (created or resumed) as `binding` in `generation` with `model`.
-    pub(super) fn bound(&mut self, binding: Binding, generation: u64, model: String) {
-        self.bound = Some((binding, generation));
-        self.model = Some(model);
-        // A resumed session may bring back the agent its history selected.
-        self.agent = None;
-    }
-
-    /// The custom agent the runtime session has selected, by name: `None`
-    /// when not known (after a resume), `Some(None)` when none.
-    pub(super) fn agent(&self) -> Option<Option<&str>> {
-        self.agent.as_ref().map(Option::as_deref)
-    }
-
-    pub(super) fn set_agent(&mut self, agent: Option<&str>) {
-        self.agent = Some(agent.map(String::from));
-    }
-
-    pub(super) fn persisted(&self) -> bool {
-        self.persisted
-    }
-
-    /// The runtime has the session on disk now; true the first time.
-    pub(super) fn persist(&mut self) -> bool {
-        !std::mem::replace(&mut self.persisted, true)
-    }
-
-    pub(super) fn model(&self) -> Option<&str> {
-        self.model.as_deref()
-    }
-
-    pub(super) fn set_model(&mut self, model: &str) {
-        self.model = Some(model.to_owned());
-    }
-
-    /// The client that contributed the session's tool `name`, if any.
-    pub(super) fn tool_owner(&self, name: &str) -> Option<&str> {
-        self.bound.as_ref()?.0.tool_owner(name)
+    /// Where it lives on the runtime, to change as binding does.
+    pub(super) fn placement_mut(&mut self) -> &mut Placement {
+        &mut self.placement
     }
 
     pub(super) fn is_idle(&self) -> bool {
@@ -205,8 +127,8 @@ impl BridgedSession {
         starter: Option<String>,
     ) -> TurnOver {
         let stale_idle = matches!(self.turn, TurnState::Idle { stale_idle: true });
-        if let (None, Some(m)) = (&self.bound, model) {
-            self.model = Some(m.to_owned());
+        if let Some(m) = model {
+            self.placement.model_unless_bound(m);
         }
         let (turn, over) = RunningTurn::new(turn_id, chat, stale_idle, spans, starter);
         self.set_turn(TurnState::Running(Box::new(turn)));
@@ -325,10 +247,9 @@ impl BridgedSession {
     /// Its runtime died (in `generation`): unbound, and a running turn ends
     /// with `chat/error`; nothing is answered to the dead runtime.
     pub(super) fn runtime_lost(&mut self, generation: u64, why: &str, fx: &mut Effects) {
-        if self.binding_in(generation).is_none() {
+        if !self.placement.lost(generation) {
             return;
         }
-        self.bound = None;
         self.end(
             TurnState::Idle { stale_idle: false },
             TurnOutcome::Error,
@@ -358,7 +279,7 @@ impl BridgedSession {
     ) {
         // A client's own tool: the owning client decides by running it.
         let tool_name = p.tool_name.clone().unwrap_or_else(|| p.kind.clone());
-        let own_tool = p.kind == "custom-tool" && self.tool_owner(&tool_name).is_some();
+        let own_tool = p.kind == "custom-tool" && self.placement.tool_owner(&tool_name).is_some();
         match (self.running(), refused) {
             (Some(t), Some(reason)) => t.refuse_permission(p, reason, fx),
             (_, Some(_)) => fx.call(RuntimeCall::Permission {

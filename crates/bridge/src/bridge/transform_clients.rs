@@ -19,7 +19,13 @@ impl TransformClients for HostClients {
     fn opt_ins(&self, session: &str) -> Vec<OptIn> {
         self.0
             .as_ref()
-            .map(|h| h.active_clients(session).iter().map(OptIn::from).collect())
+            .map(|h| {
+                h.for_backend()
+                    .active_clients(session)
+                    .iter()
+                    .map(OptIn::from)
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -30,7 +36,10 @@ impl TransformClients for HostClients {
         sections: &Sections,
         timeout: Duration,
     ) -> AskFuture {
-        let peer = self.0.as_ref().and_then(|h| h.client_peer(client_id));
+        let peer = self
+            .0
+            .as_ref()
+            .and_then(|h| h.connections().client_peer(client_id));
         let session = session.to_owned();
         let sections = sections.clone();
         Box::pin(async move {

@@ -28,6 +28,10 @@ use crate::runtime::events::{PermissionRequest, RuntimeEvent};
 use crate::runtime::requests::UserInputAnswer;
 use crate::telemetry::{metrics, TurnOutcome};
 
+/// What a turn ended by a graceful shutdown tells the client (and the
+/// runtime, and an SDK app).
+pub const SHUTTING_DOWN: &str = "the host is shutting down";
+
 /// A turn to run: started by a client, or by the host from the queue.
 #[derive(Debug, Clone)]
 pub struct TurnRequest {

@@ -216,11 +216,15 @@ impl Relay {
         let client = self.client().ok_or(RelayError::NotLinked)?;
         let up = format!("copilot:/{}", uuid::Uuid::new_v4());
         let dirs: Vec<String> = host
+            .for_backend()
             .working_directories(north)
             .iter()
             .map(|p| file_uri_of(p))
             .collect();
-        let start = host.session_start(north).ok_or(RelayError::Stopping)?;
+        let start = host
+            .for_backend()
+            .session_start(north)
+            .ok_or(RelayError::Stopping)?;
         let policy = self.settings.policy.current();
         // The operator's sections as the policy in force has them (a
         // reload changes them for the sessions created after it).
@@ -241,7 +245,7 @@ impl Relay {
             self.sessions.set_up_chat(north, chat);
             calls::subscribe(&client, chat).await?;
         }
-        host.set_backend_ref(north, &up);
+        host.for_backend().set_backend_ref(north, &up);
         info!(session = %north, upstream = %up, "session relayed to the agent host");
         Ok(())
     }
@@ -322,7 +326,7 @@ impl Relay {
             return;
         }
         let Some(host) = self.host() else { return };
-        if let Some(next) = host.start_next_queued(&chat_uri_of(north)) {
+        if let Some(next) = host.for_backend().start_next_queued(&chat_uri_of(north)) {
             self.start_turn(north, next.turn_id, next.text, None);
         }
     }
@@ -357,7 +361,7 @@ impl Relay {
         let (Some((up_chat, _)), Some(host)) = (self.turn_of(north), self.host()) else {
             return;
         };
-        let Some(text) = host.take_steering(chat) else {
+        let Some(text) = host.for_backend().take_steering(chat) else {
             return;
         };
         let steering = StateAction::ChatPendingMessageSet(ChatPendingMessageSetAction {
@@ -438,11 +442,7 @@ impl Relay {
     /// the host to cancel it.
     pub async fn end_turns_for_shutdown(&self) {
         for (r, turn) in self.sessions.take_running() {
-            self.end_turn_north(
-                &r.north,
-                &turn.id,
-                crate::bridge::shutting_down::SHUTTING_DOWN,
-            );
+            self.end_turn_north(&r.north, &turn.id, crate::bridge::turn::SHUTTING_DOWN);
             if let Some(chat) = &r.up_chat {
                 // Sent now, not queued: the link goes next.
                 self.send_up(chat, cancelled(turn.up_id)).await;

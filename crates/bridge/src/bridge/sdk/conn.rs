@@ -28,7 +28,7 @@ use super::app_conn::{lock, AppConn, AppReply, OWN_ID};
 use super::clients::AppClients;
 use super::SdkGate;
 use crate::ahp::net::tls::Tls;
-use crate::bridge::shutting_down::SHUTTING_DOWN;
+use crate::bridge::turn::SHUTTING_DOWN;
 use crate::runtime::app_wire::{AboutSession, AppConnectParams, AppSend, Envelope};
 use crate::runtime::codec::ContentLengthCodec;
 use crate::runtime::process::Reach;

@@ -73,7 +73,11 @@ impl Mirror {
             return;
         };
         let uri = uri_of(session_id);
-        if host.sessions_owned_by(&self.principal.name).contains(&uri) {
+        if host
+            .session_list()
+            .sessions_owned_by(&self.principal.name)
+            .contains(&uri)
+        {
             return;
         }
         let Ok(config) = session_config::initial_state(&host, None) else {
@@ -84,7 +88,7 @@ impl Mirror {
         let mut meta = ahp_types::common::JsonObject::new();
         meta.insert(WATCHED_ONLY.into(), serde_json::Value::Bool(true));
         new.state.meta = Some(meta);
-        if host.add_watched_session(new).is_ok() {
+        if host.session_list().add_watched_session(new).is_ok() {
             let _ = host.dispatch(&uri, StateAction::SessionReady(SessionReadyAction {}));
         }
     }

@@ -26,7 +26,7 @@ use crate::ahp::protocol::uri::file_uri_of;
 use crate::audit::log::AuditLog;
 use crate::audit::sdk_session::{SdkDecision, SdkFinding, SdkSessionRecord};
 use crate::audit::sha256_hex;
-use crate::bridge::shutting_down::SHUTTING_DOWN;
+use crate::bridge::turn::SHUTTING_DOWN;
 use crate::config::OnViolation;
 use crate::policy::governor::{Ask, Governor, Recording};
 use crate::policy::rego::{lexical, session_config, Body, ClientKind};
