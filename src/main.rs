@@ -236,7 +236,7 @@ fn main() -> ExitCode {
                     return match ahp_bridge_join::policy_cli::test(&args, out) {
                         Ok(code) => ExitCode::from(code),
                         Err(e) => {
-                            eprintln!("error: {e:#}");
+                            eprintln!("error: {:#}", anyhow::Error::from(e));
                             ExitCode::from(1)
                         }
                     };
@@ -256,7 +256,7 @@ fn main() -> ExitCode {
             match ran {
                 Ok(true) => return ExitCode::SUCCESS,
                 Ok(false) => return ExitCode::from(1),
-                Err(e) => Err(e),
+                Err(e) => Err(e.into()),
             }
         }
         Command::Health { admin, config } => return health(admin, config.as_ref()),
@@ -277,6 +277,7 @@ fn main() -> ExitCode {
                     rt.block_on(ahp_bridge_join::run::serve(Arc::new(cfg), config, |line| {
                         say(format, line)
                     }))
+                    .map_err(anyhow::Error::from)
                 });
                 // The async workers are gone: the last spans are sent from here.
                 if let Some(t) = traces {
@@ -300,6 +301,7 @@ fn main() -> ExitCode {
                     policy.as_ref(),
                     |line| eprintln!("{line}"),
                 ))
+                .map_err(anyhow::Error::from)
             })
         }
     };

@@ -147,7 +147,7 @@ fn dependencies(manifest: &str) -> Vec<String> {
 /// The crates keep the layers: the bottom depends on no crate of the
 /// workspace, each layer above it only on those below it (ARCHITECTURE.md,
 /// "The crates"), none but the north side and the upstream client on an AHP crate and none on
-/// `anyhow`; the join (crates/bridge) on all, the binary on the join alone. The lists are whole, so no
+/// `anyhow` (the join neither); the join (crates/bridge) on all, the binary on the join alone. The lists are whole, so no
 /// `[dependencies]` names `ahp-bridge-testkit`: it is for tests only. Each
 /// edge is one the crate's code uses (it names the crate).
 #[test]
@@ -252,6 +252,12 @@ fn the_crate_graph_follows_the_layers() {
             "ahp-bridge-transform",
             "ahp-bridge-upstream",
         ]
+    );
+    // The join is a library too: its errors are its own types, with their
+    // causes; the binary alone prints a chain (with anyhow).
+    assert!(
+        !join.iter().any(|n| n == "anyhow"),
+        "the join depends on anyhow"
     );
     let main = dependencies("Cargo.toml");
     assert_eq!(ours(&main), ["ahp-bridge-join"]);

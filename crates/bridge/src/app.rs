@@ -11,17 +11,19 @@ use crate::admin::{self, ready::Readiness};
 use crate::ahp::backend::{Backend, ClientPhase};
 use crate::ahp::host::Host;
 use crate::ahp::net::server;
-use crate::ahp::net::tls::Tls;
+use crate::ahp::net::tls::{Tls, TlsLoadError};
 use crate::audit::log::{AuditLog, Options, Ship};
 use crate::audit::record::PolicyRecord;
 use crate::audit::syslog::Shipper;
+use crate::audit::AuditError;
 use crate::bridge::audit_channel::AuditChannel;
 use crate::bridge::audit_port::LogPort;
 use crate::bridge::decisions::AuditRecorder;
-use crate::bridge::relay::{GithubToken, Relay, RelaySettings};
+use crate::bridge::relay::{GithubToken, Relay, RelayError, RelaySettings};
 use crate::bridge::{Bridge, BridgeSettings};
 use crate::config::{Config, Secret};
 use crate::policy::{Policy, PolicySource};
+use crate::start_error::StartError;
 use crate::store::Store;
 use crate::transform::router::{RecordOptions, Router};
 use crate::transform::AuditPort;
@@ -54,7 +56,7 @@ impl AuditTrail {
 
 /// Opens `[audit] path` with its key, rotation and shipper, its records
 /// also published on `host`'s `x-audit://log`; None without a path.
-pub fn open_audit(cfg: &Config, host: &Arc<Host>) -> anyhow::Result<Option<AuditTrail>> {
+pub fn open_audit(cfg: &Config, host: &Arc<Host>) -> Result<Option<AuditTrail>, AuditError> {
     let Some(p) = &cfg.audit.path else {
         return Ok(None);
     };
@@ -76,7 +78,7 @@ pub fn open_audit(cfg: &Config, host: &Arc<Host>) -> anyhow::Result<Option<Audit
 }
 
 /// Writes the `policy` record of `policy`: at startup, and after a reload.
-pub fn audit_policy(log: &AuditLog, policy: &Policy) -> anyhow::Result<()> {
+pub fn audit_policy(log: &AuditLog, policy: &Policy) -> Result<(), AuditError> {
     log.append(&PolicyRecord::of(policy))?;
     Ok(())
 }
@@ -129,22 +131,21 @@ pub async fn relay_backend(
     cfg: &Config,
     policy: &PolicySource,
     audit: Option<&AuditTrail>,
-) -> anyhow::Result<Arc<Relay>> {
+) -> Result<Arc<Relay>, RelayError> {
     policy_in_force(host, policy, audit);
     let ahp = &cfg.runtime.ahp;
     let github = match (&ahp.github_token_file, &ahp.github_token_env) {
         (Some(f), _) => GithubToken::File(f.clone()),
         (None, Some(v)) => GithubToken::Env(v.clone()),
-        (None, None) => anyhow::bail!("config runtime.ahp: no GitHub token source"),
+        (None, None) => return Err(RelayError::NoGithubTokenSource),
     };
     let connection_token = match &ahp.connection_token_file {
         Some(f) => {
-            let t = std::fs::read_to_string(f).map_err(|e| {
-                anyhow::anyhow!(
-                    "config runtime.ahp.connection_token_file {}: {e}",
-                    f.display()
-                )
-            })?;
+            let t =
+                std::fs::read_to_string(f).map_err(|source| RelayError::ConnectionTokenFile {
+                    path: f.clone(),
+                    source,
+                })?;
             Some(Secret(t.trim().to_owned()))
         }
         None => None,
@@ -168,7 +169,7 @@ pub async fn relay_backend(
         include_content: cfg.audit.include_content,
         on_failure: cfg.audit.on_failure,
     };
-    Ok(crate::bridge::relay::start(host, settings).await?)
+    crate::bridge::relay::start(host, settings).await
 }
 
 /// How often `x-host://status` looks for a change to send.
@@ -354,7 +355,7 @@ pub enum Agent {
 }
 
 /// Binds `cfg.server.listen` and serves until `shutdown` is cancelled.
-pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
+pub async fn start(cfg: Arc<Config>, agent: Agent) -> Result<Running, StartError> {
     cfg.validate()?;
     let policy = Arc::new(PolicySource::new(Policy::from_config(&cfg)?));
     let host = Host::new(&cfg, policy.reader());
@@ -396,7 +397,7 @@ pub async fn start(cfg: Arc<Config>, agent: Agent) -> anyhow::Result<Running> {
     let admin_tls = cfg.admin.tls.as_ref().map(|t| t.listener());
     let admin_tls = listener_tls(admin_tls.as_ref(), "admin.tls", &stopped)?;
     let listener = server::bind(cfg.server.listen).await?;
-    let addr = listener.local_addr()?;
+    let addr = listener.local_addr().map_err(StartError::LocalAddr)?;
     let shutdown = CancellationToken::new();
     let accepting = shutdown.child_token();
     tokio::spawn(server::serve(
@@ -462,7 +463,7 @@ fn listener_tls(
     cfg: Option<&crate::config::TlsConfig>,
     table: &'static str,
     stopped: &CancellationToken,
-) -> anyhow::Result<Option<Arc<Tls>>> {
+) -> Result<Option<Arc<Tls>>, TlsLoadError> {
     let Some(cfg) = cfg else { return Ok(None) };
     let tls = Tls::load(cfg, table)?;
     tls.watch(stopped.clone());

@@ -16,6 +16,9 @@ pub mod demo;
 pub mod policy_cli;
 pub mod reload;
 pub mod run;
+mod start_error;
+
+pub use start_error::StartError;
 
 // The layers' crates, under the module names the join and the tests use.
 pub use ahp_bridge_audit as audit;

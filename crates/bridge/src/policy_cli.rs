@@ -10,17 +10,55 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use anyhow::{anyhow, bail, Context};
-
-use crate::config::{Config, Enforcement, RegoConfig, RegoSources};
+use crate::config::{Config, ConfigError, Enforcement, LoadError, RegoConfig, RegoSources};
 use crate::policy::rego::testing::{self, TestFilter};
-use crate::policy::rego::Point;
+use crate::policy::rego::{CompileError, Point};
 use crate::policy::Policy;
 
 /// `policy test`'s exit status when a test failed, erred or was skipped,
 /// as `opa test`'s; 0 when all passed; a load error (a module that does not
 /// compile, a bad `--run`, no test found) is 1.
 pub const TESTS_DID_NOT_PASS: u8 = 2;
+
+/// Why `policy test` or `policy eval` ran nothing: what was asked of it
+/// and, where there is one, the cause.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyCliError {
+    #[error("--run {0:?}")]
+    Run(String, #[source] regex::Error),
+    #[error("no .rego module under {0}")]
+    NoModule(String),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    #[error("no test in {paths} matches --run {pattern:?}")]
+    NoMatch { paths: String, pattern: String },
+    #[error("no test_* rule in {0}")]
+    NoTest(String),
+    #[error("--point {point:?} is not one of {all}")]
+    Point { point: String, all: String },
+    #[error("{}: has no [policy.rego]", .0.display())]
+    NoRego(PathBuf),
+    #[error("cannot read {}", path.display())]
+    Input {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{}: not JSON", path.display())]
+    NotJson {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{}: the input must be a JSON object", .0.display())]
+    NotObject(PathBuf),
+    #[error(transparent)]
+    Output(#[from] std::io::Error),
+}
 
 /// `policy test`'s arguments, as `opa test` names them.
 #[derive(Debug, clap::Args)]
@@ -52,29 +90,32 @@ pub struct TestArgs {
 /// `.rego`; `.json` files are data) and prints them as `args` asks. The
 /// exit status: 0 when all passed, [`TESTS_DID_NOT_PASS`] otherwise; an
 /// error when nothing could be run.
-pub fn test(args: &TestArgs, out: &mut impl Write) -> anyhow::Result<u8> {
+pub fn test(args: &TestArgs, out: &mut impl Write) -> Result<u8, PolicyCliError> {
     let filter = args
         .run
         .as_deref()
-        .map(|p| TestFilter::new(p).with_context(|| format!("--run {p:?}")))
+        .map(|p| TestFilter::new(p).map_err(|e| PolicyCliError::Run(p.to_owned(), e)))
         .transpose()?;
     let sources = read_paths(&args.paths)?;
     if sources.modules.is_empty() {
-        bail!("no .rego module under {}", shown(&args.paths));
+        return Err(PolicyCliError::NoModule(shown(&args.paths)));
     }
     let options = testing::TestOptions {
         filter,
         coverage: args.coverage,
         ..testing::TestOptions::default()
     };
-    let report = testing::run(&sources, &options).map_err(|e| anyhow!("{e}"))?;
+    let report = testing::run(&sources, &options)?;
     // A run that tested nothing fails (as `opa test --fail-on-empty`): a
     // CI job must not pass because its tests were not found.
     if report.results.is_empty() {
-        match &args.run {
-            Some(p) => bail!("no test in {} matches --run {p:?}", shown(&args.paths)),
-            None => bail!("no test_* rule in {}", shown(&args.paths)),
-        }
+        return Err(match &args.run {
+            Some(p) => PolicyCliError::NoMatch {
+                paths: shown(&args.paths),
+                pattern: p.clone(),
+            },
+            None => PolicyCliError::NoTest(shown(&args.paths)),
+        });
     }
     report::print(&report, args.format, args.verbose, out)?;
     let counts = report::Counts::of(&report.results);
@@ -97,22 +138,30 @@ pub fn eval(
     input: &Path,
     out: &mut impl Write,
     warn: &mut impl Write,
-) -> anyhow::Result<bool> {
+) -> Result<bool, PolicyCliError> {
     let point = Point::parse(point).ok_or_else(|| {
         let all: Vec<&str> = Point::ALL.iter().map(|p| p.as_str()).collect();
-        anyhow!("--point {point:?} is not one of {}", all.join(", "))
+        PolicyCliError::Point {
+            point: point.to_owned(),
+            all: all.join(", "),
+        }
     })?;
     let cfg = Config::load(config)?;
     let policy = Policy::from_config(&cfg)?;
     let rego = policy
         .rego()
-        .ok_or_else(|| anyhow!("{}: has no [policy.rego]", config.display()))?;
-    let text = std::fs::read_to_string(input)
-        .with_context(|| format!("cannot read {}", input.display()))?;
+        .ok_or_else(|| PolicyCliError::NoRego(config.to_owned()))?;
+    let text = std::fs::read_to_string(input).map_err(|source| PolicyCliError::Input {
+        path: input.to_owned(),
+        source,
+    })?;
     let doc: serde_json::Value =
-        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", input.display()))?;
+        serde_json::from_str(&text).map_err(|source| PolicyCliError::NotJson {
+            path: input.to_owned(),
+            source,
+        })?;
     if !doc.is_object() {
-        bail!("{}: the input must be a JSON object", input.display());
+        return Err(PolicyCliError::NotObject(input.to_owned()));
     }
     // A logged input names the point it was decided at: deciding it at
     // another is most likely a slip, but --point is what was asked.
@@ -134,14 +183,15 @@ pub fn eval(
     if let Some(e) = &d.error {
         shown["error"] = e.clone().into();
     }
-    writeln!(out, "{}", serde_json::to_string_pretty(&shown)?)?;
+    // A `Value` always serializes.
+    writeln!(out, "{shown:#}")?;
     Ok(d.error.is_none())
 }
 
 /// The modules and data under `paths`, read as `[policy.rego]` reads them
 /// (within its bounds): each `.json` file is data, every other path a
 /// module, a folder of them or a glob.
-fn read_paths(paths: &[PathBuf]) -> anyhow::Result<RegoSources> {
+fn read_paths(paths: &[PathBuf]) -> Result<RegoSources, ConfigError> {
     let (data, modules) = paths
         .iter()
         .cloned()
@@ -152,7 +202,7 @@ fn read_paths(paths: &[PathBuf]) -> anyhow::Result<RegoSources> {
         enforcement: Enforcement::Enforce,
         timeout: Duration::MAX,
     };
-    Ok(files.read()?)
+    files.read()
 }
 
 fn shown(paths: &[PathBuf]) -> String {

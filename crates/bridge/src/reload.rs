@@ -29,9 +29,9 @@ use crate::ahp::host::Host;
 use crate::ahp::net::tls::{Tls, POLL};
 use crate::audit::log::AuditLog;
 use crate::config::watch::{watch_files, Watched};
-use crate::config::Config;
+use crate::config::{Config, ConfigError, LoadError};
 use crate::policy::{Policy, PolicySource};
-use crate::telemetry::metrics;
+use crate::telemetry::{metrics, Causes};
 
 /// What a reload puts in force: the file's config (its principals and
 /// limits) and its policy, built with those principals.
@@ -43,12 +43,22 @@ pub struct Reloaded {
 /// The file at `path`, checked as at startup against the address the
 /// bridge listens on now (`running`'s): a file that would leave a
 /// non-loopback listener without credentials is refused.
-pub fn load(path: &Path, running: &Config) -> anyhow::Result<Reloaded> {
+pub fn load(path: &Path, running: &Config) -> Result<Reloaded, ReloadError> {
     let mut cfg = Config::load(path)?;
     cfg.server.listen = running.server.listen;
     cfg.validate()?;
     let policy = Policy::from_config(&cfg)?;
     Ok(Reloaded { cfg, policy })
+}
+
+/// Why a file is not put in force: it does not load, or it is not valid
+/// (a key, or a Rego module, named in the error's own words).
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
 }
 
 /// What SIGHUP changes, and where the outcome is written.
@@ -87,7 +97,7 @@ pub fn start(
     running: Arc<Config>,
     targets: Targets,
     stop: CancellationToken,
-) -> anyhow::Result<()> {
+) -> std::io::Result<()> {
     let mut hangups = signal(SignalKind::hangup())?;
     let (tx, mut changes) = mpsc::unbounded_channel();
     // Without a watcher the sender stays here, so `changes` never ends.
@@ -137,8 +147,8 @@ pub fn start(
                 }
                 Err(e) => {
                     metrics().config_reload_failed();
-                    targets.on_disk.refuse(path, &format!("{e:#}"));
-                    error!(path = %path.display(), ?cause, "reload refused, nothing changed: {e:#}")
+                    targets.on_disk.refuse(path, &Causes(&e).to_string());
+                    error!(path = %path.display(), ?cause, "reload refused, nothing changed: {}", Causes(&e))
                 }
             }
         }
@@ -225,8 +235,13 @@ async fn apply(path: &Path, new: Reloaded, targets: &Targets) {
         let current = targets.policy.current();
         let written =
             tokio::task::spawn_blocking(move || crate::app::audit_policy(&log, &current)).await;
-        if let Ok(Err(e)) | Err(e) = written.map_err(anyhow::Error::from) {
-            warn!("the reloaded policy's audit record was not written: {e:#}");
+        match written {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => warn!(
+                "the reloaded policy's audit record was not written: {}",
+                Causes(&e)
+            ),
+            Err(e) => warn!("the reloaded policy's audit record was not written: {e}"),
         }
     }
     // Said last: an operator (or a test) reading this line finds the new

@@ -7,7 +7,23 @@ use std::sync::Arc;
 use crate::app::{self, Agent};
 use crate::config::{Config, ProviderConfig};
 use crate::demo::model::ScriptedModel;
-use crate::demo::policy::TryPolicy;
+use crate::demo::policy::{TryPolicy, TryPolicyError};
+use crate::StartError;
+
+/// Why `serve` or `demo` stopped before a signal asked it to.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Start(#[from] StartError),
+    #[error("cannot install the SIGHUP handler")]
+    Hangup(#[source] std::io::Error),
+    #[error("cannot install the SIGTERM and SIGINT handlers")]
+    Signals(#[source] std::io::Error),
+    #[error(transparent)]
+    Policy(#[from] TryPolicyError),
+    #[error("the scripted model does not start")]
+    Model(#[source] std::io::Error),
+}
 
 /// Runs the host in front of the runtime until SIGTERM or SIGINT, then
 /// shuts down gracefully within `[server] shutdown_timeout`; SIGHUP reloads
@@ -20,7 +36,7 @@ pub async fn serve(
     cfg: Arc<Config>,
     config_path: Option<PathBuf>,
     say: impl Fn(String),
-) -> anyhow::Result<()> {
+) -> Result<(), RunError> {
     let (limit, drain) = (cfg.server.shutdown_timeout, cfg.server.drain);
     let running = app::start(cfg.clone(), Agent::Copilot).await?;
     if running.bridge.is_some() {
@@ -37,7 +53,8 @@ pub async fn serve(
                 .collect(),
             on_disk: running.on_disk.clone(),
         };
-        crate::reload::start(config_path, cfg, targets, running.shutdown.clone())?;
+        crate::reload::start(config_path, cfg, targets, running.shutdown.clone())
+            .map_err(RunError::Hangup)?;
     }
     if let Some(admin) = running.admin_url() {
         say(format!("admin on {admin} (/healthz, /readyz, /metrics)"));
@@ -46,7 +63,7 @@ pub async fn serve(
         say(format!("SDK apps on {sdk} (the runtime's JSON-RPC)"));
     }
     say(format!("listening on {}", running.ws_url()));
-    let signal = stop_signal().await?;
+    let signal = stop_signal().await.map_err(RunError::Signals)?;
     tracing::info!(signal, "shutting down");
     // SIGTERM (systemd, Kubernetes) drains first; Ctrl-C stops at once.
     let drain = match signal {
@@ -58,7 +75,7 @@ pub async fn serve(
 }
 
 /// Waits for SIGTERM (systemd's stop) or SIGINT (Ctrl-C); names which.
-async fn stop_signal() -> anyhow::Result<&'static str> {
+async fn stop_signal() -> std::io::Result<&'static str> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
@@ -125,10 +142,10 @@ pub async fn demo(
     allow_origins: &[String],
     policy: Option<&TryPolicy>,
     say: impl Fn(String),
-) -> anyhow::Result<()> {
+) -> Result<(), RunError> {
     // Read before anything starts: a folder without a module fails at once.
     let rego = policy.map(TryPolicy::rego).transpose()?;
-    let model = ScriptedModel::start().await?;
+    let model = ScriptedModel::start().await.map_err(RunError::Model)?;
     let state =
         std::env::temp_dir().join(format!("ahp-copilot-bridge-demo-{}", std::process::id()));
     let mut cfg = Config::default();
@@ -162,7 +179,7 @@ pub async fn demo(
         "open http://{}/ (the web console), or connect an AHP client to ws://{}; Ctrl-C stops",
         running.addr, running.addr
     ));
-    stop_signal().await?;
+    stop_signal().await.map_err(RunError::Signals)?;
     running.stop(std::time::Duration::from_secs(10)).await;
     // The runtime unpacks itself (about 235 MB) into its cache: gone with the
     // demo. The audit log and the runtime's sessions stay, to look at.

@@ -1,7 +1,7 @@
 //! What an operator sees of the bridge: its metrics ([`metrics`], served
 //! at `/metrics`), its log lines ([`logs`]), its traces ([`traces`], sent
 //! to an OTLP collector), and client strings made safe to log
-//! ([`Escaped`]). At the bottom of the layers: anything may count.
+//! ([`Escaped`]), and an error with its causes ([`Causes`]). At the bottom of the layers: anything may count.
 
 pub mod exposition;
 pub mod logs;
@@ -24,6 +24,25 @@ impl std::fmt::Display for Escaped<'_> {
             } else {
                 write!(f, "{c}")?;
             }
+        }
+        Ok(())
+    }
+}
+
+/// An error with its causes, for a log line or the message a client is
+/// shown where the error ends its way (it is not passed on): each cause
+/// after the error, joined by `: `, as the binary prints a chain. Errors
+/// keep their cause as `#[source]`, never in their own text, so nothing is
+/// said twice.
+pub struct Causes<'a>(pub &'a (dyn std::error::Error + 'static));
+
+impl std::fmt::Display for Causes<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        let mut cause = self.0.source();
+        while let Some(c) = cause {
+            write!(f, ": {c}")?;
+            cause = c.source();
         }
         Ok(())
     }
@@ -60,7 +79,17 @@ pub fn writable(path: &std::path::Path) -> Result<(), CheckFailed> {
 
 #[cfg(test)]
 mod tests {
-    use super::Escaped;
+    use super::{Causes, Escaped};
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("outer")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn causes_follow_the_error() {
+        let e = Outer(std::io::Error::other("inner"));
+        assert_eq!(Causes(&e).to_string(), "outer: inner");
+    }
 
     #[test]
     fn control_characters_are_escaped_and_nothing_else() {

@@ -23,17 +23,30 @@ use crate::ahp::net::transport::Transport;
 use crate::telemetry::exposition::{wants_openmetrics, OPENMETRICS, TEXT_004};
 use crate::telemetry::metrics;
 
+/// Why the admin listener is not served.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminListenError {
+    #[error("[admin] listen {addr}")]
+    Bind {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the admin listener's address")]
+    LocalAddr(#[source] std::io::Error),
+}
+
 /// Binds the admin listener; serves until `shutdown` is cancelled.
 pub async fn start(
     addr: SocketAddr,
     readiness: Readiness,
     tls: Option<Arc<Tls>>,
     shutdown: CancellationToken,
-) -> anyhow::Result<SocketAddr> {
+) -> Result<SocketAddr, AdminListenError> {
     let listener = TcpListener::bind(addr)
         .await
-        .map_err(|e| anyhow::anyhow!("[admin] listen {addr}: {e}"))?;
-    let bound = listener.local_addr()?;
+        .map_err(|source| AdminListenError::Bind { addr, source })?;
+    let bound = listener.local_addr().map_err(AdminListenError::LocalAddr)?;
     tokio::spawn(serve(listener, Arc::new(readiness), tls, shutdown));
     Ok(bound)
 }

@@ -10,6 +10,7 @@ use ahp_types::state::ToolDefinition;
 use serde_json::json;
 use tracing::{debug, warn};
 
+use super::turn_error::TurnError;
 use crate::ahp::backend::ActiveClientView;
 use crate::config::{OverrideAction, OverrideConfig};
 use crate::policy::{owners, OptIn, Policy};
@@ -121,7 +122,7 @@ pub(super) async fn bind(
     config: &SessionConfig,
     persisted: bool,
     unbound: bool,
-) -> anyhow::Result<()> {
+) -> Result<(), TurnError> {
     use crate::runtime::calls::Method;
     let (call, bound) = if persisted {
         (
@@ -140,9 +141,9 @@ pub(super) async fn bind(
             warn!(session = uri, runtime = %config.session_id, "the runtime cannot resume this session ({e}); starting it afresh: the model will not see the earlier turns");
             conn.call::<SessionCreate>(config)
                 .await
-                .map_err(|e| anyhow::anyhow!("{}: {e}", SessionCreate::NAME))?;
+                .map_err(TurnError::call(SessionCreate::NAME))?;
         }
-        Err(e) => return Err(anyhow::anyhow!("{call}: {e}")),
+        Err(e) => return Err(TurnError::call(call)(e)),
     }
     debug!(session = uri, runtime = %config.session_id, call, "runtime session bound");
     Ok(())

@@ -41,12 +41,13 @@ pub mod shutdown;
 mod silence;
 pub mod transform_clients;
 pub mod turn;
+mod turn_error;
 mod turn_trace;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::telemetry::CheckFailed;
+use crate::telemetry::{Causes, CheckFailed};
 
 use tracing::{info, warn};
 
@@ -55,12 +56,14 @@ use self::bridged_sessions::BridgedSessions;
 use self::custom::CustomizationState;
 use self::customizing::{AgentChange, Customizing};
 use self::effects::{Effects, MirrorChanges};
+pub use self::pool::ReachError;
 use self::pool::{Pool, Starts};
 use self::sdk::{Parts, SdkGate};
 use self::session::{BridgedSession, DRAIN_LIMIT};
 pub use self::settings::BridgeSettings;
 use self::shutdown::Stop;
 use self::turn::{mirror_id, TurnOver, TurnRequest, SHUTTING_DOWN};
+use self::turn_error::TurnError;
 use self::turn_trace::TurnSpans;
 use crate::ahp::host::Host;
 use crate::audit::log::AuditLog;
@@ -230,7 +233,7 @@ impl Bridge {
                             }
                         }
                     }
-                    Err(e) => warn!("no runtime for {} call(s): {e:#}", calls.len()),
+                    Err(e) => warn!("no runtime for {} call(s): {}", calls.len(), Causes(&e)),
                 }
             });
         }
@@ -277,12 +280,12 @@ impl Bridge {
                     warn!(method, "runtime call failed: {e}");
                 }
             }
-            Err(e) => warn!(method, "no runtime: {e:#}"),
+            Err(e) => warn!(method, "no runtime: {}", Causes(&e)),
         }
     }
 
     /// Runtime `slot`, started (or restarted) on demand.
-    pub async fn runtime(&self, slot: usize) -> anyhow::Result<(Arc<RuntimeConn>, u64)> {
+    pub async fn runtime(&self, slot: usize) -> Result<(Arc<RuntimeConn>, u64), ReachError> {
         let me: std::sync::Weak<dyn Starts> = self.me.clone();
         self.pool.runtime(slot, me).await
     }
@@ -345,8 +348,8 @@ impl Bridge {
             over,
         ));
         if let Err(e) = self.send(&uri, &turn).await {
-            warn!(session = %uri, "turn not started: {e:#}");
-            let msg = format!("{e:#}");
+            warn!(session = %uri, "turn not started: {}", Causes(&e));
+            let msg = Causes(&e).to_string();
             if let Some(fx) = self
                 .sessions
                 .change(&uri, |s, fx| s.fail("runtime", &msg, fx))
@@ -382,7 +385,7 @@ impl Bridge {
         b.change(&uri, |s, fx| s.silent(&why, fx));
     }
 
-    async fn send(&self, uri: &str, turn: &TurnRequest) -> anyhow::Result<()> {
+    async fn send(&self, uri: &str, turn: &TurnRequest) -> Result<(), TurnError> {
         let (conn, runtime_id) = self.ensure_bound(uri).await?;
         self.switch_model(&conn, uri, &runtime_id, turn.model.as_deref())
             .await?;
@@ -390,7 +393,7 @@ impl Bridge {
             .await?;
         conn.call::<calls::SessionSend>(&calls::send(&runtime_id, &turn.prompt))
             .await
-            .map_err(|e| anyhow::anyhow!("session.send: {e}"))?;
+            .map_err(TurnError::call(calls::SessionSend::NAME))?;
         // From its first message on, the runtime keeps the session on disk:
         // from now on a restart resumes it, so the host stores it.
         if self.sessions.with(uri, |s| s.placement_mut().persist()) == Some(true) {
@@ -404,11 +407,11 @@ impl Bridge {
     /// Creates, resumes or re-binds the runtime session so that it matches the
     /// AHP state now. Registration is fixed at create/resume, so a change of
     /// opt-ins, owners, tools or policy means destroy + resume (history kept).
-    async fn ensure_bound(&self, uri: &str) -> anyhow::Result<(Arc<RuntimeConn>, String)> {
-        let gone = || anyhow::anyhow!("session {uri} is gone");
+    async fn ensure_bound(&self, uri: &str) -> Result<(Arc<RuntimeConn>, String), TurnError> {
+        let gone = || TurnError::SessionGone(uri.to_owned());
         let slot = self.slot_of_session(uri).ok_or_else(gone)?;
         let (conn, generation) = self.runtime(slot).await?;
-        let host = self.host().ok_or_else(|| anyhow::anyhow!("host gone"))?;
+        let host = self.host().ok_or(TurnError::HostGone)?;
         let policy = self.policy.current();
         let mut want = Binding::derive(&policy, &host.for_backend().active_clients(uri));
         let custom = self.customizing.for_runtime(uri).await;
@@ -487,7 +490,7 @@ impl Bridge {
         uri: &str,
         runtime_id: &str,
         wanted: Option<&str>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), TurnError> {
         let Some(wanted) = wanted else { return Ok(()) };
         let current = self
             .sessions
@@ -498,7 +501,7 @@ impl Bridge {
         }
         conn.call::<calls::ModelSwitch>(&calls::model_switch(runtime_id, wanted))
             .await
-            .map_err(|e| anyhow::anyhow!("{}: {e}", calls::ModelSwitch::NAME))?;
+            .map_err(TurnError::call(calls::ModelSwitch::NAME))?;
         info!(session = %uri, from = ?current, to = %wanted, "model switched");
         self.sessions
             .with(uri, |s| s.placement_mut().set_model(wanted));
@@ -514,11 +517,11 @@ impl Bridge {
         uri: &str,
         runtime_id: &str,
         agent_uri: Option<&str>,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), TurnError> {
         let known = self
             .sessions
             .with(uri, |s| s.placement().agent().map(|a| a.map(String::from)))
-            .ok_or_else(|| anyhow::anyhow!("session {uri} is gone"))?;
+            .ok_or_else(|| TurnError::SessionGone(uri.to_owned()))?;
         let Some(change) = self.customizing.agent_change(uri, agent_uri, known) else {
             return Ok(());
         };
@@ -526,11 +529,11 @@ impl Bridge {
             AgentChange::Select(name) => conn
                 .call::<calls::AgentSelect>(&calls::agent_select(runtime_id, name))
                 .await
-                .map_err(|e| anyhow::anyhow!("{}: {e}", calls::AgentSelect::NAME)),
+                .map_err(TurnError::call(calls::AgentSelect::NAME)),
             AgentChange::Deselect => conn
                 .call::<calls::AgentDeselect>(&calls::agent_deselect(runtime_id))
                 .await
-                .map_err(|e| anyhow::anyhow!("{}: {e}", calls::AgentDeselect::NAME)),
+                .map_err(TurnError::call(calls::AgentDeselect::NAME)),
         };
         called?;
         let selected = match change {

@@ -14,7 +14,22 @@ use crate::config::RuntimeConfig;
 use crate::jsonrpc::CallError;
 use crate::runtime::connection::{RuntimeConn, RuntimeHandler};
 use crate::runtime::process::{self, Reach};
-use crate::telemetry::{metrics, CheckFailed};
+use crate::runtime::RuntimeError;
+use crate::telemetry::{metrics, Causes, CheckFailed};
+
+/// Why no runtime of the pool can be had.
+#[derive(Debug, thiserror::Error)]
+pub enum ReachError {
+    #[error("the host is shutting down")]
+    ShuttingDown,
+    #[error("the bridge is gone")]
+    BridgeGone,
+    /// Its own words say which runtime and why (with its last stderr lines).
+    #[error(transparent)]
+    Start(#[from] RuntimeError),
+    #[error("runtime {slot} speaks over stdio only")]
+    StdioOnly { slot: usize },
+}
 
 /// How long a runtime is given to exit after SIGTERM before it is killed.
 const RUNTIME_EXIT_GRACE: Duration = Duration::from_secs(3);
@@ -87,7 +102,12 @@ impl Pool {
         if pings.iter().all(Option::is_none) {
             match tokio::time::timeout(timeout, self.runtime(0, owner)).await {
                 Ok(Ok(_)) => pings = self.ping_all(timeout).await,
-                Ok(Err(e)) => return Err(CheckFailed(format!("runtime 0 does not start: {e:#}"))),
+                Ok(Err(e)) => {
+                    return Err(CheckFailed(format!(
+                        "runtime 0 does not start: {}",
+                        Causes(&e)
+                    )))
+                }
                 Err(_) => {
                     return Err(CheckFailed(format!(
                         "runtime 0 did not start within {timeout:?}"
@@ -114,19 +134,16 @@ impl Pool {
         &self,
         slot: usize,
         owner: Weak<dyn Starts>,
-    ) -> anyhow::Result<(Arc<RuntimeConn>, u64)> {
+    ) -> Result<(Arc<RuntimeConn>, u64), ReachError> {
         let slot = slot.min(self.runtimes.len() - 1);
         let mut g = self.runtimes[slot].lock().await;
         if let Some(l) = g.as_ref().filter(|l| l.conn.is_open()) {
             return Ok((l.conn.clone(), l.generation));
         }
         if self.is_stopping() {
-            anyhow::bail!("the host is shutting down");
+            return Err(ReachError::ShuttingDown);
         }
-        let handler = owner
-            .upgrade()
-            .ok_or_else(|| anyhow::anyhow!("the bridge is gone"))?
-            .handler();
+        let handler = owner.upgrade().ok_or(ReachError::BridgeGone)?.handler();
         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
         // Logged here, once per failed start, whoever asked for it (a
         // session, /readyz, a restart): with a spawned runtime's last words.
@@ -159,13 +176,13 @@ impl Pool {
         &self,
         slot: usize,
         owner: Weak<dyn Starts>,
-    ) -> anyhow::Result<Reach> {
+    ) -> Result<Reach, ReachError> {
         self.runtime(slot, owner).await?;
         let slot = slot.min(self.runtimes.len() - 1);
         let g = self.runtimes[slot].lock().await;
         g.as_ref()
             .and_then(|l| l.reach.clone())
-            .ok_or_else(|| anyhow::anyhow!("runtime {slot} speaks over stdio only"))
+            .ok_or(ReachError::StdioOnly { slot })
     }
 
     /// Runtime `slot`'s connection, if it is running; never starts one.
@@ -231,7 +248,10 @@ impl Pool {
                     return;
                 }
                 Err(e) => {
-                    warn!("runtime restart failed: {e:#}; retrying in {backoff:?}");
+                    warn!(
+                        "runtime restart failed: {}; retrying in {backoff:?}",
+                        Causes(&e)
+                    );
                     backoff = (backoff * 2).min(Duration::from_secs(30));
                 }
             }

@@ -20,6 +20,7 @@ use crate::runtime::events::{PermissionRequest, RuntimeEvent, SESSION_EVENT};
 use crate::runtime::mismatch::Mismatch;
 use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
 use crate::runtime::session_config::Secret;
+use crate::telemetry::Causes;
 
 /// How long a runtime tool is shown streaming before running, unless a
 /// permission prompt for it comes first (the runtime sends it right after
@@ -330,10 +331,10 @@ pub(super) async fn create(b: Arc<Bridge>, uri: String) {
     let action = match bound {
         Ok(_) => StateAction::SessionReady(SessionReadyAction {}),
         Err(e) => {
-            warn!(session = %uri, "runtime session not created: {e:#}");
+            warn!(session = %uri, "runtime session not created: {}", Causes(&e));
             let error = ErrorInfo {
                 error_type: "runtime".into(),
-                message: format!("{e:#}"),
+                message: Causes(&e).to_string(),
                 stack: None,
                 meta: None,
             };

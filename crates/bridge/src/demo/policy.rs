@@ -5,14 +5,25 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context};
-
 use crate::config::{Enforcement, RegoConfig, DEFAULT_REGO_TIMEOUT};
 
 /// What in DIR is not the policy in force: `policy test`'s modules, and
 /// the input document `policy eval --input` is given.
 const TEST_SUFFIX: &str = "_test.rego";
 const INPUT_FILE: &str = "input.json";
+
+/// Why `--policy DIR` cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum TryPolicyError {
+    #[error("--policy {}", dir.display())]
+    Read {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("--policy {}: no .rego module in it (*{TEST_SUFFIX} files are `policy test`'s, not the policy's)", .0.display())]
+    NoModule(PathBuf),
+}
 
 /// `--policy DIR` and `--report`: the folder to run, and whether only to
 /// report its denies.
@@ -24,7 +35,7 @@ pub struct TryPolicy {
 
 impl TryPolicy {
     /// Its `[policy.rego]` (see [`rego_of`]).
-    pub fn rego(&self) -> anyhow::Result<RegoConfig> {
+    pub fn rego(&self) -> Result<RegoConfig, TryPolicyError> {
         rego_of(&self.dir, self.report)
     }
 
@@ -48,14 +59,15 @@ impl TryPolicy {
 /// each `*.json` but `input.json` data; enforced, or only reported with
 /// `report`. A folder without a module is an error naming it; whether the
 /// modules compile is for `Policy::from_config` to say (naming the file).
-fn rego_of(dir: &Path, report: bool) -> anyhow::Result<RegoConfig> {
+fn rego_of(dir: &Path, report: bool) -> Result<RegoConfig, TryPolicyError> {
     let mut modules = Vec::new();
     let mut data = Vec::new();
-    let entries = std::fs::read_dir(dir).with_context(|| format!("--policy {}", dir.display()))?;
-    for entry in entries {
-        let path = entry
-            .with_context(|| format!("--policy {}", dir.display()))?
-            .path();
+    let unread = |source| TryPolicyError::Read {
+        dir: dir.to_owned(),
+        source,
+    };
+    for entry in std::fs::read_dir(dir).map_err(unread)? {
+        let path = entry.map_err(unread)?.path();
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -70,10 +82,7 @@ fn rego_of(dir: &Path, report: bool) -> anyhow::Result<RegoConfig> {
         }
     }
     if modules.is_empty() {
-        bail!(
-            "--policy {}: no .rego module in it (*{TEST_SUFFIX} files are `policy test`'s, not the policy's)",
-            dir.display()
-        );
+        return Err(TryPolicyError::NoModule(dir.to_owned()));
     }
     modules.sort();
     data.sort();

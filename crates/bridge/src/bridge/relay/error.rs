@@ -16,4 +16,12 @@ pub enum RelayError {
     NotLinked,
     #[error("the bridge is stopping")]
     Stopping,
+    #[error("config runtime.ahp: no GitHub token source")]
+    NoGithubTokenSource,
+    #[error("config runtime.ahp.connection_token_file {}", path.display())]
+    ConnectionTokenFile {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }

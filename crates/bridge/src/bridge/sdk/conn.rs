@@ -26,6 +26,7 @@ use tracing::{debug, info, warn};
 
 use super::app_conn::{lock, AppConn, AppReply, OWN_ID};
 use super::clients::AppClients;
+use super::gate_error::{OpenRuntimeError, SdkListenError};
 use super::SdkGate;
 use crate::ahp::net::tls::Tls;
 use crate::bridge::turn::SHUTTING_DOWN;
@@ -33,7 +34,7 @@ use crate::runtime::app_wire::{AboutSession, AppConnectParams, AppSend, Envelope
 use crate::runtime::codec::ContentLengthCodec;
 use crate::runtime::process::Reach;
 use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest};
-use crate::telemetry::{metrics, Escaped, Refusal};
+use crate::telemetry::{metrics, Causes, Escaped, Refusal};
 
 /// Frames queued to one side before a reader waits; a side that does not
 /// read for `[runtime] call_timeout` with the queue full is cut off.
@@ -60,16 +61,12 @@ pub async fn listen(
     gate: Arc<SdkGate>,
     stop: CancellationToken,
     draining: CancellationToken,
-) -> anyhow::Result<(SocketAddr, JoinHandle<()>)> {
-    let listener = TcpListener::bind(gate.settings.sdk.listen)
+) -> Result<(SocketAddr, JoinHandle<()>), SdkListenError> {
+    let at = gate.settings.sdk.listen;
+    let listener = TcpListener::bind(at)
         .await
-        .map_err(|e| {
-            anyhow::anyhow!(
-                "cannot listen for SDK apps on {}: {e}",
-                gate.settings.sdk.listen
-            )
-        })?;
-    let addr = listener.local_addr()?;
+        .map_err(|source| SdkListenError::Bind { addr: at, source })?;
+    let addr = listener.local_addr().map_err(SdkListenError::LocalAddr)?;
     let tls = match &gate.settings.sdk.tls {
         Some(t) => {
             let tls = Tls::load(t, "sdk.tls")?;
@@ -149,7 +146,7 @@ where
     let (runtime, connected) = match open_runtime(&gate, conn).await {
         Ok(r) => r,
         Err(e) => {
-            warn!(%client, "no runtime for an SDK connection: {e:#}");
+            warn!(%client, "no runtime for an SDK connection: {}", Causes(&e));
             let frame = error_frame(
                 &connect,
                 -32603,
@@ -262,21 +259,21 @@ where
 async fn open_runtime(
     gate: &SdkGate,
     conn: u64,
-) -> anyhow::Result<(Framed<TcpStream, ContentLengthCodec>, Box<RawValue>)> {
+) -> Result<(Framed<TcpStream, ContentLengthCodec>, Box<RawValue>), OpenRuntimeError> {
     let reach: Reach = gate.reach(conn).await?;
-    let stream = tokio::time::timeout(
-        gate.settings.call_timeout,
-        TcpStream::connect(reach.addr.as_str()),
-    )
-    .await
-    .map_err(|_| {
-        anyhow::anyhow!(
-            "the runtime at {} did not accept within {:?}",
-            reach.addr,
-            gate.settings.call_timeout
-        )
-    })??;
-    stream.set_nodelay(true)?;
+    let after = gate.settings.call_timeout;
+    let connect = |source| OpenRuntimeError::Connect {
+        addr: reach.addr.clone(),
+        source,
+    };
+    let stream = tokio::time::timeout(after, TcpStream::connect(reach.addr.as_str()))
+        .await
+        .map_err(|_| OpenRuntimeError::AcceptTimeout {
+            addr: reach.addr.clone(),
+            after,
+        })?
+        .map_err(connect)?;
+    stream.set_nodelay(true).map_err(connect)?;
     let mut rt = Framed::new(
         stream,
         ContentLengthCodec::new(gate.settings.max_frame_bytes),
@@ -292,22 +289,17 @@ async fn open_runtime(
                 continue;
             }
             if let Some(e) = env.error {
-                anyhow::bail!("the runtime refused the bridge's connect: {}", e.get());
+                return Err(OpenRuntimeError::Refused(e.get().to_owned()));
             }
             return env
                 .result
                 .map(|r| r.to_owned())
-                .ok_or_else(|| anyhow::anyhow!("connect answered without a result"));
+                .ok_or(OpenRuntimeError::NoResult);
         }
-        anyhow::bail!("the runtime closed the connection")
+        Err(OpenRuntimeError::Closed)
     })
     .await
-    .map_err(|_| {
-        anyhow::anyhow!(
-            "the runtime did not answer connect within {:?}",
-            gate.settings.call_timeout
-        )
-    })??;
+    .map_err(|_| OpenRuntimeError::AnswerTimeout(after))??;
     Ok((rt, answer))
 }
 

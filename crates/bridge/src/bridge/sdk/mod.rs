@@ -20,7 +20,7 @@ use tracing::{debug, error, info};
 use self::app_conn::{AppConn, DISPOSED};
 use self::vet::{vet, Rules, Vetted, Violation};
 use super::customizing::Customizing;
-use super::pool::{Pool, Starts};
+use super::pool::{Pool, ReachError, Starts};
 use crate::ahp::auth::Principal;
 use crate::ahp::protocol::uri::file_uri_of;
 use crate::audit::log::AuditLog;
@@ -40,6 +40,7 @@ mod app_conn;
 mod clients;
 mod conn;
 mod conns;
+mod gate_error;
 pub mod mirror;
 mod settings;
 pub mod vet;
@@ -47,6 +48,7 @@ pub mod vet;
 // The listener is with the connections it serves: they use the gate, the
 // gate does not use them.
 pub use conn::listen;
+pub use gate_error::{OpenRuntimeError, SdkListenError};
 pub use settings::SdkSettings;
 
 /// What SDK connections share: the settings, who they act as, the way to
@@ -169,7 +171,7 @@ impl SdkGate {
     }
 
     /// A runtime for connection `conn`: the pool's, in turn.
-    async fn reach(&self, _conn: u64) -> anyhow::Result<Reach> {
+    async fn reach(&self, _conn: u64) -> Result<Reach, ReachError> {
         let slot = self.next_slot.fetch_add(1, Ordering::Relaxed) % self.pool.size();
         self.pool.reach(slot, self.owner.clone()).await
     }
