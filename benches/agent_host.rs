@@ -41,7 +41,7 @@ use ahp::{Client, ClientConfig, SubscriptionEvent};
 use ahp_bridge_join::config::{Config, RuntimeProtocol, Secret};
 use ahp_bridge_join::demo::github::GitHubFake;
 use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::reply::Reply;
+use ahp_bridge_join::demo::scripted_reply::Reply;
 use ahp_bridge_join::runtime::ahp_host::{spawn_ahp_host, AhpHostProcess};
 use ahp_bridge_join::upstream::meta::CopilotMeta;
 use ahp_bridge_join::upstream::seal::{sealed_token, SealBinding};

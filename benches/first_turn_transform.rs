@@ -39,10 +39,10 @@ use ahp_bridge_join::config::Config;
 use ahp_bridge_join::demo::model::{ScriptedModel, DEFAULT_REPLY};
 use ahp_bridge_join::run::offline_runtime;
 use ahp_bridge_join::runtime::calls::{self, SessionCreate, SessionDestroy, SessionSend};
-use ahp_bridge_join::runtime::connection::{RuntimeConn, RuntimeHandler, RuntimeReplyFuture};
 use ahp_bridge_join::runtime::events::RuntimeEvent;
 use ahp_bridge_join::runtime::process;
 use ahp_bridge_join::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
+use ahp_bridge_join::runtime::runtime_conn::{RuntimeConn, RuntimeHandler, RuntimeReplyFuture};
 use ahp_bridge_join::runtime::session_config::{
     ModelProvider, SectionAction, SectionOverride, SessionConfig, SystemMessage,
 };

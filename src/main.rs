@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use ahp_bridge_join::config::{Config, LogConfig, LogFormat};
-use ahp_bridge_join::demo::policy::TryPolicy;
+use ahp_bridge_join::demo::try_policy::TryPolicy;
 use ahp_bridge_join::policy::Policy;
 use ahp_bridge_join::telemetry::traces::Traces;
 use clap::{Parser, Subcommand};

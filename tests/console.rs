@@ -11,7 +11,7 @@ use serde_json::json;
 
 use ahp_bridge_join::config::Config;
 use ahp_bridge_join::demo::model::DEFAULT_REPLY;
-use ahp_bridge_join::demo::reply::Reply;
+use ahp_bridge_join::demo::scripted_reply::Reply;
 use support::browser::Browser;
 use support::console::*;
 use support::e2e::*;

@@ -9,7 +9,7 @@ use crate::support;
 
 use ahp_bridge_join::config::{Config, TlsConfig};
 use ahp_bridge_join::demo::model::DEFAULT_REPLY;
-use ahp_bridge_join::demo::reply::Reply;
+use ahp_bridge_join::demo::scripted_reply::Reply;
 use serde_json::{json, Value};
 use support::browser::Browser;
 use support::console::*;

@@ -2,7 +2,7 @@
 //! turn streams through it, a tool's permission is the bridge's policy's
 //! and then its clients', and the host's GitHub identity is the bridge's.
 
-use ahp_bridge_join::demo::reply::Reply;
+use ahp_bridge_join::demo::scripted_reply::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::json;
 

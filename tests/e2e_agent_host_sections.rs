@@ -6,7 +6,7 @@
 
 use ahp::Client;
 use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::reply::Reply;
+use ahp_bridge_join::demo::scripted_reply::Reply;
 use serde_json::{json, Value};
 
 use crate::support::agent_host::start_agent_host_stack;

@@ -18,7 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::reply::Reply;
+use ahp_bridge_join::demo::scripted_reply::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 use support::e2e::{ready_session, start_turn, wait_action, wait_turn_end};

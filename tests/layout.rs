@@ -37,7 +37,7 @@ enum Layer {
     Customize,
     /// `bridge/`: the only place north, south and the transform core meet.
     Bridge,
-    /// `main.rs`, `run.rs`, `app.rs`, `lib.rs`, `reload.rs`, `demo/`: entry points that wire the layers.
+    /// `main.rs`, `run.rs`, `app.rs`, `start_error.rs`, `lib.rs`, `reload.rs`, `demo/`: entry points that wire the layers.
     Entry,
 }
 
@@ -77,6 +77,7 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
         "reload",
         "runtime",
         "sections",
+        "start_error",
         "store",
         "telemetry",
         "transform",

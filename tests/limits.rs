@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use ahp::{Client, SubscriptionEvent};
 use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::reply::Reply;
+use ahp_bridge_join::demo::scripted_reply::Reply;
 use serde_json::{json, Value};
 use support::e2e::*;
 use support::process::*;

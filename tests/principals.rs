@@ -10,7 +10,7 @@ use ahp::{Client, ClientError};
 use ahp_bridge_join::app::{self, Agent, Running};
 use ahp_bridge_join::config::{Config, PrincipalConfig, Role, Visibility};
 use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::reply::Reply;
+use ahp_bridge_join::demo::scripted_reply::Reply;
 use serde_json::{json, Value};
 use support::e2e::*;
 use support::*;

@@ -2,7 +2,7 @@
 //! [`MAX_METHODS`] inherent methods, nor inherent impls in two files
 //! (ARCHITECTURE.md, "Who owns what"). A trait's impl is not counted: it is
 //! the trait's shape, not the owner's size. Test files and test items are
-//! not read.
+//! not read. And no two source files share a name.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -78,5 +78,36 @@ fn the_owner_check_counts_what_it_must() {
     assert!(
         !m.contains_key("Display") && !m.contains_key("std"),
         "{m:?}"
+    );
+}
+
+/// One meaning per file name: no two source files of the workspace's crates
+/// share a name (a module's `mod.rs`, a crate's `lib.rs` and the binary's
+/// `main.rs` aside), so a name alone says which file a reader is in.
+#[test]
+fn no_two_source_files_share_a_name() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    super::workspace::rust_files(&root.join("src"), &mut files);
+    super::workspace::rust_files(&root.join("crates"), &mut files);
+    let mut by_name: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        if ["mod.rs", "lib.rs", "main.rs"].contains(&name.as_str()) {
+            continue;
+        }
+        let rel = f.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+        by_name.entry(name).or_default().push(rel);
+    }
+    assert!(files.len() > 100, "read the sources: {}", files.len());
+    let twice: Vec<String> = by_name
+        .into_iter()
+        .filter(|(_, paths)| paths.len() > 1)
+        .map(|(name, paths)| format!("{name}: {}", paths.join(", ")))
+        .collect();
+    assert!(
+        twice.is_empty(),
+        "source files that share a name:\n{}",
+        twice.join("\n")
     );
 }

@@ -139,7 +139,9 @@ pub(crate) async fn assert_next_turn_works(
     reply: &str,
 ) {
     st.model
-        .push(ahp_bridge_join::demo::reply::Reply::Text(reply.into()));
+        .push(ahp_bridge_join::demo::scripted_reply::Reply::Text(
+            reply.into(),
+        ));
     let end = run_turn(c, session_id, turn_id, prompt).await;
     assert_eq!(end.kind, "complete", "{end:?}");
     assert_eq!(end.text, reply);
@@ -229,12 +231,12 @@ pub(crate) async fn assert_no_input_needed(c: &Client, session: &str) {
 /// connection that starts no session, or one that needs no answers.
 pub(crate) struct Silent;
 
-impl ahp_bridge_join::runtime::connection::RuntimeHandler for Silent {
+impl ahp_bridge_join::runtime::runtime_conn::RuntimeHandler for Silent {
     fn event(&self, _: &str, _: Option<&str>, _: ahp_bridge_join::runtime::events::RuntimeEvent) {}
     fn request(
         &self,
         request: ahp_bridge_join::runtime::requests::RuntimeRequest,
-    ) -> ahp_bridge_join::runtime::connection::RuntimeReplyFuture {
+    ) -> ahp_bridge_join::runtime::runtime_conn::RuntimeReplyFuture {
         use ahp_bridge_join::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
         let answer = match request {
             RuntimeRequest::Transform { sections, .. } => RuntimeAnswer::Transformed(sections),

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use ahp_bridge_join::demo::conversation::Conversation;
 use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::reply::Reply;
+use ahp_bridge_join::demo::scripted_reply::Reply;
 
 /// `fixtures/KIND/NAME.json`, from the crate root (not the working directory).
 pub(crate) fn fixture_path(kind: &str, name: &str) -> PathBuf {

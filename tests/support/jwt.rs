@@ -1,12 +1,12 @@
 //! Tokens an issuer signs in the test (the issuer's keys are
-//! `ahp_bridge_testkit::jwt`'s, shared with the host crate's unit tests),
+//! `ahp_bridge_testkit::oidc_issuer`'s, shared with the host crate's unit tests),
 //! and the config that trusts it.
 
 use std::path::Path;
 
 // Each tier compiles all of support; not every tier signs tokens.
 #[allow(unused_imports)]
-pub(crate) use ahp_bridge_testkit::jwt::{
+pub(crate) use ahp_bridge_testkit::oidc_issuer::{
     es256, fixture, forged, now, rs256, sign, write_jwks, TokenSigner, ISSUER,
 };
 use serde_json::{json, Value};

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use ahp_bridge_join::audit::verify::verify_text;
 use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::reply::Reply;
+use ahp_bridge_join::demo::scripted_reply::Reply;
 use serde_json::Value;
 
 use super::process::*;

@@ -9,13 +9,13 @@
 //! - [`protocol`]: URIs, error codes, actions, typed params, versions;
 //! - [`extension`]: the `systemMessageTransform` extension's wire shapes;
 //! - [`channels`]: the host's own `x-` channels (the audit log's tail, the policy, the status);
-//! - [`customizations`]: skills, agents, rules, MCP servers in AHP's shapes;
+//! - [`ahp_customizations`]: skills, agents, rules, MCP servers in AHP's shapes;
 //! - [`backend`]: the seam to the agent.
+pub mod ahp_customizations;
 pub mod auth;
 pub mod backend;
 pub mod channels;
 pub mod cmd;
-pub mod customizations;
 pub mod extension;
 pub mod files;
 pub mod host;

@@ -4,7 +4,7 @@
 //! catch that. Records are compared as the walk streams by: only the shipped
 //! copy's sequence numbers and hashes are held.
 
-use crate::error::AuditError;
+use crate::audit_error::AuditError;
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::Path;

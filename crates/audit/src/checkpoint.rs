@@ -6,7 +6,7 @@
 //! 0600), `PREFIX.pub` the 32-byte public key. The key id is the first 16 hex
 //! digits of SHA-256(public key).
 
-use crate::error::{AuditError, KeyFault};
+use crate::audit_error::{AuditError, KeyFault};
 use std::io::Write;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};

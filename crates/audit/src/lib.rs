@@ -4,12 +4,12 @@
 //! ([`verify`], [`against`]), shipping to syslog ([`syslog`]) and `audit show`
 //! ([`show`], [`diff`]); the operator's Rego decisions ([`decision`]).
 pub mod against;
+mod audit_error;
 pub mod checkpoint;
 pub mod customization;
 pub mod decision;
 pub mod decision_entry;
 pub mod diff;
-mod error;
 pub mod log;
 pub mod record;
 pub mod rotation;
@@ -24,7 +24,7 @@ mod writer;
 
 use sha2::{Digest, Sha256};
 
-pub use error::{AuditError, KeyFault};
+pub use audit_error::{AuditError, KeyFault};
 
 /// A command-line value `audit` cannot use (`--expect-head`, `--since`); says why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

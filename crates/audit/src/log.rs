@@ -5,7 +5,7 @@
 //! silently skipped. With a signing key, signed checkpoints are written every
 //! `checkpoint_every` records, every `checkpoint_interval` and at `close`.
 
-use crate::error::AuditError;
+use crate::audit_error::AuditError;
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

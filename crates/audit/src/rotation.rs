@@ -5,7 +5,7 @@
 //! last hash, so the series is one chain. With a key, the old file ends in a
 //! checkpoint, so every file's records are signed within it.
 
-use crate::error::AuditError;
+use crate::audit_error::AuditError;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 

@@ -2,7 +2,7 @@
 //! the state the writer continues from. Lenient on purpose: it finds the head,
 //! `verify` judges the file.
 
-use crate::error::AuditError;
+use crate::audit_error::AuditError;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::Path;

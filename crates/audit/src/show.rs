@@ -5,7 +5,7 @@
 
 use super::sdk_session::SdkSessionRecord;
 use super::session_sections::SessionSectionsRecord;
-use crate::error::AuditError;
+use crate::audit_error::AuditError;
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -6,7 +6,7 @@
 //! silently: it is counted, logged at warn, and a `shipping_gap` message with
 //! the count and the sequence numbers goes out before the next record.
 
-use crate::error::AuditError;
+use crate::audit_error::AuditError;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,7 @@
 //! and that each record is the one its checkpoint signed. What lies after the
 //! last checkpoint, and a cut tail, need outside evidence: see [`super::against`].
 
-use crate::error::AuditError;
+use crate::audit_error::AuditError;
 use std::collections::VecDeque;
 use std::io::{BufRead, Read};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! fails, the bytes left are remembered as junk, and the next record starts on
 //! a fresh line after a `recovered` record that accounts for them.
 
-use crate::error::AuditError;
+use crate::audit_error::AuditError;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use crate::app::{self, Agent};
 use crate::config::{Config, ProviderConfig};
 use crate::demo::model::ScriptedModel;
-use crate::demo::policy::{TryPolicy, TryPolicyError};
-use crate::StartError;
+use crate::demo::try_policy::{TryPolicy, TryPolicyError};
+use crate::start_error::StartError;
 
 /// Why `serve` or `demo` stopped before a signal asked it to.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 
-use super::source::{BoxFuture, EntryKind, PackageSource, SourceEntry, SourceError};
+use super::package_source::{BoxFuture, EntryKind, PackageSource, SourceEntry, SourceError};
 
 /// The folder at `root`, read only inside it.
 #[derive(Debug, Clone)]

@@ -33,7 +33,7 @@ mod materialize;
 mod mcp;
 mod names;
 mod package;
-mod source;
+mod package_source;
 mod walk;
 mod yaml;
 
@@ -43,7 +43,9 @@ pub use materialize::{
 };
 pub use names::{is_plugin_name, is_safe_name};
 pub use package::{read_directory, read_package};
-pub use source::{BoxFuture, EntryKind, MemorySource, PackageSource, SourceEntry, SourceError};
+pub use package_source::{
+    BoxFuture, EntryKind, MemorySource, PackageSource, SourceEntry, SourceError,
+};
 
 /// What a child customization is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

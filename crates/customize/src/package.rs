@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::children::digest;
 use super::layouts::{self, LayoutFound};
 use super::manifest::{self, Manifest, RootManifest};
-use super::source::PackageSource;
+use super::package_source::PackageSource;
 use super::walk::{walk, Tree};
 use super::{Bounds, ChildKind, Layout, Load, Package, PackageFile};
 

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::names::is_safe_file_name;
-use super::source::{EntryKind, PackageSource, SourceError};
+use super::package_source::{EntryKind, PackageSource, SourceError};
 use super::Bounds;
 
 /// Folders never read: version control keeps thousands of files no
@@ -124,7 +124,7 @@ impl Walk<'_> {
         &mut self,
         dir: &str,
         depth: usize,
-    ) -> Result<Option<Vec<super::source::SourceEntry>>, WalkError> {
+    ) -> Result<Option<Vec<super::package_source::SourceEntry>>, WalkError> {
         let room = self.bounds.max_files - self.entries;
         match self.source.list(dir, room).await {
             Ok(entries) if entries.is_empty() => Ok(Some(entries)),
@@ -203,7 +203,7 @@ pub(crate) fn join(dir: &str, name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::{BoxFuture, MemorySource, SourceEntry};
+    use crate::package_source::{BoxFuture, MemorySource, SourceEntry};
 
     fn small() -> Bounds {
         Bounds {

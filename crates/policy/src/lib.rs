@@ -13,13 +13,13 @@
 
 pub mod addition;
 pub mod governor;
+mod policy_source;
 pub mod read_only;
 pub mod redact;
 pub mod rego;
 pub mod rules;
-mod source;
 
-pub use source::{PolicyReader, PolicySource};
+pub use policy_source::{PolicyReader, PolicySource};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -11,8 +11,8 @@ use ahp_bridge_base::config::{RuntimeConfig, Secret};
 use tokio::process::Child;
 use tracing::info;
 
-use crate::error::RuntimeError;
 use crate::process::{ended, port_line, resolve_program, spawn_piped, Env};
+use crate::runtime_error::RuntimeError;
 
 /// The flag the CLI 1.0.102 host needs ("AHP hosting requires the
 /// AHP_CLIENT feature").

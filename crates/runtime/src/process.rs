@@ -9,9 +9,9 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tracing::{debug, info, warn};
 
-use super::connection::{RuntimeConn, RuntimeHandler};
+use super::runtime_conn::{RuntimeConn, RuntimeHandler};
 use super::session_config::Secret;
-use crate::error::RuntimeError;
+use crate::runtime_error::RuntimeError;
 use crate::stderr_tail::{last_words, secrets, StderrWatch};
 use ahp_bridge_base::config::RuntimeConfig;
 

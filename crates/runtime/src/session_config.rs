@@ -8,7 +8,7 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use super::customizations::RuntimeCustomizations;
+use super::session_customizations::RuntimeCustomizations;
 
 /// How the runtime renders one section (`systemMessage.sections.ID.action`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -6,7 +6,7 @@
 pub mod exposition;
 pub mod logs;
 pub mod metrics;
-mod process;
+mod process_metrics;
 pub mod traces;
 
 pub use metrics::{metrics, Refusal, TurnOutcome};

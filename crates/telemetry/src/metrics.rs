@@ -13,7 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::{Registry, Unit};
 
-use super::process::ProcessCollector;
+use super::process_metrics::ProcessCollector;
 use ahp_bridge_base::sections::SECTION_CATALOGUE;
 
 type One = [(&'static str, &'static str); 1];

@@ -11,10 +11,10 @@ use ahp_bridge_base::config::Secret;
 use ahp_types::commands::{AuthenticateParams, InitializeResult};
 use ahp_types::state::SnapshotState;
 
-use crate::error::UpstreamError;
 use crate::meta::CopilotMeta;
 use crate::seal::{sealed_token, SealBinding};
-use crate::transport::Socket;
+use crate::upstream_error::UpstreamError;
+use crate::ws_transport::Socket;
 
 /// The root channel every connection-level command names.
 pub const ROOT: &str = "ahp-root://";

@@ -6,7 +6,7 @@
 
 use serde::Deserialize;
 
-use crate::error::UpstreamError;
+use crate::upstream_error::UpstreamError;
 
 /// The algorithm this side seals with: libsodium's `crypto_box_seal`.
 pub const SEALED_BOX: &str = "x25519-sealedbox";

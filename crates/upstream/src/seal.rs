@@ -8,8 +8,8 @@ use ahp_bridge_base::config::Secret;
 use data_encoding::{BASE64, BASE64URL_NOPAD};
 use serde::Serialize;
 
-use crate::error::UpstreamError;
 use crate::meta::{EncryptionKey, AUTH_TOKEN};
+use crate::upstream_error::UpstreamError;
 
 /// The prefix of every sealed token of this version.
 const PREFIX: &str = "copilot-sealed.v1.";

@@ -1,8 +1,8 @@
 //! What a client sends, answered: each request's method is typed first
 //! (an unknown one refused by [`surface`]), the caller checked (initialized,
 //! holding the role the method needs), the params parsed once, then a
-//! `match` hands it to the file of its group: [`handshake`], [`sessions`],
-//! [`listing`], [`session_config`], [`authenticate`], and the file
+//! `match` hands it to the file of its group: [`handshake`], [`session_commands`],
+//! [`listing`], [`config_schema`], [`authenticate`], and the file
 //! requests of `crate::files`.
 
 use ahp_bridge_telemetry::Escaped;
@@ -22,12 +22,12 @@ use ahp_bridge_jsonrpc::{Answer, ErrorCode, InboundHandler, RpcError};
 use reply::{subscribed, to_result, Empty};
 
 pub mod authenticate;
+pub mod config_schema;
 pub mod cursor;
 pub mod handshake;
 pub mod listing;
 pub(crate) mod reply;
-pub mod session_config;
-pub mod sessions;
+pub mod session_commands;
 pub mod surface;
 
 /// One connection's requests and notifications, answered against the host.
@@ -108,7 +108,9 @@ impl Commands {
         // Each reply is typed until here, where it becomes the JSON-RPC result.
         Answer::Now(match request {
             Request::Subscribe(s) => host.subscribe(conn, &s.channel).map(subscribed),
-            Request::CreateSession(c) => sessions::create(host, conn, &p, *c).and_then(to_result),
+            Request::CreateSession(c) => {
+                session_commands::create(host, conn, &p, *c).and_then(to_result)
+            }
             Request::DisposeSession(d) => host
                 .session_list()
                 .remove_session(&p, &d.channel)
@@ -122,11 +124,9 @@ impl Commands {
             )
             .and_then(to_result),
             Request::FetchTurns(f) => listing::fetch_turns(host, &p, f).and_then(to_result),
-            Request::ResolveSessionConfig(r) => {
-                session_config::resolve(host, r).and_then(to_result)
-            }
+            Request::ResolveSessionConfig(r) => config_schema::resolve(host, r).and_then(to_result),
             Request::SessionConfigCompletions(c) => {
-                session_config::completions(host, c).and_then(to_result)
+                config_schema::completions(host, c).and_then(to_result)
             }
             Request::Authenticate(a) => authenticate::authenticate(host, &p, a).and_then(to_result),
             Request::ResourceRead(_)

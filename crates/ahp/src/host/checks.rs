@@ -7,8 +7,8 @@
 
 use ahp_types::actions::StateAction;
 
+use super::host_settings::HostSettings;
 use super::sessions::{Sessions, MODEL_SETTING, SECTIONS_SETTING};
-use super::settings::HostSettings;
 use crate::extension::TransformOptIn;
 use crate::protocol::actions::Rejection;
 use crate::protocol::uri::working_directory;

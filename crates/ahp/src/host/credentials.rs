@@ -14,7 +14,7 @@ use std::time::Duration;
 use tracing::warn;
 
 use super::clients::Revoked;
-use crate::auth::limits::RateLimiter;
+use crate::auth::rate_limiter::RateLimiter;
 use crate::auth::tokens::Tokens;
 use crate::auth::Principals;
 use ahp_bridge_base::config::Reloadable;

@@ -51,13 +51,13 @@ mod core;
 mod credentials;
 mod durable;
 mod host_channels;
+pub(crate) mod host_policy;
+mod host_settings;
 pub mod outbound;
-pub(crate) mod rego;
 mod replay;
 mod session_list;
 mod session_start;
 pub mod sessions;
-mod settings;
 pub mod subscriptions;
 mod window;
 
@@ -65,10 +65,10 @@ pub use backend_view::BackendView;
 pub use connections::{Connected, Connections};
 pub use credentials::CredentialsReloaded;
 pub use durable::SessionRestoreError;
+pub use host_settings::{BackendConfig, HostSettings};
 pub use session_list::SessionList;
 pub use session_start::{Creator, SessionStart};
 pub use sessions::NewSession;
-pub use settings::{BackendConfig, HostSettings};
 pub use subscriptions::Reconnected;
 
 pub struct Host {
@@ -95,12 +95,12 @@ impl Host {
             models: settings
                 .models()
                 .iter()
-                .map(|m| settings::model_info(m))
+                .map(|m| host_settings::model_info(m))
                 .collect(),
             protected_resources: super::auth::tokens::protected_resources(
                 settings.github_sign_in(),
             ),
-            customizations: Some(super::customizations::configured(
+            customizations: Some(super::ahp_customizations::configured(
                 &cfg.customizations.containers(),
             )),
             capabilities: None,
@@ -357,7 +357,7 @@ impl Host {
                 sections: &opt_in.sections,
             };
             let about = opt_in.sections.join(",");
-            rego::decide(&self.governor, &subject, Some(&d.channel), body, &about)
+            host_policy::decide(&self.governor, &subject, Some(&d.channel), body, &about)
                 .map_err(|r| Rejection(r.0))?;
         }
         let mut st = self.core.lock();

@@ -1,6 +1,6 @@
 //! One typed configuration, read from TOML. Every key has a default that works
 //! on a developer's machine; validation names the bad key and says why. Who
-//! may connect is in [`principals`]; how much each may do in [`limits`].
+//! may connect is in [`principal_config`]; how much each may do in [`rate_limits`].
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,38 +10,38 @@ use serde::{Deserialize, Deserializer};
 
 mod audit;
 mod customizations;
-mod jwt;
-mod limits;
+mod jwt_config;
 mod ops;
-mod policy;
+mod policy_config;
 mod policy_rules;
-mod pool;
-mod principals;
-mod rego;
+mod pool_config;
+mod principal_config;
+mod rate_limits;
+mod rego_config;
 mod reloadable;
 mod runtime;
 mod runtime_ahp;
 mod sdk;
 mod secret;
-mod server;
+mod server_config;
 mod state;
-mod tls;
+mod tls_config;
 pub mod watch;
 pub use audit::{AuditConfig, FsyncPolicy, OnFailure, SyslogConfig, SyslogTarget};
 pub use customizations::{
     ClientMcpServers, ClientPlugins, Contents, CustomizationPolicy, CustomizationsConfig,
     DirectoryConfig, HostContainer, HostSource, McpServerConfig, PluginConfig,
 };
-pub use jwt::{BadJwks, HttpsUrl, JwksSource, JwtConfig};
-pub use limits::RateLimits;
+pub use jwt_config::{BadJwks, HttpsUrl, JwksSource, JwtConfig};
 pub use ops::{AdminConfig, LogConfig, LogFormat, TelemetryConfig, DEFAULT_ADMIN_LISTEN};
-pub use policy::{OverrideAction, OverrideConfig, PolicyConfig};
+pub use policy_config::{OverrideAction, OverrideConfig, PolicyConfig};
 pub use policy_rules::{
     compile_pattern, Access, BadPattern, EffectiveSection, Mode, SectionRuleConfig,
 };
-pub use pool::{RuntimeAddresses, MAX_PROCESSES};
-pub use principals::{CertIdentity, PrincipalConfig, Role, Visibility, TOKEN_PRINCIPAL};
-pub use rego::{
+pub use pool_config::{RuntimeAddresses, MAX_PROCESSES};
+pub use principal_config::{CertIdentity, PrincipalConfig, Role, Visibility, TOKEN_PRINCIPAL};
+pub use rate_limits::RateLimits;
+pub use rego_config::{
     Enforcement, RegoConfig, RegoSources, DEFAULT_REGO_TIMEOUT, MAX_REGO_FILES,
     MAX_REGO_FILE_BYTES, MAX_REGO_TOTAL_BYTES,
 };
@@ -50,9 +50,9 @@ pub use runtime::{ProviderConfig, RuntimeConfig};
 pub use runtime_ahp::{AhpHostConfig, RuntimeProtocol, AHP_HOST_SECTIONS};
 pub use sdk::{OnViolation, SdkConfig};
 pub use secret::Secret;
-pub use server::ServerConfig;
+pub use server_config::ServerConfig;
 pub use state::{StateConfig, DEFAULT_STATE_FILE};
-pub use tls::{AdminTlsConfig, ClientAuth, TlsConfig};
+pub use tls_config::{AdminTlsConfig, ClientAuth, TlsConfig};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]

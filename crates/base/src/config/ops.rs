@@ -196,7 +196,7 @@ mod tests {
             .validate()
             .unwrap_err();
         assert_eq!(e.key, "admin.listen");
-        // Exposed, it is TLS or a terminator's word (see config/tls.rs).
+        // Exposed, it is TLS or a terminator's word (see config/tls_config.rs).
         Config::parse(
             "[server]\nallow_plaintext_remote = true\n[admin]\nlisten = \"0.0.0.0:8422\"\nexpose = true",
         )

@@ -1,6 +1,6 @@
 //! `[runtime]`: how the Copilot runtime is started or reached, the model,
 //! and the deadlines of what the bridge asks of it; the pool's types are in
-//! [`super::pool`].
+//! [`super::pool_config`].
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::pool::MAX_PROCESSES;
+use super::pool_config::MAX_PROCESSES;
 use super::runtime_ahp::AHP_DEFAULT_COMMAND;
 use super::{bad, duration, AhpHostConfig, ConfigError, RuntimeAddresses, RuntimeProtocol};
 

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use serde::Deserialize;
 
-use super::tls::TlsConfig;
+use super::tls_config::TlsConfig;
 use super::{bad, ConfigError, PrincipalConfig};
 
 /// What a `session.create` or `session.resume` that breaks the policy gets.

@@ -15,11 +15,11 @@ use crate::ahp::backend::ActiveClientView;
 use crate::config::{OverrideAction, OverrideConfig};
 use crate::policy::{owners, OptIn, Policy};
 use crate::runtime::calls::{SessionCreate, SessionResume};
-use crate::runtime::connection::RuntimeConn;
-use crate::runtime::customizations::RuntimeCustomizations;
+use crate::runtime::runtime_conn::RuntimeConn;
 use crate::runtime::session_config::{
     ExternalTool, SectionAction, SectionOverride, SessionConfig, SystemMessage,
 };
+use crate::runtime::session_customizations::RuntimeCustomizations;
 use crate::transform::registrations::{registrations, Registration};
 
 /// The part of a runtime session's config that is fixed at create/resume.

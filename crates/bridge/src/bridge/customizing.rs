@@ -19,11 +19,11 @@ use ahp_types::state::{
 };
 use tracing::{info, warn};
 
-use super::custom::rego as rego_custom;
+use super::custom::rego_container as rego_custom;
 use super::custom::runtime_map::{Applied, Contribution};
 use super::custom::CustomizationState;
-use super::custom::{agent_named, client_shape, shape, vet, ClientEntry, ClientOutcome};
-use crate::ahp::customizations::{children_of, id_of, mcp_server_error};
+use super::custom::{agent_named, client_shape, client_vet, shape, ClientEntry, ClientOutcome};
+use crate::ahp::ahp_customizations::{children_of, id_of, mcp_server_error};
 use crate::ahp::host::Host;
 use crate::audit::customization::{CustomizationDecision, CustomizationRecord, Source};
 use crate::audit::log::AuditLog;
@@ -34,8 +34,8 @@ use crate::customize::read_package;
 use crate::policy::governor::{Ask, Recording};
 use crate::policy::rego::Body;
 use crate::policy::PolicyReader;
-use crate::runtime::customizations::RuntimeCustomizations;
 use crate::runtime::events::McpServerStatus;
+use crate::runtime::session_customizations::RuntimeCustomizations;
 use crate::telemetry::Escaped;
 
 /// What a bind gives the runtime, and the records to write once it is bound.
@@ -288,7 +288,7 @@ impl Customizing {
 
     async fn vetted_client_plugin(&self, uri: &str, e: &ClientEntry, may: bool) -> ClientOutcome {
         let policy = &self.custom.policy();
-        if let Err(why) = vet::admit(policy, e.principal.as_deref(), may) {
+        if let Err(why) = client_vet::admit(policy, e.principal.as_deref(), may) {
             return ClientOutcome::Refused(why.to_string());
         }
         let Some(peer) = self
@@ -301,9 +301,9 @@ impl Customizing {
         if let Err(why) = source.request_access().await {
             return ClientOutcome::Refused(why.to_string());
         }
-        let mut package = read_package(&source, &vet::client_bounds(policy)).await;
+        let mut package = read_package(&source, &client_vet::client_bounds(policy)).await;
         let rules = self.policy.current();
-        match vet::vet(&mut package, policy, rules.rules(vet::TEXT_SECTION)) {
+        match client_vet::vet(&mut package, policy, rules.rules(client_vet::TEXT_SECTION)) {
             Ok(cut) => ClientOutcome::Read {
                 package: Arc::new(package),
                 cut,

@@ -8,7 +8,7 @@
 use crate::jsonrpc::CallError;
 use crate::runtime::calls::{self, AnswerPermission, AnswerToolCall, SessionAbort, SessionSend};
 use crate::runtime::calls::{PermissionAnswer, ToolAnswer, ToolOutcome};
-use crate::runtime::connection::RuntimeConn;
+use crate::runtime::runtime_conn::RuntimeConn;
 use ahp_types::actions::{SessionInputNeededSetAction, StateAction};
 use ahp_types::state::{
     SessionInputRequest, SessionToolClientExecutionRequest, SessionToolConfirmationRequest,

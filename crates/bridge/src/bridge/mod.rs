@@ -12,22 +12,21 @@
 //! - north -> south: the host's `ClientPhase`s, in [`phases`]; the turn's
 //!   life and the binding of its runtime session, here;
 //! - south -> north: runtime events and requests, in [`runtime_side`];
-//! - what a turn maps to: [`actions`] (events), [`input`] (questions);
+//! - what a turn maps to: [`turn_mapper`] (events), [`user_input`] (questions);
 //!   its spans: [`turn_trace`]; its inactivity deadline: [`silence`];
 //! - what a runtime session is bound to: [`binding`];
 //! - transforms: the router asks clients through [`transform_clients`] and
 //!   writes through [`audit_port`].
 
-pub mod actions;
 pub mod audit_channel;
 pub mod audit_port;
 pub mod binding;
+mod bridge_settings;
 mod bridged_sessions;
 pub mod custom;
 mod customizing;
 pub mod decisions;
 mod effects;
-pub mod input;
 mod permission;
 mod phases;
 mod placement;
@@ -36,13 +35,14 @@ pub mod relay;
 pub mod runtime_side;
 pub mod sdk;
 mod session;
-mod settings;
 pub mod shutdown;
 mod silence;
 pub mod transform_clients;
 pub mod turn;
 mod turn_error;
+pub mod turn_mapper;
 mod turn_trace;
+pub mod user_input;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -52,6 +52,7 @@ use crate::telemetry::{Causes, CheckFailed};
 use tracing::{info, warn};
 
 use self::binding::Binding;
+pub use self::bridge_settings::BridgeSettings;
 use self::bridged_sessions::BridgedSessions;
 use self::custom::CustomizationState;
 use self::customizing::{AgentChange, Customizing};
@@ -60,7 +61,6 @@ pub use self::pool::ReachError;
 use self::pool::{Pool, Starts};
 use self::sdk::{Parts, SdkGate};
 use self::session::{BridgedSession, DRAIN_LIMIT};
-pub use self::settings::BridgeSettings;
 use self::shutdown::Stop;
 use self::turn::{mirror_id, TurnOver, TurnRequest, SHUTTING_DOWN};
 use self::turn_error::TurnError;
@@ -70,7 +70,7 @@ use crate::audit::log::AuditLog;
 use crate::config::Reloadable;
 use crate::policy::PolicyReader;
 use crate::runtime::calls::{self, Method};
-use crate::runtime::connection::RuntimeConn;
+use crate::runtime::runtime_conn::RuntimeConn;
 use crate::runtime::session_config::{Secret, SessionConfig};
 use crate::transform::router::Router;
 

@@ -12,8 +12,8 @@ use tracing::{info, warn};
 
 use crate::config::RuntimeConfig;
 use crate::jsonrpc::CallError;
-use crate::runtime::connection::{RuntimeConn, RuntimeHandler};
 use crate::runtime::process::{self, Reach};
+use crate::runtime::runtime_conn::{RuntimeConn, RuntimeHandler};
 use crate::runtime::RuntimeError;
 use crate::telemetry::{metrics, Causes, CheckFailed};
 

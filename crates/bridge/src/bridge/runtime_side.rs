@@ -15,10 +15,10 @@ use super::pool::Starts;
 use super::transform_clients::HostClients;
 use super::Bridge;
 use crate::runtime::calls::{self, GithubCredentials, SessionDestroy, SessionRef};
-use crate::runtime::connection::{RuntimeHandler, RuntimeReplyFuture};
 use crate::runtime::events::{PermissionRequest, RuntimeEvent, SESSION_EVENT};
 use crate::runtime::mismatch::Mismatch;
 use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
+use crate::runtime::runtime_conn::{RuntimeHandler, RuntimeReplyFuture};
 use crate::runtime::session_config::Secret;
 use crate::telemetry::Causes;
 

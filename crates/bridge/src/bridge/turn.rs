@@ -18,10 +18,10 @@ use ahp_types::state::{
 use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
-use super::actions::{OpenTool, TurnMapper};
 use super::effects::{Effects, MirrorChanges, RuntimeCall};
-use super::input::{chat_request, runtime_answer};
+use super::turn_mapper::{OpenTool, TurnMapper};
 use super::turn_trace::{Ending, TurnSpans};
+use super::user_input::{chat_request, runtime_answer};
 use crate::ahp::backend::Dispatcher;
 use crate::runtime::calls::ToolOutcome;
 use crate::runtime::events::{PermissionRequest, RuntimeEvent};

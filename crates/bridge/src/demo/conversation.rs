@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::reply::Reply;
+use super::scripted_reply::Reply;
 
 /// A scripted conversation: the model's replies to successive requests, as
 /// a file in `fixtures/model/` holds them:

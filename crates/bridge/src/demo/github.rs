@@ -13,7 +13,7 @@ use tokio::io::BufReader;
 use tokio::net::{TcpListener, TcpStream};
 use tracing::debug;
 
-use super::http::{read_request, respond, DemoRequest};
+use super::fake_http::{read_request, respond, DemoRequest};
 
 /// The login the fake answers for its token.
 pub const LOGIN: &str = "octo-bridge";

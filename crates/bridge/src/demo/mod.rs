@@ -1,7 +1,7 @@
 //! The offline demo's pieces; the scripted model also serves the tests.
 pub mod conversation;
+mod fake_http;
 pub mod github;
-mod http;
 pub mod model;
-pub mod policy;
-pub mod reply;
+pub mod scripted_reply;
+pub mod try_policy;

@@ -19,8 +19,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::Notify;
 use tracing::debug;
 
-use super::http::{read_request, respond, DemoRequest};
-use super::reply::Reply;
+use super::fake_http::{read_request, respond, DemoRequest};
+use super::scripted_reply::Reply;
 
 #[derive(Default)]
 struct ModelState {

@@ -1,16 +1,16 @@
 //! Customizations joined to sessions: the host's containers as read
 //! ([`catalog`]), the plugins clients publish, read from them over AHP
-//! ([`client_source`]) and held to the operator's policy ([`vet`]), their
+//! ([`client_source`]) and held to the operator's policy ([`client_vet`]), their
 //! AHP shapes ([`shape`]), and what each session's runtime gets of them
 //! ([`runtime_map`]). [`CustomizationState`] owns all of it; the bridge asks it and
 //! dispatches what it answers.
 
 pub mod catalog;
 pub mod client_source;
-pub mod rego;
+pub mod client_vet;
+pub mod rego_container;
 pub mod runtime_map;
 pub mod shape;
-pub mod vet;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -20,8 +20,8 @@ use ahp_types::state::{ChildCustomization, Customization};
 
 use self::catalog::HostEntry;
 use self::runtime_map::{Applied, Contribution, Mapped, RuntimeContents, Written};
+use crate::ahp::ahp_customizations::{children_of, container_enabled, id_of, plugin, PluginOrigin};
 use crate::ahp::backend::{ActiveClientView, ClientPlugin};
-use crate::ahp::customizations::{children_of, container_enabled, id_of, plugin, PluginOrigin};
 use crate::audit::customization::Source;
 use crate::config::{CustomizationPolicy, HostContainer, HostSource, Reloadable};
 use crate::customize::{Bounds, Package};

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::sync::Mutex;
 use tracing::warn;
 
-use super::error::RelayError;
+use super::relay_error::RelayError;
 use crate::config::{RuntimeConfig, Secret};
 use crate::runtime::ahp_host::{spawn_ahp_host, AhpHostProcess};
 

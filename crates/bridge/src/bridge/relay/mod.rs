@@ -7,12 +7,12 @@
 //! session starts with) is decided here before the host or a client sees it.
 
 mod config;
-mod error;
 mod host_process;
-mod inbound;
-mod link;
-mod sections;
-mod sessions;
+mod relay_error;
+mod session_map;
+mod uplink;
+mod upstream_events;
+mod upstream_session;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Weak};
@@ -29,21 +29,21 @@ use ahp_types::state::{
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
-use self::sessions::{RelaySessions, Relayed, Turn};
+use self::session_map::{RelaySessions, Relayed, Turn};
 use crate::ahp::backend::{Backend, ClientPhase, Dispatcher};
 use crate::ahp::host::Host;
 use crate::ahp::protocol::uri::{chat_uri_of, file_uri_of};
 use crate::audit::log::AuditLog;
-use crate::bridge::actions::{user_message, user_turn_started};
+use crate::bridge::turn_mapper::{user_message, user_turn_started};
 use crate::config::{OnFailure, RuntimeConfig, Secret};
 use crate::policy::PolicyReader;
-use crate::upstream::calls;
+use crate::upstream::host_commands;
 use ahp_types::common::JsonObject;
 
 use self::host_process::HostProcess;
-pub use error::RelayError;
-pub use link::start;
-use sections::OperatorSection;
+pub use relay_error::RelayError;
+pub use uplink::start;
+use upstream_session::OperatorSection;
 
 /// What a turn in flight ends with when the link to the host is lost.
 pub const LINK_LOST: &str =
@@ -173,7 +173,7 @@ impl Relay {
             warn!(%channel, "no link to the agent host: an action was not sent");
             return;
         };
-        if let Err(e) = calls::dispatch(&client, channel, action).await {
+        if let Err(e) = host_commands::dispatch(&client, channel, action).await {
             warn!(%channel, "the agent host did not take an action: {e}");
         }
     }
@@ -229,7 +229,7 @@ impl Relay {
         // The operator's sections as the policy in force has them (a
         // reload changes them for the sessions created after it).
         let operator = OperatorSection::all_of(policy.overrides());
-        let deciders = sections::Deciders {
+        let deciders = upstream_session::Deciders {
             policy: &policy,
             governor: host.governor(),
             operator: &operator,
@@ -240,10 +240,10 @@ impl Relay {
         // The host's own settings the session was created with (`mode`, ...).
         config.extend(config::for_host(&start.backend_settings));
         self.sessions.add(north, &chat_uri_of(north), &up);
-        let state = calls::create_session(&client, &up, dirs, config).await?;
-        if let Some(chat) = &calls::default_chat(&state) {
+        let state = host_commands::create_session(&client, &up, dirs, config).await?;
+        if let Some(chat) = &host_commands::default_chat(&state) {
             self.sessions.set_up_chat(north, chat);
-            calls::subscribe(&client, chat).await?;
+            host_commands::subscribe(&client, chat).await?;
         }
         host.for_backend().set_backend_ref(north, &up);
         info!(session = %north, upstream = %up, "session relayed to the agent host");
@@ -254,7 +254,7 @@ impl Relay {
     /// asked (audit before effect); the config to send. A record that
     /// cannot be written keeps the client's sections out under
     /// `[audit] on_failure = "keep-original"`.
-    async fn audit_start(&self, plan: sections::SectionPlan) -> JsonObject {
+    async fn audit_start(&self, plan: upstream_session::SectionPlan) -> JsonObject {
         let Some(log) = self.settings.audit.clone() else {
             return plan.config;
         };
@@ -337,8 +337,8 @@ impl Relay {
         else {
             return;
         };
-        let chat = match calls::session_state(&client, &up).await {
-            Ok(state) => calls::default_chat(&state),
+        let chat = match host_commands::session_state(&client, &up).await {
+            Ok(state) => host_commands::default_chat(&state),
             Err(e) => {
                 warn!(session = %north, upstream = %up, "the agent host does not have the session: {e}");
                 return;
@@ -349,7 +349,7 @@ impl Relay {
             return;
         };
         self.sessions.set_up_chat(north, &chat);
-        if let Err(e) = calls::subscribe(&client, &chat).await {
+        if let Err(e) = host_commands::subscribe(&client, &chat).await {
             warn!(session = %north, "the agent host's chat was not subscribed: {e}");
         }
     }
@@ -485,7 +485,7 @@ impl Backend for Relay {
         };
         let Some(client) = self.client() else { return };
         tokio::spawn(async move {
-            if let Err(e) = calls::dispose_session(&client, &r.up).await {
+            if let Err(e) = host_commands::dispose_session(&client, &r.up).await {
                 warn!(upstream = %r.up, "the agent host did not dispose the session: {e}");
             }
         });

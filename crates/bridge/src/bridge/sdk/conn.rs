@@ -3,7 +3,7 @@
 //! it came but what the bridge answers for: `connect` (the app's token
 //! checked here; the runtime's own answer to the bridge's handshake given
 //! back), `session.create` and `session.resume` (held to the policy, see
-//! [`super::vet`]), the runtime's `systemMessage.transform` (routed to the
+//! [`super::app_vet`]), the runtime's `systemMessage.transform` (routed to the
 //! app through the router, with the policy's rules, its deadline and the
 //! audit), and `session.lifecycle` (the runtime tells every connection of
 //! every session; an app hears of its own only).
@@ -24,8 +24,8 @@ use tokio_util::codec::Framed;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::app_clients::AppClients;
 use super::app_conn::{lock, AppConn, AppReply, OWN_ID};
-use super::clients::AppClients;
 use super::gate_error::{OpenRuntimeError, SdkListenError};
 use super::SdkGate;
 use crate::ahp::net::tls::Tls;

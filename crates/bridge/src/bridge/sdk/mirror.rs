@@ -3,7 +3,7 @@
 //! the `[sdk] principal`, with a chat whose turns are the app's: its
 //! `session.send` starts one (the prompt as the message), the runtime's
 //! events stream into it through the same mapping as a bridged session's
-//! ([`crate::bridge::actions::TurnMapper`]). Observers with the `observe`
+//! ([`crate::bridge::turn_mapper::TurnMapper`]). Observers with the `observe`
 //! role list and watch them; the state's `_meta` marks them (`sdk`). The
 //! app drives them; the AHP side only watches (an admin may dispose one:
 //! the app is told, see [`super::SdkGate::disposed`]).
@@ -17,12 +17,12 @@ use serde_json::value::RawValue;
 use tracing::debug;
 
 use crate::ahp::auth::Principal;
-use crate::ahp::cmd::session_config;
-use crate::ahp::cmd::sessions::new_session;
+use crate::ahp::cmd::config_schema;
+use crate::ahp::cmd::session_commands::new_session;
 use crate::ahp::host::sessions::WATCHED_ONLY;
 use crate::ahp::host::Host;
 use crate::ahp::protocol::uri::chat_uri_of;
-use crate::bridge::actions::{user_turn_started, TurnMapper};
+use crate::bridge::turn_mapper::{user_turn_started, TurnMapper};
 use crate::runtime::events::{Arrived, RuntimeEvent, SESSION_EVENT};
 use crate::runtime::mismatch::Mismatch;
 use crate::runtime::repeats::Repeats;
@@ -80,7 +80,7 @@ impl Mirror {
         {
             return;
         }
-        let Ok(config) = session_config::initial_state(&host, None) else {
+        let Ok(config) = config_schema::initial_state(&host, None) else {
             return;
         };
         let mut new = new_session(&uri, &self.principal, vec![], config);

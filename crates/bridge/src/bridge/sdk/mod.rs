@@ -1,8 +1,8 @@
 //! SDK apps governed too: a listener (`[sdk] listen`) speaking the
 //! runtime's own JSON-RPC to apps built on the official Copilot SDKs, each
 //! connection passed to a runtime of the pool ([`conn`]) under the
-//! operator's prompt policy ([`vet`]), its transform callbacks routed like
-//! an AHP client's ([`clients`]), every decision in the audit log.
+//! operator's prompt policy ([`app_vet`]), its transform callbacks routed like
+//! an AHP client's ([`app_clients`]), every decision in the audit log.
 //!
 //! The imports go one way: `conn.rs` (the listener and each connection's
 //! tasks) uses the gate here; the gate uses `app_conn.rs` (a connection as
@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 use tracing::{debug, error, info};
 
 use self::app_conn::{AppConn, DISPOSED};
-use self::vet::{vet, Rules, Vetted, Violation};
+use self::app_vet::{vet, Rules, Vetted, Violation};
 use super::customizing::Customizing;
 use super::pool::{Pool, ReachError, Starts};
 use crate::ahp::auth::Principal;
@@ -36,20 +36,20 @@ use crate::runtime::process::Reach;
 use crate::telemetry::Escaped;
 use crate::transform::router::Router;
 
+mod app_clients;
 mod app_conn;
-mod clients;
+pub mod app_vet;
 mod conn;
 mod conns;
 mod gate_error;
 pub mod mirror;
-mod settings;
-pub mod vet;
+mod sdk_settings;
 
 // The listener is with the connections it serves: they use the gate, the
 // gate does not use them.
 pub use conn::listen;
 pub use gate_error::{OpenRuntimeError, SdkListenError};
-pub use settings::SdkSettings;
+pub use sdk_settings::SdkSettings;
 
 /// What SDK connections share: the settings, who they act as, the way to
 /// a runtime, the router and the audit log.

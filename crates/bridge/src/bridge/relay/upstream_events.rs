@@ -19,7 +19,7 @@ use ahp_types::state::{
 };
 use tracing::{debug, info, warn};
 
-use super::sessions::{Relayed, Side, Turn};
+use super::session_map::{Relayed, Side, Turn};
 use super::Relay;
 
 /// Carries one event of the host.

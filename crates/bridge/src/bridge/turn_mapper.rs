@@ -480,5 +480,5 @@ impl TurnMapper {
 }
 
 #[cfg(test)]
-#[path = "actions_tests.rs"]
+#[path = "turn_mapper_tests.rs"]
 mod tests;

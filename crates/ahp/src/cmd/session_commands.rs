@@ -13,13 +13,13 @@ use ahp_types::state::{
 use serde_json::Value;
 use tracing::info;
 
+use super::config_schema;
 use super::reply::Empty;
-use super::session_config;
 use crate::auth::access::check_action;
 use crate::auth::Principal;
 use crate::host::checks::check_opt_in;
 use crate::host::clients::ConnId;
-use crate::host::rego::decide;
+use crate::host::host_policy::decide;
 use crate::host::sessions::PROVIDER;
 use crate::host::{Creator, Host, NewSession};
 use crate::protocol::actions::Action;
@@ -74,7 +74,7 @@ pub(crate) fn create(
         c.config.as_ref(),
     )?;
     let active = own_entry(host, conn, principal, &c.channel, c.active_client, c.opt_in)?;
-    let config = session_config::initial_state(host, c.config.as_ref())?;
+    let config = config_schema::initial_state(host, c.config.as_ref())?;
     let mut new = new_session(&c.channel, principal, dirs, config);
     let client = host.connections().client_id_of(conn);
     new.creator = Some(Creator {

@@ -14,8 +14,8 @@ use ahp_types::commands::{
 use ahp_types::common::JsonObject;
 use ahp_types::state::{SessionState, SnapshotState};
 
-use crate::error::UpstreamError;
 use crate::link::rpc;
+use crate::upstream_error::UpstreamError;
 
 /// The provider the Copilot host serves.
 pub const PROVIDER: &str = "copilot";

@@ -1,6 +1,6 @@
 //! The per-principal rate limits: `[server]` holds the defaults, each
 //! `[[principals]]` entry may override any of them under the same name.
-//! What each one counts is said where it is enforced (`crates/ahp/src/auth/limits.rs`);
+//! What each one counts is said where it is enforced (`crates/ahp/src/auth/rate_limiter.rs`);
 //! a principal's effective limits are `Config::rate_limits`.
 
 use super::{bad, ConfigError, PrincipalConfig, ServerConfig};

@@ -21,7 +21,7 @@ use super::events::{RuntimeEvent, SESSION_EVENT};
 use super::mismatch::{Mismatch, MismatchKind};
 use super::requests::{RuntimeAnswer, RuntimeRequest};
 use super::schema as s;
-use crate::error::RuntimeError;
+use crate::runtime_error::RuntimeError;
 use ahp_bridge_jsonrpc::{
     self as jsonrpc, Answer, CallError, ErrorCode, InboundHandler, Peer, RpcError,
 };

@@ -16,7 +16,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tracing::warn;
 
-use crate::error::UpstreamError;
+use crate::upstream_error::UpstreamError;
 
 /// What the socket reads at a time. The library zeroes this much before
 /// every read, a wake that finds nothing included; its 128 KiB default was a

@@ -13,7 +13,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::bridge::custom::vet::{CUT, TEXT_SECTION};
+use crate::bridge::custom::client_vet::{CUT, TEXT_SECTION};
 use crate::config::ClientMcpServers;
 use crate::policy::rules::SectionRules;
 use crate::policy::Policy;

@@ -15,10 +15,10 @@ use ahp::ClientEventStream;
 use ahp_types::state::SnapshotState;
 use tracing::{info, warn};
 
-use super::error::RelayError;
-use super::{config, inbound, Relay, RelaySettings, LINK_LOST};
+use super::relay_error::RelayError;
+use super::{config, upstream_events, Relay, RelaySettings, LINK_LOST};
 use crate::ahp::host::Host;
-use crate::upstream::calls;
+use crate::upstream::host_commands;
 use crate::upstream::link::{link, Target};
 
 /// The first wait before linking again, and the longest.
@@ -98,7 +98,7 @@ impl Supervisor {
         };
         let linked = link(&target, &relay.client_id, &github).await?;
         // The host's own session settings, offered to the bridge's clients.
-        match calls::config_schema(&linked.client).await {
+        match host_commands::config_schema(&linked.client).await {
             Ok(schema) => {
                 if let Some(host) = relay.host() {
                     host.settings()
@@ -110,12 +110,14 @@ impl Supervisor {
         }
         let mut left_active = Vec::new();
         for r in relay.sessions.all() {
-            let state = calls::session_state(&linked.client, &r.up).await?;
-            let Some(chat) = &calls::default_chat(&state) else {
+            let state = host_commands::session_state(&linked.client, &r.up).await?;
+            let Some(chat) = &host_commands::default_chat(&state) else {
                 continue;
             };
             relay.sessions.set_up_chat(&r.north, chat);
-            if let Some(SnapshotState::Chat(c)) = calls::subscribe(&linked.client, chat).await? {
+            if let Some(SnapshotState::Chat(c)) =
+                host_commands::subscribe(&linked.client, chat).await?
+            {
                 // A host killed mid-turn can bring that turn back as still
                 // active, and refuses the next until it is cancelled. The
                 // bridge ended it when the link was lost.
@@ -155,7 +157,7 @@ async fn pump(relay: &Arc<Relay>, events: &mut ClientEventStream) {
         tokio::select! {
             _ = relay.stop.cancelled() => return,
             ev = events.recv() => match ev {
-                Some(ev) => inbound::handle(relay, ev).await,
+                Some(ev) => upstream_events::handle(relay, ev).await,
                 None => return,
             },
             _ = silence.tick() => relay.end_silent_turns(),

@@ -68,7 +68,7 @@ pub struct PrincipalConfig {
     pub sections: Option<Vec<String>>,
     /// Overrides `[server] session_visibility` for this principal.
     pub session_visibility: Option<Visibility>,
-    /// Override the `[server]` keys of the same names (see `super::limits`).
+    /// Override the `[server]` keys of the same names (see `super::rate_limits`).
     pub max_sessions: Option<u32>,
     pub turns_per_minute: Option<u32>,
     pub actions_per_second: Option<u32>,
