@@ -42,7 +42,7 @@ use ahp_bridge_join::app::{self, Agent};
 use ahp_bridge_join::bridge::transform_clients::HostClients;
 use ahp_bridge_join::config::Config;
 use ahp_bridge_join::policy::{Policy, PolicyReader};
-use ahp_bridge_join::transform::router::{RecordOptions, Router};
+use ahp_bridge_join::transform::{RecordOptions, Router};
 use common::pipe::{frame, read_frame, PipeRuntime};
 use common::{pct, us};
 use serde_json::{json, Value};
@@ -150,14 +150,14 @@ async fn main() {
             otlp_endpoint: Some(discard_collector()),
             ..Default::default()
         };
-        let (layer, traces) = ahp_bridge_join::telemetry::traces::build(&cfg)
+        let (layer, traces) = ahp_bridge_join::telemetry::build_traces(&cfg)
             .unwrap()
             .unwrap();
         let log = ahp_bridge_join::config::LogConfig {
             level: "warn".into(),
             ..Default::default()
         };
-        ahp_bridge_join::telemetry::logs::init(&log, Some(layer));
+        ahp_bridge_join::telemetry::init_logs(&log, Some(layer));
         println!("with traces exported");
         traces
     });

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ahp_bridge_join::config::{Config, LogConfig, LogFormat};
 use ahp_bridge_join::demo::try_policy::TryPolicy;
 use ahp_bridge_join::policy::Policy;
-use ahp_bridge_join::telemetry::traces::Traces;
+use ahp_bridge_join::telemetry::Traces;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -188,17 +188,17 @@ fn quiet_on_closed_pipe() {
 }
 
 fn init_logs(cfg: &LogConfig) {
-    ahp_bridge_join::telemetry::logs::init(cfg, None);
+    ahp_bridge_join::telemetry::init_logs(cfg, None);
 }
 
 /// The log, with the trace exporter beside it when `[telemetry]
 /// otlp_endpoint` is set; shut it down once the async runtime is gone.
 fn init_telemetry(cfg: &Config) -> anyhow::Result<Option<Traces>> {
-    let Some((layer, traces)) = ahp_bridge_join::telemetry::traces::build(&cfg.telemetry)? else {
+    let Some((layer, traces)) = ahp_bridge_join::telemetry::build_traces(&cfg.telemetry)? else {
         init_logs(&cfg.log);
         return Ok(None);
     };
-    ahp_bridge_join::telemetry::logs::init(&cfg.log, Some(layer));
+    ahp_bridge_join::telemetry::init_logs(&cfg.log, Some(layer));
     Ok(Some(traces))
 }
 

@@ -11,7 +11,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::mpsc;
 
 use ahp_bridge_join::config::{Config, LogConfig, TelemetryConfig};
-use ahp_bridge_join::telemetry::{logs, traces};
+use ahp_bridge_join::telemetry::{build_traces, init_logs};
 use ahp_types::actions::StateAction;
 use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
 use opentelemetry_proto::tonic::common::v1::any_value::Value as Any;
@@ -182,12 +182,12 @@ async fn a_turn_is_one_span_under_the_clients_traceparent_with_its_transform_and
         sample_ratio: 0.0,
         ..TelemetryConfig::default()
     };
-    let (layer, exporter) = traces::build(&telemetry).unwrap().expect("an exporter");
+    let (layer, exporter) = build_traces(&telemetry).unwrap().expect("an exporter");
     let log = LogConfig {
         level: "off".into(),
         ..LogConfig::default()
     };
-    logs::init(&log, Some(layer));
+    init_logs(&log, Some(layer));
     let st = start_stack(|_| {}).await;
     traced_turn(&st).await;
     // The turn's spans ended before its end reached the client; send them now.

@@ -6,7 +6,7 @@ use std::path::Path;
 
 // Each tier compiles all of support; not every tier signs tokens.
 #[allow(unused_imports)]
-pub(crate) use ahp_bridge_testkit::oidc_issuer::{
+pub(crate) use ahp_bridge_testkit::{
     es256, fixture, forged, now, rs256, sign, write_jwks, TokenSigner, ISSUER,
 };
 use serde_json::{json, Value};

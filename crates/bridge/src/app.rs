@@ -25,8 +25,8 @@ use crate::config::{Config, Secret};
 use crate::policy::{Policy, PolicySource};
 use crate::start_error::StartError;
 use crate::store::Store;
-use crate::transform::router::{RecordOptions, Router};
 use crate::transform::AuditPort;
+use crate::transform::{RecordOptions, Router};
 
 /// How long shutdown waits for the syslog queue to drain.
 const SHIP_FLUSH: Duration = Duration::from_secs(5);

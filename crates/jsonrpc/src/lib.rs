@@ -11,10 +11,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
-pub mod inbound;
-pub mod peer;
+mod inbound;
+mod peer;
+pub use inbound::{receive, Answer, Flow, InboundHandler, ReplyFuture};
 
-pub use inbound::{receive, Answer, Flow, InboundHandler};
 pub use peer::{CallError, Peer};
 
 /// The error codes JSON-RPC 2.0 itself defines; a protocol on top (AHP) adds

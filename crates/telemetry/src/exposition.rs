@@ -20,7 +20,7 @@ pub fn wants_openmetrics(accept: Option<&str>) -> bool {
 }
 
 /// OpenMetrics text rewritten as text format 0.0.4.
-pub fn to_text_004(openmetrics: &str) -> String {
+pub(crate) fn to_text_004(openmetrics: &str) -> String {
     let mut out = String::with_capacity(openmetrics.len());
     let mut counters: Vec<&str> = Vec::new();
     for line in openmetrics.lines() {

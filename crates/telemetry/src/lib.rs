@@ -3,11 +3,14 @@
 //! to an OTLP collector), and client strings made safe to log
 //! ([`Escaped`]), and an error with its causes ([`Causes`]). At the bottom of the layers: anything may count.
 
-pub mod exposition;
-pub mod logs;
-pub mod metrics;
+mod exposition;
+mod logs;
+mod metrics;
 mod process_metrics;
-pub mod traces;
+mod traces;
+pub use exposition::{wants_openmetrics, OPENMETRICS, TEXT_004};
+pub use logs::init_logs;
+pub use traces::{build_traces, set_remote_parent, Traces};
 
 pub use metrics::{metrics, Refusal, TurnOutcome};
 

@@ -10,17 +10,17 @@ use tracing_subscriber::{EnvFilter, Layer, Registry};
 use ahp_bridge_base::config::{LogConfig, LogFormat};
 
 /// A layer added beside the log (the trace exporter).
-pub type ExtraLayer = Box<dyn Layer<Registry> + Send + Sync + 'static>;
+pub(crate) type ExtraLayer = Box<dyn Layer<Registry> + Send + Sync + 'static>;
 
 /// The filter in force: `AHP_BRIDGE_LOG` if set and valid, else `level`.
-pub fn filter(level: &str) -> EnvFilter {
+pub(crate) fn filter(level: &str) -> EnvFilter {
     EnvFilter::try_from_env("AHP_BRIDGE_LOG")
         .or_else(|_| EnvFilter::try_new(level))
         .unwrap_or_else(|_| EnvFilter::new("info"))
 }
 
 /// Installs the process's log (once; later calls change nothing).
-pub fn init(cfg: &LogConfig, extra: Option<ExtraLayer>) {
+pub fn init_logs(cfg: &LogConfig, extra: Option<ExtraLayer>) {
     let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
     let fmt: ExtraLayer = match cfg.format {
         LogFormat::Json => fmt

@@ -79,7 +79,7 @@ impl Refusal {
 }
 
 /// The outcomes of `ahp_bridge_transform_requests_total`.
-pub const TRANSFORM_OUTCOMES: [&str; 9] = [
+pub(crate) const TRANSFORM_OUTCOMES: [&str; 9] = [
     "transformed",
     "unchanged",
     "refused",
@@ -92,7 +92,7 @@ pub const TRANSFORM_OUTCOMES: [&str; 9] = [
 ];
 
 /// The kinds of `ahp_bridge_runtime_protocol_mismatches_total`.
-pub const MISMATCH_KINDS: [&str; 6] = [
+pub(crate) const MISMATCH_KINDS: [&str; 6] = [
     "unknown_event",
     "unknown_request",
     "missing_field",

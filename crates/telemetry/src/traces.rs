@@ -34,7 +34,7 @@ use super::logs::ExtraLayer;
 use ahp_bridge_base::config::TelemetryConfig;
 
 /// Spans waiting for export, at most.
-pub const QUEUE: usize = 2048;
+pub(crate) const QUEUE: usize = 2048;
 /// Spans per export request, at most.
 const BATCH: usize = 512;
 /// How long a span waits for its batch to fill before it is sent anyway.
@@ -65,7 +65,7 @@ impl Traces {
 
 /// The layer that turns the bridge's spans (every crate of it) into OpenTelemetry spans, and
 /// the exporter behind it; `None` when `otlp_endpoint` is unset.
-pub fn build(
+pub fn build_traces(
     cfg: &TelemetryConfig,
 ) -> Result<Option<(ExtraLayer, Traces)>, opentelemetry_otlp::ExporterBuildError> {
     let Some(url) = cfg.traces_url() else {

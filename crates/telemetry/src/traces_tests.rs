@@ -8,7 +8,7 @@ use super::*;
 #[test]
 fn nothing_is_built_without_an_endpoint() {
     let off = TelemetryConfig::default();
-    assert!(build(&off).unwrap().is_none());
+    assert!(build_traces(&off).unwrap().is_none());
 }
 
 #[test]

@@ -17,9 +17,11 @@ use ahp_bridge_audit::record::TransformRecord;
 use ahp_bridge_policy::OptIn;
 
 mod counted;
-pub mod plan;
-pub mod registrations;
-pub mod router;
+mod plan;
+mod registrations;
+mod router;
+pub use registrations::{registrations, Registration};
+pub use router::{RecordOptions, Router};
 
 /// Section id -> its text.
 pub type Sections = BTreeMap<String, String>;

@@ -11,7 +11,7 @@ use ahp_bridge_policy::Policy;
 
 /// A routing plan for one runtime request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Plan {
+pub(crate) struct Plan {
     /// owner client id -> the sections it is asked for (in request order of ids).
     pub asks: BTreeMap<String, BTreeSet<String>>,
     /// Sections that go back unchanged at once, with the reason.
@@ -20,7 +20,7 @@ pub struct Plan {
 
 /// Splits a runtime request's sections between owners. Restricted sections are
 /// refused here a second time, whatever the registration said.
-pub fn plan(
+pub(crate) fn plan(
     policy: &Policy,
     owners: &BTreeMap<String, String>,
     requested: &BTreeSet<String>,
@@ -43,18 +43,18 @@ pub fn plan(
 /// An answer too large to use: more than `max_response_bytes`, or more
 /// than `max_sections` sections; it is refused whole.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Oversize;
+pub(crate) struct Oversize;
 
 /// An accepted answer: the sections it replaces and the ids it should not have sent.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Accepted {
+pub(crate) struct Accepted {
     pub replaced: Sections,
     pub ignored: Vec<String>,
 }
 
 /// Checks one owner's answer against what it was asked: extra ids are
 /// ignored (and reported); too many sections or too many bytes is refused.
-pub fn validate_answer(
+pub(crate) fn validate_answer(
     policy: &Policy,
     asked: &BTreeSet<String>,
     answer: ClientAnswer,

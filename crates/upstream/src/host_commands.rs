@@ -18,7 +18,7 @@ use crate::link::rpc;
 use crate::upstream_error::UpstreamError;
 
 /// The provider the Copilot host serves.
-pub const PROVIDER: &str = "copilot";
+pub(crate) const PROVIDER: &str = "copilot";
 
 /// Creates session `uri` (`copilot:/<uuid>`) with `dirs` (file URIs) and
 /// `config`, then subscribes to it: its state as the host has it.

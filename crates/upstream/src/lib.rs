@@ -4,11 +4,19 @@
 //! never carry a credential ([`upstream_error`]). AHP types only; nothing of the
 //! bridge's north side or of the runtime's JSON-RPC.
 
-pub mod host_commands;
-pub mod link;
-pub mod meta;
-pub mod seal;
-pub mod upstream_error;
+mod host_commands;
+
+pub use host_commands::{
+    config_schema, create_session, default_chat, dispatch, dispose_session, session_state,
+    subscribe,
+};
+mod link;
+mod meta;
+mod seal;
+mod upstream_error;
 mod ws_transport;
+pub use link::{link, Target};
+pub use meta::CopilotMeta;
+pub use seal::{sealed_token, SealBinding};
 
 pub use upstream_error::UpstreamError;

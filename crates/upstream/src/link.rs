@@ -17,7 +17,7 @@ use crate::upstream_error::UpstreamError;
 use crate::ws_transport::Socket;
 
 /// The root channel every connection-level command names.
-pub const ROOT: &str = "ahp-root://";
+pub(crate) const ROOT: &str = "ahp-root://";
 
 /// The AHP versions this side speaks, most preferred first.
 const VERSIONS: &[&str] = &["1.0.0"];

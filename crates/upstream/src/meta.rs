@@ -9,9 +9,9 @@ use serde::Deserialize;
 use crate::upstream_error::UpstreamError;
 
 /// The algorithm this side seals with: libsodium's `crypto_box_seal`.
-pub const SEALED_BOX: &str = "x25519-sealedbox";
+pub(crate) const SEALED_BOX: &str = "x25519-sealedbox";
 /// The use a GitHub token is sealed for.
-pub const AUTH_TOKEN: &str = "auth-token";
+pub(crate) const AUTH_TOKEN: &str = "auth-token";
 
 /// The host's `_meta` keys this side reads; each is absent from one of the
 /// two places the host fills.

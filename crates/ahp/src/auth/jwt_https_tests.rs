@@ -19,7 +19,7 @@ use super::tests::{claims, config};
 use super::*;
 use crate::auth::jwks_fetch::{self, client_config, FetchError};
 use ahp_bridge_base::config::{HttpsUrl, JwksSource};
-use ahp_bridge_testkit::oidc_issuer::{es256, jwks_json, sign_as};
+use ahp_bridge_testkit::{es256, jwks_json, sign_as};
 
 /// How the server frames its answer.
 #[derive(Debug, Clone, Copy)]

@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ahp_bridge_testkit::oidc_issuer::{
+use ahp_bridge_testkit::{
     ed25519, es256, fixture, forged, jwks_json, now, rs256, sign_as, write_jwks, TokenSigner,
     ISSUER,
 };

@@ -29,7 +29,7 @@ use super::host::Host;
 use super::protocol::errors::AhpError;
 use super::protocol::params::Request;
 use super::protocol::uri::{file_uri_of, local_path};
-use ahp_bridge_jsonrpc::inbound::ReplyFuture;
+use ahp_bridge_jsonrpc::ReplyFuture;
 use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
 
 pub mod completions;

@@ -20,8 +20,8 @@ use self::http::{read_request, respond, AdminRequest};
 use self::ready::Readiness;
 use crate::ahp::net::tls::Tls;
 use crate::ahp::net::transport::Transport;
-use crate::telemetry::exposition::{wants_openmetrics, OPENMETRICS, TEXT_004};
 use crate::telemetry::metrics;
+use crate::telemetry::{wants_openmetrics, OPENMETRICS, TEXT_004};
 
 /// Why the admin listener is not served.
 #[derive(Debug, thiserror::Error)]

@@ -20,7 +20,7 @@ use crate::runtime::session_config::{
     ExternalTool, SectionAction, SectionOverride, SessionConfig, SystemMessage,
 };
 use crate::runtime::session_customizations::RuntimeCustomizations;
-use crate::transform::registrations::{registrations, Registration};
+use crate::transform::{registrations, Registration};
 
 /// The part of a runtime session's config that is fixed at create/resume.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

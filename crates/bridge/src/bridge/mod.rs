@@ -72,7 +72,7 @@ use crate::policy::PolicyReader;
 use crate::runtime::calls::{self, Method};
 use crate::runtime::runtime_conn::RuntimeConn;
 use crate::runtime::session_config::{Secret, SessionConfig};
-use crate::transform::router::Router;
+use crate::transform::Router;
 
 pub struct Bridge {
     me: Weak<Bridge>,

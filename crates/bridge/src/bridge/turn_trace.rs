@@ -17,7 +17,7 @@ use tracing::{debug, info_span, Span};
 use crate::ahp::backend::Dispatcher;
 use crate::runtime::events::{RuntimeEvent, Usage};
 use crate::runtime::requests::UserInputAnswer;
-use crate::telemetry::traces::set_remote_parent;
+use crate::telemetry::set_remote_parent;
 use crate::telemetry::Escaped;
 
 /// How a turn ended, as its span's `ahp.turn.outcome` says.

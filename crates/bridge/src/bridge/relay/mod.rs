@@ -37,7 +37,7 @@ use crate::audit::log::AuditLog;
 use crate::bridge::turn_mapper::{user_message, user_turn_started};
 use crate::config::{OnFailure, RuntimeConfig, Secret};
 use crate::policy::PolicyReader;
-use crate::upstream::host_commands;
+use crate::upstream;
 use ahp_types::common::JsonObject;
 
 use self::host_process::HostProcess;
@@ -173,7 +173,7 @@ impl Relay {
             warn!(%channel, "no link to the agent host: an action was not sent");
             return;
         };
-        if let Err(e) = host_commands::dispatch(&client, channel, action).await {
+        if let Err(e) = upstream::dispatch(&client, channel, action).await {
             warn!(%channel, "the agent host did not take an action: {e}");
         }
     }
@@ -240,10 +240,10 @@ impl Relay {
         // The host's own settings the session was created with (`mode`, ...).
         config.extend(config::for_host(&start.backend_settings));
         self.sessions.add(north, &chat_uri_of(north), &up);
-        let state = host_commands::create_session(&client, &up, dirs, config).await?;
-        if let Some(chat) = &host_commands::default_chat(&state) {
+        let state = upstream::create_session(&client, &up, dirs, config).await?;
+        if let Some(chat) = &upstream::default_chat(&state) {
             self.sessions.set_up_chat(north, chat);
-            host_commands::subscribe(&client, chat).await?;
+            upstream::subscribe(&client, chat).await?;
         }
         host.for_backend().set_backend_ref(north, &up);
         info!(session = %north, upstream = %up, "session relayed to the agent host");
@@ -337,8 +337,8 @@ impl Relay {
         else {
             return;
         };
-        let chat = match host_commands::session_state(&client, &up).await {
-            Ok(state) => host_commands::default_chat(&state),
+        let chat = match upstream::session_state(&client, &up).await {
+            Ok(state) => upstream::default_chat(&state),
             Err(e) => {
                 warn!(session = %north, upstream = %up, "the agent host does not have the session: {e}");
                 return;
@@ -349,7 +349,7 @@ impl Relay {
             return;
         };
         self.sessions.set_up_chat(north, &chat);
-        if let Err(e) = host_commands::subscribe(&client, &chat).await {
+        if let Err(e) = upstream::subscribe(&client, &chat).await {
             warn!(session = %north, "the agent host's chat was not subscribed: {e}");
         }
     }
@@ -485,7 +485,7 @@ impl Backend for Relay {
         };
         let Some(client) = self.client() else { return };
         tokio::spawn(async move {
-            if let Err(e) = host_commands::dispose_session(&client, &r.up).await {
+            if let Err(e) = upstream::dispose_session(&client, &r.up).await {
                 warn!(upstream = %r.up, "the agent host did not dispose the session: {e}");
             }
         });

@@ -18,8 +18,8 @@ use tracing::{info, warn};
 use super::relay_error::RelayError;
 use super::{config, upstream_events, Relay, RelaySettings, LINK_LOST};
 use crate::ahp::host::Host;
-use crate::upstream::host_commands;
-use crate::upstream::link::{link, Target};
+use crate::upstream;
+use crate::upstream::{link, Target};
 
 /// The first wait before linking again, and the longest.
 const BACKOFF_FIRST: Duration = Duration::from_millis(250);
@@ -98,7 +98,7 @@ impl Supervisor {
         };
         let linked = link(&target, &relay.client_id, &github).await?;
         // The host's own session settings, offered to the bridge's clients.
-        match host_commands::config_schema(&linked.client).await {
+        match upstream::config_schema(&linked.client).await {
             Ok(schema) => {
                 if let Some(host) = relay.host() {
                     host.settings()
@@ -110,14 +110,12 @@ impl Supervisor {
         }
         let mut left_active = Vec::new();
         for r in relay.sessions.all() {
-            let state = host_commands::session_state(&linked.client, &r.up).await?;
-            let Some(chat) = &host_commands::default_chat(&state) else {
+            let state = upstream::session_state(&linked.client, &r.up).await?;
+            let Some(chat) = &upstream::default_chat(&state) else {
                 continue;
             };
             relay.sessions.set_up_chat(&r.north, chat);
-            if let Some(SnapshotState::Chat(c)) =
-                host_commands::subscribe(&linked.client, chat).await?
-            {
+            if let Some(SnapshotState::Chat(c)) = upstream::subscribe(&linked.client, chat).await? {
                 // A host killed mid-turn can bring that turn back as still
                 // active, and refuses the next until it is cancelled. The
                 // bridge ended it when the link was lost.

@@ -34,7 +34,7 @@ use crate::policy::PolicyReader;
 use crate::runtime::app_wire::AppSessionParams;
 use crate::runtime::process::Reach;
 use crate::telemetry::Escaped;
-use crate::transform::router::Router;
+use crate::transform::Router;
 
 mod app_clients;
 mod app_conn;
