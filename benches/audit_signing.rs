@@ -9,11 +9,11 @@
 
 use std::time::{Duration, Instant};
 
-use ahp_bridge_join::audit::checkpoint::Signer;
-use ahp_bridge_join::audit::log::{AuditLog, Options};
-use ahp_bridge_join::audit::record::{
+use ahp_bridge_join::audit::Signer;
+use ahp_bridge_join::audit::{
     now_rfc3339, OwnerOutcome, OwnerRecord, SectionDecision, SectionRecord, TransformRecord,
 };
+use ahp_bridge_join::audit::{AuditLog, Options};
 use ahp_bridge_join::config::FsyncPolicy;
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {

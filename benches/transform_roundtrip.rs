@@ -398,7 +398,7 @@ async fn run(iterations: usize) {
 /// section's rewrite (1.2 KB), timed alone: an append as the bench's client
 /// makes it (no link), and one that adds two links (one not allowed).
 fn one_decision(cfg: &Config, sections: &BTreeMap<String, String>, iterations: usize) {
-    use ahp_bridge_join::policy::rego::{Body, ClientKind, Input, Subject};
+    use ahp_bridge_join::policy::{Body, ClientKind, Input, Subject};
     let policy = Policy::from_config(cfg).unwrap();
     let rego = policy.rego().unwrap();
     let claims = json!({"groups": ["copilot-writers"]});

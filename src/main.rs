@@ -118,7 +118,7 @@ enum AuditCommand {
         #[arg(long)]
         pubkey: Option<PathBuf>,
         /// SEQ:HASH the log must reach unchanged (as a previous verify printed it).
-        #[arg(long, value_parser = ahp_bridge_join::audit::against::parse_head)]
+        #[arg(long, value_parser = ahp_bridge_join::audit::parse_head)]
         expect_head: Option<(u64, String)>,
         /// A shipped copy (JSON Lines, e.g. what rsyslog wrote): every record in
         /// it must be in the log, unchanged.
@@ -146,7 +146,7 @@ enum AuditCommand {
         #[arg(long)]
         client: Option<String>,
         /// An RFC 3339 time, or a duration ago ("2h").
-        #[arg(long, value_parser = ahp_bridge_join::audit::show::parse_since)]
+        #[arg(long, value_parser = ahp_bridge_join::audit::parse_since)]
         since: Option<jiff::Timestamp>,
         /// Only the records of this bridge of a fleet (`[server] instance`).
         #[arg(long)]
@@ -362,7 +362,7 @@ fn ignore_sigxfsz() {
 }
 
 fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
-    use ahp_bridge_join::audit::{checkpoint, rotation, show, verify};
+    use ahp_bridge_join::audit::{self, keygen, load_public_key, series, verify_files, Filter};
     match command {
         AuditCommand::Verify {
             paths,
@@ -371,16 +371,13 @@ fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
             against,
             instance,
         } => {
-            let check = verify::Check {
-                key: pubkey
-                    .as_deref()
-                    .map(checkpoint::load_public_key)
-                    .transpose()?,
+            let check = audit::Check {
+                key: pubkey.as_deref().map(load_public_key).transpose()?,
                 expect_head,
                 against,
                 instance,
             };
-            let series = rotation::series(&paths)?;
+            let series = series(&paths)?;
             let files = series.files;
             if !series.skipped.is_empty() {
                 println!(
@@ -388,7 +385,7 @@ fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
                     series.skipped.join(", ")
                 );
             }
-            match verify::verify_files(&files, &check)? {
+            match verify_files(&files, &check)? {
                 Ok(v) => {
                     print_verified(&v, &check, files.len());
                     Ok(ExitCode::SUCCESS)
@@ -400,7 +397,7 @@ fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
             }
         }
         AuditCommand::Keygen { out } => {
-            let kp = checkpoint::keygen(&out)?;
+            let kp = keygen(&out)?;
             println!(
                 "private key: {} (mode 0600; set [audit] signing_key to it)",
                 kp.private.display()
@@ -420,23 +417,23 @@ fn audit(command: AuditCommand) -> anyhow::Result<ExitCode> {
             instance,
             outcome,
         } => {
-            let files = rotation::series(&paths)?.files;
-            let filter = show::Filter {
+            let files = series(&paths)?.files;
+            let filter = Filter {
                 session,
                 client,
                 since,
                 instance,
                 outcome,
             };
-            show::show(&files, &filter, &mut std::io::stdout().lock())?;
+            audit::show(&files, &filter, &mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
 fn print_verified(
-    v: &ahp_bridge_join::audit::verify::Verified,
-    check: &ahp_bridge_join::audit::verify::Check,
+    v: &ahp_bridge_join::audit::Verified,
+    check: &ahp_bridge_join::audit::Check,
     files: usize,
 ) {
     let in_files = if files > 1 {

@@ -59,7 +59,7 @@ fn a_file_named_nowhere_is_caught() {
 /// the one the strict check evaluates every policy on: the same documents.
 #[test]
 fn the_policy_pages_example_inputs_are_the_strict_checks() {
-    use ahp_bridge_join::policy::rego::examples;
+    use ahp_bridge_join::policy::examples;
     let page =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/policy.md"))
             .unwrap();

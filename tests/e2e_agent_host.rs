@@ -223,7 +223,7 @@ async fn a_rego_deny_never_reaches_the_client_and_the_model_reads_it() {
     );
     // The decision is in the audit chain.
     let audit = std::fs::read_to_string(st.dir.path().join("audit.jsonl")).unwrap();
-    ahp_bridge_join::audit::verify::verify_text(&audit).expect("the chain holds");
+    ahp_bridge_join::audit::verify_text(&audit).expect("the chain holds");
     assert!(
         audit.lines().any(|l| l.contains("\"point\":\"permission\"") && l.contains("\"outcome\":\"denied\"")),
         "{audit}"

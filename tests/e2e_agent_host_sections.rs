@@ -29,7 +29,7 @@ async fn create_with_sections(c: &Client, uri: &str, sections: Value) {
 
 fn records(dir: &std::path::Path) -> Vec<Value> {
     let text = std::fs::read_to_string(dir.join("audit.jsonl")).unwrap();
-    ahp_bridge_join::audit::verify::verify_text(&text).expect("the audit chain holds");
+    ahp_bridge_join::audit::verify_text(&text).expect("the audit chain holds");
     text.lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()

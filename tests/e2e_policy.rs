@@ -14,7 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 
 use ahp::Client;
-use ahp_bridge_join::audit::{sha256_hex, verify::verify_text};
+use ahp_bridge_join::audit::{sha256_hex, verify_text};
 use ahp_bridge_join::config::Config;
 use ahp_bridge_join::demo::model::ScriptedModel;
 use serde_json::{json, Value};

@@ -10,7 +10,7 @@ use crate::support;
 use std::path::Path;
 
 use ahp::Client;
-use ahp_bridge_join::audit::verify::verify_text;
+use ahp_bridge_join::audit::verify_text;
 use ahp_bridge_join::config::{Config, McpServerConfig};
 use ahp_bridge_join::demo::scripted_reply::Reply;
 use ahp_types::actions::StateAction;

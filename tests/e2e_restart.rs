@@ -6,7 +6,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use ahp_bridge_join::audit::verify::verify_file;
+use ahp_bridge_join::audit::verify_file;
 use ahp_bridge_join::demo::model::ScriptedModel;
 use ahp_bridge_join::demo::scripted_reply::Reply;
 use ahp_types::actions::StateAction;

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ahp::Client;
-use ahp_bridge_join::audit::{sha256_hex, verify::verify_text};
+use ahp_bridge_join::audit::{sha256_hex, verify_text};
 use ahp_bridge_join::demo::model::ScriptedModel;
 use ahp_types::messages::JsonRpcError;
 use serde_json::{json, Value};

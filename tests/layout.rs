@@ -492,7 +492,7 @@ fn the_checker_catches_what_it_must() {
         ),
         (
             "transform/router.rs",
-            "use crate::audit::record::TransformRecord; // crate::ahp in a comment",
+            "use crate::audit::TransformRecord; // crate::ahp in a comment",
         ),
         ("config.rs", "use crate::sections::SECTION_CATALOGUE;"),
         (

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use ahp_bridge_join::audit::verify::verify_text;
+use ahp_bridge_join::audit::verify_text;
 use ahp_bridge_join::demo::model::ScriptedModel;
 use ahp_bridge_join::demo::scripted_reply::Reply;
 use serde_json::Value;

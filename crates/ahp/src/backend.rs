@@ -136,7 +136,7 @@ pub struct ActiveClientView {
     pub may_customize: bool,
     /// Who it is: its principal while it has one (connected or in its
     /// grace), with its roles and claims (the operator's Rego policy reads them).
-    pub subject: ahp_bridge_policy::rego::Subject,
+    pub subject: ahp_bridge_policy::Subject,
 }
 
 /// A client's opt-in as the transform core sees it: its opt-in and its

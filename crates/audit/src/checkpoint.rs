@@ -22,9 +22,9 @@ const DOMAIN: &[u8] = b"ahp-copilot-bridge checkpoint v1\n";
 
 /// How many hex digits of each covered record's hash a checkpoint lists: enough
 /// to name the first altered record; the full head carries the security.
-pub const HASH_PREFIX: usize = 16;
+pub(crate) const HASH_PREFIX: usize = 16;
 
-pub fn key_id(key: &VerifyingKey) -> String {
+pub(crate) fn key_id(key: &VerifyingKey) -> String {
     sha256_hex(key.as_bytes())[..16].to_string()
 }
 
@@ -89,7 +89,7 @@ fn message(checkpoint: &Value) -> Vec<u8> {
 }
 
 /// Whether `checkpoint`'s `signature` is `key`'s over its signed fields.
-pub fn signature_holds(key: &VerifyingKey, checkpoint: &Value) -> bool {
+pub(crate) fn signature_holds(key: &VerifyingKey, checkpoint: &Value) -> bool {
     let Some(sig) = checkpoint["signature"]
         .as_str()
         .and_then(|s| hex::decode(s).ok())

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::decision_entry::DecisionEntry;
 use super::record::{now_rfc3339, Kind, Record};
-use ahp_bridge_policy::rego::{Decision, Subject};
+use ahp_bridge_policy::{Decision, Subject};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use ahp_bridge_policy::rego::Decision;
+use ahp_bridge_policy::Decision;
 
 /// The decision itself, as it stands alone or inside a section.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -15,7 +15,7 @@ enum Op {
 
 /// The unified diff of `before` and `after` (`---`/`+++` headers named
 /// after `name`), or None when they are equal.
-pub fn unified(name: &str, before: &str, after: &str) -> Option<String> {
+pub(crate) fn unified(name: &str, before: &str, after: &str) -> Option<String> {
     if before == after {
         return None;
     }

@@ -3,24 +3,42 @@
 //! [`rotation`]), signed checkpoints ([`checkpoint`]), `audit verify`
 //! ([`verify`], [`against`]), shipping to syslog ([`syslog`]) and `audit show`
 //! ([`show`], [`diff`]); the operator's Rego decisions ([`decision`]).
-pub mod against;
+mod against;
 mod audit_error;
-pub mod checkpoint;
-pub mod customization;
-pub mod decision;
-pub mod decision_entry;
-pub mod diff;
-pub mod log;
-pub mod record;
-pub mod rotation;
+mod checkpoint;
+mod customization;
+mod decision;
+mod decision_entry;
+mod diff;
+mod log;
+mod record;
+mod rotation;
 mod scan;
-pub mod sdk_session;
-pub mod session_sections;
-pub mod show;
-pub mod syslog;
-pub mod verdict;
-pub mod verify;
+mod sdk_session;
+mod session_sections;
+mod show;
+mod syslog;
+mod verdict;
+mod verify;
 mod writer;
+pub use against::parse_head;
+pub use checkpoint::{keygen, load_public_key, KeyPair, Signer};
+pub use customization::{
+    ChildDigest, CustomizationDecision, CustomizationRecord, McpServerDigest, Source,
+};
+pub use decision::DecisionRecord;
+pub use decision_entry::DecisionEntry;
+pub use log::{AuditLog, Options, Ship};
+pub use record::{
+    now_rfc3339, OwnerOutcome, OwnerRecord, Passthrough, PolicyRecord, SectionDecision,
+    SectionRecord, TransformRecord,
+};
+pub use rotation::{series, Series};
+pub use sdk_session::{SdkDecision, SdkFinding, SdkSessionRecord};
+pub use session_sections::{AddedSectionRecord, SectionOrigin, SessionSectionsRecord};
+pub use show::{parse_since, show, Filter};
+pub use syslog::Shipper;
+pub use verify::{verify_file, verify_files, verify_text, Check, Verified};
 
 use sha2::{Digest, Sha256};
 

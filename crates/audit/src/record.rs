@@ -11,7 +11,7 @@ use serde_json::Value;
 
 use super::decision_entry::DecisionEntry;
 use super::sha256_hex;
-use ahp_bridge_policy::rules::BrokenRule;
+use ahp_bridge_policy::BrokenRule;
 use ahp_bridge_policy::Policy;
 
 /// What a record is; the log writes it as the record's `kind`.
@@ -110,7 +110,7 @@ impl Record for PolicyRecord {
 /// not be written at all since the last one that was.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RecoveredRecord {
+pub(crate) struct RecoveredRecord {
     pub time: String,
     pub reason: String,
     pub cut_offset: u64,
@@ -128,7 +128,7 @@ impl Record for RecoveredRecord {
 /// hash of `previousFile` (a name in the same directory).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct RotationRecord {
+pub(crate) struct RotationRecord {
     pub time: String,
     pub previous_file: String,
     pub previous_seq: u64,
@@ -144,7 +144,7 @@ impl Record for RotationRecord {
 /// recomputed without the key fails and the first altered record is named.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct CheckpointRecord {
+pub(crate) struct CheckpointRecord {
     pub time: String,
     pub key_id: String,
     /// The first record this checkpoint covers.

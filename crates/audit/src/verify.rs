@@ -17,7 +17,8 @@ use sha2::{Digest, Sha256};
 use super::against::{Evidence, Shipped};
 use super::checkpoint::{key_id, signature_holds, HASH_PREFIX};
 use super::record::{CheckpointRecord, Kind, RecoveredRecord, RotationRecord};
-pub use super::verdict::{Broken, Verified};
+use super::verdict::Broken;
+pub use super::verdict::Verified;
 use super::{record_hash, GENESIS};
 
 /// A line longer than this is not parsed (no record is this large): it is

@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::config::{Config, ConfigError, Enforcement, LoadError, RegoConfig, RegoSources};
-use crate::policy::rego::testing::{self, TestFilter};
-use crate::policy::rego::{CompileError, Point};
+use crate::policy::testing::{self, TestFilter};
 use crate::policy::Policy;
+use crate::policy::{CompileError, Point};
 
 /// `policy test`'s exit status when a test failed, erred or was skipped,
 /// as `opa test`'s; 0 when all passed; a load error (a module that does not

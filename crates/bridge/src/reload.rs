@@ -27,7 +27,7 @@ use crate::admin::on_disk::OnDisk;
 use crate::ahp::auth::Principals;
 use crate::ahp::host::Host;
 use crate::ahp::net::tls::{Tls, POLL};
-use crate::audit::log::AuditLog;
+use crate::audit::AuditLog;
 use crate::config::watch::{watch_files, Watched};
 use crate::config::{Config, ConfigError, LoadError};
 use crate::policy::{Policy, PolicySource};

@@ -11,13 +11,22 @@
 //! one read: [`Policy::from_config`] reads the `[policy.rego]` files it names
 //! (through the config, within its bounds), so every load compiles them.
 
-pub mod addition;
-pub mod governor;
+mod addition;
+mod governor;
 mod policy_source;
-pub mod read_only;
-pub mod redact;
-pub mod rego;
-pub mod rules;
+mod read_only;
+mod redact;
+mod rego;
+mod rules;
+pub use addition::{parse_additions, AddAction, SectionAddition, MAX_ADDED_BYTES};
+pub use governor::{rewrite, Ask, Decided, Governor, Recorder, Recording, Rewrite};
+pub use read_only::only_reads;
+pub use redact::{redact, restore_redacted, Redaction, RestoreError};
+pub use rego::{
+    examples, lexical, session_config, testing, Body, ClientKind, CompileError, Customization,
+    Decision, Input, Point, Server, Subject,
+};
+pub use rules::{BrokenRule, SectionRules};
 
 pub use policy_source::{PolicyReader, PolicySource};
 
@@ -30,7 +39,7 @@ use serde_json::{json, Map, Value};
 use sha2::{Digest, Sha256};
 
 use self::rego::Rego;
-use self::rules::{SectionRules, NO_RULES};
+use self::rules::NO_RULES;
 use ahp_bridge_base::config::{Access, Config, ConfigError, OverrideConfig, PolicyConfig};
 use ahp_bridge_base::sections::{is_catalogued, SECTION_CATALOGUE};
 

@@ -74,7 +74,7 @@ pub enum RestoreError {
 
 /// Puts the original text back for every placeholder in `answer`; `hidden`
 /// is what this section was sent with. At most `limit` bytes come out.
-pub fn restore(
+pub fn restore_redacted(
     answer: &str,
     hidden: &[(u64, String)],
     limit: usize,
@@ -125,25 +125,28 @@ mod tests {
         assert!(!r.shown.contains("ghp_"));
         assert_eq!(next, 10, "numbers continue in the next section");
         // Kept placeholders come back as the original; an append survives.
-        let back = restore(&format!("{} Be brief.", r.shown), &r.hidden, 1 << 20).unwrap();
+        let back = restore_redacted(&format!("{} Be brief.", r.shown), &r.hidden, 1 << 20).unwrap();
         assert_eq!(back, format!("{text} Be brief."));
         // A dropped placeholder is just text the client removed.
         assert_eq!(
-            restore("Use nothing.", &r.hidden, 1 << 20).unwrap(),
+            restore_redacted("Use nothing.", &r.hidden, 1 << 20).unwrap(),
             "Use nothing."
         );
         // A placeholder never sent is malformed, also one sent for another section.
         assert_eq!(
-            restore("[REDACTED#6]", &r.hidden, 1 << 20),
+            restore_redacted("[REDACTED#6]", &r.hidden, 1 << 20),
             Err(RestoreError::UnknownPlaceholder)
         );
         assert_eq!(
-            restore("[REDACTED#99999999999999999999999]", &r.hidden, 1 << 20),
+            restore_redacted("[REDACTED#99999999999999999999999]", &r.hidden, 1 << 20),
             Err(RestoreError::UnknownPlaceholder)
         );
         // Restoring is bounded in bytes.
         let many = "[REDACTED#7]".repeat(100);
-        assert_eq!(restore(&many, &r.hidden, 1000), Err(RestoreError::TooLarge));
+        assert_eq!(
+            restore_redacted(&many, &r.hidden, 1000),
+            Err(RestoreError::TooLarge)
+        );
     }
 
     #[test]
@@ -161,7 +164,7 @@ mod tests {
         );
         // The look-alike in the original stands for itself.
         assert_eq!(
-            restore(&r.shown, &r.hidden, 100).unwrap(),
+            restore_redacted(&r.shown, &r.hidden, 100).unwrap(),
             "xabcdx [REDACTED#1] y"
         );
         // Nothing to redact: the text as is, nothing numbered.

@@ -36,7 +36,7 @@ pub struct SectionRules {
 }
 
 /// The rules of a section nobody wrote rules for: any rewrite goes.
-pub static NO_RULES: SectionRules = SectionRules {
+pub(crate) static NO_RULES: SectionRules = SectionRules {
     access: Access::Transform,
     mode: Mode::Any,
     max_growth_bytes: None,
@@ -201,7 +201,7 @@ impl SectionRules {
 
 /// The byte range of the text `rewrite` added to `original` (see the module
 /// documentation), on character boundaries.
-pub fn added_span(original: &str, rewrite: &str) -> Range<usize> {
+pub(crate) fn added_span(original: &str, rewrite: &str) -> Range<usize> {
     let (o, r) = (original.as_bytes(), rewrite.as_bytes());
     let mut start = o.iter().zip(r).take_while(|(a, b)| a == b).count();
     // Equal bytes have equal boundaries, so a boundary of one is one of both.

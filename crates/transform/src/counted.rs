@@ -2,7 +2,7 @@
 //! the request's outcome, each section's decision, each rule that refused
 //! a rewrite. Every label is a fixed word or a catalogue id.
 
-use ahp_bridge_audit::record::{SectionDecision, TransformRecord};
+use ahp_bridge_audit::{SectionDecision, TransformRecord};
 use ahp_bridge_telemetry::metrics;
 
 /// The request as a whole: the first that holds of transformed, refused,

@@ -13,7 +13,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use ahp_bridge_audit::record::TransformRecord;
+use ahp_bridge_audit::TransformRecord;
 use ahp_bridge_policy::OptIn;
 
 mod counted;

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{ClientAnswer, Sections};
-use ahp_bridge_audit::record::Passthrough;
+use ahp_bridge_audit::Passthrough;
 use ahp_bridge_policy::Policy;
 
 /// A routing plan for one runtime request.

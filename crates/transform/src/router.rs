@@ -23,16 +23,16 @@ use tracing::{debug, info, warn, Span};
 use super::counted;
 use super::plan::{self, Oversize};
 use super::{AskError, AuditPort, ClientAnswer, Sections, TransformClients};
-use ahp_bridge_audit::decision_entry::DecisionEntry;
-use ahp_bridge_audit::record::{
+use ahp_bridge_audit::DecisionEntry;
+use ahp_bridge_audit::{
     now_rfc3339, OwnerOutcome, OwnerRecord, SectionDecision, SectionRecord, TransformRecord,
 };
 use ahp_bridge_base::config::{AuditConfig, OnFailure};
-use ahp_bridge_policy::governor::{rewrite, Rewrite};
-use ahp_bridge_policy::redact::{self, RestoreError};
-use ahp_bridge_policy::rego::{Decision, Subject};
-use ahp_bridge_policy::rules::BrokenRule;
+use ahp_bridge_policy::BrokenRule;
 use ahp_bridge_policy::{owners, OptIn, Policy, PolicyReader};
+use ahp_bridge_policy::{redact, restore_redacted, RestoreError};
+use ahp_bridge_policy::{rewrite, Rewrite};
+use ahp_bridge_policy::{Decision, Subject};
 
 /// What the router does with records besides writing them.
 #[derive(Debug, Clone, Copy)]
@@ -327,7 +327,7 @@ fn redacted(policy: &Policy, ids: &BTreeSet<String>, original: &Sections) -> Rou
         hidden: BTreeMap::new(),
     };
     for id in ids {
-        let r = redact::redact(&original[id], &policy.rules(id).redact, &mut next);
+        let r = redact(&original[id], &policy.rules(id).redact, &mut next);
         ask.shown.insert(id.clone(), r.shown);
         if !r.hidden.is_empty() {
             ask.hidden.insert(id.clone(), r.hidden);
@@ -399,7 +399,7 @@ fn apply_rules(
     let nobody = Subject::nobody();
     for (id, text) in answered {
         let hidden = ask.hidden.get(&id).unwrap_or(&none);
-        let restored = match redact::restore(&text, hidden, policy.max_response_bytes()) {
+        let restored = match restore_redacted(&text, hidden, policy.max_response_bytes()) {
             Ok(t) => t,
             // A placeholder never sent: the answer as a whole is malformed.
             Err(RestoreError::UnknownPlaceholder) => return OwnerOutcome::Malformed,

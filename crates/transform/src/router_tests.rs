@@ -10,11 +10,11 @@ use tokio::sync::mpsc;
 
 use super::*;
 use crate::AskFuture;
-use ahp_bridge_audit::log::AuditLog;
-use ahp_bridge_audit::verify::verify_text;
+use ahp_bridge_audit::verify_text;
+use ahp_bridge_audit::AuditLog;
 use ahp_bridge_base::config::Config;
 use ahp_bridge_jsonrpc::{classify, CallError, Incoming, Peer, RpcError};
-use ahp_bridge_policy::rego::{ClientKind, Subject};
+use ahp_bridge_policy::{ClientKind, Subject};
 use ahp_bridge_policy::{OptIn, PolicySource};
 
 /// How a scripted client answers a transform request.
@@ -174,10 +174,7 @@ fn typed_answer(result: Value) -> Result<ClientAnswer, AskError> {
 struct LogPort(Arc<AuditLog>);
 
 impl AuditPort for LogPort {
-    fn append(
-        &self,
-        record: ahp_bridge_audit::record::TransformRecord,
-    ) -> super::super::AppendFuture {
+    fn append(&self, record: ahp_bridge_audit::TransformRecord) -> super::super::AppendFuture {
         let written = self.0.append(&record).map(drop);
         Box::pin(std::future::ready(
             written.map_err(super::super::AppendError::from),

@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use ahp_bridge_base::config::{PrincipalConfig, Role, Visibility};
-use ahp_bridge_policy::rego::{ClientKind, Subject};
+use ahp_bridge_policy::{ClientKind, Subject};
 
 /// A principal may not do something; says which role it lacks and for what.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -20,7 +20,7 @@ use crate::host::Host;
 use crate::protocol::errors::AhpError;
 use ahp_bridge_base::config::AHP_HOST_SECTIONS;
 use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
-use ahp_bridge_policy::addition::{parse_additions, MAX_ADDED_BYTES};
+use ahp_bridge_policy::{parse_additions, MAX_ADDED_BYTES};
 
 fn invalid(m: String) -> RpcError {
     RpcError::new(ErrorCode::InvalidParams, m)

@@ -27,7 +27,7 @@ use crate::protocol::errors::AhpError;
 use crate::protocol::params::CreateSession;
 use crate::protocol::uri::{chat_uri_of, check_session_uri, working_directory};
 use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
-use ahp_bridge_policy::rego::{lexical, session_config, Body, ClientKind};
+use ahp_bridge_policy::{lexical, session_config, Body, ClientKind};
 
 fn invalid(why: impl Into<String>) -> RpcError {
     RpcError::new(ErrorCode::InvalidParams, why)

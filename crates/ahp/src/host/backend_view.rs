@@ -16,7 +16,7 @@ use super::sessions::now_iso;
 use crate::backend::{ActiveClientView, ClientPlugin, QueuedTurn};
 use crate::protocol::uri::working_directory;
 use ahp_bridge_base::config::Role;
-use ahp_bridge_policy::rego::{ClientKind, Subject};
+use ahp_bridge_policy::{ClientKind, Subject};
 use ahp_bridge_store::TurnChanges;
 
 /// The host's state as the backend reads and consumes it, lent by

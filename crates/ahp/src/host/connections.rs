@@ -21,7 +21,7 @@ use crate::auth::{Authenticated, Principal, Principals, Standing};
 use crate::protocol::versions::Version;
 use ahp_bridge_base::config::Reloadable;
 use ahp_bridge_jsonrpc::Peer;
-use ahp_bridge_policy::rego::{ClientKind, Subject};
+use ahp_bridge_policy::{ClientKind, Subject};
 use ahp_bridge_telemetry::{metrics, Escaped};
 
 /// A registered connection: its id, its peer for host -> client calls, its

@@ -6,8 +6,8 @@
 //! the host's lock: an evaluation takes up to `[policy.rego] timeout` of
 //! CPU, never a wait.
 
-use ahp_bridge_policy::governor::{Ask, Governor, Recording};
-use ahp_bridge_policy::rego::{Body, Subject};
+use ahp_bridge_policy::{Ask, Governor, Recording};
+use ahp_bridge_policy::{Body, Subject};
 
 /// A decision that refuses: its messages, or the error, for the requester.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -38,9 +38,9 @@ use super::protocol::uri::{channel_kind, ChannelKind};
 use super::protocol::versions::Version;
 use ahp_bridge_base::config::Config;
 use ahp_bridge_jsonrpc::{self as jsonrpc, RpcError};
-use ahp_bridge_policy::governor::Governor;
-use ahp_bridge_policy::rego::{Body, ClientKind};
+use ahp_bridge_policy::Governor;
 use ahp_bridge_policy::PolicyReader;
+use ahp_bridge_policy::{Body, ClientKind};
 
 mod backend_view;
 mod chats;

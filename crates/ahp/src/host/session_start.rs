@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use ahp_bridge_policy::addition::SectionAddition;
-use ahp_bridge_policy::rego::Subject;
+use ahp_bridge_policy::SectionAddition;
+use ahp_bridge_policy::Subject;
 
 /// What a session was created with that its backend passes on.
 #[derive(Debug, Clone, PartialEq)]

@@ -21,7 +21,7 @@ use crate::extension::{self, TransformOptIn};
 use crate::protocol::actions::{Action, Rejection};
 use crate::protocol::uri::{channel_kind, local_path, ChannelKind, ROOT_URI};
 use ahp_bridge_base::config::Role;
-use ahp_bridge_policy::addition::parse_additions;
+use ahp_bridge_policy::parse_additions;
 
 /// The one agent provider this host serves.
 pub const PROVIDER: &str = "copilot";

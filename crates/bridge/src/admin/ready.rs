@@ -9,7 +9,7 @@ use serde_json::{json, Map, Value};
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::on_disk::OnDisk;
-use crate::audit::log::AuditLog;
+use crate::audit::AuditLog;
 use crate::bridge::relay::Relay;
 use crate::bridge::Bridge;
 use crate::telemetry::CheckFailed;

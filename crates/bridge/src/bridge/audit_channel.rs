@@ -12,8 +12,8 @@ use tokio::sync::mpsc;
 
 use crate::ahp::channels::WrittenRecord;
 use crate::ahp::host::Host;
-use crate::audit::log::Ship;
-use crate::audit::syslog::Shipper;
+use crate::audit::Ship;
+use crate::audit::Shipper;
 
 /// Every written record to the channel and to `shipper`.
 pub struct AuditChannel {

@@ -7,8 +7,8 @@
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
-use crate::audit::log::AuditLog;
-use crate::audit::record::TransformRecord;
+use crate::audit::AuditLog;
+use crate::audit::TransformRecord;
 use crate::transform::{AppendError, AppendFuture, AuditPort};
 
 pub struct LogPort {

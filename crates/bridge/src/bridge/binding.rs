@@ -164,7 +164,7 @@ mod tests {
             opt_in: opt.iter().map(|s| s.to_string()).collect(),
             plugins: vec![],
             may_customize: false,
-            subject: crate::policy::rego::Subject::nobody(),
+            subject: crate::policy::Subject::nobody(),
         }
     }
 

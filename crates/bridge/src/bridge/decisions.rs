@@ -8,9 +8,9 @@
 
 use std::sync::Arc;
 
-use crate::audit::decision::DecisionRecord;
-use crate::audit::log::AuditLog;
-use crate::policy::governor::{Decided, Recorder};
+use crate::audit::AuditLog;
+use crate::audit::DecisionRecord;
+use crate::policy::{Decided, Recorder};
 use crate::telemetry::Escaped;
 use tracing::info;
 

@@ -66,7 +66,7 @@ use self::turn::{mirror_id, TurnOver, TurnRequest, SHUTTING_DOWN};
 use self::turn_error::TurnError;
 use self::turn_trace::TurnSpans;
 use crate::ahp::host::Host;
-use crate::audit::log::AuditLog;
+use crate::audit::AuditLog;
 use crate::config::Reloadable;
 use crate::policy::PolicyReader;
 use crate::runtime::calls::{self, Method};

@@ -7,8 +7,8 @@
 use serde_json::Value;
 
 use crate::ahp::host::Host;
-use crate::policy::governor::{Ask, Recording};
-use crate::policy::rego::{lexical, Body};
+use crate::policy::{lexical, Body};
+use crate::policy::{Ask, Recording};
 
 /// The reason the policy refuses `request` (of kind `kind`) in `session`,
 /// where the turn was started by `starter`; `None` when it may go to the

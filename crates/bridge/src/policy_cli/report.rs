@@ -8,7 +8,7 @@ use std::io::Write;
 
 use serde_json::{json, Value};
 
-use crate::policy::rego::testing::{Coverage, FileCoverage, Report, TestOutcome, TestResult};
+use crate::policy::testing::{Coverage, FileCoverage, Report, TestOutcome, TestResult};
 
 /// How `policy test` prints its results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

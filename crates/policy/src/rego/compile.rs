@@ -60,7 +60,7 @@ pub(crate) fn diagnostic(e: &impl std::fmt::Display) -> String {
 
 /// SHA-256 (hex) of the modules (name and text, in order) and the data
 /// (canonical JSON): the revision every decision names.
-pub fn revision(sources: &RegoSources) -> String {
+pub(crate) fn revision(sources: &RegoSources) -> String {
     let mut h = Sha256::new();
     for (name, text) in &sources.modules {
         h.update(b"module\0");

@@ -316,7 +316,7 @@ fn strings(items: &[String]) -> Value {
 /// The text a rewrite inserted and the text it took out: what lies between
 /// the common prefix and the common suffix of the two, on character
 /// boundaries (the span the built-in `deny` rule searches).
-pub fn changed<'t>(before: &'t str, after: &'t str) -> (&'t str, &'t str) {
+pub(crate) fn changed<'t>(before: &'t str, after: &'t str) -> (&'t str, &'t str) {
     let span = added_span(before, after);
     let suffix = after.len() - span.end;
     let removed = before

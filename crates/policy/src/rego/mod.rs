@@ -30,13 +30,11 @@ mod point;
 mod quiet;
 pub mod testing;
 
+use compile::revision;
 use compile::split_imports;
+pub use compile::CompileError;
 pub(crate) use compile::{diagnostic, engine};
-pub use compile::{revision, CompileError};
-pub use input::{
-    changed, lexical, session_config, Body, ClientKind, ClientRef, Customization, Input, Server,
-    Subject,
-};
+pub use input::{lexical, session_config, Body, ClientKind, Customization, Input, Server, Subject};
 pub use point::Point;
 use point::Sets;
 

@@ -2,6 +2,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::input::changed;
 use super::*;
 use ahp_bridge_base::config::{Enforcement, RegoSources};
 

@@ -8,7 +8,7 @@
 
 use crate::config::{ClientMcpServers, ClientPlugins, CustomizationPolicy};
 use crate::customize::{Bounds, ChildKind, Load, Package};
-use crate::policy::rules::SectionRules;
+use crate::policy::SectionRules;
 
 /// Why a client's plugin is refused, said for its user and the audit:
 /// the policy key or rule, or the plugin's own fault.

@@ -3,8 +3,8 @@
 //! MCP servers. Pure: the decision and what follows it are the caller's.
 
 use super::runtime_map::{Contribution, RuntimeContents};
-use crate::audit::customization::Source;
-use crate::policy::rego::{Customization, Server};
+use crate::audit::Source;
+use crate::policy::{Customization, Server};
 
 pub fn customization_of(c: &Contribution) -> Customization {
     let source = match c.source {

@@ -13,7 +13,7 @@ use tracing::warn;
 
 use super::catalog::package_digest;
 use super::shape::child_id;
-use crate::audit::customization::{ChildDigest, McpServerDigest, Source};
+use crate::audit::{ChildDigest, McpServerDigest, Source};
 use crate::config::McpServerConfig;
 use crate::customize::{materialize_only, ChildKind, Materialized, Package};
 use crate::runtime::session_customizations::{CustomAgent, McpServerSpec, RuntimeCustomizations};

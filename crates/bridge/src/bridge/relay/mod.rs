@@ -33,7 +33,7 @@ use self::session_map::{RelaySessions, Relayed, Turn};
 use crate::ahp::backend::{Backend, ClientPhase, Dispatcher};
 use crate::ahp::host::Host;
 use crate::ahp::protocol::uri::{chat_uri_of, file_uri_of};
-use crate::audit::log::AuditLog;
+use crate::audit::AuditLog;
 use crate::bridge::turn_mapper::{user_message, user_turn_started};
 use crate::config::{OnFailure, RuntimeConfig, Secret};
 use crate::policy::PolicyReader;

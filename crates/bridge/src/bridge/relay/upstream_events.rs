@@ -151,7 +151,7 @@ async fn decide(
     let (approved, why) = match refusal {
         Some(refused) => (false, format!("Denied by policy: {refused}")),
         None if relay.settings.policy.current().auto_approves_read_only()
-            && crate::policy::read_only::only_reads(&request) =>
+            && crate::policy::only_reads(&request) =>
         {
             (true, "Approved by policy: it only reads".to_owned())
         }

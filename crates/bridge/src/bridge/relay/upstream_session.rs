@@ -11,15 +11,15 @@ use ahp_types::common::JsonObject;
 use serde_json::{json, Map, Value};
 
 use crate::ahp::host::SessionStart;
-use crate::audit::session_sections::{AddedSectionRecord, SectionOrigin, SessionSectionsRecord};
 use crate::audit::sha256_hex;
+use crate::audit::{AddedSectionRecord, SectionOrigin, SessionSectionsRecord};
 use std::collections::BTreeMap;
 
 use crate::config::{OverrideAction, OverrideConfig};
-use crate::policy::addition::{AddAction, SectionAddition};
-use crate::policy::governor::{Ask, Governor, Recording};
-use crate::policy::rego::{Body, Subject};
 use crate::policy::Policy;
+use crate::policy::{AddAction, SectionAddition};
+use crate::policy::{Ask, Governor, Recording};
+use crate::policy::{Body, Subject};
 
 /// One section the operator adds to every session.
 #[derive(Debug, Clone)]

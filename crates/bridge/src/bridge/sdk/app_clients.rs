@@ -12,7 +12,7 @@ use tokio::sync::oneshot;
 
 use super::app_conn::{AppConn, AppReply, OWN_ID};
 use crate::ahp::auth::Principal;
-use crate::policy::rego::ClientKind;
+use crate::policy::ClientKind;
 use crate::policy::OptIn;
 use crate::runtime::app_wire::TransformSections;
 use crate::transform::{AskError, AskFuture, ClientAnswer, Sections, TransformClients};

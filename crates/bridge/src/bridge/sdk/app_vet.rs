@@ -15,8 +15,8 @@ use serde_json::{Map, Value};
 
 use crate::bridge::custom::client_vet::{CUT, TEXT_SECTION};
 use crate::config::ClientMcpServers;
-use crate::policy::rules::SectionRules;
 use crate::policy::Policy;
+use crate::policy::SectionRules;
 use crate::runtime::app_wire::{AppAgent, AppMcpServer, AppSessionParams, AppSystemMessage};
 
 /// One thing the policy does not allow.
