@@ -42,7 +42,7 @@ use ahp_bridge_join::config::{Config, RuntimeProtocol, Secret};
 use ahp_bridge_join::demo::github::GitHubFake;
 use ahp_bridge_join::demo::model::ScriptedModel;
 use ahp_bridge_join::demo::scripted_reply::Reply;
-use ahp_bridge_join::runtime::ahp_host::{spawn_ahp_host, AhpHostProcess};
+use ahp_bridge_join::runtime::{spawn_ahp_host, AhpHostProcess};
 use ahp_bridge_join::upstream::CopilotMeta;
 use ahp_bridge_join::upstream::{sealed_token, SealBinding};
 use ahp_types::actions::StateAction;

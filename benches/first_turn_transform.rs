@@ -38,14 +38,16 @@ use ahp_bridge_join::app::{self, Agent};
 use ahp_bridge_join::config::Config;
 use ahp_bridge_join::demo::model::{ScriptedModel, DEFAULT_REPLY};
 use ahp_bridge_join::run::offline_runtime;
-use ahp_bridge_join::runtime::calls::{self, SessionCreate, SessionDestroy, SessionSend};
-use ahp_bridge_join::runtime::events::RuntimeEvent;
-use ahp_bridge_join::runtime::process;
-use ahp_bridge_join::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
-use ahp_bridge_join::runtime::runtime_conn::{RuntimeConn, RuntimeHandler, RuntimeReplyFuture};
-use ahp_bridge_join::runtime::session_config::{
+use ahp_bridge_join::runtime::start_runtime;
+use ahp_bridge_join::runtime::RuntimeEvent;
+use ahp_bridge_join::runtime::{
+    send_params, SessionCreate, SessionDestroy, SessionRef, SessionSend,
+};
+use ahp_bridge_join::runtime::{
     ModelProvider, SectionAction, SectionOverride, SessionConfig, SystemMessage,
 };
+use ahp_bridge_join::runtime::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
+use ahp_bridge_join::runtime::{RuntimeConn, RuntimeHandler, RuntimeReplyFuture};
 use ahp_types::actions::StateAction;
 use common::{ms, pct};
 use serde_json::{json, Value};
@@ -108,7 +110,7 @@ impl DirectSide {
             idle: tx,
             transforms: transforms.clone(),
         });
-        let rt = process::start(&cfg.runtime, 0, handler, false)
+        let rt = start_runtime(&cfg.runtime, 0, handler, false)
             .await
             .unwrap();
         Self {
@@ -160,7 +162,7 @@ impl DirectSide {
         let create = created.elapsed();
         let t0 = Instant::now();
         self.conn
-            .call::<SessionSend>(&calls::send(&id, PROMPT))
+            .call::<SessionSend>(&send_params(&id, PROMPT))
             .await
             .unwrap();
         loop {
@@ -175,7 +177,7 @@ impl DirectSide {
         let turn = t0.elapsed();
         assert_eq!(self.transforms.load(Ordering::Relaxed), before + 1);
         self.conn
-            .call::<SessionDestroy>(&calls::SessionRef::new(&id))
+            .call::<SessionDestroy>(&SessionRef::new(&id))
             .await
             .unwrap();
         Timed { create, turn }

@@ -40,7 +40,7 @@ use ahp_bridge_join::app::{self, Agent};
 use ahp_bridge_join::config::Config;
 use ahp_bridge_join::demo::model::ScriptedModel;
 use ahp_bridge_join::run::offline_runtime;
-use ahp_bridge_join::runtime::process;
+use ahp_bridge_join::runtime::start_runtime;
 use common::{ms, pct, us};
 use serde_json::{json, Value};
 
@@ -86,7 +86,7 @@ async fn main() {
         .unwrap();
     let bridged = running.sdk.expect("[sdk] listens").to_string();
     let direct_cfg = config(&model, ddir.path(), false);
-    let direct = process::start(&direct_cfg.runtime, 0, Arc::new(support::e2e::Silent), true)
+    let direct = start_runtime(&direct_cfg.runtime, 0, Arc::new(support::e2e::Silent), true)
         .await
         .unwrap();
     let reach = direct.reach.clone().unwrap();

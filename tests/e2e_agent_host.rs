@@ -388,10 +388,9 @@ async fn a_host_already_running_is_reached_with_its_token_file() {
     let mut host_cfg = None;
     let st = start_agent_host_stack(|c| host_cfg = Some(c.clone())).await;
     // A second host, started here as an operator would, on the same fakes.
-    let running =
-        ahp_bridge_join::runtime::ahp_host::spawn_ahp_host(&host_cfg.unwrap().runtime, home.path())
-            .await
-            .expect("a host runs");
+    let running = ahp_bridge_join::runtime::spawn_ahp_host(&host_cfg.unwrap().runtime, home.path())
+        .await
+        .expect("a host runs");
     let token_file = home.path().join("host-token");
     std::fs::write(&token_file, &running.token.0).unwrap();
     let dir = tempfile::tempdir().unwrap();

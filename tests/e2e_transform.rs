@@ -456,7 +456,7 @@ async fn without_opt_ins_the_prompt_is_byte_identical_to_a_direct_runtime_sessio
     let via_bridge = last_system_prompt(&st.model);
     // The same runtime, driven directly, with no systemMessage at all.
     let cfg = st.cfg.clone();
-    let rt = ahp_bridge_join::runtime::process::start(
+    let rt = ahp_bridge_join::runtime::start_runtime(
         &cfg.runtime,
         0,
         Arc::new(support::e2e::Silent),
@@ -467,8 +467,8 @@ async fn without_opt_ins_the_prompt_is_byte_identical_to_a_direct_runtime_sessio
     let sid = uuid::Uuid::new_v4().to_string();
     let wd = st.dir.path().display().to_string();
     let p = cfg.runtime.provider.as_ref().unwrap();
-    use ahp_bridge_join::runtime::calls::{self, SessionCreate, SessionSend};
-    use ahp_bridge_join::runtime::session_config::{ModelProvider, SessionConfig};
+    use ahp_bridge_join::runtime::{send_params, SessionCreate, SessionSend};
+    use ahp_bridge_join::runtime::{ModelProvider, SessionConfig};
     // No systemMessage at all: the runtime's own prompt.
     let direct = SessionConfig {
         session_id: sid.clone(),
@@ -486,7 +486,7 @@ async fn without_opt_ins_the_prompt_is_byte_identical_to_a_direct_runtime_sessio
     };
     rt.conn.call::<SessionCreate>(&direct).await.unwrap();
     rt.conn
-        .call::<SessionSend>(&calls::send(&sid, "hi"))
+        .call::<SessionSend>(&send_params(&sid, "hi"))
         .await
         .unwrap();
     let reqs = st

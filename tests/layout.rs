@@ -456,7 +456,7 @@ fn the_checker_catches_what_it_must() {
             "transform/x.rs",
             "use crate::{config::Config, bridge::Bridge};",
         ),
-        ("audit/log.rs", "let r = crate::runtime::calls::Ping::NAME;"),
+        ("audit/log.rs", "let r = crate::runtime::Ping::NAME;"),
         ("runtime/x.rs", "use ahp_types::actions::StateAction;"),
         ("runtime/x.rs", r#"json!({"type": "chat/delta"})"#),
         ("ahp/host.rs", "use crate::transform::policy::OptIn;"),

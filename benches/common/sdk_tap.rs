@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use ahp_bridge_join::runtime::codec::ContentLengthCodec;
+use ahp_bridge_join::runtime::ContentLengthCodec;
 use bytes::BytesMut;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

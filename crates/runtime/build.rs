@@ -26,7 +26,7 @@ fn main() {
     let source = &doc["x-source"];
     writeln!(
         out,
-        "\n/// The runtime release these types were generated from.\npub const SCHEMA_VERSION: &str = {:?};",
+        "\n// The runtime release these types were generated from: {:?}.",
         source["version"].as_str().unwrap_or("unknown")
     )
     .unwrap();

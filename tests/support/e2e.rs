@@ -231,13 +231,13 @@ pub(crate) async fn assert_no_input_needed(c: &Client, session: &str) {
 /// connection that starts no session, or one that needs no answers.
 pub(crate) struct Silent;
 
-impl ahp_bridge_join::runtime::runtime_conn::RuntimeHandler for Silent {
-    fn event(&self, _: &str, _: Option<&str>, _: ahp_bridge_join::runtime::events::RuntimeEvent) {}
+impl ahp_bridge_join::runtime::RuntimeHandler for Silent {
+    fn event(&self, _: &str, _: Option<&str>, _: ahp_bridge_join::runtime::RuntimeEvent) {}
     fn request(
         &self,
-        request: ahp_bridge_join::runtime::requests::RuntimeRequest,
-    ) -> ahp_bridge_join::runtime::runtime_conn::RuntimeReplyFuture {
-        use ahp_bridge_join::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
+        request: ahp_bridge_join::runtime::RuntimeRequest,
+    ) -> ahp_bridge_join::runtime::RuntimeReplyFuture {
+        use ahp_bridge_join::runtime::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
         let answer = match request {
             RuntimeRequest::Transform { sections, .. } => RuntimeAnswer::Transformed(sections),
             RuntimeRequest::UserInput { .. } => {

@@ -102,14 +102,6 @@ pub struct SectionText {
     pub content: String,
 }
 
-/// `systemMessage.transform` as the runtime asks it.
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TransformAsk {
-    pub session_id: String,
-    pub sections: BTreeMap<String, SectionText>,
-}
-
 /// What routes a notification: the session it is about.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]

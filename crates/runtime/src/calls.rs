@@ -20,9 +20,9 @@ pub trait Method {
 }
 
 macro_rules! method {
-    ($(#[$doc:meta])* $name:ident, $wire:literal, $params:ty, $result:ty) => {
+    ($(#[$doc:meta])* $vis:vis $name:ident, $wire:literal, $params:ty, $result:ty) => {
         $(#[$doc])*
-        pub struct $name;
+        $vis struct $name;
         impl Method for $name {
             const NAME: &'static str = $wire;
             type Params = $params;
@@ -33,61 +33,61 @@ macro_rules! method {
 
 method!(
     /// The handshake, with the connection token when there is one.
-    Connect, "connect", ConnectParams, s::ConnectResult
+    pub(crate) Connect, "connect", ConnectParams, s::ConnectResult
 );
 method!(
     /// The handshake of runtimes older than `connect`.
-    Ping, "ping", s::PingParams, s::PingResult
+    pub Ping, "ping", s::PingParams, s::PingResult
 );
-method!(SessionCreate, "session.create", SessionConfig, IgnoredAny);
-method!(SessionResume, "session.resume", SessionConfig, IgnoredAny);
-method!(SessionDestroy, "session.destroy", SessionRef, IgnoredAny);
+method!(pub SessionCreate, "session.create", SessionConfig, IgnoredAny);
+method!(pub SessionResume, "session.resume", SessionConfig, IgnoredAny);
+method!(pub SessionDestroy, "session.destroy", SessionRef, IgnoredAny);
 method!(
     /// A message queued (`mode` unset) or injected into the running agent
     /// loop (`immediate`: steering).
-    SessionSend, "session.send", s::SessionSendParams, IgnoredAny
+    pub SessionSend, "session.send", s::SessionSendParams, IgnoredAny
 );
 method!(
-    SessionAbort,
+    pub SessionAbort,
     "session.abort",
     s::SessionAbortParams,
     IgnoredAny
 );
 method!(
-    AnswerPermission,
+    pub AnswerPermission,
     "session.permissions.handlePendingPermissionRequest",
     PermissionAnswer,
     IgnoredAny
 );
 method!(
-    AnswerToolCall,
+    pub AnswerToolCall,
     "session.tools.handlePendingToolCall",
     ToolAnswer,
     IgnoredAny
 );
 method!(
     /// Switches a session's model; the runtime re-renders the system prompt.
-    ModelSwitch, "session.model.switchTo", s::ModelSwitchToParams, IgnoredAny
+    pub ModelSwitch, "session.model.switchTo", s::ModelSwitchToParams, IgnoredAny
 );
 method!(
-    AgentSelect,
+    pub AgentSelect,
     "session.agent.select",
     s::AgentSelectParams,
     IgnoredAny
 );
 method!(
-    AgentDeselect,
+    pub AgentDeselect,
     "session.agent.deselect",
     s::AgentDeselectParams,
     IgnoredAny
 );
 method!(
     /// Gives a live session GitHub credentials.
-    SetGithubCredentials, "session.gitHubAuth.setCredentials", GithubCredentials, IgnoredAny
+    pub SetGithubCredentials, "session.gitHubAuth.setCredentials", GithubCredentials, IgnoredAny
 );
 
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct ConnectParams {
+pub(crate) struct ConnectParams {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
 }
@@ -107,7 +107,7 @@ impl SessionRef {
     }
 }
 
-pub fn send(session_id: &str, prompt: &str) -> s::SessionSendParams {
+pub fn send_params(session_id: &str, prompt: &str) -> s::SessionSendParams {
     s::SessionSendParams {
         session_id: session_id.to_owned(),
         prompt: prompt.to_owned(),
@@ -116,34 +116,34 @@ pub fn send(session_id: &str, prompt: &str) -> s::SessionSendParams {
 }
 
 /// A message injected into the running agent loop (steering), not queued.
-pub fn steer(session_id: &str, prompt: &str) -> s::SessionSendParams {
+pub fn steer_params(session_id: &str, prompt: &str) -> s::SessionSendParams {
     s::SessionSendParams {
         mode: Some(s::SendMode::Immediate),
-        ..send(session_id, prompt)
+        ..send_params(session_id, prompt)
     }
 }
 
-pub fn abort(session_id: &str) -> s::SessionAbortParams {
+pub fn abort_params(session_id: &str) -> s::SessionAbortParams {
     s::SessionAbortParams {
         session_id: session_id.to_owned(),
     }
 }
 
-pub fn model_switch(session_id: &str, model: &str) -> s::ModelSwitchToParams {
+pub fn model_switch_params(session_id: &str, model: &str) -> s::ModelSwitchToParams {
     s::ModelSwitchToParams {
         session_id: session_id.to_owned(),
         model_id: model.to_owned(),
     }
 }
 
-pub fn agent_select(session_id: &str, name: &str) -> s::AgentSelectParams {
+pub fn agent_select_params(session_id: &str, name: &str) -> s::AgentSelectParams {
     s::AgentSelectParams {
         session_id: session_id.to_owned(),
         name: name.to_owned(),
     }
 }
 
-pub fn agent_deselect(session_id: &str) -> s::AgentDeselectParams {
+pub fn agent_deselect_params(session_id: &str) -> s::AgentDeselectParams {
     s::AgentDeselectParams {
         session_id: session_id.to_owned(),
     }

@@ -9,20 +9,20 @@ fn wire<P: Serialize>(p: &P) -> serde_json::Value {
 #[test]
 fn params_go_on_the_wire_as_the_runtime_names_them() {
     assert_eq!(
-        wire(&send("s", "hi")),
+        wire(&send_params("s", "hi")),
         json!({"sessionId": "s", "prompt": "hi"})
     );
     assert_eq!(
-        wire(&steer("s", "hi")),
+        wire(&steer_params("s", "hi")),
         json!({"sessionId": "s", "prompt": "hi", "mode": "immediate"})
     );
-    assert_eq!(wire(&abort("s")), json!({"sessionId": "s"}));
+    assert_eq!(wire(&abort_params("s")), json!({"sessionId": "s"}));
     assert_eq!(
-        wire(&model_switch("s", "m")),
+        wire(&model_switch_params("s", "m")),
         json!({"sessionId": "s", "modelId": "m"})
     );
     assert_eq!(
-        wire(&agent_select("s", "a")),
+        wire(&agent_select_params("s", "a")),
         json!({"sessionId": "s", "name": "a"})
     );
     assert_eq!(wire(&SessionRef::new("s")), json!({"sessionId": "s"}));

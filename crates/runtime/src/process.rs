@@ -37,7 +37,7 @@ const LISTEN_LINE: &str = "listening on port ";
 
 /// argv[0] is looked up in the project-local install first (the native binary
 /// of `@github/copilot`, then its loader), then on PATH.
-pub fn resolve_program(argv0: &str) -> PathBuf {
+pub(crate) fn resolve_program(argv0: &str) -> PathBuf {
     if argv0.contains('/') {
         return PathBuf::from(argv0);
     }
@@ -71,7 +71,7 @@ fn arch() -> &'static str {
 /// runtime listens on a loopback port (the CLI's `--port 0`, its own random
 /// connection token) instead of speaking over stdio, so that SDK apps'
 /// connections can reach it too.
-pub async fn start(
+pub async fn start_runtime(
     cfg: &RuntimeConfig,
     slot: usize,
     handler: Arc<dyn RuntimeHandler>,

@@ -12,7 +12,7 @@ use std::hash::BuildHasher;
 /// How many of a session's latest event ids are remembered: a repeat
 /// further back than this is not recognised (a repeat seen so far came
 /// within a few events of the first).
-pub const WINDOW: usize = 512;
+pub(crate) const WINDOW: usize = 512;
 
 /// The latest event ids of one session.
 #[derive(Debug, Default)]

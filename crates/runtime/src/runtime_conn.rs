@@ -26,7 +26,7 @@ use ahp_bridge_jsonrpc::{
     self as jsonrpc, Answer, CallError, ErrorCode, InboundHandler, Peer, RpcError,
 };
 
-pub const PROTOCOL_VERSION: u64 = 3;
+pub(crate) const PROTOCOL_VERSION: u64 = 3;
 
 pub type RuntimeReplyFuture = Pin<Box<dyn Future<Output = RuntimeAnswer> + Send>>;
 

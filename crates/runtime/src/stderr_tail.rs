@@ -14,8 +14,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::debug;
 
 /// The most lines, and bytes over all of them, the tail keeps.
-pub const TAIL_LINES: usize = 20;
-pub const TAIL_BYTES: usize = 4096;
+pub(crate) const TAIL_LINES: usize = 20;
+pub(crate) const TAIL_BYTES: usize = 4096;
 
 /// How long a failed start waits for the runtime to exit and its stderr to
 /// end: a dying process closes its pipe at once; one that hangs on is

@@ -14,12 +14,10 @@ use super::turn_error::TurnError;
 use crate::ahp::backend::ActiveClientView;
 use crate::config::{OverrideAction, OverrideConfig};
 use crate::policy::{owners, OptIn, Policy};
-use crate::runtime::calls::{SessionCreate, SessionResume};
-use crate::runtime::runtime_conn::RuntimeConn;
-use crate::runtime::session_config::{
-    ExternalTool, SectionAction, SectionOverride, SessionConfig, SystemMessage,
-};
-use crate::runtime::session_customizations::RuntimeCustomizations;
+use crate::runtime::RuntimeConn;
+use crate::runtime::RuntimeCustomizations;
+use crate::runtime::{ExternalTool, SectionAction, SectionOverride, SessionConfig, SystemMessage};
+use crate::runtime::{SessionCreate, SessionResume};
 use crate::transform::{registrations, Registration};
 
 /// The part of a runtime session's config that is fixed at create/resume.
@@ -123,7 +121,7 @@ pub(super) async fn bind(
     persisted: bool,
     unbound: bool,
 ) -> Result<(), TurnError> {
-    use crate::runtime::calls::Method;
+    use crate::runtime::Method;
     let (call, bound) = if persisted {
         (
             SessionResume::NAME,

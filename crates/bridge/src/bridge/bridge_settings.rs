@@ -5,7 +5,7 @@
 
 use super::sdk::SdkSettings;
 use crate::config::{Config, RuntimeConfig};
-use crate::runtime::session_config::ModelProvider;
+use crate::runtime::ModelProvider;
 
 /// The bridge's start-only settings: `[runtime]` (the pool's processes, a
 /// turn's deadlines, a new runtime session's defaults) and the SDK gate's.

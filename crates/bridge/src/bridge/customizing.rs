@@ -34,8 +34,8 @@ use crate::customize::read_package;
 use crate::policy::Body;
 use crate::policy::PolicyReader;
 use crate::policy::{Ask, Recording};
-use crate::runtime::events::McpServerStatus;
-use crate::runtime::session_customizations::RuntimeCustomizations;
+use crate::runtime::McpServerStatus;
+use crate::runtime::RuntimeCustomizations;
 use crate::telemetry::Escaped;
 
 /// What a bind gives the runtime, and the records to write once it is bound.

@@ -6,9 +6,11 @@
 //! after the lock is released, in this order.
 
 use crate::jsonrpc::CallError;
-use crate::runtime::calls::{self, AnswerPermission, AnswerToolCall, SessionAbort, SessionSend};
-use crate::runtime::calls::{PermissionAnswer, ToolAnswer, ToolOutcome};
-use crate::runtime::runtime_conn::RuntimeConn;
+use crate::runtime::RuntimeConn;
+use crate::runtime::{
+    abort_params, steer_params, AnswerPermission, AnswerToolCall, Method, SessionAbort, SessionSend,
+};
+use crate::runtime::{PermissionAnswer, ToolAnswer, ToolOutcome};
 use ahp_types::actions::{SessionInputNeededSetAction, StateAction};
 use ahp_types::state::{
     SessionInputRequest, SessionToolClientExecutionRequest, SessionToolConfirmationRequest,
@@ -57,7 +59,7 @@ pub(super) enum RuntimeCall {
 impl RuntimeCall {
     /// The method's name on the runtime's wire (for logs).
     pub(super) fn method(&self) -> &'static str {
-        use calls::Method;
+        use Method;
         match self {
             Self::Permission { .. } => AnswerPermission::NAME,
             Self::Tool { .. } => AnswerToolCall::NAME,
@@ -84,11 +86,11 @@ impl RuntimeCall {
                 .await
                 .map(drop),
             Self::Abort => conn
-                .call::<SessionAbort>(&calls::abort(runtime_id))
+                .call::<SessionAbort>(&abort_params(runtime_id))
                 .await
                 .map(drop),
             Self::Steer(text) => conn
-                .call::<SessionSend>(&calls::steer(runtime_id, text))
+                .call::<SessionSend>(&steer_params(runtime_id, text))
                 .await
                 .map(drop),
         }

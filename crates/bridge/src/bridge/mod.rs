@@ -1,9 +1,7 @@
 //! The bridge: the only place that joins the north side (the AHP host), the
 //! south side (the runtime) and the transform core. One runtime session per
-//! AHP session.
-//!
-//! Its state is owned in parts: the sessions ([`bridged_sessions`], each a
-//! [`session::BridgedSession`] whose running turn is [`turn::RunningTurn`]),
+//! AHP session. Its state is owned in parts: the sessions ([`bridged_sessions`],
+//! each a [`session::BridgedSession`] whose running turn is [`turn::RunningTurn`]),
 //! the runtimes ([`pool`]), the transform router, the customizations
 //! ([`customizing`], over [`custom`]). A change of a session returns
 //! [`effects::Effects`] (typed actions, runtime calls), carried out here
@@ -47,8 +45,6 @@ pub mod user_input;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use crate::telemetry::{Causes, CheckFailed};
-
 use tracing::{info, warn};
 
 use self::binding::Binding;
@@ -69,9 +65,12 @@ use crate::ahp::host::Host;
 use crate::audit::AuditLog;
 use crate::config::Reloadable;
 use crate::policy::PolicyReader;
-use crate::runtime::calls::{self, Method};
-use crate::runtime::runtime_conn::RuntimeConn;
-use crate::runtime::session_config::{Secret, SessionConfig};
+use crate::runtime::{
+    agent_deselect_params, agent_select_params, model_switch_params, send_params, AgentDeselect,
+    AgentSelect, Method, ModelSwitch, RuntimeConn, Secret, SessionConfig, SessionDestroy,
+    SessionRef, SessionSend,
+};
+use crate::telemetry::{Causes, CheckFailed};
 use crate::transform::Router;
 
 pub struct Bridge {
@@ -391,9 +390,9 @@ impl Bridge {
             .await?;
         self.select_agent(&conn, uri, &runtime_id, turn.agent.as_deref())
             .await?;
-        conn.call::<calls::SessionSend>(&calls::send(&runtime_id, &turn.prompt))
+        conn.call::<SessionSend>(&send_params(&runtime_id, &turn.prompt))
             .await
-            .map_err(TurnError::call(calls::SessionSend::NAME))?;
+            .map_err(TurnError::call(SessionSend::NAME))?;
         // From its first message on, the runtime keeps the session on disk:
         // from now on a restart resumes it, so the host stores it.
         if self.sessions.with(uri, |s| s.placement_mut().persist()) == Some(true) {
@@ -444,7 +443,7 @@ impl Bridge {
         if bound.is_some() {
             info!(session = uri, registered = ?want.registered, owners = ?want.owners, "opt-ins, owners, tools, policy or customizations changed; re-binding the runtime session");
             if let Err(e) = conn
-                .call::<calls::SessionDestroy>(&calls::SessionRef::new(&runtime_id))
+                .call::<SessionDestroy>(&SessionRef::new(&runtime_id))
                 .await
             {
                 tracing::debug!("session.destroy before re-bind: {e}");
@@ -499,9 +498,9 @@ impl Bridge {
         if current.as_deref() == Some(wanted) {
             return Ok(());
         }
-        conn.call::<calls::ModelSwitch>(&calls::model_switch(runtime_id, wanted))
+        conn.call::<ModelSwitch>(&model_switch_params(runtime_id, wanted))
             .await
-            .map_err(TurnError::call(calls::ModelSwitch::NAME))?;
+            .map_err(TurnError::call(ModelSwitch::NAME))?;
         info!(session = %uri, from = ?current, to = %wanted, "model switched");
         self.sessions
             .with(uri, |s| s.placement_mut().set_model(wanted));
@@ -527,13 +526,13 @@ impl Bridge {
         };
         let called = match &change {
             AgentChange::Select(name) => conn
-                .call::<calls::AgentSelect>(&calls::agent_select(runtime_id, name))
+                .call::<AgentSelect>(&agent_select_params(runtime_id, name))
                 .await
-                .map_err(TurnError::call(calls::AgentSelect::NAME)),
+                .map_err(TurnError::call(AgentSelect::NAME)),
             AgentChange::Deselect => conn
-                .call::<calls::AgentDeselect>(&calls::agent_deselect(runtime_id))
+                .call::<AgentDeselect>(&agent_deselect_params(runtime_id))
                 .await
-                .map_err(TurnError::call(calls::AgentDeselect::NAME)),
+                .map_err(TurnError::call(AgentDeselect::NAME)),
         };
         called?;
         let selected = match change {

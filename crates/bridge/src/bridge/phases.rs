@@ -6,7 +6,7 @@ use super::sdk;
 use super::turn::TurnRequest;
 use super::Bridge;
 use crate::ahp::backend::{Backend, ClientPhase};
-use crate::runtime::calls::{SessionDestroy, SessionRef};
+use crate::runtime::{SessionDestroy, SessionRef};
 
 impl Backend for Bridge {
     fn session_created(&self, session: &str) {

@@ -6,7 +6,7 @@
 //! life is there.
 
 use super::binding::Binding;
-use crate::runtime::repeats::Repeats;
+use crate::runtime::Repeats;
 
 pub(super) struct Placement {
     runtime_id: String,

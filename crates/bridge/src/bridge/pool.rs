@@ -12,9 +12,9 @@ use tracing::{info, warn};
 
 use crate::config::RuntimeConfig;
 use crate::jsonrpc::CallError;
-use crate::runtime::process::{self, Reach};
-use crate::runtime::runtime_conn::{RuntimeConn, RuntimeHandler};
 use crate::runtime::RuntimeError;
+use crate::runtime::{start_runtime, Reach};
+use crate::runtime::{RuntimeConn, RuntimeHandler};
 use crate::telemetry::{metrics, Causes, CheckFailed};
 
 /// Why no runtime of the pool can be had.
@@ -147,7 +147,7 @@ impl Pool {
         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
         // Logged here, once per failed start, whoever asked for it (a
         // session, /readyz, a restart): with a spawned runtime's last words.
-        let rt = process::start(&self.cfg, slot, handler, self.listen)
+        let rt = start_runtime(&self.cfg, slot, handler, self.listen)
             .await
             .inspect_err(|e| warn!(slot, "runtime did not start: {e}"))?;
         let conn = rt.conn.clone();

@@ -14,12 +14,12 @@ use tracing::{debug, info, warn};
 use super::pool::Starts;
 use super::transform_clients::HostClients;
 use super::Bridge;
-use crate::runtime::calls::{self, GithubCredentials, SessionDestroy, SessionRef};
-use crate::runtime::events::{PermissionRequest, RuntimeEvent, SESSION_EVENT};
-use crate::runtime::mismatch::Mismatch;
-use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
-use crate::runtime::runtime_conn::{RuntimeHandler, RuntimeReplyFuture};
-use crate::runtime::session_config::Secret;
+use crate::runtime::Mismatch;
+use crate::runtime::Secret;
+use crate::runtime::{GithubCredentials, SessionDestroy, SessionRef, SetGithubCredentials};
+use crate::runtime::{PermissionRequest, RuntimeEvent, SESSION_EVENT};
+use crate::runtime::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
+use crate::runtime::{RuntimeHandler, RuntimeReplyFuture};
 use crate::telemetry::Causes;
 
 /// How long a runtime tool is shown streaming before running, unless a
@@ -370,8 +370,7 @@ pub(super) fn hand_credentials(b: &Bridge, principal: &str) {
         let me = b.me.clone();
         tokio::spawn(async move {
             if let Some(b) = me.upgrade() {
-                b.call_runtime::<calls::SetGithubCredentials>(slot, params)
-                    .await;
+                b.call_runtime::<SetGithubCredentials>(slot, params).await;
             }
         });
     }

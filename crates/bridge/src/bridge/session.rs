@@ -15,9 +15,9 @@ use super::effects::{Effects, RuntimeCall};
 use super::placement::Placement;
 use super::turn::{RunningTurn, TurnOver};
 use super::turn_trace::TurnSpans;
-use crate::runtime::calls::ToolOutcome;
-use crate::runtime::events::{PermissionRequest, RuntimeEvent};
-use crate::runtime::requests::UserInputAnswer;
+use crate::runtime::ToolOutcome;
+use crate::runtime::UserInputAnswer;
+use crate::runtime::{PermissionRequest, RuntimeEvent};
 use crate::telemetry::TurnOutcome;
 
 /// The life of a session's turn, as the runtime and the AHP chat see it.

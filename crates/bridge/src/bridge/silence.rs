@@ -45,7 +45,7 @@ mod tests {
     use crate::bridge::effects::Effects;
     use crate::bridge::session::BridgedSession;
     use crate::bridge::turn_trace::TurnSpans;
-    use crate::runtime::events::RuntimeEvent;
+    use crate::runtime::RuntimeEvent;
 
     /// A session with turn "t" running, and what ends with that turn.
     fn running() -> (Arc<Mutex<BridgedSession>>, TurnOver) {

@@ -23,9 +23,9 @@ use super::turn_mapper::{OpenTool, TurnMapper};
 use super::turn_trace::{Ending, TurnSpans};
 use super::user_input::{chat_request, runtime_answer};
 use crate::ahp::backend::Dispatcher;
-use crate::runtime::calls::ToolOutcome;
-use crate::runtime::events::{PermissionRequest, RuntimeEvent};
-use crate::runtime::requests::UserInputAnswer;
+use crate::runtime::ToolOutcome;
+use crate::runtime::UserInputAnswer;
+use crate::runtime::{PermissionRequest, RuntimeEvent};
 use crate::telemetry::{metrics, TurnOutcome};
 
 /// What a turn ended by a graceful shutdown tells the client (and the

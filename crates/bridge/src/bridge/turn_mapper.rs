@@ -20,7 +20,7 @@ use ahp_types::state::{
 };
 use serde_json::Value;
 
-use crate::runtime::events::RuntimeEvent;
+use crate::runtime::RuntimeEvent;
 
 /// The two streams of a response (the answer, the reasoning) in AHP.
 #[derive(Clone, Copy)]

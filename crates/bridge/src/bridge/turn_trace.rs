@@ -15,8 +15,8 @@ use tracing::field::Empty;
 use tracing::{debug, info_span, Span};
 
 use crate::ahp::backend::Dispatcher;
-use crate::runtime::events::{RuntimeEvent, Usage};
-use crate::runtime::requests::UserInputAnswer;
+use crate::runtime::UserInputAnswer;
+use crate::runtime::{RuntimeEvent, Usage};
 use crate::telemetry::set_remote_parent;
 use crate::telemetry::Escaped;
 

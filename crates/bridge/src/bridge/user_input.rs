@@ -9,7 +9,7 @@ use ahp_types::state::{
     ChatInputResponseKind, ChatInputSingleSelectQuestion, ChatInputTextQuestion,
 };
 
-use crate::runtime::requests::UserInputAnswer;
+use crate::runtime::UserInputAnswer;
 
 /// The one question of a runtime input request.
 pub const QUESTION_ID: &str = "answer";
@@ -144,9 +144,9 @@ mod tests {
     fn answer_json(completed: &Value, choices: &[String]) -> Value {
         let typed: ChatInputCompletedAction = serde_json::from_value(completed.clone())
             .unwrap_or_else(|e| panic!("{completed}: {e}"));
-        serde_json::to_value(crate::runtime::requests::RuntimeAnswer::UserInput(
-            runtime_answer(&typed, choices),
-        ))
+        serde_json::to_value(crate::runtime::RuntimeAnswer::UserInput(runtime_answer(
+            &typed, choices,
+        )))
         .unwrap()
     }
 

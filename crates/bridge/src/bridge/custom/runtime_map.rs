@@ -16,7 +16,7 @@ use super::shape::child_id;
 use crate::audit::{ChildDigest, McpServerDigest, Source};
 use crate::config::McpServerConfig;
 use crate::customize::{materialize_only, ChildKind, Materialized, Package};
-use crate::runtime::session_customizations::{CustomAgent, McpServerSpec, RuntimeCustomizations};
+use crate::runtime::{CustomAgent, McpServerSpec, RuntimeCustomizations};
 
 /// What one container gives the runtime.
 #[derive(Debug, Clone)]

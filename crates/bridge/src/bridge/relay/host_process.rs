@@ -9,7 +9,7 @@ use tracing::warn;
 
 use super::relay_error::RelayError;
 use crate::config::{RuntimeConfig, Secret};
-use crate::runtime::ahp_host::{spawn_ahp_host, AhpHostProcess};
+use crate::runtime::{spawn_ahp_host, AhpHostProcess};
 
 /// How long a host the bridge started has to exit after SIGTERM.
 const STOP_WAIT: Duration = Duration::from_secs(5);

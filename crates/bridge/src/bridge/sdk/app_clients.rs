@@ -14,7 +14,7 @@ use super::app_conn::{AppConn, AppReply, OWN_ID};
 use crate::ahp::auth::Principal;
 use crate::policy::ClientKind;
 use crate::policy::OptIn;
-use crate::runtime::app_wire::TransformSections;
+use crate::runtime::TransformSections;
 use crate::transform::{AskError, AskFuture, ClientAnswer, Sections, TransformClients};
 
 pub(super) struct AppClients {

@@ -17,7 +17,7 @@ use crate::bridge::custom::client_vet::{CUT, TEXT_SECTION};
 use crate::config::ClientMcpServers;
 use crate::policy::Policy;
 use crate::policy::SectionRules;
-use crate::runtime::app_wire::{AppAgent, AppMcpServer, AppSessionParams, AppSystemMessage};
+use crate::runtime::{AppAgent, AppMcpServer, AppSessionParams, AppSystemMessage};
 
 /// One thing the policy does not allow.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -30,10 +30,10 @@ use super::gate_error::{OpenRuntimeError, SdkListenError};
 use super::SdkGate;
 use crate::ahp::net::tls::Tls;
 use crate::bridge::turn::SHUTTING_DOWN;
-use crate::runtime::app_wire::{AboutSession, AppConnectParams, AppSend, Envelope};
-use crate::runtime::codec::ContentLengthCodec;
-use crate::runtime::process::Reach;
-use crate::runtime::requests::{RuntimeAnswer, RuntimeRequest};
+use crate::runtime::ContentLengthCodec;
+use crate::runtime::Reach;
+use crate::runtime::{AboutSession, AppConnectParams, AppSend, Envelope};
+use crate::runtime::{RuntimeAnswer, RuntimeRequest};
 use crate::telemetry::{metrics, Causes, Escaped, Refusal};
 
 /// Frames queued to one side before a reader waits; a side that does not
@@ -331,8 +331,7 @@ async fn from_app<R>(
     mut stream: R,
     connected: &RawValue,
 ) where
-    R: futures_util::Stream<Item = Result<bytes::BytesMut, crate::runtime::codec::FrameError>>
-        + Unpin,
+    R: futures_util::Stream<Item = Result<bytes::BytesMut, crate::runtime::FrameError>> + Unpin,
 {
     loop {
         let frame = tokio::select! {
@@ -427,8 +426,7 @@ fn own_key(id: &RawValue) -> &str {
 /// the app's own sessions only, transforms through the router.
 async fn from_runtime<R>(gate: Arc<SdkGate>, shared: Arc<AppConn>, mut stream: R)
 where
-    R: futures_util::Stream<Item = Result<bytes::BytesMut, crate::runtime::codec::FrameError>>
-        + Unpin,
+    R: futures_util::Stream<Item = Result<bytes::BytesMut, crate::runtime::FrameError>> + Unpin,
 {
     while let Some(frame) = stream.next().await {
         let Ok(frame) = frame else { break };

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use crate::ahp::net::tls::TlsLoadError;
 use crate::bridge::ReachError;
-use crate::runtime::codec::FrameError;
+use crate::runtime::FrameError;
 
 /// Why `[sdk] listen` is not served.
 #[derive(Debug, thiserror::Error)]

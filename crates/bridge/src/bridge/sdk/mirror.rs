@@ -23,9 +23,9 @@ use crate::ahp::host::sessions::WATCHED_ONLY;
 use crate::ahp::host::Host;
 use crate::ahp::protocol::uri::chat_uri_of;
 use crate::bridge::turn_mapper::{user_turn_started, TurnMapper};
-use crate::runtime::events::{Arrived, RuntimeEvent, SESSION_EVENT};
-use crate::runtime::mismatch::Mismatch;
-use crate::runtime::repeats::Repeats;
+use crate::runtime::Mismatch;
+use crate::runtime::Repeats;
+use crate::runtime::{Arrived, RuntimeEvent, SESSION_EVENT};
 
 /// The AHP session an SDK session is shown as.
 pub fn uri_of(session_id: &str) -> String {

@@ -31,8 +31,8 @@ use crate::config::OnViolation;
 use crate::policy::PolicyReader;
 use crate::policy::{lexical, session_config, Body, ClientKind};
 use crate::policy::{Ask, Governor, Recording};
-use crate::runtime::app_wire::AppSessionParams;
-use crate::runtime::process::Reach;
+use crate::runtime::AppSessionParams;
+use crate::runtime::Reach;
 use crate::telemetry::Escaped;
 use crate::transform::Router;
 
