@@ -206,7 +206,7 @@ async fn bridged_first_turn(c: &Client, transforms: &AtomicUsize, i: usize) -> T
     })
     .await;
     let create = created.elapsed();
-    let chat = ahp_bridge_join::ahp::protocol::uri::chat_uri_of(&format!("ahp-session:/{id}"));
+    let chat = ahp_bridge_join::ahp::uri::chat_uri_of(&format!("ahp-session:/{id}"));
     let (_, mut sub) = c.subscribe(chat.clone()).await.unwrap();
     let before = transforms.load(Ordering::Relaxed);
     let t0 = Instant::now();

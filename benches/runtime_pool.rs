@@ -175,7 +175,7 @@ impl Pool {
         }))
         .await;
         let mut subs = join_all(self.clients.iter().zip(&uris).map(|(c, id)| async move {
-            c.subscribe(ahp_bridge_join::ahp::protocol::uri::chat_uri_of(&format!(
+            c.subscribe(ahp_bridge_join::ahp::uri::chat_uri_of(&format!(
                 "ahp-session:/{id}"
             )))
             .await
@@ -194,8 +194,7 @@ impl Pool {
         let t0 = Instant::now();
         let ends = join_all(self.clients.iter().zip(&uris).zip(subs.iter_mut()).map(
             |((c, id), sub)| async move {
-                let chat =
-                    ahp_bridge_join::ahp::protocol::uri::chat_uri_of(&format!("ahp-session:/{id}"));
+                let chat = ahp_bridge_join::ahp::uri::chat_uri_of(&format!("ahp-session:/{id}"));
                 support::dispatch_raw(
                     c,
                     &chat,
@@ -222,7 +221,7 @@ impl Pool {
         drop(subs);
         join_all(self.clients.iter().zip(&uris).map(|(c, id)| async move {
             let session = format!("ahp-session:/{id}");
-            let chat = ahp_bridge_join::ahp::protocol::uri::chat_uri_of(&session);
+            let chat = ahp_bridge_join::ahp::uri::chat_uri_of(&session);
             for ch in [chat, session] {
                 c.unsubscribe(ch).await.unwrap();
             }

@@ -202,7 +202,7 @@ fn in_memory(messages: u32) {
     use std::io::{Read, Write};
     let dir = tempfile::tempdir().unwrap();
     let (tls, client) = certificate(dir.path());
-    let server = ahp_bridge_join::ahp::net::tls::server_config(&tls).unwrap();
+    let server = ahp_bridge_join::ahp::tls::server_config(&tls).unwrap();
     let mut s = rustls::ServerConnection::new(Arc::new(server)).unwrap();
     let name = ServerName::try_from("127.0.0.1").unwrap();
     let mut c = rustls::ClientConnection::new(client, name).unwrap();

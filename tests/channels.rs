@@ -5,7 +5,7 @@
 
 use crate::support;
 
-use ahp_bridge_join::ahp::channels::WrittenRecord;
+use ahp_bridge_join::ahp::WrittenRecord;
 use ahp_bridge_join::config::Config;
 use serde_json::{json, Value};
 use support::process::principal_toml;

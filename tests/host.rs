@@ -5,7 +5,7 @@ use crate::support;
 use std::time::Duration;
 
 use ahp::SubscriptionEvent;
-use ahp_bridge_join::ahp::protocol::errors::AhpError;
+use ahp_bridge_join::ahp::errors::AhpError;
 use ahp_bridge_join::jsonrpc::ErrorCode;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};

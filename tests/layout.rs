@@ -451,7 +451,7 @@ fn no_source_file_is_over_600_lines() {
 #[test]
 fn the_checker_catches_what_it_must() {
     let bad = [
-        ("transform/router.rs", "use crate::ahp::host::Host;"),
+        ("transform/router.rs", "use crate::ahp::Host;"),
         (
             "transform/x.rs",
             "use crate::{config::Config, bridge::Bridge};",
@@ -486,10 +486,7 @@ fn the_checker_catches_what_it_must() {
             "ahp/host.rs",
             "use ahp_types::actions::StateAction; use crate::ahp::uri::ROOT_URI;",
         ),
-        (
-            "bridge/turn.rs",
-            "use crate::{ahp::host::Host, runtime::events};",
-        ),
+        ("bridge/turn.rs", "use crate::{ahp::Host, runtime::events};"),
         (
             "transform/router.rs",
             "use crate::audit::TransformRecord; // crate::ahp in a comment",

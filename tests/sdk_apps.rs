@@ -248,7 +248,7 @@ async fn an_ahp_observer_lists_and_watches_an_sdk_apps_session() {
         item["title"].as_str().unwrap().starts_with("SDK session"),
         "{item}"
     );
-    let chat = ahp_bridge_join::ahp::protocol::uri::chat_uri_of(&uri);
+    let chat = ahp_bridge_join::ahp::uri::chat_uri_of(&uri);
     let (_, mut sub) = observer.subscribe(chat.clone()).await.unwrap();
     // The app drives it: a client that may participate still only watches.
     let turn = json!({"type": "chat/turnStarted", "turnId": "not-mine",
@@ -348,8 +348,7 @@ async fn an_app_gone_mid_turn_ends_its_turn_and_resumes_its_session_later() {
     let created = app.until("created").await;
     let session = created["sessionId"].as_str().expect("created").to_owned();
     let observer = connect_as(b.addr, "observer-token", "observer").await;
-    let chat =
-        ahp_bridge_join::ahp::protocol::uri::chat_uri_of(&format!("ahp-session:/sdk-{session}"));
+    let chat = ahp_bridge_join::ahp::uri::chat_uri_of(&format!("ahp-session:/sdk-{session}"));
     let (_, mut sub) = observer.subscribe(chat).await.unwrap();
     app.go();
     // Gone mid-turn: on the AHP side its turn does not hang, it ends cancelled.
@@ -400,7 +399,7 @@ async fn an_app_connecting_while_the_bridge_drains_is_refused() {
 /// not cut off at its shutdown limit.
 #[tokio::test(flavor = "multi_thread")]
 async fn open_sdk_apps_drain_with_the_rest_and_hear_of_the_stop() {
-    use ahp_bridge_join::ahp::protocol::uri::chat_uri_of;
+    use ahp_bridge_join::ahp::uri::chat_uri_of;
     use ahp_types::actions::StateAction;
     use support::e2e::{wait_action, wait_turn_end};
     use support::sdk::NodeApp;
@@ -460,7 +459,7 @@ async fn open_sdk_apps_drain_with_the_rest_and_hear_of_the_stop() {
 /// stay: the app resumes it later.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_admin_disposing_an_sdk_session_tells_its_app() {
-    use ahp_bridge_join::ahp::protocol::uri::chat_uri_of;
+    use ahp_bridge_join::ahp::uri::chat_uri_of;
     use ahp_types::actions::StateAction;
     use support::e2e::wait_action;
     use support::sdk::NodeApp;

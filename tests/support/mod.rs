@@ -45,7 +45,7 @@ pub(crate) fn init_test_logs() {
 /// The default chat of a session, as the host publishes it (and as a
 /// client such as VS Code derives it).
 pub(crate) fn chat_of(session: &str) -> String {
-    ahp_bridge_join::ahp::protocol::uri::chat_uri_of(session)
+    ahp_bridge_join::ahp::uri::chat_uri_of(session)
 }
 
 pub(crate) fn test_config() -> Config {

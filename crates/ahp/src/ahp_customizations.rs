@@ -102,7 +102,7 @@ pub fn plugin(
 }
 
 /// The containers the host provides, for `AgentInfo.customizations`.
-pub fn configured(containers: &[HostContainer]) -> Vec<Customization> {
+pub(crate) fn configured(containers: &[HostContainer]) -> Vec<Customization> {
     containers.iter().map(|c| host_container(c, None)).collect()
 }
 

@@ -15,22 +15,22 @@ use serde_json::{json, Value};
 use ahp_bridge_base::config::Role;
 
 /// The audit log's channel.
-pub const AUDIT_LOG: &str = "x-audit://log";
+pub(crate) const AUDIT_LOG: &str = "x-audit://log";
 
 /// How many records the audit channel's snapshot holds at most.
-pub const AUDIT_RECENT: usize = 200;
+pub(crate) const AUDIT_RECENT: usize = 200;
 /// And how many bytes of them (records with `include_content` are large):
 /// the oldest go first.
-pub const AUDIT_RECENT_BYTES: usize = 1024 * 1024;
+pub(crate) const AUDIT_RECENT_BYTES: usize = 1024 * 1024;
 
 /// The effective policy's channel.
-pub const POLICY: &str = "x-policy://effective";
+pub(crate) const POLICY: &str = "x-policy://effective";
 
 /// The host's status channel.
-pub const HOST_STATUS: &str = "x-host://status";
+pub(crate) const HOST_STATUS: &str = "x-host://status";
 
 /// The role subscribing to `uri` needs, if it is one of the host's channels.
-pub fn required_role(uri: &str) -> Option<Role> {
+pub(crate) fn required_role(uri: &str) -> Option<Role> {
     match uri {
         AUDIT_LOG | POLICY => Some(Role::Admin),
         HOST_STATUS => Some(Role::Observe),
@@ -63,7 +63,7 @@ pub(crate) fn advertisement() -> Value {
 /// any of it changes.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HostStatus {
+pub(crate) struct HostStatus {
     #[serde(rename = "type", skip_serializing_if = "str::is_empty")]
     pub kind: &'static str,
     /// This bridge's version.
@@ -79,12 +79,12 @@ pub struct HostStatus {
 }
 
 impl HostStatus {
-    pub const TYPE: &'static str = "x-host/statusChanged";
+    pub(crate) const TYPE: &'static str = "x-host/statusChanged";
 }
 
 /// One runtime of the pool.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RuntimeStatus {
+pub(crate) struct RuntimeStatus {
     pub runtime: usize,
     pub up: bool,
     pub restarts: u64,
@@ -94,7 +94,7 @@ pub struct RuntimeStatus {
 /// reload sends: the whole policy each time, it is small.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PolicyLoaded {
+pub(crate) struct PolicyLoaded {
     #[serde(rename = "type", skip_serializing_if = "str::is_empty")]
     pub kind: &'static str,
     pub policy: Value,
@@ -104,12 +104,12 @@ pub struct PolicyLoaded {
 }
 
 impl PolicyLoaded {
-    pub const TYPE: &'static str = "x-policy/loaded";
+    pub(crate) const TYPE: &'static str = "x-policy/loaded";
 }
 
 /// The last checkpoint record seen.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Checkpoint {
+pub(crate) struct Checkpoint {
     pub seq: u64,
     pub signed: bool,
 }
@@ -166,7 +166,7 @@ impl WrittenRecord {
 /// `x-audit://log`'s state.
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AuditLogState {
+pub(crate) struct AuditLogState {
     /// `SEQ:HASH` of the newest record, once one was seen.
     pub head: Option<String>,
     /// Records in the chain (the head's `seq`).
@@ -185,7 +185,11 @@ pub struct AuditLogState {
 
 impl AuditLogState {
     /// Takes in one written record; the action that says so.
-    pub fn append(&mut self, record: WrittenRecord, shipping_gap: u64) -> AuditRecordAppended {
+    pub(crate) fn append(
+        &mut self,
+        record: WrittenRecord,
+        shipping_gap: u64,
+    ) -> AuditRecordAppended {
         let seq = match record.seq {
             0 => self.records + 1,
             n => n,
@@ -217,7 +221,7 @@ impl AuditLogState {
 /// `x-audit/recordAppended`: one record written to the audit log.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AuditRecordAppended {
+pub(crate) struct AuditRecordAppended {
     #[serde(rename = "type")]
     pub kind: &'static str,
     pub record: Box<RawValue>,
@@ -226,7 +230,7 @@ pub struct AuditRecordAppended {
 }
 
 impl AuditRecordAppended {
-    pub const TYPE: &'static str = "x-audit/recordAppended";
+    pub(crate) const TYPE: &'static str = "x-audit/recordAppended";
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ pub const TRANSFORM_METHOD: &str = "systemMessageTransform";
 
 /// The version of the extension as this host speaks it. The proposal is in no
 /// AHP release yet, so it is pre-1.0: a change to its fields bumps the minor.
-pub const TRANSFORM_EXTENSION_VERSION: &str = "0.1.0";
+pub(crate) const TRANSFORM_EXTENSION_VERSION: &str = "0.1.0";
 
 /// One section in a request or an answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,12 +115,12 @@ pub(crate) fn advertisement() -> Value {
 }
 
 /// The key of the opt-in on an active-client entry.
-pub const OPT_IN_FIELD: &str = "systemMessageTransform";
+pub(crate) const OPT_IN_FIELD: &str = "systemMessageTransform";
 
 /// An opt-in that is not `{sections: [id, ...]}`; names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct BadOptIn(pub String);
+pub(crate) struct BadOptIn(pub String);
 
 /// `SessionActiveClient.systemMessageTransform`: the sections a client
 /// wants to transform.

@@ -8,10 +8,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::admin::on_disk::OnDisk;
 use crate::admin::{self, ready::Readiness};
-use crate::ahp::backend::{Backend, ClientPhase};
-use crate::ahp::host::Host;
-use crate::ahp::net::server;
-use crate::ahp::net::tls::{Tls, TlsLoadError};
+use crate::ahp::server;
+use crate::ahp::tls::{Tls, TlsLoadError};
+use crate::ahp::Host;
+use crate::ahp::{Backend, ClientPhase};
 use crate::audit::AuditError;
 use crate::audit::PolicyRecord;
 use crate::audit::Shipper;

@@ -24,9 +24,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use crate::admin::on_disk::OnDisk;
-use crate::ahp::auth::Principals;
-use crate::ahp::host::Host;
-use crate::ahp::net::tls::{Tls, POLL};
+use crate::ahp::tls::{Tls, POLL};
+use crate::ahp::Host;
+use crate::ahp::Principals;
 use crate::audit::AuditLog;
 use crate::config::watch::{watch_files, Watched};
 use crate::config::{Config, ConfigError, LoadError};

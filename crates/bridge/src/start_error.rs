@@ -2,9 +2,9 @@
 //! words and its cause), for the binary to print with its causes.
 
 use crate::admin::AdminListenError;
-use crate::ahp::host::SessionRestoreError;
-use crate::ahp::net::server::BindError;
-use crate::ahp::net::tls::TlsLoadError;
+use crate::ahp::server::BindError;
+use crate::ahp::tls::TlsLoadError;
+use crate::ahp::SessionRestoreError;
 use crate::audit::AuditError;
 use crate::bridge::relay::RelayError;
 use crate::bridge::sdk::SdkListenError;

@@ -8,7 +8,7 @@ use crate::protocol::params::HostMethod;
 use ahp_bridge_base::config::Role;
 
 /// The role a request needs, and what it is for (for the refusal).
-pub fn role_for_request(method: HostMethod) -> Option<(Role, &'static str)> {
+pub(crate) fn role_for_request(method: HostMethod) -> Option<(Role, &'static str)> {
     use HostMethod as M;
     Some(match method {
         M::Subscribe | M::ListSessions | M::FetchTurns => (Role::Observe, "read sessions"),
@@ -30,7 +30,7 @@ pub fn role_for_request(method: HostMethod) -> Option<(Role, &'static str)> {
 
 /// Whether `p` may dispatch `action` (an active-client entry with an
 /// opt-in needs `transform`).
-pub fn check_action(p: &Principal, action: &Action) -> Result<(), Denied> {
+pub(crate) fn check_action(p: &Principal, action: &Action) -> Result<(), Denied> {
     use ahp_types::actions::StateAction;
     let opts_in = action.opt_in.is_some();
     match &action.action {

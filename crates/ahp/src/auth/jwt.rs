@@ -350,7 +350,7 @@ fn json_part(part: &str) -> Option<Map<String, Value>> {
 /// Whether a presented bearer token is a JWT (three base64url parts, a
 /// header that is JSON with `alg`), so the caller tries issuers before
 /// static tokens.
-pub fn looks_like_jwt(token: &str) -> bool {
+pub(crate) fn looks_like_jwt(token: &str) -> bool {
     token.len() <= 4 * MAX_TOKEN
         && parts(token)
             .and_then(|[header, _, _]| json_part(header))

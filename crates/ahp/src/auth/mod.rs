@@ -3,15 +3,15 @@
 //! ([`tickets`]), the role each request and action needs ([`access`]),
 //! how much each principal may do ([`rate_limiter`]), and the runtime tokens
 //! clients hand over with `authenticate` ([`tokens`]).
-pub mod access;
+pub(crate) mod access;
 mod jwks;
 mod jwks_fetch;
-pub mod jwt;
+pub(crate) mod jwt;
 mod principal;
-pub mod principals;
-pub mod rate_limiter;
-pub mod tickets;
-pub mod tokens;
+pub(crate) mod principals;
+pub(crate) mod rate_limiter;
+pub(crate) mod tickets;
+pub(crate) mod tokens;
 
 pub use principal::{Denied, Principal};
 pub use principals::{Authenticated, Credential, Principals, Standing};

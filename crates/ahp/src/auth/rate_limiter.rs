@@ -28,7 +28,7 @@ use ahp_bridge_base::config::{RateLimits, Reloadable};
 
 /// Which limit refused something.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Limit {
+pub(crate) enum Limit {
     MaxSessions,
     TurnsPerMinute,
     ActionsPerSecond,
@@ -36,7 +36,7 @@ pub enum Limit {
 
 impl Limit {
     /// Its key, as the config names it (and the metric's label).
-    pub fn key(self) -> &'static str {
+    pub(crate) fn key(self) -> &'static str {
         match self {
             Self::MaxSessions => "max_sessions",
             Self::TurnsPerMinute => "turns_per_minute",
@@ -48,7 +48,7 @@ impl Limit {
 /// A refusal: the limit, what it is for this principal, when to retry.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
-pub struct Limited {
+pub(crate) struct Limited {
     pub limit: Limit,
     pub retry_after: Option<Duration>,
     message: String,
@@ -166,7 +166,7 @@ impl Budget {
 }
 
 /// Identities from issuers (JWT principals) whose use is remembered at once.
-pub const MAX_IDENTITIES: usize = 10_000;
+pub(crate) const MAX_IDENTITIES: usize = 10_000;
 
 struct PrincipalsUsage {
     by_name: HashMap<String, Budget>,
@@ -215,10 +215,10 @@ impl PrincipalsUsage {
 }
 
 /// Every principal's limits and what it has used of them.
-pub struct RateLimiter(Mutex<PrincipalsUsage>);
+pub(crate) struct RateLimiter(Mutex<PrincipalsUsage>);
 
 impl RateLimiter {
-    pub fn from_config(cfg: Reloadable<'_>) -> Self {
+    pub(crate) fn from_config(cfg: Reloadable<'_>) -> Self {
         let now = Instant::now();
         let by_name = cfg
             .all_rate_limits()
@@ -240,7 +240,7 @@ impl RateLimiter {
 
     /// A reload: the principals and figures of `cfg`. A principal that stays
     /// keeps what it used (a reload is no way around a limit).
-    pub fn replace(&self, cfg: Reloadable<'_>) {
+    pub(crate) fn replace(&self, cfg: Reloadable<'_>) {
         let now = Instant::now();
         let mut st = self.lock();
         let mut old = std::mem::take(&mut st.by_name);
@@ -260,7 +260,7 @@ impl RateLimiter {
     }
 
     /// `Ok` unless `principal`, owning `owned` sessions, is at its `max_sessions`.
-    pub fn check_sessions(&self, principal: &str, owned: usize) -> Result<(), Limited> {
+    pub(crate) fn check_sessions(&self, principal: &str, owned: usize) -> Result<(), Limited> {
         let max = self.lock().entry(principal).limits.max_sessions;
         if owned < max as usize {
             return Ok(());
@@ -270,7 +270,7 @@ impl RateLimiter {
     }
 
     /// Takes one action of `principal`'s.
-    pub fn take_action(&self, principal: &str) -> Result<(), Limited> {
+    pub(crate) fn take_action(&self, principal: &str) -> Result<(), Limited> {
         let mut st = self.lock();
         let e = st.entry(principal);
         e.actions.take(Instant::now()).map_err(|wait| {
@@ -285,7 +285,7 @@ impl RateLimiter {
 
     /// Whether `principal` may start a turn now (nothing is taken: see
     /// [`Self::take_turn`], once the turn is applied).
-    pub fn check_turn(&self, principal: &str) -> Result<(), Limited> {
+    pub(crate) fn check_turn(&self, principal: &str) -> Result<(), Limited> {
         let mut st = self.lock();
         let e = st.entry(principal);
         e.turns.check(Instant::now()).map_err(|wait| {
@@ -295,7 +295,7 @@ impl RateLimiter {
     }
 
     /// A turn of `principal`'s started.
-    pub fn take_turn(&self, principal: &str) {
+    pub(crate) fn take_turn(&self, principal: &str) {
         let _ = self.lock().entry(principal).turns.take(Instant::now());
     }
 }

@@ -15,15 +15,15 @@ use tokio::time::Instant;
 use super::Authenticated;
 
 /// How long a ticket may wait for its upgrade.
-pub const TICKET_LIFETIME: Duration = Duration::from_secs(30);
+pub(crate) const TICKET_LIFETIME: Duration = Duration::from_secs(30);
 
 /// Tickets outstanding at once; past it `POST /ticket` is refused until
 /// some are used or run out, so a flood of requests cannot grow memory.
-pub const MAX_TICKETS: usize = 10_000;
+pub(crate) const MAX_TICKETS: usize = 10_000;
 
 /// Why no ticket was issued.
 #[derive(Debug, thiserror::Error)]
-pub enum NoTicket {
+pub(crate) enum NoTicket {
     #[error("too many tickets outstanding ({MAX_TICKETS}); retry in a few seconds")]
     TooMany,
     #[error("no randomness for a ticket: {0}")]
@@ -33,7 +33,7 @@ pub enum NoTicket {
 /// The tickets handed out and not used yet, by the SHA-256 of each (the
 /// ticket itself is not kept).
 #[derive(Default)]
-pub struct Tickets(Mutex<HashMap<[u8; 32], (Authenticated, Instant)>>);
+pub(crate) struct Tickets(Mutex<HashMap<[u8; 32], (Authenticated, Instant)>>);
 
 fn digest(ticket: &str) -> [u8; 32] {
     Sha256::digest(ticket.as_bytes()).into()
@@ -42,7 +42,7 @@ fn digest(ticket: &str) -> [u8; 32] {
 impl Tickets {
     /// A new ticket for `auth`, and how long it lasts: [`TICKET_LIFETIME`],
     /// or less when the credential behind it expires sooner.
-    pub fn issue(&self, auth: Authenticated) -> Result<(String, Duration), NoTicket> {
+    pub(crate) fn issue(&self, auth: Authenticated) -> Result<(String, Duration), NoTicket> {
         let now = Instant::now();
         let mut lasts = TICKET_LIFETIME;
         if let Some(exp) = auth.expires_at {
@@ -63,7 +63,7 @@ impl Tickets {
 
     /// The credential a ticket stands for, once: a used, unknown or
     /// expired ticket is `None`.
-    pub fn redeem(&self, ticket: &str) -> Option<Authenticated> {
+    pub(crate) fn redeem(&self, ticket: &str) -> Option<Authenticated> {
         let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
         let (auth, until) = map.remove(&digest(ticket))?;
         (until > Instant::now()).then_some(auth)

@@ -7,11 +7,11 @@ use std::sync::Mutex;
 use ahp_types::state::ProtectedResourceMetadata;
 
 /// The resource the runtime's GitHub sign-in needs.
-pub const GITHUB_RESOURCE: &str = "https://api.github.com";
+pub(crate) const GITHUB_RESOURCE: &str = "https://api.github.com";
 
 /// What the root state advertises: GitHub when the runtime signs in there
 /// (no `[runtime.provider]`), nothing with a provider of the operator's.
-pub fn protected_resources(github_sign_in: bool) -> Option<Vec<ProtectedResourceMetadata>> {
+pub(crate) fn protected_resources(github_sign_in: bool) -> Option<Vec<ProtectedResourceMetadata>> {
     github_sign_in.then(|| {
         vec![ProtectedResourceMetadata {
             resource: GITHUB_RESOURCE.into(),

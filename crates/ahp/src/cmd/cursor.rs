@@ -20,7 +20,7 @@ const PAYLOAD_BYTES: usize = 1 + 16 + 8;
 /// first, ties broken by a keyed hash of the URI (stable for the process,
 /// and it says nothing about the URI when it travels in a cursor).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct SessionPosition {
+pub(crate) struct SessionPosition {
     pub modified_ns: i128,
     pub tie: u64,
 }
@@ -41,11 +41,11 @@ impl PartialOrd for SessionPosition {
 }
 
 /// The secret behind this instance's cursors.
-pub struct CursorKey([u8; 32]);
+pub(crate) struct CursorKey([u8; 32]);
 
 impl CursorKey {
     /// A fresh random key (from the OS, through `uuid`'s v4 generator).
-    pub fn random() -> Self {
+    pub(crate) fn random() -> Self {
         let mut key = [0u8; 32];
         key[..16].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
         key[16..].copy_from_slice(uuid::Uuid::new_v4().as_bytes());
@@ -53,7 +53,7 @@ impl CursorKey {
     }
 
     /// The position of session `uri`, last modified at `modified_ns`.
-    pub fn position(&self, modified_ns: i128, uri: &str) -> SessionPosition {
+    pub(crate) fn position(&self, modified_ns: i128, uri: &str) -> SessionPosition {
         let h = self.mac(&[b"tie\0", uri.as_bytes()]);
         let mut tie = [0u8; 8];
         tie.copy_from_slice(&h[..8]);
@@ -64,7 +64,7 @@ impl CursorKey {
     }
 
     /// The cursor that resumes after `pos`, for `principal` only.
-    pub fn seal(&self, principal: &str, pos: SessionPosition) -> String {
+    pub(crate) fn seal(&self, principal: &str, pos: SessionPosition) -> String {
         let payload = payload(pos);
         let mac = self.mac(&[b"cursor\0", principal.as_bytes(), b"\0", &payload]);
         let mut out = payload.to_vec();
@@ -75,7 +75,7 @@ impl CursorKey {
     /// The position in a cursor this instance sealed for `principal`; `None`
     /// for anything else (garbage, altered, another principal's, another
     /// instance's).
-    pub fn open(&self, principal: &str, cursor: &str) -> Option<SessionPosition> {
+    pub(crate) fn open(&self, principal: &str, cursor: &str) -> Option<SessionPosition> {
         let bytes = hex::decode(cursor).ok()?;
         if bytes.len() != PAYLOAD_BYTES + MAC_BYTES || bytes[0] != FORMAT {
             return None;

@@ -14,7 +14,7 @@ use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
 
 /// The most sessions one `listSessions` page holds, whatever `limit` asks
 /// (the spec lets a server cap pages). Also the page size without `limit`.
-pub const MAX_PAGE: usize = 500;
+pub(crate) const MAX_PAGE: usize = 500;
 
 /// `modifiedAt` as nanoseconds since 1970; a time that does not parse sorts
 /// as the oldest.

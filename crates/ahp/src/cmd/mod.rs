@@ -21,17 +21,17 @@ use super::protocol::params::{HostMethod, Notification, Request};
 use ahp_bridge_jsonrpc::{Answer, ErrorCode, InboundHandler, RpcError};
 use reply::{subscribed, to_result, Empty};
 
-pub mod authenticate;
+pub(crate) mod authenticate;
 pub mod config_schema;
-pub mod cursor;
-pub mod handshake;
-pub mod listing;
+pub(crate) mod cursor;
+pub(crate) mod handshake;
+pub(crate) mod listing;
 pub(crate) mod reply;
 pub mod session_commands;
-pub mod surface;
+pub(crate) mod surface;
 
 /// One connection's requests and notifications, answered against the host.
-pub struct Commands {
+pub(crate) struct Commands {
     pub host: Arc<Host>,
     pub conn: ConnId,
     /// Seals and opens this host's paging cursors.

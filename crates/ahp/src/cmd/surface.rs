@@ -8,7 +8,7 @@ use crate::protocol::errors::AhpError;
 use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
 
 /// Commands of AHP 1.0 that this host does not offer, with the reason.
-pub const NOT_OFFERED: &[(&str, &str)] = &[
+pub(crate) const NOT_OFFERED: &[(&str, &str)] = &[
     (
         "createChat",
         "a session has one chat, its default chat; further chats are not offered",
@@ -44,7 +44,7 @@ pub const NOT_OFFERED: &[(&str, &str)] = &[
 ];
 
 /// The `resource*` commands that change files: refused, files are read-only.
-pub const READ_ONLY_REFUSED: &[&str] = &[
+pub(crate) const READ_ONLY_REFUSED: &[&str] = &[
     "resourceWrite",
     "resourceCopy",
     "resourceDelete",
@@ -53,7 +53,7 @@ pub const READ_ONLY_REFUSED: &[&str] = &[
 ];
 
 /// The answer to a request for `method`, which no handler took.
-pub fn refusal(method: &str) -> RpcError {
+pub(crate) fn refusal(method: &str) -> RpcError {
     if READ_ONLY_REFUSED.contains(&method) {
         return RpcError::new(
             AhpError::PermissionDenied,

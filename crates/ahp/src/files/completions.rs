@@ -11,14 +11,14 @@ use crate::protocol::uri::file_uri_of;
 
 /// Typed before a word, it asks for file references (advertised in
 /// `InitializeResult.completionTriggerCharacters`).
-pub const COMPLETION_TRIGGER: &str = "@";
+pub(crate) const COMPLETION_TRIGGER: &str = "@";
 
 /// The most items one answer holds.
-pub const MAX_COMPLETIONS: usize = 50;
+pub(crate) const MAX_COMPLETIONS: usize = 50;
 
 /// The path-like word before the cursor.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PathWord {
+pub(crate) struct PathWord {
     /// What the inserted text starts with (`@`, `./`, `@./` or nothing).
     pub lead: String,
     /// The path typed so far, relative to a working directory.
@@ -30,12 +30,12 @@ pub struct PathWord {
 /// A completion `offset` that is no position in its text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct BadOffset(pub String);
+pub(crate) struct BadOffset(pub String);
 
 /// The path-like word that ends at `offset` (UTF-16 code units) in `text`,
 /// if the word is path-like: it starts with the trigger, or holds a `/`.
 /// `Err`: the offset is not a position in the text.
-pub fn path_word(text: &str, offset: i64) -> Result<Option<PathWord>, BadOffset> {
+pub(crate) fn path_word(text: &str, offset: i64) -> Result<Option<PathWord>, BadOffset> {
     let bad = || {
         BadOffset(format!(
             "field `offset` ({offset}) is not a position in `text`"
@@ -85,7 +85,7 @@ pub fn path_word(text: &str, offset: i64) -> Result<Option<PathWord>, BadOffset>
 /// Completion items for `word`: the entries under each root whose path
 /// starts with the prefix (the last part compared without case; hidden
 /// ones only when asked for with a leading `.`), directories ending in `/`.
-pub fn complete(roots: &Roots, word: &PathWord) -> Vec<CompletionItem> {
+pub(crate) fn complete(roots: &Roots, word: &PathWord) -> Vec<CompletionItem> {
     let (dir, name) = match word.prefix.rfind('/') {
         Some(i) => word.prefix.split_at(i + 1),
         None => ("", word.prefix.as_str()),

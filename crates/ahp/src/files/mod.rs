@@ -32,15 +32,15 @@ use super::protocol::uri::{file_uri_of, local_path};
 use ahp_bridge_jsonrpc::ReplyFuture;
 use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
 
-pub mod completions;
-pub mod roots;
+pub(crate) mod completions;
+pub(crate) mod roots;
 
 /// How long one file request may take, waiting for a worker included.
-pub const FILE_DEADLINE: Duration = Duration::from_secs(10);
+pub(crate) const FILE_DEADLINE: Duration = Duration::from_secs(10);
 
 /// File requests running at once, host-wide (each may hold a file of
 /// `[server] max_resource_bytes`).
-pub const FILE_WORKERS: usize = 4;
+pub(crate) const FILE_WORKERS: usize = 4;
 
 /// One file request, checked and ready to run.
 enum FileOp {
@@ -79,7 +79,7 @@ fn rpc_error(e: FileError) -> RpcError {
 
 /// A request that touches the filesystem (a `resource*` read or
 /// `completions`) from `principal`, answered when done.
-pub fn request(
+pub(crate) fn request(
     host: Arc<Host>,
     principal: Arc<Principal>,
     workers: Arc<Semaphore>,

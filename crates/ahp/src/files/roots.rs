@@ -14,7 +14,7 @@ use std::time::SystemTime;
 
 /// Why a file request failed; the host maps each to an AHP error code.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum FileError {
+pub(crate) enum FileError {
     /// Inside the roots, and not there (NotFound, -32008).
     NotFound(String),
     /// Outside the roots, a special file, or refused by the OS (PermissionDenied, -32009).
@@ -26,7 +26,7 @@ pub enum FileError {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
+pub(crate) enum FileKind {
     File,
     Directory,
     Symlink,
@@ -34,7 +34,7 @@ pub enum FileKind {
 
 impl FileKind {
     /// The name AHP gives it (`DirectoryEntry.type`).
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             FileKind::File => "file",
             FileKind::Directory => "directory",
@@ -43,7 +43,7 @@ impl FileKind {
     }
 
     /// As `ResourceResolveResult.type`.
-    pub fn resource_type(self) -> ahp_types::commands::ResourceType {
+    pub(crate) fn resource_type(self) -> ahp_types::commands::ResourceType {
         use ahp_types::commands::ResourceType as T;
         match self {
             FileKind::File => T::File,
@@ -54,14 +54,14 @@ impl FileKind {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FileEntry {
+pub(crate) struct FileEntry {
     pub name: String,
     pub kind: FileKind,
 }
 
 /// What `resolve` finds.
 #[derive(Debug, Clone)]
-pub struct Stat {
+pub(crate) struct Stat {
     pub path: PathBuf,
     pub kind: FileKind,
     pub size: u64,
@@ -69,7 +69,7 @@ pub struct Stat {
 }
 
 /// The most entries a directory may have to be listed (a listing is one message).
-pub const MAX_LIST_ENTRIES: usize = 10_000;
+pub(crate) const MAX_LIST_ENTRIES: usize = 10_000;
 
 fn outside() -> FileError {
     FileError::Denied("outside the working directories this principal may read".into())
@@ -88,12 +88,12 @@ fn os(e: io::Error) -> FileError {
 
 /// The directories files may be read from, resolved.
 #[derive(Debug, Clone, Default)]
-pub struct Roots(Vec<PathBuf>);
+pub(crate) struct Roots(Vec<PathBuf>);
 
 impl Roots {
     /// Each directory resolved (symlinks, `..`); ones that do not exist or
     /// are not directories are left out.
-    pub fn new(dirs: impl IntoIterator<Item = PathBuf>) -> Self {
+    pub(crate) fn new(dirs: impl IntoIterator<Item = PathBuf>) -> Self {
         let mut roots: Vec<PathBuf> = dirs
             .into_iter()
             .filter_map(|d| fs::canonicalize(d).ok())
@@ -104,7 +104,7 @@ impl Roots {
         Self(roots)
     }
 
-    pub fn dirs(&self) -> &[PathBuf] {
+    pub(crate) fn dirs(&self) -> &[PathBuf] {
         &self.0
     }
 
@@ -116,7 +116,7 @@ impl Roots {
     /// that does not exist would lie inside is decided by its deepest
     /// ancestor that does, resolved the same way: outside, a missing file
     /// is refused exactly like a present one, so nothing about it leaks.
-    pub fn confine(&self, path: &Path) -> Result<PathBuf, FileError> {
+    pub(crate) fn confine(&self, path: &Path) -> Result<PathBuf, FileError> {
         if !path.is_absolute() {
             return Err(FileError::Invalid("not an absolute path".into()));
         }
@@ -142,7 +142,7 @@ impl Roots {
 
     /// The bytes of a regular file inside, at most `limit` of them; a larger
     /// file is refused, not cut.
-    pub fn read(&self, path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
+    pub(crate) fn read(&self, path: &Path, limit: u64) -> Result<Vec<u8>, FileError> {
         let c = self.confine(path)?;
         let meta = fs::metadata(&c).map_err(os)?;
         if meta.is_dir() {
@@ -195,7 +195,7 @@ impl Roots {
 
     /// The entries of a directory inside, by name; entries that lead outside
     /// (symlinks), are broken, special, or not named in UTF-8 are left out.
-    pub fn list(&self, path: &Path) -> Result<Vec<FileEntry>, FileError> {
+    pub(crate) fn list(&self, path: &Path) -> Result<Vec<FileEntry>, FileError> {
         let c = self.confine(path)?;
         if !c.is_dir() {
             return Err(FileError::Invalid("not a directory".into()));
@@ -242,7 +242,7 @@ impl Roots {
     /// `stat` and `realpath` of a path inside; with `follow` false, a symlink
     /// is reported as one (its directory must be inside; where it points is
     /// not said).
-    pub fn resolve(&self, path: &Path, follow: bool) -> Result<Stat, FileError> {
+    pub(crate) fn resolve(&self, path: &Path, follow: bool) -> Result<Stat, FileError> {
         let is_link = fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
         if !follow && is_link {
             let (Some(parent), Some(name)) = (path.parent(), path.file_name()) else {
@@ -278,7 +278,7 @@ impl Roots {
 }
 
 /// A content type from the file name, for the common cases; `None` otherwise.
-pub fn content_type(path: &Path) -> Option<&'static str> {
+pub(crate) fn content_type(path: &Path) -> Option<&'static str> {
     let ext = path.extension()?.to_str()?.to_ascii_lowercase();
     Some(match ext.as_str() {
         "txt" | "log" => "text/plain",

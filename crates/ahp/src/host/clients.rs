@@ -15,7 +15,7 @@ use crate::protocol::errors::AhpError;
 use crate::protocol::versions::Version;
 use ahp_bridge_jsonrpc::{ErrorCode, Peer, RpcError};
 
-pub type ConnId = u64;
+pub(crate) type ConnId = u64;
 
 pub(super) struct Clients {
     conns: HashMap<ConnId, Conn>,

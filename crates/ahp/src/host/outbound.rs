@@ -20,7 +20,7 @@ use tracing::warn;
 
 /// What identifies a streamed text part, for merging its deltas.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeltaKey {
+pub(crate) struct DeltaKey {
     pub channel: String,
     pub turn_id: String,
     pub part_id: String,

@@ -15,14 +15,14 @@ use tokio_util::sync::CancellationToken;
 
 /// The limits in force (see `ServerConfig::connection_limits`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnectionLimits {
+pub(crate) struct ConnectionLimits {
     pub total: usize,
     pub per_ip: usize,
 }
 
 /// Connections held now, and the pending ones, oldest first.
 #[derive(Clone)]
-pub struct Admission {
+pub(crate) struct Admission {
     inner: Arc<Mutex<Held>>,
     limits: ConnectionLimits,
 }
@@ -45,7 +45,7 @@ struct Pending {
 
 /// A place held by one connection, given back when it ends (or when the
 /// connection is closed to make room, whichever comes first).
-pub struct Permit {
+pub(crate) struct Permit {
     admission: Admission,
     id: u64,
     ip: IpAddr,
@@ -63,10 +63,10 @@ pub struct Permit {
 
 /// Why a connection was refused: the limit, as the config names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Refused(pub &'static str);
+pub(crate) struct Refused(pub &'static str);
 
 impl Admission {
-    pub fn new(limits: ConnectionLimits) -> Self {
+    pub(crate) fn new(limits: ConnectionLimits) -> Self {
         Self {
             inner: Arc::default(),
             limits,
@@ -80,7 +80,7 @@ impl Admission {
     /// A place for a new connection from `ip`, pending until it initializes:
     /// the oldest pending connection (of that address, at its limit) is
     /// closed first if there is no room.
-    pub fn admit(&self, ip: IpAddr) -> Result<Permit, Refused> {
+    pub(crate) fn admit(&self, ip: IpAddr) -> Result<Permit, Refused> {
         let mut h = self.lock();
         let mut made_room = None;
         if h.per_ip.get(&ip).copied().unwrap_or(0) >= self.limits.per_ip {
@@ -119,7 +119,8 @@ impl Admission {
     }
 
     /// How many connections are held now, and how many are pending.
-    pub fn counts(&self) -> (usize, usize) {
+    #[cfg(test)]
+    pub(crate) fn counts(&self) -> (usize, usize) {
         let h = self.lock();
         (h.total, h.pending.len())
     }
@@ -155,7 +156,7 @@ impl Held {
 
 impl Permit {
     /// The connection initialized: it is no longer closed to make room.
-    pub fn initialized(&self) {
+    pub(crate) fn initialized(&self) {
         let mut h = self.admission.lock();
         h.pending.retain(|p| p.id != self.id);
     }

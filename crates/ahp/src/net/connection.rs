@@ -38,7 +38,7 @@ const LINGER_LIMIT: Duration = Duration::from_secs(2);
 
 /// What every connection of one listener shares.
 #[derive(Clone)]
-pub struct ListenerShared {
+pub(crate) struct ListenerShared {
     /// Seals and opens this host's paging cursors.
     pub cursors: Arc<CursorKey>,
     /// Bounds the file requests running at once, host-wide.
@@ -119,7 +119,7 @@ async fn send_or_kill(sink: &mut Sink, m: Message, kill: &CancellationToken) -> 
 /// Serves one upgraded connection, authenticated as `auth`;
 /// `handshake_deadline` is when it must have sent `initialize` (or
 /// `reconnect`) by.
-pub async fn run(
+pub(crate) async fn run(
     ws: WebSocketStream<Replayed>,
     host: Arc<Host>,
     shutdown: CancellationToken,

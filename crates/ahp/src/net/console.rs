@@ -11,7 +11,7 @@ use super::head::Asked;
 
 /// Every page response carries these: no inline script or style, nothing
 /// from elsewhere, never framed, no type sniffing, no referrer.
-pub const SECURITY_HEADERS: &str = "Content-Security-Policy: default-src 'self'; \
+pub(crate) const SECURITY_HEADERS: &str = "Content-Security-Policy: default-src 'self'; \
 script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; \
 object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n\
 X-Content-Type-Options: nosniff\r\n\
@@ -19,7 +19,7 @@ Referrer-Policy: no-referrer\r\n\
 Cross-Origin-Opener-Policy: same-origin\r\n";
 
 /// One embedded file.
-pub struct Asset {
+pub(crate) struct Asset {
     pub path: &'static str,
     pub content_type: &'static str,
     pub body: &'static [u8],
@@ -38,7 +38,7 @@ macro_rules! asset {
 const JS: &str = "text/javascript; charset=utf-8";
 
 /// The console, as the binary serves it; `/` is `index.html`.
-pub const ASSETS: &[Asset] = &[
+pub(crate) const ASSETS: &[Asset] = &[
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("console.css", "text/css; charset=utf-8"),
     asset!("app.js", JS),
@@ -57,7 +57,8 @@ pub const ASSETS: &[Asset] = &[
 ];
 
 /// The bytes the console adds to the binary.
-pub fn embedded_bytes() -> usize {
+#[cfg(test)]
+pub(crate) fn embedded_bytes() -> usize {
     ASSETS.iter().map(|a| a.body.len()).sum()
 }
 
@@ -80,14 +81,16 @@ fn etag(index: usize) -> &'static str {
 
 /// A whole response: status line and headers, and the body to send.
 #[derive(Debug)]
-pub struct HttpResponse {
+pub(crate) struct HttpResponse {
+    /// The status the head's first line holds, for the tests to read.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub status: u16,
     pub head: String,
     pub body: &'static [u8],
 }
 
 /// The answer to a page request (never an upgrade).
-pub fn answer(method: &str, path: &str, if_none_match: Option<&str>) -> HttpResponse {
+pub(crate) fn answer(method: &str, path: &str, if_none_match: Option<&str>) -> HttpResponse {
     if method != "GET" && method != "HEAD" {
         return plain(405, "Method Not Allowed", "only GET and HEAD\n");
     }
@@ -120,7 +123,7 @@ pub fn answer(method: &str, path: &str, if_none_match: Option<&str>) -> HttpResp
 }
 
 /// A short plain-text answer (a refusal), with the same headers as a page.
-pub fn plain(status: u16, reason: &str, text: &'static str) -> HttpResponse {
+pub(crate) fn plain(status: u16, reason: &str, text: &'static str) -> HttpResponse {
     HttpResponse {
         status,
         head: format!(
@@ -133,7 +136,7 @@ pub fn plain(status: u16, reason: &str, text: &'static str) -> HttpResponse {
 }
 
 /// Answers one page request on `stream` and closes it.
-pub async fn serve(stream: &mut (impl AsyncWrite + Unpin), asked: &Asked) {
+pub(crate) async fn serve(stream: &mut (impl AsyncWrite + Unpin), asked: &Asked) {
     let a = match asked {
         Asked::Page {
             method,

@@ -17,7 +17,7 @@ use ahp_bridge_telemetry::Refusal;
 /// The token a client presents: `Authorization: Bearer TOKEN` (the scheme
 /// in any case), or `?token=` / `?tkn=` in the query (the keys browser
 /// clients use, since they cannot set headers on a WebSocket).
-pub fn presented_token<'a>(
+pub(crate) fn presented_token<'a>(
     auth_header: Option<&'a str>,
     query: Option<&'a str>,
 ) -> Option<&'a str> {
@@ -38,7 +38,7 @@ pub fn presented_token<'a>(
 /// `allowed`, or an entry ends in `:*` (`http://localhost:*`) and the origin
 /// is that scheme and host on any port (or none). Nothing else matches: not
 /// `http://localhost.evil.example`, not another scheme.
-pub fn origin_allowed(allowed: &[String], origin: &str) -> bool {
+pub(crate) fn origin_allowed(allowed: &[String], origin: &str) -> bool {
     allowed.iter().any(|a| match a.strip_suffix(":*") {
         Some(base) => {
             origin == base
@@ -57,7 +57,7 @@ pub fn origin_allowed(allowed: &[String], origin: &str) -> bool {
 /// client reached, as an IP literal (a name could be rebound to loopback by
 /// another site), and `localhost` on that port when it is loopback; `https`
 /// with TLS.
-pub fn own_origins(local: SocketAddr, tls: bool) -> Vec<String> {
+pub(crate) fn own_origins(local: SocketAddr, tls: bool) -> Vec<String> {
     let scheme = if tls { "https" } else { "http" };
     let mut own = vec![format!("{scheme}://{local}")];
     if local.ip().is_loopback() {
@@ -77,7 +77,7 @@ fn presented_ticket(query: Option<&str>) -> Option<&str> {
 /// Why a request was not let in: the HTTP status and a body that says why
 /// (never the credential).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KeptOut {
+pub(crate) struct KeptOut {
     pub status: StatusCode,
     pub why: String,
 }
@@ -91,7 +91,7 @@ impl KeptOut {
     }
 
     /// The counter's reason.
-    pub fn refusal(&self) -> Refusal {
+    pub(crate) fn refusal(&self) -> Refusal {
         match self.status {
             StatusCode::FORBIDDEN => Refusal::Origin,
             _ => Refusal::Unauthorized,
@@ -100,7 +100,7 @@ impl KeptOut {
 }
 
 /// What a request presents and how it reached the listener.
-pub struct Asking<'a> {
+pub(crate) struct Asking<'a> {
     pub presented: &'a Presented,
     /// The identities of its verified client certificate.
     pub certs: &'a [CertIdentity],
@@ -114,7 +114,7 @@ pub struct Asking<'a> {
 /// The principal a request authenticates as, and with what: its Origin
 /// checked first, then a ticket, a token (`Authorization: Bearer`,
 /// `?token=`, `?tkn=`), a client certificate, in that order; or why not.
-pub async fn authenticate(
+pub(crate) async fn authenticate(
     cfg: &ServerConfig,
     principals: &Principals,
     asking: &Asking<'_>,

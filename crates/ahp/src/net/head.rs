@@ -11,13 +11,13 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use super::transport::Transport;
 
 /// The most a request head may hold; a browser's is well under it.
-pub const MAX_HEAD: usize = 16 * 1024;
+pub(crate) const MAX_HEAD: usize = 16 * 1024;
 
 /// What a request presents to be let in: its `Authorization` header, its
 /// query (`?token=`, `?tkn=`, `?ticket=`) and its `Origin`. Secrets: never
 /// printed (its `Debug` says only what is there).
 #[derive(Default, PartialEq, Eq)]
-pub struct Presented {
+pub(crate) struct Presented {
     pub authorization: Option<String>,
     pub query: Option<String>,
     pub origin: Option<String>,
@@ -35,7 +35,7 @@ impl std::fmt::Debug for Presented {
 
 /// What the first request asks for.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Asked {
+pub(crate) enum Asked {
     /// `Upgrade: websocket`: the AHP handshake.
     Upgrade(Presented),
     /// Any other request: a page (or `POST /ticket`), by method and path
@@ -50,7 +50,7 @@ pub enum Asked {
 
 /// Why the head was not read.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum BadHead {
+pub(crate) enum BadHead {
     #[error("request head over {MAX_HEAD} bytes")]
     TooLarge,
     #[error("not an HTTP/1.x request")]
@@ -60,7 +60,7 @@ pub enum BadHead {
 }
 
 /// Classifies a whole head; `Ok(None)`: more bytes are needed.
-pub fn classify(buf: &[u8]) -> Result<Option<Asked>, BadHead> {
+pub(crate) fn classify(buf: &[u8]) -> Result<Option<Asked>, BadHead> {
     let mut headers = [httparse::EMPTY_HEADER; 48];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {
@@ -97,7 +97,9 @@ pub fn classify(buf: &[u8]) -> Result<Option<Asked>, BadHead> {
 
 /// Reads until the head is whole; returns what it asks and every byte read
 /// (the head and whatever followed it). The caller bounds the time.
-pub async fn read_head(stream: &mut (impl AsyncRead + Unpin)) -> Result<(Asked, Vec<u8>), BadHead> {
+pub(crate) async fn read_head(
+    stream: &mut (impl AsyncRead + Unpin),
+) -> Result<(Asked, Vec<u8>), BadHead> {
     let mut buf = Vec::with_capacity(2048);
     loop {
         let mut chunk = [0u8; 2048];
@@ -114,14 +116,14 @@ pub async fn read_head(stream: &mut (impl AsyncRead + Unpin)) -> Result<(Asked, 
 
 /// A socket whose first bytes were already read: they are read again first,
 /// so the WebSocket handshake sees the request whole.
-pub struct Replayed {
+pub(crate) struct Replayed {
     ahead: Vec<u8>,
     at: usize,
     stream: Transport,
 }
 
 impl Replayed {
-    pub fn new(ahead: Vec<u8>, stream: Transport) -> Self {
+    pub(crate) fn new(ahead: Vec<u8>, stream: Transport) -> Self {
         Self {
             ahead,
             at: 0,

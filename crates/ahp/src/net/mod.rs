@@ -5,12 +5,12 @@
 //! one connection's reader and writer ([`connection`]); TLS and its
 //! certificate reloads ([`tls`]) under one byte stream ([`transport`]); the
 //! console's tickets asked for by `POST /ticket` ([`ticket_page`]).
-pub mod admission;
-pub mod connection;
-pub mod console;
-pub mod gate;
-pub mod head;
+pub(crate) mod admission;
+pub(crate) mod connection;
+pub(crate) mod console;
+pub(crate) mod gate;
+pub(crate) mod head;
 pub mod server;
-pub mod ticket_page;
+pub(crate) mod ticket_page;
 pub mod tls;
 pub mod transport;

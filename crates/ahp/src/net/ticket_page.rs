@@ -15,7 +15,7 @@ use ahp_bridge_base::config::Role;
 use ahp_bridge_telemetry::{metrics, Escaped};
 
 /// The JSON answer to a `POST /ticket`, by whether the request authenticated.
-pub fn body(answer: Result<Authenticated, KeptOut>, tickets: &Tickets) -> (u16, String) {
+pub(crate) fn body(answer: Result<Authenticated, KeptOut>, tickets: &Tickets) -> (u16, String) {
     let auth = match answer {
         Ok(a) => a,
         Err(r) => {
@@ -49,7 +49,7 @@ pub fn body(answer: Result<Authenticated, KeptOut>, tickets: &Tickets) -> (u16, 
 }
 
 /// Answers one `POST /ticket` and closes.
-pub async fn answer(
+pub(crate) async fn answer(
     stream: &mut (impl AsyncWrite + Unpin),
     answer: Result<Authenticated, KeptOut>,
     tickets: &Tickets,

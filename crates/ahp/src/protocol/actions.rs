@@ -93,7 +93,8 @@ const CHAT: &[&str] = &[
 ];
 
 /// Actions a client may send only for a tool call it contributed.
-pub fn needs_tool_owner(action_type: &str) -> bool {
+#[cfg(test)]
+pub(crate) fn needs_tool_owner(action_type: &str) -> bool {
     matches!(
         action_type,
         "chat/toolCallComplete" | "chat/toolCallContentChanged"
@@ -101,7 +102,7 @@ pub fn needs_tool_owner(action_type: &str) -> bool {
 }
 
 /// Whether a client may dispatch `action_type` on a channel of `kind`.
-pub fn client_may_dispatch(kind: ChannelKind, action_type: &str) -> Result<(), Rejection> {
+pub(crate) fn client_may_dispatch(kind: ChannelKind, action_type: &str) -> Result<(), Rejection> {
     let allowed = match kind {
         ChannelKind::Root => ROOT,
         ChannelKind::Session => SESSION,

@@ -2,8 +2,8 @@
 //! error codes ([`errors`]), actions and which a client may dispatch
 //! ([`actions`]), the typed params of every request ([`params`]) and
 //! version negotiation ([`versions`]).
-pub mod actions;
+pub(crate) mod actions;
 pub mod errors;
-pub mod params;
+pub(crate) mod params;
 pub mod uri;
-pub mod versions;
+pub(crate) mod versions;

@@ -22,7 +22,7 @@ use ahp_bridge_jsonrpc::{ErrorCode, RpcError};
 
 /// The requests this host answers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HostMethod {
+pub(crate) enum HostMethod {
     Ping,
     Initialize,
     Reconnect,
@@ -67,12 +67,12 @@ const METHODS: &[(&str, HostMethod)] = &[
 impl HostMethod {
     /// The method of a request's name; `None` for one this host does not
     /// answer (see `cmd::surface` for how each is refused).
-    pub fn of(name: &str) -> Option<Self> {
+    pub(crate) fn of(name: &str) -> Option<Self> {
         METHODS.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
     }
 
     /// Its name on the wire.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         METHODS
             .iter()
             .find(|(_, m)| *m == self)
@@ -90,14 +90,16 @@ impl HostMethod {
     }
 
     /// Whether it may come before `initialize` (or `reconnect`).
-    pub fn before_initialize(self) -> bool {
+    pub(crate) fn before_initialize(self) -> bool {
         matches!(self, Self::Ping | Self::Initialize | Self::Reconnect)
     }
 }
 
 /// One request, parsed.
 #[derive(Debug, Clone)]
-pub enum Request {
+// Each variant is an AHP method's name (`resourceRequest` among them).
+#[allow(clippy::enum_variant_names)]
+pub(crate) enum Request {
     Ping,
     Initialize(InitializeParams),
     Reconnect(Reconnect),
@@ -153,7 +155,7 @@ impl Request {
 /// `createSession`, with what the official params drop or leave out: the
 /// active-client entry's opt-in, and a `fork` (which this host refuses).
 #[derive(Debug, Clone)]
-pub struct CreateSession {
+pub(crate) struct CreateSession {
     pub channel: String,
     pub provider: Option<String>,
     pub working_directories: Option<Vec<String>>,
@@ -208,7 +210,7 @@ impl CreateSession {
 /// (each subscription with its own cursor).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Reconnect {
+pub(crate) struct Reconnect {
     pub client_id: String,
     /// Any `serverSeq` a host may have sent: up to `u64::MAX` (ours start
     /// from the clock, in microseconds). A number it never sent gets
@@ -224,7 +226,7 @@ pub struct Reconnect {
 /// One subscription to resume: a URI, or a URI with its own cursor.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-pub enum Resume {
+pub(crate) enum Resume {
     Uri(String),
     #[serde(rename_all = "camelCase")]
     Channel {
@@ -267,7 +269,7 @@ fn traceparent<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>,
 
 /// The notifications a client sends.
 #[derive(Debug, Clone)]
-pub enum Notification {
+pub(crate) enum Notification {
     DispatchAction(DispatchAction),
     Unsubscribe(UnsubscribeParams),
 }

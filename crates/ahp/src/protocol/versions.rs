@@ -3,7 +3,7 @@
 use ahp_types::state::SessionSummary;
 
 /// The protocol versions this host implements, most preferred first.
-pub const IMPLEMENTED_VERSIONS: &[&str] = ahp_types::SUPPORTED_PROTOCOL_VERSIONS;
+pub(crate) const IMPLEMENTED_VERSIONS: &[&str] = ahp_types::SUPPORTED_PROTOCOL_VERSIONS;
 
 /// The line of the protocol a connection speaks: what it may be sent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -66,7 +66,7 @@ impl Version {
 /// baseline's caret range (`^1.0.0`, `^0.9.0`), returned as offered,
 /// whatever the order. `Ok(None)`: nothing in common; `Err`: a malformed
 /// entry (three plain integers, no prerelease), named.
-pub fn negotiate(offered: &[String]) -> Result<Option<String>, MalformedVersion> {
+pub(crate) fn negotiate(offered: &[String]) -> Result<Option<String>, MalformedVersion> {
     match ahp_types::negotiate_protocol_version(offered) {
         Ok(v) => Ok(v.map(String::from)),
         Err(e) => Err(MalformedVersion(e.to_string())),
@@ -76,7 +76,7 @@ pub fn negotiate(offered: &[String]) -> Result<Option<String>, MalformedVersion>
 /// An offered version that is not three plain integers.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct MalformedVersion(String);
+pub(crate) struct MalformedVersion(String);
 
 fn semver(v: &str) -> Option<(u64, u64, u64)> {
     let mut parts = v.split('.').map(|p| p.parse::<u64>().ok());

@@ -18,8 +18,8 @@ use tracing::{debug, warn};
 
 use self::http::{read_request, respond, AdminRequest};
 use self::ready::Readiness;
-use crate::ahp::net::tls::Tls;
-use crate::ahp::net::transport::Transport;
+use crate::ahp::tls::Tls;
+use crate::ahp::transport::Transport;
 use crate::telemetry::metrics;
 use crate::telemetry::{wants_openmetrics, OPENMETRICS, TEXT_004};
 

@@ -12,7 +12,7 @@ use rustls::crypto::{verify_tls12_signature, verify_tls13_signature, WebPkiSuppo
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, DigitallySignedStruct, SignatureScheme};
 
-use crate::ahp::net::tls::{certificates, provider, BadPair};
+use crate::ahp::tls::{certificates, provider, BadPair};
 
 /// Accepts a server whose certificate is one of the file's (a rotation may
 /// be in flight: the listener still serves the chain's old leaf for a few

@@ -10,8 +10,8 @@ use std::sync::{Arc, Weak};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::ahp::channels::WrittenRecord;
-use crate::ahp::host::Host;
+use crate::ahp::Host;
+use crate::ahp::WrittenRecord;
 use crate::audit::Ship;
 use crate::audit::Shipper;
 

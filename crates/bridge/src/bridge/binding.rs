@@ -11,7 +11,7 @@ use serde_json::json;
 use tracing::{debug, warn};
 
 use super::turn_error::TurnError;
-use crate::ahp::backend::ActiveClientView;
+use crate::ahp::ActiveClientView;
 use crate::config::{OverrideAction, OverrideConfig};
 use crate::policy::{owners, OptIn, Policy};
 use crate::runtime::RuntimeConn;

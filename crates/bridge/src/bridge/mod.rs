@@ -61,7 +61,7 @@ use self::shutdown::Stop;
 use self::turn::{mirror_id, TurnOver, TurnRequest, SHUTTING_DOWN};
 use self::turn_error::TurnError;
 use self::turn_trace::TurnSpans;
-use crate::ahp::host::Host;
+use crate::ahp::Host;
 use crate::audit::AuditLog;
 use crate::config::Reloadable;
 use crate::policy::PolicyReader;

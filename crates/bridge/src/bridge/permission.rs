@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::ahp::host::Host;
+use crate::ahp::Host;
 use crate::policy::{lexical, Body};
 use crate::policy::{Ask, Recording};
 

@@ -5,7 +5,7 @@
 use super::sdk;
 use super::turn::TurnRequest;
 use super::Bridge;
-use crate::ahp::backend::{Backend, ClientPhase};
+use crate::ahp::{Backend, ClientPhase};
 use crate::runtime::{SessionDestroy, SessionRef};
 
 impl Backend for Bridge {

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ahp::extension::{TransformParams, TransformResult, TRANSFORM_METHOD};
-use crate::ahp::host::Host;
+use crate::ahp::Host;
+use crate::ahp::{TransformParams, TransformResult, TRANSFORM_METHOD};
 use crate::jsonrpc::CallError;
 use crate::policy::OptIn;
 use crate::telemetry::metrics;

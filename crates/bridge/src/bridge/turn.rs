@@ -22,7 +22,7 @@ use super::effects::{Effects, MirrorChanges, RuntimeCall};
 use super::turn_mapper::{OpenTool, TurnMapper};
 use super::turn_trace::{Ending, TurnSpans};
 use super::user_input::{chat_request, runtime_answer};
-use crate::ahp::backend::Dispatcher;
+use crate::ahp::Dispatcher;
 use crate::runtime::ToolOutcome;
 use crate::runtime::UserInputAnswer;
 use crate::runtime::{PermissionRequest, RuntimeEvent};

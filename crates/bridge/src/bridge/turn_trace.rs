@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use tracing::field::Empty;
 use tracing::{debug, info_span, Span};
 
-use crate::ahp::backend::Dispatcher;
+use crate::ahp::Dispatcher;
 use crate::runtime::UserInputAnswer;
 use crate::runtime::{RuntimeEvent, Usage};
 use crate::telemetry::set_remote_parent;

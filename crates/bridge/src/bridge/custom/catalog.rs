@@ -7,7 +7,7 @@ use std::sync::Arc;
 use ahp_types::state::{Customization, CustomizationLoadState};
 
 use super::shape;
-use crate::ahp::ahp_customizations::{host_container, host_uri};
+use crate::ahp::{host_container, host_uri};
 use crate::config::{Contents, HostContainer, HostSource};
 use crate::customize::{read_directory, read_package, Bounds, ChildKind, DiskSource, Package};
 

@@ -14,7 +14,7 @@ use ahp_types::commands::{
 };
 use data_encoding::BASE64;
 
-use crate::ahp::protocol::errors::AhpError;
+use crate::ahp::errors::AhpError;
 use crate::customize::{BoxFuture, EntryKind, PackageSource, SourceEntry, SourceError};
 use crate::jsonrpc::{CallError, Peer};
 

@@ -20,8 +20,8 @@ use ahp_types::state::{ChildCustomization, Customization};
 
 use self::catalog::HostEntry;
 use self::runtime_map::{Applied, Contribution, Mapped, RuntimeContents, Written};
-use crate::ahp::ahp_customizations::{children_of, container_enabled, id_of, plugin, PluginOrigin};
-use crate::ahp::backend::{ActiveClientView, ClientPlugin};
+use crate::ahp::{children_of, container_enabled, id_of, plugin, PluginOrigin};
+use crate::ahp::{ActiveClientView, ClientPlugin};
 use crate::audit::Source;
 use crate::config::{CustomizationPolicy, HostContainer, HostSource, Reloadable};
 use crate::customize::{Bounds, Package};

@@ -10,7 +10,7 @@ use ahp_types::state::{
     RuleCustomization, SkillCustomization,
 };
 
-use crate::ahp::ahp_customizations::{mcp_server_error, stopped_mcp_server};
+use crate::ahp::{mcp_server_error, stopped_mcp_server};
 use crate::customize::{Child, ChildKind, Load, Package};
 
 /// How many child problems a container's message names before it counts.
@@ -203,7 +203,7 @@ pub fn child_ref(c: &ChildCustomization) -> Option<(&str, Option<bool>)> {
             &m.id,
             m.enablement
                 .as_deref()
-                .map(|e| crate::ahp::ahp_customizations::effective(Some(e))),
+                .map(|e| crate::ahp::effective(Some(e))),
         ),
         ChildCustomization::Unknown(_) => return None,
     })

@@ -30,9 +30,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 use self::session_map::{RelaySessions, Relayed, Turn};
-use crate::ahp::backend::{Backend, ClientPhase, Dispatcher};
-use crate::ahp::host::Host;
-use crate::ahp::protocol::uri::{chat_uri_of, file_uri_of};
+use crate::ahp::uri::{chat_uri_of, file_uri_of};
+use crate::ahp::Host;
+use crate::ahp::{Backend, ClientPhase, Dispatcher};
 use crate::audit::AuditLog;
 use crate::bridge::turn_mapper::{user_message, user_turn_started};
 use crate::config::{OnFailure, RuntimeConfig, Secret};

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use crate::ahp::backend::Dispatcher;
+use crate::ahp::Dispatcher;
 
 /// One relayed session.
 #[derive(Debug, Clone)]

@@ -17,7 +17,7 @@ use tracing::{info, warn};
 
 use super::relay_error::RelayError;
 use super::{config, upstream_events, Relay, RelaySettings, LINK_LOST};
-use crate::ahp::host::Host;
+use crate::ahp::Host;
 use crate::upstream;
 use crate::upstream::{link, Target};
 

@@ -10,7 +10,7 @@
 use ahp_types::common::JsonObject;
 use serde_json::{json, Map, Value};
 
-use crate::ahp::host::SessionStart;
+use crate::ahp::SessionStart;
 use crate::audit::sha256_hex;
 use crate::audit::{AddedSectionRecord, SectionOrigin, SessionSectionsRecord};
 use std::collections::BTreeMap;

@@ -11,7 +11,7 @@ use serde_json::json;
 use tokio::sync::oneshot;
 
 use super::app_conn::{AppConn, AppReply, OWN_ID};
-use crate::ahp::auth::Principal;
+use crate::ahp::Principal;
 use crate::policy::ClientKind;
 use crate::policy::OptIn;
 use crate::runtime::TransformSections;

@@ -28,7 +28,7 @@ use super::app_clients::AppClients;
 use super::app_conn::{lock, AppConn, AppReply, OWN_ID};
 use super::gate_error::{OpenRuntimeError, SdkListenError};
 use super::SdkGate;
-use crate::ahp::net::tls::Tls;
+use crate::ahp::tls::Tls;
 use crate::bridge::turn::SHUTTING_DOWN;
 use crate::runtime::ContentLengthCodec;
 use crate::runtime::Reach;

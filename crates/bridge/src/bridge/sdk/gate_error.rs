@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::ahp::net::tls::TlsLoadError;
+use crate::ahp::tls::TlsLoadError;
 use crate::bridge::ReachError;
 use crate::runtime::FrameError;
 

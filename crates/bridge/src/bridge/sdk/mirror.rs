@@ -16,12 +16,12 @@ use ahp_types::actions::{SessionReadyAction, StateAction};
 use serde_json::value::RawValue;
 use tracing::debug;
 
-use crate::ahp::auth::Principal;
-use crate::ahp::cmd::config_schema;
-use crate::ahp::cmd::session_commands::new_session;
-use crate::ahp::host::sessions::WATCHED_ONLY;
-use crate::ahp::host::Host;
-use crate::ahp::protocol::uri::chat_uri_of;
+use crate::ahp::config_schema;
+use crate::ahp::session_commands::new_session;
+use crate::ahp::sessions::WATCHED_ONLY;
+use crate::ahp::uri::chat_uri_of;
+use crate::ahp::Host;
+use crate::ahp::Principal;
 use crate::bridge::turn_mapper::{user_turn_started, TurnMapper};
 use crate::runtime::Mismatch;
 use crate::runtime::Repeats;

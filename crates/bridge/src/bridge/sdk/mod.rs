@@ -21,8 +21,8 @@ use self::app_conn::{AppConn, DISPOSED};
 use self::app_vet::{vet, Rules, Vetted, Violation};
 use super::customizing::Customizing;
 use super::pool::{Pool, ReachError, Starts};
-use crate::ahp::auth::Principal;
-use crate::ahp::protocol::uri::file_uri_of;
+use crate::ahp::uri::file_uri_of;
+use crate::ahp::Principal;
 use crate::audit::sha256_hex;
 use crate::audit::AuditLog;
 use crate::audit::{SdkDecision, SdkFinding, SdkSessionRecord};
@@ -77,7 +77,7 @@ pub struct SdkGate {
 
 /// The parts of the bridge an SDK gate works with.
 pub(super) struct Parts {
-    pub host: Weak<crate::ahp::host::Host>,
+    pub host: Weak<crate::ahp::Host>,
     pub pool: Arc<Pool>,
     pub owner: Weak<dyn Starts>,
     pub router: Arc<Router>,

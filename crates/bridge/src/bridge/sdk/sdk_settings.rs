@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::ahp::auth::Principal;
+use crate::ahp::Principal;
 use crate::config::{Config, SdkConfig};
 
 #[derive(Clone)]
