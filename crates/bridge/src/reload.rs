@@ -28,7 +28,7 @@ use crate::ahp::tls::{Tls, POLL};
 use crate::ahp::Host;
 use crate::ahp::Principals;
 use crate::audit::AuditLog;
-use crate::config::watch::{watch_files, Watched};
+use crate::config::{watch_files, Watched};
 use crate::config::{Config, ConfigError, LoadError};
 use crate::policy::{Policy, PolicySource};
 use crate::telemetry::{metrics, Causes};

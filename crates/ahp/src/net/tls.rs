@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info};
 
-use ahp_bridge_base::config::watch::{watch_files, Watched};
+use ahp_bridge_base::config::{watch_files, Watched};
 use ahp_bridge_base::config::{CertIdentity, ClientAuth, TlsConfig};
 use ahp_bridge_telemetry::metrics;
 

@@ -26,7 +26,7 @@ mod secret;
 mod server_config;
 mod state;
 mod tls_config;
-pub mod watch;
+mod watch;
 pub use audit::{AuditConfig, FsyncPolicy, OnFailure, SyslogConfig, SyslogTarget};
 pub use customizations::{
     ClientMcpServers, ClientPlugins, Contents, CustomizationPolicy, CustomizationsConfig,
@@ -53,6 +53,7 @@ pub use secret::Secret;
 pub use server_config::ServerConfig;
 pub use state::{StateConfig, DEFAULT_STATE_FILE};
 pub use tls_config::{AdminTlsConfig, ClientAuth, TlsConfig};
+pub use watch::{watch_files, FolderWatch, Watched};
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -28,7 +28,7 @@ use crate::ahp::{children_of, id_of, mcp_server_error};
 use crate::audit::now_rfc3339;
 use crate::audit::AuditLog;
 use crate::audit::{CustomizationDecision, CustomizationRecord, Source};
-use crate::config::watch::FolderWatch;
+use crate::config::FolderWatch;
 use crate::config::Reloadable;
 use crate::customize::read_package;
 use crate::policy::Body;
