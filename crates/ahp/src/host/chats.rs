@@ -54,8 +54,10 @@ impl Chats {
 
     /// The sessions whose chat has a turn running, and whether `client_id`
     /// started that turn.
-    pub(super) fn running(&self, client_id: &str) -> impl Iterator<Item = (&str, bool)> + '_ {
-        let client_id = client_id.to_owned();
+    pub(super) fn running<'a>(
+        &'a self,
+        client_id: &'a str,
+    ) -> impl Iterator<Item = (&'a str, bool)> + 'a {
         self.entries.values().filter_map(move |c| {
             let turn = c.state.active_turn.as_ref()?;
             let started = c

@@ -42,13 +42,11 @@ impl<'h> SessionList<'h> {
         new: NewSession,
         active: Option<Action>,
     ) -> Result<(), RpcError> {
-        let (uri, owner) = (new.uri.clone(), new.owner.clone());
+        let uri = new.uri.clone();
         {
             let mut st = self.core.lock();
-            self.may_add_session(&st, conn, &owner)?;
-            if st.sessions.insert(new).is_err() {
-                return Err(already_exists(&uri));
-            }
+            self.may_add_session(&st, conn, &new.owner)?;
+            self.insert_announced(&mut st, new)?;
             let max = self.core.settings().server().max_subscriptions;
             let room = st
                 .clients
@@ -56,10 +54,6 @@ impl<'h> SessionList<'h> {
                 .is_some_and(|(held, _)| held < max);
             if room {
                 st.clients.subscribe(conn, [uri.clone()]);
-            }
-            if let Some(summary) = st.sessions.summary(&uri) {
-                self.core
-                    .notify_root(&st, &owner, RootNotice::Added(Box::new(summary)));
             }
         }
         self.core.update_active_sessions();
@@ -76,18 +70,22 @@ impl<'h> SessionList<'h> {
     /// run by the app itself): the root hears of it; the backend is not told
     /// (there is nothing for it to create).
     pub fn add_watched_session(&self, new: NewSession) -> Result<(), RpcError> {
-        let (uri, owner) = (new.uri.clone(), new.owner.clone());
-        {
-            let mut st = self.core.lock();
-            if st.sessions.insert(new).is_err() {
-                return Err(already_exists(&uri));
-            }
-            if let Some(summary) = st.sessions.summary(&uri) {
-                self.core
-                    .notify_root(&st, &owner, RootNotice::Added(Box::new(summary)));
-            }
-        }
+        self.insert_announced(&mut self.core.lock(), new)?;
         self.core.update_active_sessions();
+        Ok(())
+    }
+
+    /// Inserts `new` under the lock the caller holds, and tells the root's
+    /// subscribers who may see it.
+    fn insert_announced(&self, st: &mut HostState, new: NewSession) -> Result<(), RpcError> {
+        let (uri, owner) = (new.uri.clone(), new.owner.clone());
+        if st.sessions.insert(new).is_err() {
+            return Err(already_exists(&uri));
+        }
+        if let Some(summary) = st.sessions.summary(&uri) {
+            self.core
+                .notify_root(st, &owner, RootNotice::Added(Box::new(summary)));
+        }
         Ok(())
     }
 
