@@ -39,12 +39,12 @@ use std::time::{Duration, Instant};
 
 use ahp::{Client, ClientConfig, SubscriptionEvent};
 use ahp_bridge_join::config::{Config, RuntimeProtocol, Secret};
-use ahp_bridge_join::demo::github::GitHubFake;
-use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::scripted_reply::Reply;
 use ahp_bridge_join::runtime::{spawn_ahp_host, AhpHostProcess};
 use ahp_bridge_join::upstream::CopilotMeta;
 use ahp_bridge_join::upstream::{sealed_token, SealBinding};
+use ahp_bridge_join::GitHubFake;
+use ahp_bridge_join::Reply;
+use ahp_bridge_join::ScriptedModel;
 use ahp_types::actions::StateAction;
 use ahp_types::state::SnapshotState;
 use common::{ms, pct};

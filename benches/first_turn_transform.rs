@@ -34,10 +34,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ahp::Client;
-use ahp_bridge_join::app::{self, Agent};
 use ahp_bridge_join::config::Config;
-use ahp_bridge_join::demo::model::{ScriptedModel, DEFAULT_REPLY};
-use ahp_bridge_join::run::offline_runtime;
+use ahp_bridge_join::offline_runtime;
 use ahp_bridge_join::runtime::start_runtime;
 use ahp_bridge_join::runtime::RuntimeEvent;
 use ahp_bridge_join::runtime::{
@@ -48,6 +46,8 @@ use ahp_bridge_join::runtime::{
 };
 use ahp_bridge_join::runtime::{RuntimeAnswer, RuntimeRequest, UserInputAnswer};
 use ahp_bridge_join::runtime::{RuntimeConn, RuntimeHandler, RuntimeReplyFuture};
+use ahp_bridge_join::Agent;
+use ahp_bridge_join::{ScriptedModel, DEFAULT_REPLY};
 use ahp_types::actions::StateAction;
 use common::{ms, pct};
 use serde_json::{json, Value};
@@ -262,7 +262,9 @@ async fn run(rounds: usize) {
         &model.base_url(),
         &dir.path().join("direct"),
     );
-    let bridge = app::start(Arc::new(cfg), Agent::Copilot).await.unwrap();
+    let bridge = ahp_bridge_join::start(Arc::new(cfg), Agent::Copilot)
+        .await
+        .unwrap();
     let c = support::client(&bridge).await;
     c.initialize("bench".into(), vec!["1.0.0".into()], vec![])
         .await

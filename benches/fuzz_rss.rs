@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::ScriptedModel;
 use common::mib;
 use common::pipe::{PipeConn, PipeRuntime};
 use serde_json::json;

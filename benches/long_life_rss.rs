@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use ahp::reducers::apply_action_to_chat;
 use ahp::{Client, ClientConfig, SessionSubscription, SubscriptionEvent};
-use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::ScriptedModel;
 use ahp_types::actions::{ActionEnvelope, StateAction};
 use ahp_types::state::{ChatState, TurnState};
 use common::mib;

@@ -19,7 +19,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::ScriptedModel;
 use common::mib;
 use common::pipe::PipeRuntime;
 use futures_util::future::join_all;

@@ -26,7 +26,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use ahp::Client;
-use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::ScriptedModel;
 use common::{busy_between, cpu_time, machine_ticks, ms, secs, thread_cpu};
 use futures_util::future::join_all;
 use serde_json::json;

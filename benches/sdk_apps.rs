@@ -36,11 +36,11 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ahp_bridge_join::app::{self, Agent};
 use ahp_bridge_join::config::Config;
-use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::run::offline_runtime;
+use ahp_bridge_join::offline_runtime;
 use ahp_bridge_join::runtime::start_runtime;
+use ahp_bridge_join::Agent;
+use ahp_bridge_join::ScriptedModel;
 use common::{ms, pct, us};
 use serde_json::{json, Value};
 
@@ -81,9 +81,10 @@ async fn main() {
     assert!(sdk.is_file(), "run scripts/install-sdks.sh first");
     let model = ScriptedModel::start().await.unwrap();
     let (bdir, ddir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let running = app::start(Arc::new(config(&model, bdir.path(), true)), Agent::Copilot)
-        .await
-        .unwrap();
+    let running =
+        ahp_bridge_join::start(Arc::new(config(&model, bdir.path(), true)), Agent::Copilot)
+            .await
+            .unwrap();
     let bridged = running.sdk.expect("[sdk] listens").to_string();
     let direct_cfg = config(&model, ddir.path(), false);
     let direct = start_runtime(&direct_cfg.runtime, 0, Arc::new(support::e2e::Silent), true)

@@ -24,8 +24,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ahp_bridge_join::app::{self, Agent, Running};
 use ahp_bridge_join::config::{Config, TlsConfig};
+use ahp_bridge_join::{Agent, Running};
 use common::pct;
 use common::pipe::{PipeConn, PipeRuntime};
 use common::us;
@@ -77,7 +77,9 @@ async fn side(dir: &std::path::Path, tls: Option<(TlsConfig, Arc<rustls::ClientC
     std::fs::create_dir_all(&own).unwrap();
     cfg.audit.path = Some(own.join("audit.jsonl"));
     cfg.server.tls = tls.as_ref().map(|t| t.0.clone());
-    let r = app::start(Arc::new(cfg), Agent::Copilot).await.unwrap();
+    let r = ahp_bridge_join::start(Arc::new(cfg), Agent::Copilot)
+        .await
+        .unwrap();
     // Both clients connect the same way (Nagle off), so TLS is the only difference.
     let connector = tls
         .as_ref()
@@ -326,7 +328,9 @@ fn handshakes(seconds: u64) {
             cfg.admin.listen = None;
             cfg.server.tls = Some(tls);
             cfg.server.max_connections = Some(4096);
-            let r = app::start(Arc::new(cfg), Agent::None).await.unwrap();
+            let r = ahp_bridge_join::start(Arc::new(cfg), Agent::None)
+                .await
+                .unwrap();
             tx.send(r.addr).unwrap();
             std::future::pending::<()>().await;
         });

@@ -38,11 +38,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ahp_bridge_join::app::{self, Agent};
-use ahp_bridge_join::bridge::transform_clients::HostClients;
 use ahp_bridge_join::config::Config;
 use ahp_bridge_join::policy::{Policy, PolicyReader};
 use ahp_bridge_join::transform::{RecordOptions, Router};
+use ahp_bridge_join::Agent;
+use ahp_bridge_join::HostClients;
 use common::pipe::{frame, read_frame, PipeRuntime};
 use common::{pct, us};
 use serde_json::{json, Value};
@@ -187,7 +187,7 @@ async fn bridge_on(
     dir: &std::path::Path,
     tune: impl FnOnce(&mut Config),
 ) -> (
-    app::Running,
+    ahp_bridge_join::Running,
     ahp::Client,
     common::pipe::PipeConn,
     String,
@@ -201,7 +201,9 @@ async fn bridge_on(
     cfg.admin.listen = None;
     tune(&mut cfg);
     let cfg = Arc::new(cfg);
-    let r = app::start(cfg.clone(), Agent::Copilot).await.unwrap();
+    let r = ahp_bridge_join::start(cfg.clone(), Agent::Copilot)
+        .await
+        .unwrap();
     let t = ahp_ws::WebSocketTransport::connect(&format!("ws://{}", r.addr))
         .await
         .unwrap();

@@ -22,7 +22,7 @@ mod common;
 use std::time::Instant;
 
 use ahp::SessionSubscription;
-use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::ScriptedModel;
 use ahp_types::actions::StateAction;
 use common::mib;
 use common::pipe::PipeRuntime;

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use ahp_bridge_join::config::{Config, LogConfig, LogFormat};
-use ahp_bridge_join::demo::try_policy::TryPolicy;
 use ahp_bridge_join::policy::Policy;
 use ahp_bridge_join::telemetry::Traces;
+use ahp_bridge_join::TryPolicy;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
@@ -89,7 +89,7 @@ enum PolicyCommand {
     /// failed, erred or was skipped (unless -z); 1 when the modules do not
     /// load or compile, --run is not a regular expression, no test ran or
     /// the command line is wrong.
-    Test(ahp_bridge_join::policy_cli::TestArgs),
+    Test(ahp_bridge_join::TestArgs),
     /// Decide one input document at one point with the [policy.rego] of a
     /// config; prints {"deny": [...], "warn": [...]}. An input whose own
     /// "point" field names another point is decided at --point, with a
@@ -233,7 +233,7 @@ fn main() -> ExitCode {
             let ran = match command {
                 // `opa test`'s statuses: 1 when nothing could be run.
                 PolicyCommand::Test(args) => {
-                    return match ahp_bridge_join::policy_cli::test(&args, out) {
+                    return match ahp_bridge_join::test_policies(&args, out) {
                         Ok(code) => ExitCode::from(code),
                         Err(e) => {
                             eprintln!("error: {:#}", anyhow::Error::from(e));
@@ -245,7 +245,7 @@ fn main() -> ExitCode {
                     config,
                     point,
                     input,
-                } => ahp_bridge_join::policy_cli::eval(
+                } => ahp_bridge_join::eval_policy(
                     &config,
                     &point,
                     &input,
@@ -274,7 +274,7 @@ fn main() -> ExitCode {
                 }
                 let format = cfg.log.format;
                 let served = runtime().and_then(|rt| {
-                    rt.block_on(ahp_bridge_join::run::serve(Arc::new(cfg), config, |line| {
+                    rt.block_on(ahp_bridge_join::serve(Arc::new(cfg), config, |line| {
                         say(format, line)
                     }))
                     .map_err(anyhow::Error::from)
@@ -295,7 +295,7 @@ fn main() -> ExitCode {
             init_logs(&LogConfig::default());
             let policy = policy.map(|dir| TryPolicy { dir, report });
             runtime().and_then(|rt| {
-                rt.block_on(ahp_bridge_join::run::demo(
+                rt.block_on(ahp_bridge_join::serve_demo(
                     listen,
                     &allow_origin,
                     policy.as_ref(),
@@ -335,7 +335,7 @@ fn health(admin: Option<std::net::SocketAddr>, config: Option<&PathBuf>) -> Exit
         .as_ref()
         .and_then(|c| c.admin.tls.as_ref())
         .map(|t| t.cert.as_path());
-    match ahp_bridge_join::admin::probe::readyz(addr, tls_cert) {
+    match ahp_bridge_join::readyz(addr, tls_cert) {
         Ok((true, body)) => {
             println!("ready: {body}");
             ExitCode::SUCCESS

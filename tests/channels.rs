@@ -15,7 +15,7 @@ use support::*;
 const ADMIN: &str = "admin-token-0123456789";
 const IDE: &str = "ide-token-0123456789ab";
 
-async fn host() -> ahp_bridge_join::app::Running {
+async fn host() -> ahp_bridge_join::Running {
     let principals = [
         principal_toml("ops", ADMIN, &["observe", "admin"], ""),
         principal_toml("ide", IDE, &["observe", "participate"], ""),
@@ -26,7 +26,7 @@ async fn host() -> ahp_bridge_join::app::Running {
     start_host(cfg).await
 }
 
-async fn initialized_raw(r: &ahp_bridge_join::app::Running, token: &str, id: &str) -> (Raw, Value) {
+async fn initialized_raw(r: &ahp_bridge_join::Running, token: &str, id: &str) -> (Raw, Value) {
     let mut raw = Raw::connect(&format!("ws://{}/?token={token}", r.addr)).await;
     let init = raw
         .call(

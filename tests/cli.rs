@@ -212,7 +212,7 @@ async fn demo_serves_a_conversation_and_stops_on_ctrl_c() {
     support::e2e::ready_session(&c, "ahp-session:/demo", None).await;
     let end = support::e2e::run_turn(&c, "demo", "t1", "hello").await;
     assert_eq!(end.kind, "complete", "{end:?}");
-    assert_eq!(end.text, ahp_bridge_join::demo::model::DEFAULT_REPLY);
+    assert_eq!(end.text, ahp_bridge_join::DEFAULT_REPLY);
     // The demo model calls the runtime's shell on "run: ..."; approve it.
     let mut sub = support::e2e::start_turn(&c, "demo", "t2", "run: echo demo-$((6*7))").await;
     let ready = support::e2e::wait_action(&mut sub, |a| match a {

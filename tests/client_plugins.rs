@@ -15,7 +15,7 @@ use std::time::Duration;
 use ahp::Client;
 use ahp_bridge_join::audit::sha256_hex;
 use ahp_bridge_join::config::{ClientPlugins, Config, Role, SectionRuleConfig};
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
 use ahp_types::actions::StateAction;
 use ahp_types::messages::JsonRpcError;
 use serde_json::{json, Value};

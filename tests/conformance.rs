@@ -17,16 +17,12 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 
-async fn raw_at(r: &ahp_bridge_join::app::Running) -> Raw {
+async fn raw_at(r: &ahp_bridge_join::Running) -> Raw {
     Raw::connect(&format!("ws://{}", r.addr)).await
 }
 
 /// A raw connection initialized as `client_id`, offering `versions`.
-async fn raw_speaking(
-    r: &ahp_bridge_join::app::Running,
-    client_id: &str,
-    versions: &[&str],
-) -> Raw {
+async fn raw_speaking(r: &ahp_bridge_join::Running, client_id: &str, versions: &[&str]) -> Raw {
     let mut raw = raw_at(r).await;
     let init = raw
         .call(

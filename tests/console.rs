@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde_json::json;
 
 use ahp_bridge_join::config::Config;
-use ahp_bridge_join::demo::model::DEFAULT_REPLY;
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
+use ahp_bridge_join::DEFAULT_REPLY;
 use support::browser::Browser;
 use support::console::*;
 use support::e2e::*;

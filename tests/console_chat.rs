@@ -7,7 +7,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
 use serde_json::json;
 use support::console::*;
 

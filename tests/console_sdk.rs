@@ -6,7 +6,7 @@ use crate::support;
 
 use ahp_bridge_join::audit::sha256_hex;
 use ahp_bridge_join::config::Config;
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
 use serde_json::json;
 use support::console::*;
 use support::sdk::{event, node_app, scenario};

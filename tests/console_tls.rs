@@ -8,8 +8,8 @@
 use crate::support;
 
 use ahp_bridge_join::config::{Config, TlsConfig};
-use ahp_bridge_join::demo::model::DEFAULT_REPLY;
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
+use ahp_bridge_join::DEFAULT_REPLY;
 use serde_json::{json, Value};
 use support::browser::Browser;
 use support::console::*;

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use ahp::Client;
 use ahp_bridge_join::audit::sha256_hex;
 use ahp_bridge_join::config::{Config, Contents, DirectoryConfig, McpServerConfig, PluginConfig};
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 use support::e2e::*;

@@ -8,8 +8,8 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
+use ahp_bridge_join::ScriptedModel;
 use ahp_types::actions::StateAction;
 use support::e2e::{ready_session, start_turn, wait_action, wait_turn_end};
 use support::process::*;

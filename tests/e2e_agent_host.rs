@@ -2,7 +2,7 @@
 //! turn streams through it, a tool's permission is the bridge's policy's
 //! and then its clients', and the host's GitHub identity is the bridge's.
 
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::json;
 
@@ -241,14 +241,11 @@ async fn a_token_github_does_not_know_stops_the_start_in_the_hosts_words() {
         "ghu_not0a0token0github0knows000000",
     )
     .unwrap();
-    let e = ahp_bridge_join::app::start(
-        std::sync::Arc::new(cfg),
-        ahp_bridge_join::app::Agent::Copilot,
-    )
-    .await
-    .err()
-    .expect("the start fails")
-    .to_string();
+    let e = ahp_bridge_join::start(std::sync::Arc::new(cfg), ahp_bridge_join::Agent::Copilot)
+        .await
+        .err()
+        .expect("the start fails")
+        .to_string();
     assert!(
         e.contains("the supplied GitHub token could not be validated"),
         "{e}"
@@ -397,12 +394,9 @@ async fn a_host_already_running_is_reached_with_its_token_file() {
     let mut cfg = crate::support::agent_host::agent_host_config(&st.model, &st.github, dir.path());
     cfg.runtime.connect = Some(running.url.clone().into());
     cfg.runtime.ahp.connection_token_file = Some(token_file);
-    let bridge = ahp_bridge_join::app::start(
-        std::sync::Arc::new(cfg),
-        ahp_bridge_join::app::Agent::Copilot,
-    )
-    .await
-    .expect("the bridge links to the running host");
+    let bridge = ahp_bridge_join::start(std::sync::Arc::new(cfg), ahp_bridge_join::Agent::Copilot)
+        .await
+        .expect("the bridge links to the running host");
     let relay = bridge.relay.clone().unwrap();
     assert!(relay.linked());
     assert_eq!(relay.host_pid().await, None, "the bridge started no host");
@@ -435,7 +429,7 @@ async fn after_a_restart_of_the_bridge_a_session_goes_on() {
         st.bridge.stop(std::time::Duration::from_secs(30)).await,
         "a clean stop"
     );
-    let again = ahp_bridge_join::app::start(st.cfg.clone(), ahp_bridge_join::app::Agent::Copilot)
+    let again = ahp_bridge_join::start(st.cfg.clone(), ahp_bridge_join::Agent::Copilot)
         .await
         .expect("the bridge starts again");
     let c = initialized(&again, "ide").await;

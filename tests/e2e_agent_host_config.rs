@@ -4,8 +4,8 @@
 //! question deadline, never its approvals; a value chosen at creation and
 //! one changed later reach the host.
 
-use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
+use ahp_bridge_join::ScriptedModel;
 use serde_json::{json, Value};
 
 use crate::support::agent_host::{start_agent_host_stack, AgentHostStack};

@@ -5,8 +5,8 @@
 //! where section text goes instead.
 
 use ahp::Client;
-use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
+use ahp_bridge_join::ScriptedModel;
 use serde_json::{json, Value};
 
 use crate::support::agent_host::start_agent_host_stack;

@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use ahp::Client;
 use ahp_bridge_join::audit::{sha256_hex, verify_text};
 use ahp_bridge_join::config::Config;
-use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::ScriptedModel;
 use serde_json::{json, Value};
 use support::e2e::*;
 use support::*;

@@ -5,7 +5,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
 use ahp_types::actions::StateAction;
 use support::e2e::*;
 

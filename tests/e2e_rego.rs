@@ -12,7 +12,7 @@ use std::path::Path;
 use ahp::Client;
 use ahp_bridge_join::audit::verify_text;
 use ahp_bridge_join::config::{Config, McpServerConfig};
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 use support::e2e::*;

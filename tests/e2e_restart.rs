@@ -7,8 +7,8 @@ use crate::support;
 use std::time::Duration;
 
 use ahp_bridge_join::audit::verify_file;
-use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
+use ahp_bridge_join::ScriptedModel;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 use support::e2e::*;

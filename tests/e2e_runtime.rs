@@ -3,8 +3,8 @@
 
 use crate::support;
 
-use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
+use ahp_bridge_join::ScriptedModel;
 use ahp_types::actions::StateAction;
 use serde_json::json;
 use support::e2e::*;

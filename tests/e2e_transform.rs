@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use ahp::Client;
 use ahp_bridge_join::audit::{sha256_hex, verify_text};
-use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::ScriptedModel;
 use ahp_types::messages::JsonRpcError;
 use serde_json::{json, Value};
 use support::e2e::*;

@@ -3,7 +3,7 @@
 
 use crate::support;
 
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
 use ahp_types::actions::StateAction;
 use serde_json::json;
 use support::e2e::*;

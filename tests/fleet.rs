@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
+use ahp_bridge_join::ScriptedModel;
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 use support::e2e::{ready_session, start_turn, wait_action, wait_turn_end};

@@ -304,7 +304,7 @@ async fn commands_not_offered_are_32601_naming_the_method_and_writes_are_refused
 #[tokio::test]
 async fn the_demo_lets_loopback_browsers_in_and_serve_does_not() {
     let mut cfg = test_config();
-    cfg.server.allowed_origins = ahp_bridge_join::run::demo_origins(&["https://ui.example".into()]);
+    cfg.server.allowed_origins = ahp_bridge_join::demo_origins(&["https://ui.example".into()]);
     let demo = start_host(cfg).await;
     for ok in [
         "http://localhost:5173",

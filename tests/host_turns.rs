@@ -9,8 +9,8 @@ use crate::support;
 
 use ahp::reducers::apply_action_to_chat;
 use ahp::{Client, SubscriptionEvent};
-use ahp_bridge_join::app::Running;
 use ahp_bridge_join::config::Config;
+use ahp_bridge_join::Running;
 use ahp_types::actions::StateAction;
 use ahp_types::state::ChatState;
 use serde_json::{json, Value};

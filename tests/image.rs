@@ -14,7 +14,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::ScriptedModel;
 use support::e2e::{ready_session, run_turn};
 use support::process::*;
 use support::*;

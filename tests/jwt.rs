@@ -249,7 +249,7 @@ async fn an_expiring_token_closes_its_connection_with_1008() {
 /// credential is ever in its log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_token_jwt_or_ticket_reaches_the_log() {
-    use ahp_bridge_join::demo::model::ScriptedModel;
+    use ahp_bridge_join::ScriptedModel;
     use support::http::post;
     use support::process::{ide_principal, BridgeProcess, TOKEN};
     let idp = Idp::new();

@@ -3,6 +3,8 @@
 //! that import each other (directly or in a circle) or a file over 600 lines
 //! fails here.
 
+#[path = "layout/host_api.rs"]
+mod host_api;
 #[path = "layout/imports.rs"]
 mod imports;
 #[path = "layout/owners.rs"]
@@ -144,6 +146,20 @@ fn allowed(layer: Layer) -> (&'static [&'static str], bool) {
     }
 }
 
+/// What the join's `lib.rs` re-exports, which the entry points name too.
+const JOIN_FACADE: &[&str] = &[
+    "Agent",
+    "Running",
+    "TestArgs",
+    "TryPolicy",
+    "eval_policy",
+    "readyz",
+    "serve",
+    "serve_demo",
+    "start",
+    "test_policies",
+];
+
 /// Every rule the file at `rel` (path under `src/`) breaks.
 fn violations(rel: &str, text: &str) -> Vec<String> {
     let layer = layer_of(rel);
@@ -152,7 +168,8 @@ fn violations(rel: &str, text: &str) -> Vec<String> {
     for (n, line) in text.lines().enumerate() {
         let code = line.split("//").next().unwrap_or_default();
         for used in crate_paths(code) {
-            if !modules.contains(&used.as_str()) {
+            let facade = layer == Layer::Entry && JOIN_FACADE.contains(&used.as_str());
+            if !modules.contains(&used.as_str()) && !facade {
                 out.push(format!(
                     "src/{rel}:{}: {layer:?} may not use crate::{used}",
                     n + 1
@@ -325,55 +342,6 @@ fn seams_carry_typed_values_and_errors_have_names() {
         broken.extend(signature_violations(rel, text));
     }
     assert!(broken.is_empty(), "{}", broken.join("\n"));
-}
-
-/// The host's API is typed: fewer than 5 `pub fn` of the host crate take
-/// or return JSON (`Value`, `JsonObject`), each with a doc comment that
-/// says why it is JSON.
-#[test]
-fn the_hosts_api_is_typed() {
-    let mut json = Vec::new();
-    for (rel, text) in workspace_sources() {
-        if !rel.starts_with("ahp/") || rel.ends_with("_tests.rs") {
-            continue;
-        }
-        let text = product::product(text);
-        let lines: Vec<&str> = text.lines().collect();
-        for (_, sig, i) in signatures(&text) {
-            // `pub` to the crate's users: not `pub(crate)`, not `pub(super)`.
-            let head = lines[i].trim_start();
-            if !(head.starts_with("pub fn ") || head.starts_with("pub async fn ")) {
-                continue;
-            }
-            if !(sig.contains("Value") || sig.contains("JsonObject") || sig.contains("serde_json"))
-            {
-                continue;
-            }
-            let doc: Vec<&str> = lines[..i]
-                .iter()
-                .rev()
-                .take_while(|l| {
-                    l.trim_start().starts_with("///") || l.trim_start().starts_with("#[")
-                })
-                .copied()
-                .collect();
-            let says_why = doc.iter().any(|l| l.contains("JSON"));
-            json.push(format!("{rel}: {} (says why: {says_why})", sig.trim()));
-        }
-    }
-    assert!(
-        json.len() < 5,
-        "pub fns with JSON in the host:\n{}",
-        json.join("\n")
-    );
-    let unexplained: Vec<&String> = json
-        .iter()
-        .filter(|l| l.ends_with("(says why: false)"))
-        .collect();
-    assert!(
-        unexplained.is_empty(),
-        "no comment says why it is JSON:\n{unexplained:?}"
-    );
 }
 
 #[test]

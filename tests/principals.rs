@@ -7,10 +7,10 @@ use crate::support;
 use std::sync::{Arc, Mutex};
 
 use ahp::{Client, ClientError};
-use ahp_bridge_join::app::{self, Agent, Running};
 use ahp_bridge_join::config::{Config, PrincipalConfig, Role, Visibility};
-use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
+use ahp_bridge_join::ScriptedModel;
+use ahp_bridge_join::{Agent, Running};
 use serde_json::{json, Value};
 use support::e2e::*;
 use support::*;
@@ -70,7 +70,9 @@ fn rewrite_transforms(c: &Client, marker: &'static str) -> Seen {
 async fn host_only(tune: impl FnOnce(&mut Config)) -> Running {
     let mut cfg = test_config();
     tune(&mut cfg);
-    app::start(Arc::new(cfg), Agent::None).await.unwrap()
+    ahp_bridge_join::start(Arc::new(cfg), Agent::None)
+        .await
+        .unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

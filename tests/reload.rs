@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::ScriptedModel;
 use serde_json::{json, Value};
 use support::process::*;
 use support::raw::Raw;

@@ -7,8 +7,8 @@
 
 use crate::support;
 
-use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
+use ahp_bridge_join::ScriptedModel;
 use serde_json::{json, Value};
 use support::e2e::last_system_prompt;
 use support::process::*;

@@ -7,7 +7,7 @@ use crate::support;
 use std::time::Duration;
 
 use ahp_bridge_join::config::{ClientAuth, TlsConfig};
-use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::ScriptedModel;
 use serde_json::{json, Value};
 use support::e2e::*;
 use support::tls::*;

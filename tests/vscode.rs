@@ -11,7 +11,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::ScriptedModel;
 use futures_util::StreamExt;
 use serde_json::{json, Value};
 use support::fixtures;

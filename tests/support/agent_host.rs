@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use ahp_bridge_join::app::{self, Agent, Running};
 use ahp_bridge_join::config::{Config, RuntimeProtocol};
-use ahp_bridge_join::demo::github::GitHubFake;
-use ahp_bridge_join::demo::model::ScriptedModel;
+use ahp_bridge_join::GitHubFake;
+use ahp_bridge_join::ScriptedModel;
+use ahp_bridge_join::{Agent, Running};
 
 use super::e2e::Contract;
 use super::test_config;
@@ -92,7 +92,7 @@ pub(crate) async fn start_agent_host_stack(tune: impl FnOnce(&mut Config)) -> Ag
     let mut cfg = agent_host_config(&model, &github, dir.path());
     tune(&mut cfg);
     let cfg = Arc::new(cfg);
-    let bridge = app::start(cfg.clone(), Agent::Copilot)
+    let bridge = ahp_bridge_join::start(cfg.clone(), Agent::Copilot)
         .await
         .expect("bridge starts in front of the agent host");
     AgentHostStack {

@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ahp::{Client, SubscriptionEvent};
-use ahp_bridge_join::app::{self, Agent, Running};
 use ahp_bridge_join::config::Config;
-use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::run::offline_runtime;
+use ahp_bridge_join::offline_runtime;
+use ahp_bridge_join::ScriptedModel;
+use ahp_bridge_join::{Agent, Running};
 use ahp_types::actions::StateAction;
 use serde_json::{json, Value};
 
@@ -68,7 +68,7 @@ pub(crate) async fn start_stack(tune: impl FnOnce(&mut Config)) -> Stack {
     cfg.audit.path = Some(dir.path().join("audit.jsonl"));
     tune(&mut cfg);
     let cfg = Arc::new(cfg);
-    let bridge = app::start(cfg.clone(), Agent::Copilot)
+    let bridge = ahp_bridge_join::start(cfg.clone(), Agent::Copilot)
         .await
         .expect("bridge starts");
     Stack {
@@ -138,10 +138,7 @@ pub(crate) async fn assert_next_turn_works(
     prompt: &str,
     reply: &str,
 ) {
-    st.model
-        .push(ahp_bridge_join::demo::scripted_reply::Reply::Text(
-            reply.into(),
-        ));
+    st.model.push(ahp_bridge_join::Reply::Text(reply.into()));
     let end = run_turn(c, session_id, turn_id, prompt).await;
     assert_eq!(end.kind, "complete", "{end:?}");
     assert_eq!(end.text, reply);

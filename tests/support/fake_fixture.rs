@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ahp::Client;
-use ahp_bridge_join::app::{self, Agent, Running};
 use ahp_bridge_join::config::Config;
+use ahp_bridge_join::{Agent, Running};
 use serde_json::{json, Value};
 
 use super::e2e::{creation_outcome, wait_turn_end, TurnEnd};
@@ -37,7 +37,9 @@ pub(crate) async fn bridge_on_fake(
     cfg.runtime.call_timeout = Duration::from_secs(2);
     cfg.runtime.health_interval = Duration::ZERO;
     tune(&mut cfg);
-    let bridge = app::start(Arc::new(cfg), Agent::Copilot).await.unwrap();
+    let bridge = ahp_bridge_join::start(Arc::new(cfg), Agent::Copilot)
+        .await
+        .unwrap();
     let client = initialized(&bridge, "ide").await;
     (fake, bridge, client)
 }

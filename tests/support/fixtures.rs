@@ -3,9 +3,9 @@
 
 use std::path::{Path, PathBuf};
 
-use ahp_bridge_join::demo::conversation::Conversation;
-use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Conversation;
+use ahp_bridge_join::Reply;
+use ahp_bridge_join::ScriptedModel;
 
 /// `fixtures/KIND/NAME.json`, from the crate root (not the working directory).
 pub(crate) fn fixture_path(kind: &str, name: &str) -> PathBuf {

@@ -24,9 +24,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ahp::{Client, ClientConfig, ClientEventStream, SubscriptionEvent};
-use ahp_bridge_join::app::{self, Agent, Running};
 use ahp_bridge_join::audit::sha256_hex;
 use ahp_bridge_join::config::{Config, PrincipalConfig, Role};
+use ahp_bridge_join::{Agent, Running};
 use serde_json::{json, Value};
 
 pub(crate) const DEADLINE: Duration = Duration::from_secs(20);
@@ -58,7 +58,7 @@ pub(crate) fn test_config() -> Config {
 }
 
 pub(crate) async fn start_host(cfg: Config) -> Running {
-    app::start(Arc::new(cfg), Agent::None)
+    ahp_bridge_join::start(Arc::new(cfg), Agent::None)
         .await
         .expect("host starts")
 }

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use ahp::{Client, ClientConfig};
 use ahp_bridge_join::audit::sha256_hex;
 use ahp_bridge_join::config::Config;
-use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::run::offline_runtime;
+use ahp_bridge_join::offline_runtime;
+use ahp_bridge_join::ScriptedModel;
 
 use super::DEADLINE;
 

@@ -5,8 +5,8 @@
 use std::path::Path;
 
 use ahp_bridge_join::audit::verify_text;
-use ahp_bridge_join::demo::model::ScriptedModel;
-use ahp_bridge_join::demo::scripted_reply::Reply;
+use ahp_bridge_join::Reply;
+use ahp_bridge_join::ScriptedModel;
 use serde_json::Value;
 
 use super::process::*;

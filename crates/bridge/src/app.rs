@@ -56,7 +56,7 @@ impl AuditTrail {
 
 /// Opens `[audit] path` with its key, rotation and shipper, its records
 /// also published on `host`'s `x-audit://log`; None without a path.
-pub fn open_audit(cfg: &Config, host: &Arc<Host>) -> Result<Option<AuditTrail>, AuditError> {
+pub(crate) fn open_audit(cfg: &Config, host: &Arc<Host>) -> Result<Option<AuditTrail>, AuditError> {
     let Some(p) = &cfg.audit.path else {
         return Ok(None);
     };
@@ -78,7 +78,7 @@ pub fn open_audit(cfg: &Config, host: &Arc<Host>) -> Result<Option<AuditTrail>, 
 }
 
 /// Writes the `policy` record of `policy`: at startup, and after a reload.
-pub fn audit_policy(log: &AuditLog, policy: &Policy) -> Result<(), AuditError> {
+pub(crate) fn audit_policy(log: &AuditLog, policy: &Policy) -> Result<(), AuditError> {
     log.append(&PolicyRecord::of(policy))?;
     Ok(())
 }
@@ -103,7 +103,7 @@ fn policy_in_force(host: &Host, policy: &PolicySource, audit: Option<&AuditTrail
 
 /// The bridge to the Copilot runtime, with its router and audit log; the
 /// policy in force is the log's first record of this run.
-pub fn copilot_backend(
+pub(crate) fn copilot_backend(
     host: &Arc<Host>,
     cfg: &Config,
     policy: &PolicySource,
@@ -126,7 +126,7 @@ pub fn copilot_backend(
 /// The relay to the runtime's own AHP host (`[runtime] protocol = "ahp"`),
 /// linked and authenticated before it returns; the policy in force is the
 /// log's first record of this run, as with the JSON-RPC runtime.
-pub async fn relay_backend(
+pub(crate) async fn relay_backend(
     host: &Arc<Host>,
     cfg: &Config,
     policy: &PolicySource,
@@ -325,7 +325,7 @@ impl Drop for Running {
 
 /// A backend without an agent: sessions become ready at once, turns do
 /// nothing (tests of the host alone).
-pub struct NullBackend(pub std::sync::Weak<Host>);
+pub(crate) struct NullBackend(pub std::sync::Weak<Host>);
 
 impl Backend for NullBackend {
     fn session_created(&self, session: &str) {
@@ -342,7 +342,7 @@ impl Backend for NullBackend {
 }
 
 /// Builds the backend once the host exists (it needs a handle to the host).
-pub type BackendFactory = Box<dyn FnOnce(&Arc<Host>) -> Arc<dyn Backend> + Send>;
+pub(crate) type BackendFactory = Box<dyn FnOnce(&Arc<Host>) -> Arc<dyn Backend> + Send>;
 
 /// Which agent the host drives.
 pub enum Agent {

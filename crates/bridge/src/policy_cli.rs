@@ -4,7 +4,7 @@
 
 mod report;
 
-pub use report::ReportFormat;
+pub(crate) use report::ReportFormat;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -18,7 +18,7 @@ use crate::policy::{CompileError, Point};
 /// `policy test`'s exit status when a test failed, erred or was skipped,
 /// as `opa test`'s; 0 when all passed; a load error (a module that does not
 /// compile, a bad `--run`, no test found) is 1.
-pub const TESTS_DID_NOT_PASS: u8 = 2;
+pub(crate) const TESTS_DID_NOT_PASS: u8 = 2;
 
 /// Why `policy test` or `policy eval` ran nothing: what was asked of it
 /// and, where there is one, the cause.
@@ -90,7 +90,7 @@ pub struct TestArgs {
 /// `.rego`; `.json` files are data) and prints them as `args` asks. The
 /// exit status: 0 when all passed, [`TESTS_DID_NOT_PASS`] otherwise; an
 /// error when nothing could be run.
-pub fn test(args: &TestArgs, out: &mut impl Write) -> Result<u8, PolicyCliError> {
+pub fn test_policies(args: &TestArgs, out: &mut impl Write) -> Result<u8, PolicyCliError> {
     let filter = args
         .run
         .as_deref()
@@ -132,7 +132,7 @@ pub fn test(args: &TestArgs, out: &mut impl Write) -> Result<u8, PolicyCliError>
 /// the evaluation erred) on `out`, and on `warn` a warning when the
 /// document's own `point` field names another point. Whether it decided
 /// without an error.
-pub fn eval(
+pub fn eval_policy(
     config: &Path,
     point: &str,
     input: &Path,

@@ -35,7 +35,7 @@ use crate::telemetry::{metrics, Causes};
 
 /// What a reload puts in force: the file's config (its principals and
 /// limits) and its policy, built with those principals.
-pub struct Reloaded {
+pub(crate) struct Reloaded {
     pub cfg: Config,
     pub policy: Policy,
 }
@@ -43,7 +43,7 @@ pub struct Reloaded {
 /// The file at `path`, checked as at startup against the address the
 /// bridge listens on now (`running`'s): a file that would leave a
 /// non-loopback listener without credentials is refused.
-pub fn load(path: &Path, running: &Config) -> Result<Reloaded, ReloadError> {
+pub(crate) fn load(path: &Path, running: &Config) -> Result<Reloaded, ReloadError> {
     let mut cfg = Config::load(path)?;
     cfg.server.listen = running.server.listen;
     cfg.validate()?;
@@ -54,7 +54,7 @@ pub fn load(path: &Path, running: &Config) -> Result<Reloaded, ReloadError> {
 /// Why a file is not put in force: it does not load, or it is not valid
 /// (a key, or a Rego module, named in the error's own words).
 #[derive(Debug, thiserror::Error)]
-pub enum ReloadError {
+pub(crate) enum ReloadError {
     #[error(transparent)]
     Load(#[from] LoadError),
     #[error(transparent)]
@@ -62,7 +62,7 @@ pub enum ReloadError {
 }
 
 /// What SIGHUP changes, and where the outcome is written.
-pub struct Targets {
+pub(crate) struct Targets {
     pub host: Arc<Host>,
     /// Its customizations are reloaded too.
     pub bridge: Option<Arc<crate::bridge::Bridge>>,
@@ -92,7 +92,7 @@ enum Cause {
 /// when the bytes differ from the last ones read (a mount's `..data` swap
 /// that changed another file, the 5 s look); SIGHUP always reloads. Until
 /// `stop`.
-pub fn start(
+pub(crate) fn start(
     path: Option<PathBuf>,
     running: Arc<Config>,
     targets: Targets,

@@ -137,7 +137,7 @@ const DEMO_TRANSFORM_TIMEOUT: std::time::Duration = std::time::Duration::from_se
 /// host, which browsers on loopback (and `allow_origins`) may reach.
 /// `say` prints its lines for the person who started it.
 /// With `policy`, its folder's modules are the demo's `[policy.rego]`.
-pub async fn demo(
+pub async fn serve_demo(
     listen: SocketAddr,
     allow_origins: &[String],
     policy: Option<&TryPolicy>,

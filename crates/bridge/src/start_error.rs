@@ -11,7 +11,7 @@ use crate::bridge::sdk::SdkListenError;
 use crate::config::ConfigError;
 use crate::store::StoreError;
 
-/// Why `app::start` did not start the bridge. Each part says in its own
+/// Why `start` did not start the bridge. Each part says in its own
 /// words what failed: a variant adds nothing to them.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {

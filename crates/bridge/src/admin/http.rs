@@ -9,11 +9,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// The most a request head may hold.
 const MAX_HEAD: usize = 8 * 1024;
 /// How long a client has to send its head.
-pub const HEAD_DEADLINE: Duration = Duration::from_secs(5);
+pub(crate) const HEAD_DEADLINE: Duration = Duration::from_secs(5);
 
 /// The parts of a request the admin endpoints read.
 #[derive(Debug, PartialEq, Eq)]
-pub struct AdminRequest {
+pub(crate) struct AdminRequest {
     pub method: String,
     pub path: String,
     pub accept: Option<String>,
@@ -21,7 +21,7 @@ pub struct AdminRequest {
 
 /// Why a request was not read; each is answered with its status.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
-pub enum BadRequest {
+pub(crate) enum BadRequest {
     #[error("request head over {MAX_HEAD} bytes")]
     TooLarge,
     #[error("not an HTTP/1.x request")]
@@ -33,7 +33,7 @@ pub enum BadRequest {
 }
 
 impl BadRequest {
-    pub fn status(&self) -> Option<u16> {
+    pub(crate) fn status(&self) -> Option<u16> {
         match self {
             Self::TooLarge => Some(431),
             Self::Malformed => Some(400),
@@ -44,7 +44,7 @@ impl BadRequest {
 }
 
 /// Parses a whole head; `Ok(None)`: more bytes are needed.
-pub fn parse(buf: &[u8]) -> Result<Option<AdminRequest>, BadRequest> {
+pub(crate) fn parse(buf: &[u8]) -> Result<Option<AdminRequest>, BadRequest> {
     let mut headers = [httparse::EMPTY_HEADER; 32];
     let mut req = httparse::Request::new(&mut headers);
     match req.parse(buf) {
@@ -67,7 +67,7 @@ pub fn parse(buf: &[u8]) -> Result<Option<AdminRequest>, BadRequest> {
 }
 
 /// Reads one request head from `stream`.
-pub async fn read_request(
+pub(crate) async fn read_request(
     stream: &mut (impl AsyncRead + Unpin),
 ) -> Result<AdminRequest, BadRequest> {
     let mut buf = Vec::with_capacity(1024);
@@ -109,7 +109,7 @@ fn reason(status: u16) -> &'static str {
 }
 
 /// Writes a whole response; `head_only` (a HEAD request) leaves out the body.
-pub async fn respond(
+pub(crate) async fn respond(
     stream: &mut (impl AsyncWrite + Unpin),
     status: u16,
     content_type: &str,

@@ -3,11 +3,13 @@
 //! that names a session, client, principal or prompt, so it asks for no
 //! token; it binds loopback unless `[admin] expose` says otherwise.
 
-pub mod http;
-pub mod on_disk;
+pub(crate) mod http;
+pub(crate) mod on_disk;
 mod pinned;
-pub mod probe;
-pub mod ready;
+pub(crate) mod probe;
+pub(crate) mod ready;
+
+pub use probe::readyz;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,7 +39,7 @@ pub enum AdminListenError {
 }
 
 /// Binds the admin listener; serves until `shutdown` is cancelled.
-pub async fn start(
+pub(crate) async fn start(
     addr: SocketAddr,
     readiness: Readiness,
     tls: Option<Arc<Tls>>,

@@ -18,7 +18,7 @@ use crate::telemetry::CheckFailed;
 const RUNTIME_PING: Duration = Duration::from_secs(2);
 
 /// What readiness is checked against.
-pub struct Readiness {
+pub(crate) struct Readiness {
     /// Cancelled when a graceful shutdown starts: not ready from then on.
     pub stopping: CancellationToken,
     /// Cancelled when the AHP listener stops accepting.
@@ -34,18 +34,18 @@ pub struct Readiness {
 
 /// Every check's outcome, by name, and whether the config file on disk is
 /// in force (which does not decide readiness: the last good one serves).
-pub struct ReadyReport {
+pub(crate) struct ReadyReport {
     pub checks: Vec<(&'static str, Result<(), CheckFailed>)>,
     pub config_refused: Option<String>,
 }
 
 impl ReadyReport {
-    pub fn ready(&self) -> bool {
+    pub(crate) fn ready(&self) -> bool {
         self.checks.iter().all(|(_, r)| r.is_ok())
     }
 
     /// `{"ready": bool, "checks": {"NAME": "ok" | "why not", ...}}`.
-    pub fn to_json(&self) -> Value {
+    pub(crate) fn to_json(&self) -> Value {
         let checks: Map<String, Value> = self
             .checks
             .iter()
@@ -63,7 +63,7 @@ impl ReadyReport {
 }
 
 impl Readiness {
-    pub async fn check(&self) -> ReadyReport {
+    pub(crate) async fn check(&self) -> ReadyReport {
         if self.stopping.is_cancelled() {
             let why = Err(CheckFailed("the bridge is shutting down".to_owned()));
             return ReadyReport {

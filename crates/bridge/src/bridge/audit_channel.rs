@@ -16,7 +16,7 @@ use crate::audit::Ship;
 use crate::audit::Shipper;
 
 /// Every written record to the channel and to `shipper`.
-pub struct AuditChannel {
+pub(crate) struct AuditChannel {
     records: mpsc::UnboundedSender<WrittenRecord>,
     shipper: Option<Arc<Shipper>>,
 }
@@ -24,7 +24,7 @@ pub struct AuditChannel {
 impl AuditChannel {
     /// Starts the publishing task on the current runtime; it ends when the
     /// log (and so this) is dropped, or the host is gone.
-    pub fn start(host: Weak<Host>, shipper: Option<Arc<Shipper>>) -> Arc<Self> {
+    pub(crate) fn start(host: Weak<Host>, shipper: Option<Arc<Shipper>>) -> Arc<Self> {
         let (records, mut rx) = mpsc::unbounded_channel::<WrittenRecord>();
         let gap_of = shipper.clone();
         tokio::spawn(async move {
@@ -44,7 +44,7 @@ const TAIL_BYTES: u64 = 2 * 1024 * 1024;
 /// The records at the end of the log file at `path` (its last
 /// [`TAIL_BYTES`] at most, whole lines only), oldest first: what the
 /// channel shows before this run writes anything. Unreadable: none.
-pub fn tail_of(path: &Path) -> Vec<WrittenRecord> {
+pub(crate) fn tail_of(path: &Path) -> Vec<WrittenRecord> {
     let read = || -> std::io::Result<String> {
         let mut f = std::fs::File::open(path)?;
         let len = f.metadata()?.len();

@@ -11,12 +11,12 @@ use crate::audit::AuditLog;
 use crate::audit::TransformRecord;
 use crate::transform::{AppendError, AppendFuture, AuditPort};
 
-pub struct LogPort {
+pub(crate) struct LogPort {
     log: Arc<AuditLog>,
 }
 
 impl LogPort {
-    pub fn new(log: Arc<AuditLog>) -> Self {
+    pub(crate) fn new(log: Arc<AuditLog>) -> Self {
         Self { log }
     }
 }

@@ -22,7 +22,7 @@ use crate::transform::{registrations, Registration};
 
 /// The part of a runtime session's config that is fixed at create/resume.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Binding {
+pub(crate) struct Binding {
     /// Sections registered for `action: "transform"`.
     pub registered: BTreeSet<String>,
     /// Section -> owning client, at binding time.
@@ -40,7 +40,7 @@ pub struct Binding {
 
 impl Binding {
     /// Derives the binding the runtime session should have now.
-    pub fn derive(policy: &Policy, clients: &[ActiveClientView]) -> Self {
+    pub(crate) fn derive(policy: &Policy, clients: &[ActiveClientView]) -> Self {
         let opt_ins: Vec<OptIn> = clients.iter().map(OptIn::from).collect();
         let owners = owners(policy, &opt_ins);
         let mut tools = BTreeMap::new();
@@ -62,17 +62,17 @@ impl Binding {
     }
 
     /// The `tools` for `session.create`/`resume`.
-    pub fn runtime_tools(&self) -> Vec<ExternalTool> {
+    pub(crate) fn runtime_tools(&self) -> Vec<ExternalTool> {
         self.tools.values().map(|(_, t)| t.clone()).collect()
     }
 
-    pub fn tool_owner(&self, name: &str) -> Option<&str> {
+    pub(crate) fn tool_owner(&self, name: &str) -> Option<&str> {
         self.tools.get(name).map(|(o, _)| o.as_str())
     }
 
     /// The runtime's `systemMessage` for the sections this binding
     /// registers under `policy`; `None` when it registers none.
-    pub fn system_message(&self, policy: &Policy) -> Option<SystemMessage> {
+    pub(crate) fn system_message(&self, policy: &Policy) -> Option<SystemMessage> {
         let sections: BTreeMap<String, SectionOverride> =
             registrations(&self.registered, policy.overrides())
                 .into_iter()

@@ -15,12 +15,12 @@ use crate::telemetry::Escaped;
 use tracing::info;
 
 /// Logs each decision and appends its record to the audit log, if any.
-pub struct AuditRecorder {
+pub(crate) struct AuditRecorder {
     log: Option<Arc<AuditLog>>,
 }
 
 impl AuditRecorder {
-    pub fn new(log: Option<Arc<AuditLog>>) -> Self {
+    pub(crate) fn new(log: Option<Arc<AuditLog>>) -> Self {
         Self { log }
     }
 }

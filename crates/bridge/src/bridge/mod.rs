@@ -16,31 +16,31 @@
 //! - transforms: the router asks clients through [`transform_clients`] and
 //!   writes through [`audit_port`].
 
-pub mod audit_channel;
-pub mod audit_port;
-pub mod binding;
+pub(crate) mod audit_channel;
+pub(crate) mod audit_port;
+pub(crate) mod binding;
 mod bridge_settings;
 mod bridged_sessions;
-pub mod custom;
+pub(crate) mod custom;
 mod customizing;
-pub mod decisions;
+pub(crate) mod decisions;
 mod effects;
 mod permission;
 mod phases;
 mod placement;
 mod pool;
-pub mod relay;
-pub mod runtime_side;
-pub mod sdk;
+pub(crate) mod relay;
+pub(crate) mod runtime_side;
+pub(crate) mod sdk;
 mod session;
-pub mod shutdown;
+pub(crate) mod shutdown;
 mod silence;
-pub mod transform_clients;
-pub mod turn;
+pub(crate) mod transform_clients;
+pub(crate) mod turn;
 mod turn_error;
-pub mod turn_mapper;
+pub(crate) mod turn_mapper;
 mod turn_trace;
-pub mod user_input;
+pub(crate) mod user_input;
 
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -48,16 +48,17 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 use self::binding::Binding;
-pub use self::bridge_settings::BridgeSettings;
+pub(crate) use self::bridge_settings::BridgeSettings;
 use self::bridged_sessions::BridgedSessions;
 use self::custom::CustomizationState;
 use self::customizing::{AgentChange, Customizing};
 use self::effects::{Effects, MirrorChanges};
-pub use self::pool::ReachError;
+pub(crate) use self::pool::ReachError;
 use self::pool::{Pool, Starts};
 use self::sdk::{Parts, SdkGate};
 use self::session::{BridgedSession, DRAIN_LIMIT};
 use self::shutdown::Stop;
+pub use self::transform_clients::HostClients;
 use self::turn::{mirror_id, TurnOver, TurnRequest, SHUTTING_DOWN};
 use self::turn_error::TurnError;
 use self::turn_trace::TurnSpans;

@@ -30,11 +30,11 @@ use crate::telemetry::{metrics, TurnOutcome};
 
 /// What a turn ended by a graceful shutdown tells the client (and the
 /// runtime, and an SDK app).
-pub const SHUTTING_DOWN: &str = "the host is shutting down";
+pub(crate) const SHUTTING_DOWN: &str = "the host is shutting down";
 
 /// A turn to run: started by a client, or by the host from the queue.
 #[derive(Debug, Clone)]
-pub struct TurnRequest {
+pub(crate) struct TurnRequest {
     pub chat: String,
     pub turn_id: String,
     pub prompt: String,

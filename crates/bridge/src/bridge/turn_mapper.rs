@@ -31,7 +31,7 @@ enum ResponseStream {
 
 /// A user's message starting turn `turn_id` with `text`, as a client
 /// would dispatch it (the SDK mirror's and the relay's turns).
-pub fn user_turn_started(turn_id: String, text: String) -> StateAction {
+pub(crate) fn user_turn_started(turn_id: String, text: String) -> StateAction {
     StateAction::ChatTurnStarted(ChatTurnStartedAction {
         turn_id,
         started_at: jiff::Timestamp::now().to_string(),
@@ -42,7 +42,7 @@ pub fn user_turn_started(turn_id: String, text: String) -> StateAction {
 }
 
 /// A user's message of `text` alone.
-pub fn user_message(text: String) -> Message {
+pub(crate) fn user_message(text: String) -> Message {
     Message {
         text,
         origin: MessageOrigin {
@@ -57,7 +57,7 @@ pub fn user_message(text: String) -> Message {
 
 /// Per-turn memory of the mapping.
 #[derive(Debug, Default)]
-pub struct TurnMapper {
+pub(crate) struct TurnMapper {
     pub turn_id: String,
     parts: HashSet<String>,
     streamed: HashSet<String>,
@@ -82,7 +82,7 @@ fn text(v: &Value) -> String {
 }
 
 /// How a tool call opens: who runs it, and whether it runs at once.
-pub struct OpenTool<'a> {
+pub(crate) struct OpenTool<'a> {
     pub id: &'a str,
     pub name: &'a str,
     pub input: &'a Value,
@@ -94,7 +94,7 @@ pub struct OpenTool<'a> {
 }
 
 impl TurnMapper {
-    pub fn new(turn_id: impl Into<String>) -> Self {
+    pub(crate) fn new(turn_id: impl Into<String>) -> Self {
         Self {
             turn_id: turn_id.into(),
             ..Self::default()
@@ -103,7 +103,7 @@ impl TurnMapper {
 
     /// Opens a tool call: `chat/toolCallStart` then `chat/toolCallReady`,
     /// running (`confirmed`) or pending the client's confirmation.
-    pub fn open_tool(&mut self, t: OpenTool) -> Vec<StateAction> {
+    pub(crate) fn open_tool(&mut self, t: OpenTool) -> Vec<StateAction> {
         if !self.tools.insert(t.id.to_owned()) {
             return vec![];
         }
@@ -168,7 +168,7 @@ impl TurnMapper {
     }
 
     /// A deferred call runs without a prompt: its `toolCallReady` (not-needed).
-    pub fn shown_running(&mut self, id: &str) -> Vec<StateAction> {
+    pub(crate) fn shown_running(&mut self, id: &str) -> Vec<StateAction> {
         self.deferred
             .remove(id)
             .map(StateAction::ChatToolCallReady)
@@ -187,7 +187,7 @@ impl TurnMapper {
     /// tools (`tool.execution_start`) before asking permission: an announced
     /// call goes from streaming to pending confirmation with one
     /// `chat/toolCallReady`, never through running.
-    pub fn ask_confirmation(
+    pub(crate) fn ask_confirmation(
         &mut self,
         id: &str,
         name: &str,
@@ -220,7 +220,7 @@ impl TurnMapper {
     /// `cancelled` state only from a pending confirmation, so "denied" is
     /// said by the result.) A call already shown to the clients (asked
     /// before, or running) is denied as a client's denial would end it.
-    pub fn refuse(
+    pub(crate) fn refuse(
         &mut self,
         id: &str,
         name: &str,
@@ -281,7 +281,7 @@ impl TurnMapper {
     }
 
     /// Ends a tool call unless it already ended.
-    pub fn complete_tool(
+    pub(crate) fn complete_tool(
         &mut self,
         id: &str,
         success: bool,
@@ -320,7 +320,7 @@ impl TurnMapper {
 
     /// Marks a tool call as completed by its client (the runtime's own
     /// completion event for it must not complete it again).
-    pub fn mark_completed(&mut self, id: &str) {
+    pub(crate) fn mark_completed(&mut self, id: &str) {
         self.completed.insert(id.to_owned());
     }
 
@@ -343,7 +343,12 @@ impl TurnMapper {
     }
 
     /// Ends the turn with an error (once).
-    pub fn error(&mut self, error_type: &str, message: &str, duration_ms: i64) -> Vec<StateAction> {
+    pub(crate) fn error(
+        &mut self,
+        error_type: &str,
+        message: &str,
+        duration_ms: i64,
+    ) -> Vec<StateAction> {
         if std::mem::replace(&mut self.ended, true) {
             return vec![];
         }
@@ -366,7 +371,7 @@ impl TurnMapper {
 
     /// Ends the turn cancelled (once): its driver went away and the runtime
     /// was told to abort it.
-    pub fn cancelled(&mut self, duration_ms: i64) -> Vec<StateAction> {
+    pub(crate) fn cancelled(&mut self, duration_ms: i64) -> Vec<StateAction> {
         if std::mem::replace(&mut self.ended, true) {
             return vec![];
         }
@@ -409,7 +414,7 @@ impl TurnMapper {
     /// Maps one runtime event. Events that mean nothing to a chat map to
     /// nothing. Output of the model (and the turn's end) shows every
     /// deferred tool call running first: no prompt came for them.
-    pub fn map(&mut self, event: &RuntimeEvent, duration_ms: i64) -> Vec<StateAction> {
+    pub(crate) fn map(&mut self, event: &RuntimeEvent, duration_ms: i64) -> Vec<StateAction> {
         let moved_on = matches!(
             event,
             RuntimeEvent::MessageDelta { .. }

@@ -12,10 +12,10 @@ use ahp_types::state::{
 use crate::runtime::UserInputAnswer;
 
 /// The one question of a runtime input request.
-pub const QUESTION_ID: &str = "answer";
+pub(crate) const QUESTION_ID: &str = "answer";
 
 /// `userInput.request {question, choices?, allowFreeform?}` as an AHP request.
-pub fn chat_request(
+pub(crate) fn chat_request(
     id: &str,
     question: Option<&str>,
     choices: &[String],
@@ -64,7 +64,10 @@ pub fn chat_request(
 /// The client's `chat/inputCompleted` as the runtime's answer
 /// `{answer, wasFreeform}`; anything but an accepted answer is no response.
 /// `choices` are the runtime's, to tell a picked choice from free text.
-pub fn runtime_answer(completed: &ChatInputCompletedAction, choices: &[String]) -> UserInputAnswer {
+pub(crate) fn runtime_answer(
+    completed: &ChatInputCompletedAction,
+    choices: &[String],
+) -> UserInputAnswer {
     if completed.response != ChatInputResponseKind::Accept {
         return UserInputAnswer::NoResponse;
     }

@@ -16,7 +16,7 @@ use tracing::debug;
 use super::fake_http::{read_request, respond, DemoRequest};
 
 /// The login the fake answers for its token.
-pub const LOGIN: &str = "octo-bridge";
+pub(crate) const LOGIN: &str = "octo-bridge";
 
 #[derive(Clone)]
 pub struct GitHubFake {

@@ -218,12 +218,12 @@ fn copilot_route(method: &str, path: &str) -> Option<Value> {
 }
 
 /// The prompts the model understands when nothing is scripted (the demo).
-pub const DEMO_HELP: &str = "say 'run: COMMAND' (the agent asks permission to run it), 'ask: QUESTION? A, B' (the agent asks you), or anything else (a greeting)";
+pub(crate) const DEMO_HELP: &str = "say 'run: COMMAND' (the agent asks permission to run it), 'ask: QUESTION? A, B' (the agent asks you), or anything else (a greeting)";
 
 /// What the model answers when nothing is scripted: a greeting, or, on
 /// `run: ...` / `ask: ...`, a call of the runtime's shell or ask-user tool;
 /// after a tool ran, its result, quoted.
-pub fn unscripted_reply(request: &Value) -> Reply {
+pub(crate) fn unscripted_reply(request: &Value) -> Reply {
     let Some(last) = request["messages"].as_array().and_then(|m| m.last()) else {
         return Reply::Text(DEFAULT_REPLY.into());
     };

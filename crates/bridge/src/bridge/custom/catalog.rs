@@ -13,7 +13,7 @@ use crate::customize::{read_directory, read_package, Bounds, ChildKind, DiskSour
 
 /// One host container as last read.
 #[derive(Debug, Clone)]
-pub struct HostEntry {
+pub(crate) struct HostEntry {
     pub container: HostContainer,
     /// What was read (`None` for an MCP server: nothing to read).
     pub package: Option<Arc<Package>>,
@@ -29,7 +29,7 @@ fn kind_of(c: Contents) -> ChildKind {
 }
 
 /// Reads one host container within `bounds`.
-pub async fn read(container: &HostContainer, bounds: &Bounds) -> HostEntry {
+pub(crate) async fn read(container: &HostContainer, bounds: &Bounds) -> HostEntry {
     let package = match &container.source {
         HostSource::Directory { path, contents } => {
             let src = DiskSource::new(path);
@@ -51,7 +51,7 @@ pub async fn read(container: &HostContainer, bounds: &Bounds) -> HostEntry {
 impl HostEntry {
     /// The container as a session lists it: its load state and children
     /// (an MCP server: `stopped` until the runtime says otherwise).
-    pub fn shape(&self) -> Customization {
+    pub(crate) fn shape(&self) -> Customization {
         let Some(pkg) = &self.package else {
             return host_container(&self.container, None);
         };
@@ -70,7 +70,7 @@ impl HostEntry {
     }
 
     /// A digest of what was read: changes when any file does.
-    pub fn digest(&self) -> String {
+    pub(crate) fn digest(&self) -> String {
         self.package
             .as_deref()
             .map(package_digest)
@@ -79,7 +79,7 @@ impl HostEntry {
 }
 
 /// The SHA-256 of a package's file list with each file's hash.
-pub fn package_digest(pkg: &Package) -> String {
+pub(crate) fn package_digest(pkg: &Package) -> String {
     use sha2::{Digest, Sha256};
     let mut h = Sha256::new();
     for f in &pkg.files {

@@ -19,9 +19,9 @@ use crate::customize::{BoxFuture, EntryKind, PackageSource, SourceEntry, SourceE
 use crate::jsonrpc::{CallError, Peer};
 
 /// How long one `resourceList` or `resourceRead` may take.
-pub const CALL_DEADLINE: Duration = Duration::from_secs(10);
+pub(crate) const CALL_DEADLINE: Duration = Duration::from_secs(10);
 
-pub struct ClientSource {
+pub(crate) struct ClientSource {
     peer: Arc<Peer>,
     /// The session the plugin is published in: the channel of every call.
     channel: String,
@@ -30,7 +30,7 @@ pub struct ClientSource {
 }
 
 impl ClientSource {
-    pub fn new(peer: Arc<Peer>, channel: &str, root: &str) -> Self {
+    pub(crate) fn new(peer: Arc<Peer>, channel: &str, root: &str) -> Self {
         Self {
             peer,
             channel: channel.to_owned(),
@@ -41,7 +41,7 @@ impl ClientSource {
     /// Asks the client for read access to the plugin (`resourceRequest`).
     /// A client that does not know the method (-32601) is read anyway: it
     /// still decides on each `resourceRead`.
-    pub async fn request_access(&self) -> Result<(), SourceError> {
+    pub(crate) async fn request_access(&self) -> Result<(), SourceError> {
         let params = ResourceRequestParams {
             channel: self.channel.clone(),
             meta: None,

@@ -13,7 +13,7 @@ use crate::policy::SectionRules;
 /// Why a client's plugin is refused, said for its user and the audit:
 /// the policy key or rule, or the plugin's own fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum VetRefusal {
+pub(crate) enum VetRefusal {
     #[error("refused by policy.customizations.client_plugins = \"deny\"")]
     PluginsDenied,
     /// The principal's name, when it has one.
@@ -37,13 +37,13 @@ pub enum VetRefusal {
 }
 
 /// The section whose rules hold the text customizations inject.
-pub const TEXT_SECTION: &str = "custom_instructions";
+pub(crate) const TEXT_SECTION: &str = "custom_instructions";
 
 /// What redaction leaves in place of what it cut.
-pub const CUT: &str = "[REDACTED]";
+pub(crate) const CUT: &str = "[REDACTED]";
 
 /// Whether a client of `principal` may publish plugins at all.
-pub fn admit(
+pub(crate) fn admit(
     policy: &CustomizationPolicy,
     principal: Option<&str>,
     may_customize: bool,
@@ -58,7 +58,7 @@ pub fn admit(
 }
 
 /// The bounds a client plugin is read within.
-pub fn client_bounds(policy: &CustomizationPolicy) -> Bounds {
+pub(crate) fn client_bounds(policy: &CustomizationPolicy) -> Bounds {
     let d = Bounds::default();
     Bounds {
         max_files: policy.max_plugin_files,
@@ -70,7 +70,7 @@ pub fn client_bounds(policy: &CustomizationPolicy) -> Bounds {
 
 /// Vets a client plugin as read; `Ok` holds what redaction cut (for the
 /// container's `degraded` message), `Err` why nothing of it may be used.
-pub fn vet(
+pub(crate) fn vet(
     pkg: &mut Package,
     policy: &CustomizationPolicy,
     rules: &SectionRules,

@@ -5,12 +5,12 @@
 //! ([`runtime_map`]). [`CustomizationState`] owns all of it; the bridge asks it and
 //! dispatches what it answers.
 
-pub mod catalog;
-pub mod client_source;
-pub mod client_vet;
-pub mod rego_container;
-pub mod runtime_map;
-pub mod shape;
+pub(crate) mod catalog;
+pub(crate) mod client_source;
+pub(crate) mod client_vet;
+pub(crate) mod rego_container;
+pub(crate) mod runtime_map;
+pub(crate) mod shape;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -28,7 +28,7 @@ use crate::customize::{Bounds, Package};
 
 /// What became of a client's plugin.
 #[derive(Debug, Clone)]
-pub enum ClientOutcome {
+pub(crate) enum ClientOutcome {
     Reading,
     /// Read and vetted; `cut`: what redaction removed, said for a user.
     Read {
@@ -41,7 +41,7 @@ pub enum ClientOutcome {
 
 /// A plugin a client publishes in one session.
 #[derive(Debug, Clone)]
-pub struct ClientEntry {
+pub(crate) struct ClientEntry {
     pub client_id: String,
     pub principal: Option<String>,
     pub plugin: ClientPlugin,
@@ -59,7 +59,7 @@ struct CustomTables {
     written: BTreeMap<String, Written>,
 }
 
-pub struct CustomizationState {
+pub(crate) struct CustomizationState {
     /// What the config says: replaced whole by a reload.
     settings: std::sync::RwLock<Arc<Settings>>,
     /// Where containers are written for the runtime; this process's own.
@@ -119,7 +119,7 @@ impl Settings {
 }
 
 impl CustomizationState {
-    pub fn new(cfg: Reloadable<'_>) -> Self {
+    pub(crate) fn new(cfg: Reloadable<'_>) -> Self {
         remove_left_behind(&std::env::temp_dir());
         let work = std::env::temp_dir().join(format!(
             "{WORK_PREFIX}{}-{}",
@@ -148,7 +148,7 @@ impl CustomizationState {
     /// A reload's `[customizations]` and `[policy.customizations]`: whether
     /// they differ from those in force (then they are, and the host's
     /// containers are read again by the caller).
-    pub fn reconfigure(&self, cfg: Reloadable<'_>) -> bool {
+    pub(crate) fn reconfigure(&self, cfg: Reloadable<'_>) -> bool {
         let new = Settings::of(cfg);
         let mut s = self.settings.write().unwrap_or_else(|e| e.into_inner());
         if **s == new {
@@ -158,17 +158,17 @@ impl CustomizationState {
         true
     }
 
-    pub fn policy(&self) -> CustomizationPolicy {
+    pub(crate) fn policy(&self) -> CustomizationPolicy {
         self.settings().policy.clone()
     }
 
     /// Whether the host provides anything at all.
-    pub fn has_host_containers(&self) -> bool {
+    pub(crate) fn has_host_containers(&self) -> bool {
         !self.settings().containers.is_empty()
     }
 
     /// The host's directories (for the watcher).
-    pub fn watched_paths(&self) -> Vec<PathBuf> {
+    pub(crate) fn watched_paths(&self) -> Vec<PathBuf> {
         self.settings()
             .containers
             .iter()
@@ -182,7 +182,7 @@ impl CustomizationState {
     }
 
     /// The host's containers as sessions list them, read on first use.
-    pub async fn host_shapes(&self) -> Vec<Customization> {
+    pub(crate) async fn host_shapes(&self) -> Vec<Customization> {
         self.first_read
             .get_or_init(|| async {
                 self.reread().await;
@@ -192,7 +192,7 @@ impl CustomizationState {
     }
 
     /// Reads every host container again; the ids of those that changed.
-    pub async fn reread(&self) -> Vec<String> {
+    pub(crate) async fn reread(&self) -> Vec<String> {
         let settings = self.settings();
         let mut fresh = Vec::with_capacity(settings.containers.len());
         for c in &settings.containers {
@@ -212,7 +212,7 @@ impl CustomizationState {
     }
 
     /// The host container `id` as sessions list it now.
-    pub fn host_shape(&self, id: &str) -> Option<Customization> {
+    pub(crate) fn host_shape(&self, id: &str) -> Option<Customization> {
         let g = self.lock();
         g.host
             .iter()
@@ -226,7 +226,7 @@ impl CustomizationState {
     /// read (new, or with another `nonce` or `uri`), marked `Reading`, and
     /// the ids of those it no longer publishes, forgotten. An id a host
     /// container has is refused outright.
-    pub fn client_set(
+    pub(crate) fn client_set(
         &self,
         session: &str,
         view: &ActiveClientView,
@@ -269,7 +269,7 @@ impl CustomizationState {
 
     /// Records what reading a plugin came to; false when the entry changed
     /// meanwhile (a new nonce, the client left): the outcome is stale.
-    pub fn client_read(
+    pub(crate) fn client_read(
         &self,
         session: &str,
         plugin: &ClientPlugin,
@@ -291,7 +291,7 @@ impl CustomizationState {
     }
 
     /// Forgets every plugin `client_id` publishes in `session`; their ids.
-    pub fn client_left(&self, session: &str, client_id: &str) -> Vec<String> {
+    pub(crate) fn client_left(&self, session: &str, client_id: &str) -> Vec<String> {
         let mut g = self.lock();
         let Some(mine) = g.clients.get_mut(session) else {
             return vec![];
@@ -308,7 +308,7 @@ impl CustomizationState {
     }
 
     /// Forgets a disposed session, and removes what was written for it.
-    pub fn session_gone(&self, session: &str) {
+    pub(crate) fn session_gone(&self, session: &str) {
         let dir = self.session_dir(session);
         let mut g = self.lock();
         g.clients.remove(session);
@@ -326,7 +326,11 @@ impl CustomizationState {
 
     /// The enabled containers of `state` (a session's customizations as
     /// its clients toggled them) that can reach the runtime.
-    pub fn contributions(&self, session: &str, state: &[Customization]) -> Vec<Contribution> {
+    pub(crate) fn contributions(
+        &self,
+        session: &str,
+        state: &[Customization],
+    ) -> Vec<Contribution> {
         let g = self.lock();
         let clients = g.clients.get(session);
         state
@@ -345,7 +349,7 @@ impl CustomizationState {
     }
 
     /// Writes the contributions for `session`'s runtime (blocking I/O).
-    pub fn map(&self, session: &str, contributions: &[Contribution]) -> Mapped {
+    pub(crate) fn map(&self, session: &str, contributions: &[Contribution]) -> Mapped {
         let dir = self.session_dir(session);
         // Taken while this session's bind writes (binds of one session
         // are one at a time; one that overlaps writes to a new folder).
@@ -362,7 +366,7 @@ impl CustomizationState {
 
     /// Of what `session`'s runtime gets now, what it did not get before
     /// (new, or changed): each is an audit record. Remembered as got.
-    pub fn newly_applied(&self, session: &str, applied: &[Applied]) -> Vec<Applied> {
+    pub(crate) fn newly_applied(&self, session: &str, applied: &[Applied]) -> Vec<Applied> {
         let mut g = self.lock();
         let got = g.applied.entry(session.to_owned()).or_default();
         let new: Vec<Applied> = applied
@@ -433,7 +437,7 @@ fn disabled_children(c: &Customization) -> BTreeSet<String> {
 }
 
 /// The name of the agent at `uri` in `state`, if it is there and enabled.
-pub fn agent_named(state: &[Customization], uri: &str) -> Option<String> {
+pub(crate) fn agent_named(state: &[Customization], uri: &str) -> Option<String> {
     state.iter().filter(|c| container_enabled(c)).find_map(|c| {
         children_of(c).iter().find_map(|ch| match ch {
             ChildCustomization::Agent(a) if a.uri == uri && a.enabled != Some(false) => {
@@ -445,7 +449,7 @@ pub fn agent_named(state: &[Customization], uri: &str) -> Option<String> {
 }
 
 /// A client's plugin as the session lists it.
-pub fn client_shape(e: &ClientEntry) -> Customization {
+pub(crate) fn client_shape(e: &ClientEntry) -> Customization {
     let (load, children, version) = match &e.outcome {
         ClientOutcome::Reading => (shape::loading(), None, None),
         ClientOutcome::Refused(why) => (shape::error(why.clone()), None, None),

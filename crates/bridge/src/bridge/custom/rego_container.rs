@@ -6,7 +6,7 @@ use super::runtime_map::{Contribution, RuntimeContents};
 use crate::audit::Source;
 use crate::policy::{Customization, Server};
 
-pub fn customization_of(c: &Contribution) -> Customization {
+pub(crate) fn customization_of(c: &Contribution) -> Customization {
     let source = match c.source {
         Source::ClientPlugin => "client",
         Source::HostDirectory | Source::HostPlugin | Source::HostMcpServer => "host",

@@ -20,7 +20,7 @@ use crate::runtime::{CustomAgent, McpServerSpec, RuntimeCustomizations};
 
 /// What one container gives the runtime.
 #[derive(Debug, Clone)]
-pub enum RuntimeContents {
+pub(crate) enum RuntimeContents {
     Package(Arc<Package>),
     /// A host MCP server, as configured.
     Server(String, McpServerConfig),
@@ -28,7 +28,7 @@ pub enum RuntimeContents {
 
 /// One enabled container of a session, with who it comes from.
 #[derive(Debug, Clone)]
-pub struct Contribution {
+pub(crate) struct Contribution {
     pub id: String,
     pub name: String,
     pub source: Source,
@@ -41,7 +41,7 @@ pub struct Contribution {
 
 /// A container that reached the runtime, as the audit records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Applied {
+pub(crate) struct Applied {
     pub id: String,
     /// Changes when what reaches the runtime does.
     pub key: String,
@@ -52,24 +52,24 @@ pub struct Applied {
 /// The runtime's fields, what reached it, and the containers that could
 /// not be written (id, why).
 #[derive(Debug, Default)]
-pub struct Mapped {
+pub(crate) struct Mapped {
     pub runtime: RuntimeCustomizations,
     pub applied: Vec<Applied>,
     pub failed: Vec<(String, String)>,
 }
 
 /// A short hex digest (64 bits of SHA-256): for folder names.
-pub fn short(bytes: impl AsRef<[u8]>) -> String {
+pub(crate) fn short(bytes: impl AsRef<[u8]>) -> String {
     hex::encode(&Sha256::digest(bytes)[..8])
 }
 
 /// What was written where, by this process (its folder is its own, so a
 /// folder is never written twice: it holds the digest it is named by).
-pub type Written = BTreeMap<PathBuf, Materialized>;
+pub(crate) type Written = BTreeMap<PathBuf, Materialized>;
 
 /// Writes every contribution under `dir` (blocking file I/O) and folds
 /// them. The selected agent is not among them: it is chosen per turn.
-pub fn map(contributions: &[Contribution], dir: &Path, written: &mut Written) -> Mapped {
+pub(crate) fn map(contributions: &[Contribution], dir: &Path, written: &mut Written) -> Mapped {
     let mut out = Mapped::default();
     for c in contributions {
         match &c.contents {

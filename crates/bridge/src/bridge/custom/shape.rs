@@ -17,12 +17,12 @@ use crate::customize::{Child, ChildKind, Load, Package};
 const NAMED_PROBLEMS: usize = 5;
 
 /// `loading`, for a container whose files are being read.
-pub fn loading() -> CustomizationLoadState {
+pub(crate) fn loading() -> CustomizationLoadState {
     CustomizationLoadState::Loading(CustomizationLoadingState {})
 }
 
 /// `error` with `message`.
-pub fn error(message: impl Into<String>) -> CustomizationLoadState {
+pub(crate) fn error(message: impl Into<String>) -> CustomizationLoadState {
     CustomizationLoadState::Error(CustomizationErrorState {
         message: message.into(),
     })
@@ -30,7 +30,7 @@ pub fn error(message: impl Into<String>) -> CustomizationLoadState {
 
 /// The state of a package: its own refusal, else the problems of its
 /// children (and `warnings`, e.g. what a policy removed), else loaded.
-pub fn load_of(pkg: &Package, warnings: &[String]) -> CustomizationLoadState {
+pub(crate) fn load_of(pkg: &Package, warnings: &[String]) -> CustomizationLoadState {
     if let Load::Error(why) = &pkg.load {
         return error(why.clone());
     }
@@ -59,13 +59,13 @@ pub fn load_of(pkg: &Package, warnings: &[String]) -> CustomizationLoadState {
 }
 
 /// A child's id in a session: unique under its container.
-pub fn child_id(container: &str, child: &Child) -> String {
+pub(crate) fn child_id(container: &str, child: &Child) -> String {
     format!("{container}/{}/{}", child.kind, child.name)
 }
 
 /// The usable children of `pkg`, as AHP lists them; `base` is the
 /// container's URI (a child's is under it).
-pub fn children(pkg: &Package, container: &str, base: &str) -> Vec<ChildCustomization> {
+pub(crate) fn children(pkg: &Package, container: &str, base: &str) -> Vec<ChildCustomization> {
     pkg.children
         .iter()
         .filter(|c| c.load.usable())
@@ -150,7 +150,7 @@ fn rule(c: &Child, id: String, uri: String) -> RuleCustomization {
 
 /// `fresh` with the toggles a client made on `old` (the same container as
 /// the session had it): the container's enablement, each child's `enabled`.
-pub fn keep_toggles(mut fresh: Customization, old: Option<&Customization>) -> Customization {
+pub(crate) fn keep_toggles(mut fresh: Customization, old: Option<&Customization>) -> Customization {
     let Some(old) = old else { return fresh };
     match (&mut fresh, old) {
         (Customization::Plugin(f), Customization::Plugin(o)) => {
@@ -192,7 +192,7 @@ fn keep_child_toggles(
 }
 
 /// A child's id and whether it is enabled (`None`: as its container).
-pub fn child_ref(c: &ChildCustomization) -> Option<(&str, Option<bool>)> {
+pub(crate) fn child_ref(c: &ChildCustomization) -> Option<(&str, Option<bool>)> {
     Some(match c {
         ChildCustomization::Agent(a) => (&a.id, a.enabled),
         ChildCustomization::Skill(s) => (&s.id, s.enabled),
@@ -221,7 +221,7 @@ fn set_child_enabled(c: &mut ChildCustomization, enabled: Option<bool>) {
 }
 
 /// How a container the operator's policy withholds is shown.
-pub enum Withheld {
+pub(crate) enum Withheld {
     /// A package with an error load state.
     Container(Customization),
     /// An MCP server in the error state.
@@ -230,7 +230,7 @@ pub enum Withheld {
 
 /// `c` shown withheld by the operator's policy, with `why`; `None` when it
 /// already is.
-pub fn withheld(c: &Customization, why: &str) -> Option<Withheld> {
+pub(crate) fn withheld(c: &Customization, why: &str) -> Option<Withheld> {
     let mut out = c.clone();
     match &mut out {
         Customization::Plugin(p) => set_error(&mut p.load, why)?,

@@ -41,12 +41,12 @@ use crate::upstream;
 use ahp_types::common::JsonObject;
 
 use self::host_process::HostProcess;
-pub use relay_error::RelayError;
-pub use uplink::start;
+pub(crate) use relay_error::RelayError;
+pub(crate) use uplink::start;
 use upstream_session::OperatorSection;
 
 /// What a turn in flight ends with when the link to the host is lost.
-pub const LINK_LOST: &str =
+pub(crate) const LINK_LOST: &str =
     "the agent host connection was lost during the turn; send the message again";
 
 /// How long after the bridge cancels a turn the host may still refuse the
@@ -57,7 +57,7 @@ const CANCEL_SETTLE: Duration = Duration::from_secs(5);
 const NOT_LINKED: &str = "the session is not linked to the agent host";
 
 /// What the relay is started with, read from the config at start.
-pub struct RelaySettings {
+pub(crate) struct RelaySettings {
     /// `[runtime]`: the command, `connect`, `[runtime.env]`, the deadlines.
     pub runtime: RuntimeConfig,
     /// Where a host the bridge starts keeps its state (its HOME).
@@ -77,7 +77,7 @@ pub struct RelaySettings {
 
 /// `[runtime.ahp] github_token_file` or `github_token_env`.
 #[derive(Debug, Clone)]
-pub enum GithubToken {
+pub(crate) enum GithubToken {
     File(PathBuf),
     Env(String),
 }

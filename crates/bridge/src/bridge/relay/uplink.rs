@@ -28,7 +28,10 @@ const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// Links to the host (starting it without `connect`) and authenticates
 /// before it returns, so a wrong token or a host that cannot start fails
 /// the bridge's start with the host's own words; then keeps the link up.
-pub async fn start(host: &Arc<Host>, settings: RelaySettings) -> Result<Arc<Relay>, RelayError> {
+pub(crate) async fn start(
+    host: &Arc<Host>,
+    settings: RelaySettings,
+) -> Result<Arc<Relay>, RelayError> {
     let relay = Relay::new(host, settings);
     let events = Supervisor::connect(&relay).await?;
     tokio::spawn(Supervisor::run(relay.clone(), events));

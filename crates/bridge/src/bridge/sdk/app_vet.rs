@@ -21,7 +21,7 @@ use crate::runtime::{AppAgent, AppMcpServer, AppSessionParams, AppSystemMessage}
 
 /// One thing the policy does not allow.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
+pub(crate) struct Violation {
     /// What the app asked for: `section safety`, `systemMessage.mode`,
     /// `mcpServers.fs`, `customAgents.reviewer`.
     pub what: String,
@@ -33,7 +33,7 @@ pub struct Violation {
 
 /// What the policy made of the params.
 #[derive(Debug, Default)]
-pub struct Vetted {
+pub(crate) struct Vetted {
     pub violations: Vec<Violation>,
     /// The params to send on, when anything was cut or dropped.
     pub rewritten: Option<Map<String, Value>>,
@@ -46,7 +46,7 @@ pub struct Vetted {
 }
 
 /// What the policy is read from.
-pub struct Rules<'a> {
+pub(crate) struct Rules<'a> {
     pub policy: &'a Policy,
     pub servers: &'a ClientMcpServers,
 }
@@ -55,7 +55,7 @@ pub struct Rules<'a> {
 /// `session.resume`); `typed` is the same object read for the fields the
 /// policy looks at. Every offending entry is left out of what would be sent
 /// on; whether to send it on or refuse is the caller's (`on_violation`).
-pub fn vet(rules: &Rules, typed: &AppSessionParams, params: &Map<String, Value>) -> Vetted {
+pub(crate) fn vet(rules: &Rules, typed: &AppSessionParams, params: &Map<String, Value>) -> Vetted {
     let mut v = Vetted::default();
     let mut out = params.clone();
     if let Some(sm) = &typed.system_message {

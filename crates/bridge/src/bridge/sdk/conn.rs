@@ -57,7 +57,7 @@ fn result_frame(id: &RawValue, result: &str) -> String {
 /// drain), a new connection is closed at once (an app, or a load balancer
 /// in front, then tries another bridge) while open ones go on, until the
 /// bridge's stop ends them ([`SdkGate::stop`]). Returns the address bound.
-pub async fn listen(
+pub(crate) async fn listen(
     gate: Arc<SdkGate>,
     stop: CancellationToken,
     draining: CancellationToken,

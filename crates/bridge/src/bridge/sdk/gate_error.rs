@@ -26,7 +26,7 @@ pub enum SdkListenError {
 
 /// Why the bridge has no runtime for an app's connection.
 #[derive(Debug, thiserror::Error)]
-pub enum OpenRuntimeError {
+pub(crate) enum OpenRuntimeError {
     #[error(transparent)]
     Reach(#[from] ReachError),
     #[error("the runtime at {addr} did not accept within {after:?}")]

@@ -28,12 +28,12 @@ use crate::runtime::Repeats;
 use crate::runtime::{Arrived, RuntimeEvent, SESSION_EVENT};
 
 /// The AHP session an SDK session is shown as.
-pub fn uri_of(session_id: &str) -> String {
+pub(crate) fn uri_of(session_id: &str) -> String {
     format!("ahp-session:/sdk-{session_id}")
 }
 
 /// The SDK session an AHP session shows, if it shows one.
-pub fn session_of(uri: &str) -> Option<&str> {
+pub(crate) fn session_of(uri: &str) -> Option<&str> {
     uri.strip_prefix("ahp-session:/sdk-")
 }
 

@@ -38,18 +38,18 @@ use crate::transform::Router;
 
 mod app_clients;
 mod app_conn;
-pub mod app_vet;
+pub(crate) mod app_vet;
 mod conn;
 mod conns;
 mod gate_error;
-pub mod mirror;
+pub(crate) mod mirror;
 mod sdk_settings;
 
 // The listener is with the connections it serves: they use the gate, the
 // gate does not use them.
-pub use conn::listen;
-pub use gate_error::{OpenRuntimeError, SdkListenError};
-pub use sdk_settings::SdkSettings;
+pub(crate) use conn::listen;
+pub(crate) use gate_error::SdkListenError;
+pub(crate) use sdk_settings::SdkSettings;
 
 /// What SDK connections share: the settings, who they act as, the way to
 /// a runtime, the router and the audit log.

@@ -12,7 +12,7 @@ use crate::ahp::Principal;
 use crate::config::{Config, SdkConfig};
 
 #[derive(Clone)]
-pub struct SdkSettings {
+pub(crate) struct SdkSettings {
     pub(super) sdk: SdkConfig,
     pub(super) principal: Arc<Principal>,
     pub(super) max_frame_bytes: usize,
@@ -23,7 +23,7 @@ pub struct SdkSettings {
 
 impl SdkSettings {
     /// `None` without `[sdk]`: no gate, no listener.
-    pub fn from_config(cfg: &Config) -> Option<Self> {
+    pub(crate) fn from_config(cfg: &Config) -> Option<Self> {
         let sdk = cfg.sdk.clone()?;
         let p = cfg
             .principals
