@@ -63,6 +63,15 @@ pub(super) trait Starts: Send + Sync {
     fn lost(&self, slot: usize, generation: u64);
 }
 
+/// Whether `conn`'s runtime answers a ping within `timeout` (an error
+/// reply is an answer).
+async fn ping(conn: &RuntimeConn, timeout: Duration) -> Result<(), CheckFailed> {
+    match conn.ping(timeout).await {
+        Ok(_) | Err(CallError::Rpc(_)) => Ok(()),
+        Err(e) => Err(CheckFailed(e.to_string())),
+    }
+}
+
 impl Pool {
     pub(super) fn new(cfg: &RuntimeConfig, listen: bool) -> Self {
         metrics().runtimes(cfg.pool_size().max(1));
@@ -94,23 +103,29 @@ impl Pool {
     /// started, as a session would, for `owner`). `Err` names each that did
     /// not answer, unless another did.
     pub(super) async fn health(
-        &self,
+        self: &Arc<Self>,
         timeout: Duration,
         owner: Weak<dyn Starts>,
     ) -> Result<(), CheckFailed> {
-        let mut pings = self.ping_all(timeout).await;
+        let pings = self.ping_all(timeout).await;
         if pings.iter().all(Option::is_none) {
-            match tokio::time::timeout(timeout, self.runtime(0, owner)).await {
-                Ok(Ok(_)) => pings = self.ping_all(timeout).await,
-                Ok(Err(e)) => {
+            // The start goes on past the probe's deadline: cut off at each
+            // probe, a runtime slower to start than the deadline would be
+            // killed and started again forever, and never be ready.
+            let pool = self.clone();
+            let start = tokio::spawn(async move { pool.runtime(0, owner).await });
+            match tokio::time::timeout(timeout, start).await {
+                Ok(Ok(Ok((conn, _)))) => return ping(&conn, timeout).await,
+                Ok(Ok(Err(e))) => {
                     return Err(CheckFailed(format!(
                         "runtime 0 does not start: {}",
                         Causes(&e)
                     )))
                 }
+                Ok(Err(e)) => return Err(CheckFailed(format!("runtime 0's start failed: {e}"))),
                 Err(_) => {
                     return Err(CheckFailed(format!(
-                        "runtime 0 did not start within {timeout:?}"
+                        "runtime 0 did not start within {timeout:?} (still starting)"
                     )))
                 }
             }
@@ -195,17 +210,20 @@ impl Pool {
 
     /// Pings every running runtime at once, each within `timeout`: by slot,
     /// whether it answered (`None`: not running).
+    /// A runtime being started (its slot held) counts as not running: the
+    /// probe does not wait for a start.
     pub(super) async fn ping_all(&self, timeout: Duration) -> Vec<Option<Result<(), CheckFailed>>> {
-        let mut live = Vec::new();
-        for slot in 0..self.runtimes.len() {
-            live.push(self.live(slot).await);
-        }
+        let live = self.runtimes.iter().map(|r| {
+            r.try_lock().ok().and_then(|g| {
+                g.as_ref()
+                    .filter(|l| l.conn.is_open())
+                    .map(|l| l.conn.clone())
+            })
+        });
+        let live: Vec<_> = live.collect();
         let pings = live.into_iter().map(|conn| async move {
             let conn = conn?;
-            Some(match conn.ping(timeout).await {
-                Ok(_) | Err(CallError::Rpc(_)) => Ok(()),
-                Err(e) => Err(CheckFailed(e.to_string())),
-            })
+            Some(ping(&conn, timeout).await)
         });
         futures_util::future::join_all(pings).await
     }
