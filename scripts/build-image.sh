@@ -9,11 +9,13 @@
 # Load it with: podman load -i target/image/ahp-copilot-bridge.oci.tar
 # With --root-only it makes the Debian root and stops (scripts/test.sh makes
 # it while other things build). The binary is built with the `dist` profile
-# (fat LTO, what ships); `--profile release` packs the faster build instead
-# (tests/image.rs: it tests the packing, and CI builds each profile once).
+# (fat LTO, what ships); `--profile release` packs the faster build instead,
+# and `--binary PATH` packs a binary already built (tests/image.rs packs the
+# one it tests: it tests the packing, and CI builds one profile, once).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PROFILE=dist
+BIN=
 case "${1:-}" in
   "" | --root-only) ;;
   --profile)
@@ -21,7 +23,10 @@ case "${1:-}" in
       dist | release) PROFILE=$2 ;;
       *) echo "build-image: --profile takes dist or release, not '${2:-}'" >&2; exit 2 ;;
     esac ;;
-  *) echo "build-image: unknown argument $1 (none, --root-only, or --profile dist|release)" >&2; exit 2 ;;
+  --binary)
+    [ -x "${2:-}" ] || { echo "build-image: --binary takes an executable, not '${2:-}'" >&2; exit 2; }
+    BIN=$2 ;;
+  *) echo "build-image: unknown argument $1 (none, --root-only, --profile dist|release, or --binary PATH)" >&2; exit 2 ;;
 esac
 [ "$(id -u)" -eq 0 ] || { echo "build-image: run as root (debootstrap and buildah mount need it)" >&2; exit 1; }
 for c in debootstrap buildah; do
@@ -40,9 +45,11 @@ if [ ! -x "$ROOT/bin/sh" ]; then
   mv "$ROOT.part" "$ROOT"
 fi
 [ "${1:-}" = "--root-only" ] && exit 0
-cargo build --profile "$PROFILE" --locked
-# Where cargo put it (CARGO_TARGET_DIR, when set, moves every build).
-BIN=${CARGO_TARGET_DIR:-target}/$PROFILE/ahp-copilot-bridge
+if [ -z "$BIN" ]; then
+  cargo build --profile "$PROFILE" --locked
+  # Where cargo put it (CARGO_TARGET_DIR, when set, moves every build).
+  BIN=${CARGO_TARGET_DIR:-target}/$PROFILE/ahp-copilot-bridge
+fi
 scripts/install-runtime.sh
 export STORAGE_DRIVER=vfs
 ctr=$(buildah --storage-driver vfs from scratch)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# CI's check of the README's first command: scripts/demo.sh builds, starts the
-# whole offline stack and says where it listens, then stops cleanly on Ctrl-C.
+# CI's check of the README's first command: scripts/demo.sh builds (or, with
+# AHP_BRIDGE_DEMO_BINARY, runs the binary CI's tests built), starts the whole
+# offline stack and says where it listens, then stops cleanly on Ctrl-C.
 # (tests/cli.rs holds a whole conversation with the demo binary.)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The test command: installs the Debian packages the tests need, the runtime
-# and the console's dev tools, then type check, format, lint and every test;
-# then the transform e2e test against other CLI releases (scripts/compat-runtimes.sh).
-# Each phase prints its time; the release build and the image's Debian root
-# run in the background meanwhile (see below). `scripts/test.sh --quick` runs only the unit
+# The test command: installs the Debian packages the tests need, the runtime,
+# the console's dev tools and the SDKs (in the background, while the one build
+# runs), then format, lint, type check and every test; then the transform e2e
+# test against other CLI releases (scripts/compat-runtimes.sh). Each phase
+# prints its time. `scripts/test.sh --quick` runs only the unit
 # tests and the in-process integration tests (no Copilot CLI, browser, image
 # or package install): the loop while changing code.
 set -euo pipefail
@@ -32,14 +32,13 @@ fi
 # The disk the build has: a fresh test build takes about 4 GB (target/).
 df -h . | sed 's/^/test.sh: disk: /'
 
-# The whole run (no arguments) also builds the release binary and a Debian
-# root for the image test (tests/image.rs) and the demo. Both start early,
-# in the background: the installs wait on the network and a link keeps one
-# core, so run in sequence each left a core idle for minutes. The
-# release build's output goes to target/release-build.log, shown if it fails.
+# The installs wait on the network, the build keeps both cores: the installs
+# run in the background (scripts/install-for-tests.sh, its output in
+# target/installs.log, shown when it ends), in a process group of their own
+# so that stopping the run stops them too.
 background=()
-# NAME COMMAND...: COMMAND in a process group of its own (so that stopping
-# it stops its compilers too), saying its time and CPU time when it ends.
+# NAME COMMAND...: COMMAND in a process group of its own, saying its time and
+# CPU time when it ends.
 start_background() {
   local name=$1
   shift
@@ -47,7 +46,7 @@ start_background() {
     "$name" "$@" &
   background+=($!)
 }
-# A run that fails or is interrupted leaves no build behind it.
+# A run that fails or is interrupted leaves no install behind it.
 stop_background() {
   local pid
   for pid in "${background[@]}"; do
@@ -56,7 +55,7 @@ stop_background() {
 }
 trap stop_background EXIT
 trap 'exit 130' INT TERM
-# The tests wait for the background jobs; a job that failed fails the run.
+# The tests wait for the installs; an install that failed fails the run.
 wait_background() {
   local pid
   for pid in "${background[@]}"; do
@@ -65,30 +64,23 @@ wait_background() {
   # Reaped: their ids may be another process's from now on.
   background=()
 }
-if [[ $# -eq 0 ]]; then
-  mkdir -p target
-  start_background release-build bash -c \
-    'cargo build --release --locked >target/release-build.log 2>&1 || { cat target/release-build.log >&2; exit 1; }'
-fi
+mkdir -p target
+# The image's Debian root only for the whole run (the image test is in it).
+image_root=()
+if [[ $# -eq 0 ]]; then image_root=(--image-root); fi
+start_background installs bash -c \
+  'scripts/install-for-tests.sh "$@" >target/installs.log 2>&1 || { cat target/installs.log >&2; exit 1; }' \
+  install-for-tests "${image_root[@]}"
 
-phase install-packages scripts/install-test-packages.sh
-if [[ $# -eq 0 && "$(id -u)" -eq 0 ]]; then
-  # debootstrap is installed now; the root downloads while cargo compiles.
-  # (Not root: the image test says why it cannot build the image.)
-  start_background image-root scripts/build-image.sh --root-only
-fi
-phase install-runtime scripts/install-runtime.sh
-phase install-console-tools scripts/install-console-tools.sh
-phase install-sdks scripts/install-sdks.sh
-# The web console's modules, type-checked as they are served (no build step).
-phase console-types .console-tools/node_modules/.bin/tsc -p console/tsconfig.json
 phase fmt cargo fmt --check
 # The lint and the test build are one build: clippy's driver compiles the
 # workspace's crates (what `cargo clippy` runs, but generating code), so the
 # lints and the test binaries come from one compile, not a check and then a
 # build. CLIPPY_ARGS is how `cargo clippy -- -D warnings` hands its flags to
-# the driver. Set only here, after the release build started: cargo counts
-# the wrapper in a build's fingerprint.
+# the driver. CI builds this one profile, once: the image test packs, and
+# CI's demo check runs, the binary this build makes (a release build of the
+# product's features would remake tokio and every crate above it: the tests'
+# tokio has test-util).
 clippy_driver=$(command -v clippy-driver) \
   || { echo "test.sh: clippy-driver is missing (rustup component add clippy)" >&2; exit 1; }
 export RUSTC_WORKSPACE_WRAPPER=$clippy_driver
@@ -114,9 +106,11 @@ policy_examples() {
 if [[ $# -eq 0 ]]; then
   phase policy-examples policy_examples
 fi
-# The tests start once the background builds are done: a test's deadlines
-# are for a machine not also linking a release build.
-phase wait-background wait_background
+# The tests start once the installs are done (they use what was installed).
+phase wait-installs wait_background
+cat target/installs.log >&2
+# The web console's modules, type-checked as they are served (no build step).
+phase console-types .console-tools/node_modules/.bin/tsc -p console/tsconfig.json
 phase tests cargo test --locked "$@"
 # The whole suite ran against the pinned CLI; the transform e2e test runs
 # also against the oldest supported and the newest published releases.

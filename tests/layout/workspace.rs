@@ -541,3 +541,23 @@ fn each_crate_keeps_its_modules_behind_its_lib() {
     }
     assert!(found.is_empty(), "public modules:\n{}", found.join("\n"));
 }
+
+/// The profiles compile the same code: nothing is under
+/// `cfg(debug_assertions)`. CI builds only `dev` (scripts/test.sh), so a
+/// `release` or `dist` build must not meet code the tests never compiled.
+#[test]
+fn no_product_code_depends_on_the_profile() {
+    let mut found = Vec::new();
+    for (rel, text) in workspace_sources() {
+        for (n, line) in super::product::product(text).lines().enumerate() {
+            if line.contains("debug_assertions") {
+                found.push(format!("{rel}:{}", n + 1));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "cfg(debug_assertions) in:\n{}",
+        found.join("\n")
+    );
+}
