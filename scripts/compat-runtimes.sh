@@ -3,8 +3,7 @@
 # one: the oldest the bridge supports (docs/compatibility.md) and the newest
 # published, when it differs from the pinned one. Each is installed into its
 # own folder (.runtime-VERSION) and used through AHP_BRIDGE_RUNTIME_DIR; the
-# pinned install in .runtime/ is never touched. Called by scripts/test.sh,
-# beside the suite; its arguments go to the test binary (--test-threads=1).
+# pinned install in .runtime/ is never touched. Called by scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLDEST=1.0.92
@@ -24,5 +23,5 @@ for v in "${versions[@]}"; do
   # failed. A field missing, a wrong type or a method gone fails the run:
   # those would break users.
   AHP_BRIDGE_RUNTIME_DIR="$PWD/.runtime-$v" AHP_BRIDGE_WIRE_ALLOW=unknown_event \
-    cargo test --locked --test system e2e_transform:: -- "$@"
+    cargo test --locked --test system e2e_transform::
 done

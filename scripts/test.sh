@@ -111,17 +111,9 @@ phase wait-installs wait_background
 cat target/installs.log >&2
 # The web console's modules, type-checked as they are served (no build step).
 phase console-types .console-tools/node_modules/.bin/tsc -p console/tsconfig.json
-# The whole suite runs against the pinned CLI; with the whole run, the
-# transform e2e test runs also against the oldest supported and the newest
-# published releases, beside it and one test at a time: it waits on the
-# network and the runtime, and the suite leaves a core idle a third of its
-# time. Its output is in target/compat-runtimes.log, shown when it ends.
-if [[ $# -eq 0 ]]; then
-  start_background compat-runtimes bash -c \
-    'scripts/compat-runtimes.sh --test-threads=1 >target/compat-runtimes.log 2>&1 || { cat target/compat-runtimes.log >&2; exit 1; }'
-fi
 phase tests cargo test --locked "$@"
+# The whole suite ran against the pinned CLI; the transform e2e test runs
+# also against the oldest supported and the newest published releases.
 if [[ $# -eq 0 ]]; then
-  phase wait-compat-runtimes wait_background
-  cat target/compat-runtimes.log >&2
+  phase compat-runtimes scripts/compat-runtimes.sh
 fi
