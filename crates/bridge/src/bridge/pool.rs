@@ -54,6 +54,12 @@ struct LiveRuntime {
     reach: Option<Reach>,
 }
 
+/// The runtime a slot holds, if its connection is still open: what
+/// "running" means to every reader of the pool.
+fn open_runtime(slot: &Option<LiveRuntime>) -> Option<&LiveRuntime> {
+    slot.as_ref().filter(|l| l.conn.is_open())
+}
+
 /// What the pool needs from its owner to start a runtime: the handler of
 /// what the runtime sends, and what to do when it is lost. The pool holds
 /// its owner weakly: the owner holds the pool, and a strong reference back
@@ -152,7 +158,7 @@ impl Pool {
     ) -> Result<(Arc<RuntimeConn>, u64), ReachError> {
         let slot = slot.min(self.runtimes.len() - 1);
         let mut g = self.runtimes[slot].lock().await;
-        if let Some(l) = g.as_ref().filter(|l| l.conn.is_open()) {
+        if let Some(l) = open_runtime(&g) {
             return Ok((l.conn.clone(), l.generation));
         }
         if self.is_stopping() {
@@ -203,24 +209,23 @@ impl Pool {
     /// Runtime `slot`'s connection, if it is running; never starts one.
     pub(super) async fn live(&self, slot: usize) -> Option<Arc<RuntimeConn>> {
         let g = self.runtimes.get(slot)?.lock().await;
-        g.as_ref()
-            .filter(|l| l.conn.is_open())
-            .map(|l| l.conn.clone())
+        open_runtime(&g).map(|l| l.conn.clone())
     }
 
     /// Pings every running runtime at once, each within `timeout`: by slot,
-    /// whether it answered (`None`: not running).
-    /// A runtime being started (its slot held) counts as not running: the
-    /// probe does not wait for a start.
+    /// whether it answered (`None`: not running). A runtime being started
+    /// (its slot held) counts as not running: the probe does not wait for a
+    /// start.
     pub(super) async fn ping_all(&self, timeout: Duration) -> Vec<Option<Result<(), CheckFailed>>> {
-        let live = self.runtimes.iter().map(|r| {
-            r.try_lock().ok().and_then(|g| {
-                g.as_ref()
-                    .filter(|l| l.conn.is_open())
-                    .map(|l| l.conn.clone())
+        let live: Vec<_> = self
+            .runtimes
+            .iter()
+            .map(|r| {
+                r.try_lock()
+                    .ok()
+                    .and_then(|g| open_runtime(&g).map(|l| l.conn.clone()))
             })
-        });
-        let live: Vec<_> = live.collect();
+            .collect();
         let pings = live.into_iter().map(|conn| async move {
             let conn = conn?;
             Some(ping(&conn, timeout).await)
