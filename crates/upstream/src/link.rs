@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use ahp::{Client, ClientConfig, ClientError, ClientEventStream};
 use ahp_bridge_base::config::Secret;
 use ahp_types::commands::{AuthenticateParams, InitializeResult};
+use ahp_types::errors::ahp_error_codes;
 use ahp_types::state::SnapshotState;
 
 use crate::meta::CopilotMeta;
@@ -145,10 +146,25 @@ async fn authenticate(
     Ok(resource)
 }
 
-/// A failed request, named by its method: the host's own message.
+/// A failed request, named by its method: the host's own message. "Not
+/// found" keeps its kind: the relay starts afresh a session its host lost.
 pub(crate) fn rpc(method: &'static str) -> impl Fn(ClientError) -> UpstreamError {
-    move |e| UpstreamError::Rpc {
-        method,
-        reason: e.to_string(),
+    move |e| match e {
+        ClientError::Rpc(e)
+            if [
+                ahp_error_codes::NOT_FOUND,
+                ahp_error_codes::SESSION_NOT_FOUND,
+            ]
+            .contains(&e.code) =>
+        {
+            UpstreamError::NotFound {
+                method,
+                message: e.message,
+            }
+        }
+        e => UpstreamError::Rpc {
+            method,
+            reason: e.to_string(),
+        },
     }
 }

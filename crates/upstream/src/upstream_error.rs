@@ -21,6 +21,13 @@ pub enum UpstreamError {
         method: &'static str,
         reason: String,
     },
+    /// The host does not have what a request named (a session it lost:
+    /// stopped before it stored it, or its state gone), in its own words.
+    #[error("the agent host's {method} found nothing: {message}")]
+    NotFound {
+        method: &'static str,
+        message: String,
+    },
     /// The host refused a command, in its own words.
     #[error("the agent host refused {method}: {message}")]
     Refused {

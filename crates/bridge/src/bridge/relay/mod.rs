@@ -7,6 +7,7 @@
 //! session starts with) is decided here before the host or a client sees it.
 
 mod config;
+mod github_token;
 mod host_process;
 mod relay_error;
 mod session_map;
@@ -38,9 +39,11 @@ use crate::bridge::turn_mapper::{user_message, user_turn_started};
 use crate::config::{OnFailure, RuntimeConfig, Secret};
 use crate::policy::PolicyReader;
 use crate::upstream;
+use crate::upstream::UpstreamError;
 use ahp_types::common::JsonObject;
 
 use self::host_process::HostProcess;
+pub(crate) use github_token::GithubToken;
 pub(crate) use relay_error::RelayError;
 pub(crate) use uplink::start;
 use upstream_session::OperatorSection;
@@ -73,34 +76,6 @@ pub(crate) struct RelaySettings {
     pub audit: Option<Arc<AuditLog>>,
     pub include_content: bool,
     pub on_failure: OnFailure,
-}
-
-/// `[runtime.ahp] github_token_file` or `github_token_env`.
-#[derive(Debug, Clone)]
-pub(crate) enum GithubToken {
-    File(PathBuf),
-    Env(String),
-}
-
-impl GithubToken {
-    /// The token now (a rotated file is read anew at each connection).
-    fn read(&self) -> Result<Secret, RelayError> {
-        let (what, value) = match self {
-            Self::File(p) => (
-                format!("runtime.ahp.github_token_file {}", p.display()),
-                std::fs::read_to_string(p).map_err(|e| e.to_string()),
-            ),
-            Self::Env(v) => (
-                format!("runtime.ahp.github_token_env {v}"),
-                std::env::var(v).map_err(|e| e.to_string()),
-            ),
-        };
-        match value {
-            Ok(t) if !t.trim().is_empty() => Ok(Secret(t.trim().to_owned())),
-            Ok(_) => Err(RelayError::Token(format!("{what}: empty"))),
-            Err(e) => Err(RelayError::Token(format!("{what}: {e}"))),
-        }
-    }
 }
 
 /// The backend that relays to the runtime's AHP host.
@@ -339,6 +314,7 @@ impl Relay {
         };
         let chat = match upstream::session_state(&client, &up).await {
             Ok(state) => upstream::default_chat(&state),
+            Err(UpstreamError::NotFound { .. }) => return self.start_afresh(north, &up).await,
             Err(e) => {
                 warn!(session = %north, upstream = %up, "the agent host does not have the session: {e}");
                 return;
@@ -351,6 +327,18 @@ impl Relay {
         self.sessions.set_up_chat(north, &chat);
         if let Err(e) = upstream::subscribe(&client, &chat).await {
             warn!(session = %north, "the agent host's chat was not subscribed: {e}");
+        }
+    }
+
+    /// Creates afresh, under a new upstream id, a relayed session its host
+    /// does not have (the host stopped before it stored it, or its state is
+    /// gone): the client keeps its session, and the model does not see the
+    /// earlier turns, as when the runtime cannot resume a session on the
+    /// JSON-RPC side.
+    async fn start_afresh(&self, north: &str, lost: &str) {
+        warn!(session = %north, upstream = %lost, "the agent host does not have the session; starting it afresh: the model will not see the earlier turns");
+        if let Err(e) = self.create_upstream(north).await {
+            warn!(session = %north, "the agent host did not create the session afresh: {e}");
         }
     }
 

@@ -92,11 +92,13 @@ impl RelaySessions {
     }
 
     /// Maps `north` (whose default chat is `north_chat`) to upstream `up`.
+    /// Mapped already (a session started afresh on the host), it keeps its
+    /// running turn, and its old upstream channels lead nowhere.
     pub(super) fn add(&self, north: &str, north_chat: &str, up: &str) {
         let mut m = self.lock();
         m.by_up
             .insert(up.to_owned(), (north.to_owned(), Side::Session));
-        m.by_north.insert(
+        let old = m.by_north.insert(
             north.to_owned(),
             Relayed {
                 north: north.to_owned(),
@@ -108,6 +110,15 @@ impl RelaySessions {
                 cancelled_at: None,
             },
         );
+        let Some(old) = old else { return };
+        for gone in [Some(old.up), old.up_chat].into_iter().flatten() {
+            if gone != up {
+                m.by_up.remove(&gone);
+            }
+        }
+        if let Some(r) = m.by_north.get_mut(north) {
+            r.turn = old.turn;
+        }
     }
 
     /// The upstream default chat of `north`, from the host's snapshot.
@@ -269,8 +280,22 @@ mod tests {
             (silent[0].1.id.as_str(), silent[0].1.up_id.as_str()),
             ("t2", "t2.resent-1")
         );
-        assert!(s.remove("n:/1").is_some());
+        // Started afresh on the host: the running turn stays, the old
+        // upstream channels lead nowhere.
+        s.with("n:/1", |r| {
+            r.turn = Some(Turn::new("t3".into(), String::new(), None))
+        });
+        s.add("n:/1", "ahp-chat://default/x", "copilot:/u2");
         assert!(s.of_up("copilot:/u1").is_none() && s.of_up("ahp-chat:/c2").is_none());
+        assert_eq!(s.of_up("copilot:/u2").unwrap().0.north, "n:/1");
+        assert_eq!(
+            s.with("n:/1", |r| r.turn.clone().map(|t| t.id))
+                .flatten()
+                .as_deref(),
+            Some("t3")
+        );
+        assert!(s.remove("n:/1").is_some());
+        assert!(s.of_up("copilot:/u2").is_none());
         assert_eq!(s.len(), 0);
     }
 }

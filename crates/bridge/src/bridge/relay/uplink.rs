@@ -19,7 +19,7 @@ use super::relay_error::RelayError;
 use super::{config, upstream_events, Relay, RelaySettings, LINK_LOST};
 use crate::ahp::Host;
 use crate::upstream;
-use crate::upstream::{link, Target};
+use crate::upstream::{link, Target, UpstreamError};
 
 /// The first wait before linking again, and the longest.
 const BACKOFF_FIRST: Duration = Duration::from_millis(250);
@@ -112,8 +112,18 @@ impl Supervisor {
             Err(e) => warn!("the agent host did not give its session settings: {e}"),
         }
         let mut left_active = Vec::new();
+        let mut lost = Vec::new();
         for r in relay.sessions.all() {
-            let state = upstream::session_state(&linked.client, &r.up).await?;
+            let state = match upstream::session_state(&linked.client, &r.up).await {
+                Ok(state) => state,
+                // Started afresh once linked (below): one session the host
+                // lost must not keep every other one unlinked.
+                Err(UpstreamError::NotFound { .. }) => {
+                    lost.push((r.north, r.up));
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
             let Some(chat) = &upstream::default_chat(&state) else {
                 continue;
             };
@@ -130,6 +140,9 @@ impl Supervisor {
         relay.set_client(Some(linked.client));
         for (north, turn) in left_active {
             relay.cancel_upstream(&north, turn);
+        }
+        for (north, up) in lost {
+            relay.start_afresh(&north, &up).await;
         }
         info!(%url, sessions = relay.sessions.len(), "linked to the agent host");
         Ok(linked.events)
