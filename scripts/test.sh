@@ -111,6 +111,11 @@ phase wait-installs wait_background
 cat target/installs.log >&2
 # The web console's modules, type-checked as they are served (no build step).
 phase console-types .console-tools/node_modules/.bin/tsc -p console/tsconfig.json
+# Three tests at a time on 2 cores: a test of the system tier waits on the
+# CLI, the scripted model or a deadline much of its time (that tier took
+# 102 s on 2 threads, 81 s on 3 and 75 s on 4 here; the browser tier, busy
+# with chromium, 29 s on 2 or 3). A RUST_TEST_THREADS already set is kept.
+export RUST_TEST_THREADS=${RUST_TEST_THREADS:-3}
 phase tests cargo test --locked "$@"
 # The whole suite ran against the pinned CLI; the transform e2e test runs
 # also against the oldest supported and the newest published releases.
