@@ -297,6 +297,13 @@ async fn logged<F: std::future::Future<Output = ()>>(f: F) -> String {
         .with_ansi(false)
         .with_writer(move || writer.clone())
         .finish();
+    // tracing caches a callsite's interest for the whole process, and while
+    // one dispatcher is registered it asks only the registering thread's
+    // own: a test on another thread (no subscriber) reaching a callsite
+    // first would cache "never", and this capture would miss the event (it
+    // did, at three test threads). With a second dispatcher held while
+    // capturing, every registration asks all of them, this one included.
+    let _anchor = tracing::Dispatch::new(tracing::subscriber::NoSubscriber::default());
     let _guard = tracing::subscriber::set_default(subscriber);
     f.await;
     let text = String::from_utf8(buf.0.lock().unwrap().clone()).unwrap();
