@@ -414,55 +414,48 @@ async fn a_host_already_running_is_reached_with_its_token_file() {
 /// A restart of the bridge: the host it starts again on the same HOME
 /// keeps its sessions, the bridge restores its own and links each to the
 /// same upstream session, and the next turn goes on with the history.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_of_the_bridge_a_session_goes_on() {
+    let (asked, _st, _bridge) = a_turn_after_a_restart("relay-7", |_| {}).await;
+    assert!(
+        asked.contains("REMEMBER-THIS"),
+        "the host kept the history: {asked}"
+    );
+}
+
 /// A host that lost a session (stopped before it stored it, or its state
 /// wiped, as here) gets it created afresh: the session goes on without its
 /// history, and the link is not held up by it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_the_host_lost_is_started_afresh_and_goes_on() {
-    let st = start_agent_host_stack(|_| {}).await;
-    let c = initialized(&st.bridge, "ide").await;
-    ready_session(&c, "ahp-session:/relay-8", None).await;
-    st.model.push(Reply::Text("First.".into()));
-    assert_eq!(
-        run_turn(&c, "relay-8", "t-1", "REMEMBER-THIS").await.kind,
-        "complete"
-    );
-    drop(c);
-    assert!(
-        st.bridge.stop(std::time::Duration::from_secs(30)).await,
-        "a clean stop"
-    );
-    // The host's state, beside the bridge's store, is gone.
-    let store = st.cfg.state_path().expect("a state store");
-    std::fs::remove_dir_all(store.parent().unwrap().join("copilot-ahp-host")).unwrap();
-    let again = ahp_bridge_join::start(st.cfg.clone(), ahp_bridge_join::Agent::Copilot)
-        .await
-        .expect("the bridge starts again");
-    let c = initialized(&again, "ide").await;
-    st.model.push(Reply::Text("Second.".into()));
-    let end = run_turn(&c, "relay-8", "t-2", "what did I say?").await;
-    assert_eq!(
-        (end.kind, end.text.as_str()),
-        ("complete", "Second."),
-        "{end:?}"
-    );
-    let asked = st.model.requests().last().unwrap().to_string();
+    let (asked, _st, bridge) = a_turn_after_a_restart("relay-8", |st| {
+        // The host's state, beside the bridge's store, is gone.
+        let store = st.cfg.state_path().expect("a state store");
+        std::fs::remove_dir_all(store.parent().unwrap().join("copilot-ahp-host")).unwrap();
+    })
+    .await;
     assert!(asked.contains("what did I say?"), "{asked}");
     assert!(
         !asked.contains("REMEMBER-THIS"),
         "a session started afresh has no history: {asked}"
     );
-    assert!(again.relay.as_ref().unwrap().linked());
+    assert!(bridge.relay.as_ref().unwrap().linked());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn after_a_restart_of_the_bridge_a_session_goes_on() {
+/// A turn ("REMEMBER-THIS") in `session`, the bridge stopped cleanly,
+/// `meanwhile`, the bridge started again and a second turn there, which
+/// completes: what the model was asked for it, the stack, and the bridge
+/// started again on it (last, so that it is dropped first).
+async fn a_turn_after_a_restart(
+    session: &str,
+    meanwhile: impl FnOnce(&AgentHostStack),
+) -> (String, AgentHostStack, ahp_bridge_join::Running) {
     let st = start_agent_host_stack(|_| {}).await;
     let c = initialized(&st.bridge, "ide").await;
-    ready_session(&c, "ahp-session:/relay-7", None).await;
+    ready_session(&c, &format!("ahp-session:/{session}"), None).await;
     st.model.push(Reply::Text("First.".into()));
     assert_eq!(
-        run_turn(&c, "relay-7", "t-1", "REMEMBER-THIS").await.kind,
+        run_turn(&c, session, "t-1", "REMEMBER-THIS").await.kind,
         "complete"
     );
     drop(c);
@@ -470,20 +463,18 @@ async fn after_a_restart_of_the_bridge_a_session_goes_on() {
         st.bridge.stop(std::time::Duration::from_secs(30)).await,
         "a clean stop"
     );
+    meanwhile(&st);
     let again = ahp_bridge_join::start(st.cfg.clone(), ahp_bridge_join::Agent::Copilot)
         .await
         .expect("the bridge starts again");
     let c = initialized(&again, "ide").await;
     st.model.push(Reply::Text("Second.".into()));
-    let end = run_turn(&c, "relay-7", "t-2", "what did I say?").await;
+    let end = run_turn(&c, session, "t-2", "what did I say?").await;
     assert_eq!(
         (end.kind, end.text.as_str()),
         ("complete", "Second."),
         "{end:?}"
     );
     let asked = st.model.requests().last().unwrap().to_string();
-    assert!(
-        asked.contains("REMEMBER-THIS"),
-        "the host kept the history: {asked}"
-    );
+    (asked, st, again)
 }
