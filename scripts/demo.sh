@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo: installs the runtime, then runs everything offline on loopback.
 # It builds the dev profile: a fresh clone's first demo is about four minutes
-# here, where an optimized build is ten (docs/testing.md, "Build times").
+# here, where an optimized build is ten (docs/testing.md, "Where CI's time
+# goes").
 # AHP_BRIDGE_DEMO_BINARY runs a binary already built instead (CI's demo
 # check runs the one its tests built: the same profile, built once).
 set -euo pipefail

@@ -80,6 +80,18 @@ struct Maps {
     by_up: HashMap<String, (String, Side)>,
 }
 
+impl Maps {
+    /// Takes `north` out, and its upstream session and chat with it.
+    fn unmap(&mut self, north: &str) -> Option<Relayed> {
+        let r = self.by_north.remove(north)?;
+        self.by_up.remove(&r.up);
+        if let Some(c) = &r.up_chat {
+            self.by_up.remove(c);
+        }
+        Some(r)
+    }
+}
+
 /// The relayed sessions, owned here; every access is one short lock.
 #[derive(Default)]
 pub(super) struct RelaySessions {
@@ -96,29 +108,21 @@ impl RelaySessions {
     /// running turn, and its old upstream channels lead nowhere.
     pub(super) fn add(&self, north: &str, north_chat: &str, up: &str) {
         let mut m = self.lock();
+        let turn = m.unmap(north).and_then(|old| old.turn);
         m.by_up
             .insert(up.to_owned(), (north.to_owned(), Side::Session));
-        let old = m.by_north.insert(
+        m.by_north.insert(
             north.to_owned(),
             Relayed {
                 north: north.to_owned(),
                 north_chat: north_chat.to_owned(),
                 up: up.to_owned(),
                 up_chat: None,
-                turn: None,
+                turn,
                 decided: HashSet::new(),
                 cancelled_at: None,
             },
         );
-        let Some(old) = old else { return };
-        for gone in [Some(old.up), old.up_chat].into_iter().flatten() {
-            if gone != up {
-                m.by_up.remove(&gone);
-            }
-        }
-        if let Some(r) = m.by_north.get_mut(north) {
-            r.turn = old.turn;
-        }
     }
 
     /// The upstream default chat of `north`, from the host's snapshot.
@@ -136,13 +140,7 @@ impl RelaySessions {
     }
 
     pub(super) fn remove(&self, north: &str) -> Option<Relayed> {
-        let mut m = self.lock();
-        let r = m.by_north.remove(north)?;
-        m.by_up.remove(&r.up);
-        if let Some(c) = &r.up_chat {
-            m.by_up.remove(c);
-        }
-        Some(r)
+        self.lock().unmap(north)
     }
 
     /// The north session an upstream channel belongs to, and which side;
