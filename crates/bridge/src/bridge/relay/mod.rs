@@ -167,7 +167,7 @@ impl Relay {
     /// says `session/ready` (or `session/creationFailed` in the host's
     /// words).
     async fn create(self: Arc<Self>, north: String) {
-        let result = self.create_upstream(&north).await;
+        let result = self.create_upstream(&north, new_upstream_id()).await;
         let action = match result {
             Ok(()) => StateAction::SessionReady(SessionReadyAction {}),
             Err(e) => {
@@ -186,10 +186,10 @@ impl Relay {
         self.send_north(&north, action);
     }
 
-    async fn create_upstream(&self, north: &str) -> Result<(), RelayError> {
+    /// Creates `north`'s session on the host as `up`.
+    async fn create_upstream(&self, north: &str, up: String) -> Result<(), RelayError> {
         let host = self.host().ok_or(RelayError::Stopping)?;
         let client = self.client().ok_or(RelayError::NotLinked)?;
-        let up = format!("copilot:/{}", uuid::Uuid::new_v4());
         let dirs: Vec<String> = host
             .for_backend()
             .working_directories(north)
@@ -335,9 +335,15 @@ impl Relay {
     /// gone): the client keeps its session, and the model does not see the
     /// earlier turns, as when the runtime cannot resume a session on the
     /// JSON-RPC side.
+    /// Once only: a turn's resubscribe and the restore's may both find
+    /// the session lost, and the one that comes second finds it replaced.
     async fn start_afresh(&self, north: &str, lost: &str) {
+        let up = new_upstream_id();
+        if !self.sessions.replace_up(north, lost, &up) {
+            return;
+        }
         warn!(session = %north, upstream = %lost, "the agent host does not have the session; starting it afresh: the model will not see the earlier turns");
-        if let Err(e) = self.create_upstream(north).await {
+        if let Err(e) = self.create_upstream(north, up).await {
             warn!(session = %north, "the agent host did not create the session afresh: {e}");
         }
     }
@@ -546,6 +552,12 @@ impl Relay {
     fn queue_up(&self, channel: String, action: StateAction) {
         let _ = self.outbound.send((channel, action));
     }
+}
+
+/// An upstream session id of the bridge's choosing, never derived from the
+/// client's URI.
+fn new_upstream_id() -> String {
+    format!("copilot:/{}", uuid::Uuid::new_v4())
 }
 
 /// The bridge cancelling `turn_id` on the host.

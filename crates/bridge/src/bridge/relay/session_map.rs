@@ -81,6 +81,25 @@ struct Maps {
 }
 
 impl Maps {
+    /// See [`RelaySessions::add`].
+    fn map(&mut self, north: &str, north_chat: &str, up: &str) {
+        let turn = self.unmap(north).and_then(|old| old.turn);
+        self.by_up
+            .insert(up.to_owned(), (north.to_owned(), Side::Session));
+        self.by_north.insert(
+            north.to_owned(),
+            Relayed {
+                north: north.to_owned(),
+                north_chat: north_chat.to_owned(),
+                up: up.to_owned(),
+                up_chat: None,
+                turn,
+                decided: HashSet::new(),
+                cancelled_at: None,
+            },
+        );
+    }
+
     /// Takes `north` out, and its upstream session and chat with it.
     fn unmap(&mut self, north: &str) -> Option<Relayed> {
         let r = self.by_north.remove(north)?;
@@ -107,22 +126,24 @@ impl RelaySessions {
     /// Mapped already (a session started afresh on the host), it keeps its
     /// running turn, and its old upstream channels lead nowhere.
     pub(super) fn add(&self, north: &str, north_chat: &str, up: &str) {
+        self.lock().map(north, north_chat, up);
+    }
+
+    /// Maps `north` to upstream `up` instead of `lost`, if `lost` is still
+    /// its upstream session (checked and replaced under one lock); whether
+    /// it did.
+    pub(super) fn replace_up(&self, north: &str, lost: &str, up: &str) -> bool {
         let mut m = self.lock();
-        let turn = m.unmap(north).and_then(|old| old.turn);
-        m.by_up
-            .insert(up.to_owned(), (north.to_owned(), Side::Session));
-        m.by_north.insert(
-            north.to_owned(),
-            Relayed {
-                north: north.to_owned(),
-                north_chat: north_chat.to_owned(),
-                up: up.to_owned(),
-                up_chat: None,
-                turn,
-                decided: HashSet::new(),
-                cancelled_at: None,
-            },
-        );
+        let Some(north_chat) = m
+            .by_north
+            .get(north)
+            .filter(|r| r.up == lost)
+            .map(|r| r.north_chat.clone())
+        else {
+            return false;
+        };
+        m.map(north, &north_chat, up);
+        true
     }
 
     /// The upstream default chat of `north`, from the host's snapshot.
@@ -283,7 +304,12 @@ mod tests {
         s.with("n:/1", |r| {
             r.turn = Some(Turn::new("t3".into(), String::new(), None))
         });
-        s.add("n:/1", "ahp-chat://default/x", "copilot:/u2");
+        assert!(
+            !s.replace_up("n:/1", "copilot:/other", "copilot:/u2"),
+            "replaced already"
+        );
+        assert!(s.of_up("copilot:/u1").is_some());
+        assert!(s.replace_up("n:/1", "copilot:/u1", "copilot:/u2"));
         assert!(s.of_up("copilot:/u1").is_none() && s.of_up("ahp-chat:/c2").is_none());
         assert_eq!(s.of_up("copilot:/u2").unwrap().0.north, "n:/1");
         assert_eq!(
